@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian packages mantissa needs to build, test and run, only those missing.
+# Safe to run twice; uses apt-get as root, or through sudo otherwise.
+set -euo pipefail
+
+packages=(
+  cmake g++ make              # the build
+  libcli11-dev                # command-line parsing of the mantissa command
+  libfmt-dev                  # formatted output (tables)
+  libgtest-dev libgmock-dev   # unit tests
+  libbenchmark-dev            # benchmarks
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+as_root=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install ${missing[*]}" >&2; exit 1; }
+  as_root=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" apt-get update -q
+"${as_root[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,226 @@
+// Bulk conversions: picks a kernel for the CPU, format and options, and splits the work across threads.
+#include "mantissa/numeric/bulk.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "bulk_kernels.h"
+#include "mantissa/numeric/convert.h"
+
+namespace mantissa {
+namespace {
+
+using detail::DecodeJob;
+using detail::EncodeJob;
+
+// Below this many elements one thread does the whole array (thread start-up would cost more).
+constexpr std::size_t kParallelMin = std::size_t{1} << 16;
+// Elements per unit of parallel work: a multiple of every vector width.
+constexpr std::size_t kChunk = std::size_t{1} << 14;
+
+bool cpu_has(Isa isa) {
+  switch (isa) {
+    case Isa::portable: return true;
+    case Isa::f16c: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    case Isa::avx512:
+      return cpu_has(Isa::f16c) && __builtin_cpu_supports("avx512f") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512dq");
+    case Isa::avx512_bf16: return cpu_has(Isa::avx512) && __builtin_cpu_supports("avx512bf16");
+  }
+  return false;
+}
+
+Isa best_supported() {
+  Isa best = Isa::portable;
+  for (Isa isa : {Isa::f16c, Isa::avx512, Isa::avx512_bf16}) {
+    if (cpu_has(isa)) best = isa;
+  }
+  return best;
+}
+
+Isa initial_isa() {
+  Isa isa = best_supported();
+  if (const char* env = std::getenv("MANTISSA_ISA")) {
+    for (Isa level : {Isa::portable, Isa::f16c, Isa::avx512, Isa::avx512_bf16}) {
+      if (isa_name(level) == env && level < isa) isa = level;
+    }
+  }
+  return isa;
+}
+
+std::atomic<Isa>& isa_state() {
+  static std::atomic<Isa> state{initial_isa()};
+  return state;
+}
+
+using EncodeKernel = void (*)(const EncodeJob&);
+using DecodeKernel = void (*)(const DecodeJob&);
+
+EncodeKernel pick_encode(Format f, const CastOptions& o, Isa isa) {
+  const bool fixed_rounding = o.rounding != Rounding::stochastic;
+  if (isa >= Isa::avx512_bf16 && f == Format::bf16() && o.rounding == Rounding::nearest_even &&
+      !o.saturate) {
+    return detail::encode_bf16_avx512bf16;
+  }
+  if (isa >= Isa::avx512) {
+    return f == Format::fp16() && fixed_rounding ? detail::encode_fp16_avx512 : detail::encode_avx512;
+  }
+  if (isa >= Isa::f16c && f == Format::fp16() && fixed_rounding) return detail::encode_fp16_f16c;
+  return detail::encode_portable;
+}
+
+DecodeKernel pick_decode(Format f, Isa isa) {
+  if (isa >= Isa::avx512) {
+    if (f == Format::fp16()) return detail::decode_fp16_avx512;
+    if (f == Format::bf16()) return detail::decode_bf16_avx512;
+    if (f.storage_bytes() == 1) return detail::decode_8bit_avx512;
+  }
+  if (isa >= Isa::f16c && f == Format::fp16()) return detail::decode_fp16_f16c;
+  return detail::decode_portable;
+}
+
+// Calls body(begin, end) over [0, n) in chunks, on all threads when n is large.
+template <class Body>
+void for_chunks(std::size_t n, Body&& body) {
+  if (n < kParallelMin || omp_get_max_threads() == 1) {
+    body(std::size_t{0}, n);
+    return;
+  }
+  const auto chunks = static_cast<std::ptrdiff_t>((n + kChunk - 1) / kChunk);
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t c = 0; c < chunks; ++c) {
+    const std::size_t begin = static_cast<std::size_t>(c) * kChunk;
+    body(begin, std::min(n, begin + kChunk));
+  }
+}
+
+// 256 decoded values of an 8-bit format, built once per format.
+const float* decode_table(Format f) {
+  if (f.storage_bytes() != 1) return nullptr;
+  // An 8-bit format has exp_bits + man_bits = 7: at most 8 of them; index by exp_bits.
+  static std::array<std::array<float, 256>, 9> tables = [] {
+    std::array<std::array<float, 256>, 9> t{};
+    for (int e = 1; e <= 7; ++e) {
+      const Format g = e == 4 ? Format::e4m3() : Format::emulated(e, 7 - e);
+      for (std::uint32_t b = 0; b < 256; ++b) t[static_cast<std::size_t>(e)][b] = decode(g, b);
+    }
+    return t;
+  }();
+  if (f.bits() != 8) return nullptr;  // formats narrower than 8 bits decode without the table
+  if (f.exp_bits() == 4 && f != Format::e4m3()) return nullptr;  // e4m3 by name is OCP's, not IEEE
+  return tables[static_cast<std::size_t>(f.exp_bits())].data();
+}
+
+}  // namespace
+
+std::string_view isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::portable: return "portable";
+    case Isa::f16c: return "f16c";
+    case Isa::avx512: return "avx512";
+    case Isa::avx512_bf16: return "avx512_bf16";
+  }
+  return "?";
+}
+
+bool isa_supported(Isa isa) { return cpu_has(isa); }
+
+Isa active_isa() { return isa_state().load(std::memory_order_relaxed); }
+
+void set_isa(Isa isa) {
+  if (!cpu_has(isa)) {
+    throw std::invalid_argument("this CPU does not support the " + std::string(isa_name(isa)) +
+                                " kernels");
+  }
+  isa_state().store(isa, std::memory_order_relaxed);
+}
+
+void encode_array(Format format, const float* src, void* dst, std::size_t n, const CastOptions& options,
+                  std::uint64_t first_index) {
+  EncodeJob base{};
+  base.params = detail::make_encode_params(format, options);
+  base.overflow = options.rounding == Rounding::toward_zero ? base.params.max_finite
+                                                            : base.params.on_overflow;
+  base.storage_bytes = format.storage_bytes();
+  base.src = src;
+  base.dst = dst;
+  const EncodeKernel kernel = pick_encode(format, options, active_isa());
+  for_chunks(n, [&](std::size_t begin, std::size_t end) {
+    // Split where the counter's high half changes, so each job has one stochastic key.
+    while (begin < end) {
+      const std::uint64_t index = first_index + begin;
+      const std::uint64_t to_boundary = (std::uint64_t{1} << 32) - (index & 0xffffffffULL);
+      const std::size_t stop = static_cast<std::size_t>(std::min<std::uint64_t>(end, begin + to_boundary));
+      EncodeJob job = base;
+      job.begin = begin;
+      job.end = stop;
+      job.index_low = static_cast<std::uint32_t>(index);
+      job.key = detail::stochastic_key(options.seed, static_cast<std::uint32_t>(index >> 32));
+      kernel(job);
+      begin = stop;
+    }
+  });
+}
+
+void decode_array(Format format, const void* src, float* dst, std::size_t n) {
+  DecodeJob base{};
+  base.params = detail::make_decode_params(format);
+  base.storage_bytes = format.storage_bytes();
+  base.src = src;
+  base.dst = dst;
+  base.table = decode_table(format);
+  DecodeKernel kernel = pick_decode(format, active_isa());
+  if (kernel == detail::decode_8bit_avx512 && base.table == nullptr) kernel = detail::decode_portable;
+  for_chunks(n, [&](std::size_t begin, std::size_t end) {
+    DecodeJob job = base;
+    job.begin = begin;
+    job.end = end;
+    kernel(job);
+  });
+}
+
+namespace detail {
+
+void encode_portable(const EncodeJob& job) {
+  const EncodeParams& p = job.params;
+  const bool stochastic = p.rounding == Rounding::stochastic;
+  for (std::size_t i = job.begin; i < job.end; ++i) {
+    std::uint32_t x;
+    std::memcpy(&x, job.src + i, sizeof x);
+    const std::uint32_t index_low = job.index_low + static_cast<std::uint32_t>(i - job.begin);
+    const std::uint32_t bits = encode_bits(p, x, stochastic ? random_bits(job.key, index_low) : 0);
+    switch (job.storage_bytes) {
+      case 1: static_cast<std::uint8_t*>(job.dst)[i] = static_cast<std::uint8_t>(bits); break;
+      case 2: static_cast<std::uint16_t*>(job.dst)[i] = static_cast<std::uint16_t>(bits); break;
+      default: static_cast<std::uint32_t*>(job.dst)[i] = bits; break;
+    }
+  }
+}
+
+void decode_portable(const DecodeJob& job) {
+  for (std::size_t i = job.begin; i < job.end; ++i) {
+    std::uint32_t bits;
+    switch (job.storage_bytes) {
+      case 1: bits = static_cast<const std::uint8_t*>(job.src)[i]; break;
+      case 2: bits = static_cast<const std::uint16_t*>(job.src)[i]; break;
+      default: bits = static_cast<const std::uint32_t*>(job.src)[i]; break;
+    }
+    if (job.table != nullptr) {
+      job.dst[i] = job.table[bits & 0xff];
+    } else {
+      const std::uint32_t f = decode_bits(job.params, bits);
+      std::memcpy(job.dst + i, &f, sizeof f);
+    }
+  }
+}
+
+}  // namespace detail
+}  // namespace mantissa

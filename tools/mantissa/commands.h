@@ -1,0 +1,18 @@
+// The subcommands of the `mantissa` command. Each registers its options on the parser and returns the
+// function that runs it (which returns the exit status).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace mantissa::cli {
+
+using Run = std::function<int()>;
+
+// Exit status for bad input (an unknown format, a malformed number, a missing flag value).
+inline constexpr int kBadInput = 2;
+
+Run add_formats(CLI::App& app);
+Run add_cast(CLI::App& app);
+
+}  // namespace mantissa::cli

@@ -1,0 +1,39 @@
+// The `mantissa` command: parses the subcommand and its flags, runs it, and turns every error into one
+// line on standard error with exit status 2.
+#include <cstdio>
+#include <exception>
+#include <map>
+#include <string>
+
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"mantissa: mixed-precision training of neural networks"};
+  app.require_subcommand(1);
+  std::map<CLI::App*, mantissa::cli::Run> runs;
+  auto add = [&](const char* name, const char* about, auto adder) {
+    CLI::App* sub = app.add_subcommand(name, about);
+    runs[sub] = adder(*sub);
+  };
+  add("formats", "Print the properties of every number format", mantissa::cli::add_formats);
+  add("cast", "Round fp32 values read from standard input into a format", mantissa::cli::add_cast);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    // Subcommand help comes through here too, with exit code 0.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "mantissa: %s\n", e.what());
+    return mantissa::cli::kBadInput;
+  }
+  try {
+    for (CLI::App* sub : app.get_subcommands()) return runs.at(sub)();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mantissa: %s\n", e.what());
+    return mantissa::cli::kBadInput;
+  }
+  return 0;
+}
