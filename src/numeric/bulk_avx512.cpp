@@ -46,13 +46,15 @@ __m512i encode16(const EncodeJob& job, __m512i x, __m512i lane_index) {
   const __m512i shift = _mm512_sub_epi32(
       _mm512_add_epi32(eeff, set1(150 - p.man_bits)), _mm512_max_epi32(e32, one));
 
+  const __m512i exponent_part =
+      shift_left(_mm512_sub_epi32(eeff, set1(static_cast<std::uint32_t>(p.emin))), p.man_bits);
   __m512i q;
   switch (p.rounding) {
     case Rounding::nearest_even: {
       const __m512i s = _mm512_min_epu32(_mm512_add_epi32(shift, one), set1(27));
       const __m512i sig2 = _mm512_slli_epi32(sig, 1);
       const __m512i half_minus_one = _mm512_srli_epi32(_mm512_sub_epi32(_mm512_sllv_epi32(one, s), one), 1);
-      const __m512i odd = _mm512_and_si512(_mm512_srlv_epi32(sig2, s), one);
+      const __m512i odd = _mm512_and_si512(_mm512_add_epi32(_mm512_srlv_epi32(sig2, s), exponent_part), one);
       q = _mm512_srlv_epi32(_mm512_add_epi32(_mm512_add_epi32(sig2, half_minus_one), odd), s);
       break;
     }
@@ -73,8 +75,7 @@ __m512i encode16(const EncodeJob& job, __m512i x, __m512i lane_index) {
       break;
     }
   }
-  __m512i bits = _mm512_add_epi32(
-      shift_left(_mm512_sub_epi32(eeff, set1(static_cast<std::uint32_t>(p.emin))), p.man_bits), q);
+  __m512i bits = _mm512_add_epi32(exponent_part, q);
   bits = _mm512_mask_mov_epi32(bits, _mm512_cmpgt_epu32_mask(bits, set1(p.max_finite)), set1(job.overflow));
 
   // Infinities and NaNs.

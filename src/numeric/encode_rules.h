@@ -94,14 +94,18 @@ inline std::uint32_t encode_bits(const EncodeParams& p, std::uint32_t x, std::ui
   const std::uint32_t shift = static_cast<std::uint32_t>(
       eeff - static_cast<std::int32_t>(p.man_bits) + 150 - std::max<std::int32_t>(e32, 1));
 
-  std::uint32_t q;  // the value in quanta, rounded
+  // The pattern is exponent_part + the value in quanta at that exponent, rounded.
+  const std::uint32_t exponent_part = static_cast<std::uint32_t>(eeff - p.emin) << p.man_bits;
+  std::uint32_t q;
   switch (p.rounding) {
     case Rounding::nearest_even: {
       // Doubling sig makes the half-quantum an integer even when shift is 0; past 27 the result is 0.
+      // A tie goes to the even bit pattern: the even mantissa, or for eXm0 the even exponent field.
       const std::uint32_t s = std::min(shift + 1, 27U);
       const std::uint32_t sig2 = sig << 1;
       const std::uint32_t half_minus_one = ((1U << s) - 1) >> 1;
-      q = (sig2 + half_minus_one + ((sig2 >> s) & 1U)) >> s;
+      const std::uint32_t odd = ((sig2 >> s) + exponent_part) & 1U;
+      q = (sig2 + half_minus_one + odd) >> s;
       break;
     }
     case Rounding::toward_zero:
@@ -120,7 +124,7 @@ inline std::uint32_t encode_bits(const EncodeParams& p, std::uint32_t x, std::ui
     default:
       q = 0;
   }
-  std::uint32_t bits = (static_cast<std::uint32_t>(eeff - p.emin) << p.man_bits) + q;
+  std::uint32_t bits = exponent_part + q;
   if (bits > p.max_finite) {
     bits = p.rounding == Rounding::toward_zero ? p.max_finite : p.on_overflow;
   }

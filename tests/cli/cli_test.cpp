@@ -1,0 +1,125 @@
+// The mantissa command as a user runs it: output format, exit statuses, and one-line errors.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+
+namespace {
+
+struct Result {
+  int status;
+  std::string out, err;
+};
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Runs `mantissa ARGS` with INPUT on standard input.
+Result run(const std::string& args, const std::string& input = "") {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("mantissa_cli_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "in") << input;
+  const std::string cmd = std::string(MANTISSA_CLI) + " " + args + " <" + (dir / "in").string() + " >" +
+                          (dir / "out").string() + " 2>" + (dir / "err").string();
+  const int raw = std::system(cmd.c_str());
+  Result r{WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(dir / "out"), slurp(dir / "err")};
+  std::filesystem::remove_all(dir);
+  return r;
+}
+
+int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+TEST(CastCommand, WritesInputRoundedValueAndBits) {
+  const Result r = run("cast --to fp16", "1\n0.1\n65520\n-0\nnan\n-inf\n0x1.8p3\n  2.5e-8 \n");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "1\t1\t0x3c00\n"
+            "0.1\t0.099975586\t0x2e66\n"
+            "65520\tinf\t0x7c00\n"
+            "-0\t-0\t0x8000\n"
+            "nan\tnan\t0x7e00\n"
+            "-inf\t-inf\t0xfc00\n"
+            "0x1.8p3\t12\t0x4a00\n"
+            "2.5e-8\t0\t0x0000\n");
+  EXPECT_EQ(r.err, "");
+}
+
+TEST(CastCommand, EveryFormatNameAndBitWidth) {
+  EXPECT_EQ(run("cast --to bf16", "3.14159265\n").out, "3.14159265\t3.140625\t0x4049\n");
+  EXPECT_EQ(run("cast --to e4m3", "448.5\n").out, "448.5\t448\t0x7e\n");
+  EXPECT_EQ(run("cast --to e4m3", "500\n").out, "500\tnan\t0x7f\n");
+  EXPECT_EQ(run("cast --to e4m3 --saturate", "500\n").out, "500\t448\t0x7e\n");
+  EXPECT_EQ(run("cast --to e5m2", "1e6\n").out, "1e6\tinf\t0x7c\n");
+  EXPECT_EQ(run("cast --to fp32", "0.1\n").out, "0.1\t0.1\t0x3dcccccd\n");
+  EXPECT_EQ(run("cast --to e5m10", "0.1\n").out, "0.1\t0.099975586\t0x2e66\n");
+  EXPECT_EQ(run("cast --to e3m4", "1.03\n").out, "1.03\t1\t0x30\n");
+  EXPECT_EQ(run("cast --to e5m20", "1\n").out, "1\t1\t0x0f00000\n");  // 26 bits: 7 hex digits
+  EXPECT_EQ(run("cast --to bf16 --round zero", "1.0078\n").out, "1.0078\t1\t0x3f80\n");
+}
+
+TEST(CastCommand, StochasticRoundingRepeatsWithTheSeed) {
+  std::string input;
+  for (int i = 0; i < 200; ++i) input += "1.001\n";
+  const Result a = run("cast --to bf16 --round stochastic --seed 5", input);
+  const Result b = run("cast --to bf16 --round stochastic --seed 5", input);
+  const Result c = run("cast --to bf16 --round stochastic --seed 6", input);
+  EXPECT_EQ(a.status, 0);
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.out, c.out);
+  EXPECT_NE(a.out.find("\t1\t0x3f80"), std::string::npos);        // some round down
+  EXPECT_NE(a.out.find("\t1.0078125\t0x3f81"), std::string::npos);  // some up
+}
+
+TEST(CastCommand, ABadLineStopsWithItsNumberAndKeepsTheLinesBefore) {
+  const Result r = run("cast --to bf16", "1\n2\nabc\n4\n");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.out, "1\t1\t0x3f80\n2\t2\t0x4000\n");
+  EXPECT_EQ(lines(r.err), 1);
+  EXPECT_NE(r.err.find("line 3"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("abc"), std::string::npos) << r.err;
+  for (const char* bad : {"1.5x\n", "\n", "1 2\n", "--\n"}) {
+    EXPECT_EQ(run("cast --to bf16", bad).status, 2) << bad;
+  }
+}
+
+TEST(CastCommand, BadFlagsGiveOneLineAndStatusTwo) {
+  for (const char* args : {"cast --to fp64", "cast --to", "cast", "cast --to bf16 --round up",
+                           "cast --to bf16 --seed", "cast --to bf16 --seed -x", "frobnicate", ""}) {
+    const Result r = run(args, "1\n");
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_EQ(lines(r.err), 1) << args << ": " << r.err;
+    EXPECT_EQ(r.out, "") << args;
+  }
+  EXPECT_NE(run("cast --to fp64", "1\n").err.find("unknown format 'fp64'"), std::string::npos);
+}
+
+TEST(FormatsCommand, ListsEveryFormatWithItsNumbers) {
+  const Result r = run("formats e3m4");
+  EXPECT_EQ(r.status, 0);
+  for (const char* s : {"fp32", "fp16", "bf16", "e4m3", "e5m2", "e3m4", "65504", "448", "57344",
+                        "3.38953e+38", "S.1111.111"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s;
+  }
+  EXPECT_EQ(lines(r.out), 7);
+}
+
+TEST(Help, EverySubcommandHasIt) {
+  for (const char* args : {"--help", "formats --help", "cast --help"}) {
+    const Result r = run(args);
+    EXPECT_EQ(r.status, 0) << args;
+    EXPECT_NE(r.out.find("Usage"), std::string::npos) << args << r.out;
+  }
+  EXPECT_NE(run("cast --help").out.find("--saturate"), std::string::npos);
+}
+
+}  // namespace
