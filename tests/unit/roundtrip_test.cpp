@@ -25,7 +25,7 @@ std::vector<std::uint32_t> patterns_of(Format f) {
     return v;
   }
   std::mt19937 rng(static_cast<std::uint32_t>(testing::test_seed()));
-  for (int i = 0; i < (1 << 20); ++i) v.push_back(rng() & (f.sign_bit() | f.magnitude_mask()));
+  for (int i = 0; i < (1 << 20); ++i) v.push_back(static_cast<std::uint32_t>(rng()) & (f.sign_bit() | f.magnitude_mask()));
   return v;
 }
 
