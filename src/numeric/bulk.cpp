@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "bulk_kernels.h"
+#include "bulk_loops.h"
 #include "mantissa/numeric/convert.h"
 
 namespace mantissa {
@@ -28,9 +28,9 @@ constexpr std::size_t kChunk = std::size_t{1} << 14;
 bool cpu_has(Isa isa) {
   switch (isa) {
     case Isa::portable: return true;
-    case Isa::f16c: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    case Isa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
     case Isa::avx512:
-      return cpu_has(Isa::f16c) && __builtin_cpu_supports("avx512f") &&
+      return cpu_has(Isa::avx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
              __builtin_cpu_supports("avx512dq");
     case Isa::avx512_bf16: return cpu_has(Isa::avx512) && __builtin_cpu_supports("avx512bf16");
@@ -40,7 +40,7 @@ bool cpu_has(Isa isa) {
 
 Isa best_supported() {
   Isa best = Isa::portable;
-  for (Isa isa : {Isa::f16c, Isa::avx512, Isa::avx512_bf16}) {
+  for (Isa isa : {Isa::avx2, Isa::avx512, Isa::avx512_bf16}) {
     if (cpu_has(isa)) best = isa;
   }
   return best;
@@ -49,7 +49,7 @@ Isa best_supported() {
 Isa initial_isa() {
   Isa isa = best_supported();
   if (const char* env = std::getenv("MANTISSA_ISA")) {
-    for (Isa level : {Isa::portable, Isa::f16c, Isa::avx512, Isa::avx512_bf16}) {
+    for (Isa level : {Isa::portable, Isa::avx2, Isa::avx512, Isa::avx512_bf16}) {
       if (isa_name(level) == env && level < isa) isa = level;
     }
   }
@@ -73,7 +73,9 @@ EncodeKernel pick_encode(Format f, const CastOptions& o, Isa isa) {
   if (isa >= Isa::avx512) {
     return f == Format::fp16() && fixed_rounding ? detail::encode_fp16_avx512 : detail::encode_avx512;
   }
-  if (isa >= Isa::f16c && f == Format::fp16() && fixed_rounding) return detail::encode_fp16_f16c;
+  if (isa >= Isa::avx2) {
+    return f == Format::fp16() && fixed_rounding ? detail::encode_fp16_f16c : detail::encode_avx2;
+  }
   return detail::encode_portable;
 }
 
@@ -83,7 +85,7 @@ DecodeKernel pick_decode(Format f, Isa isa) {
     if (f == Format::bf16()) return detail::decode_bf16_avx512;
     if (f.storage_bytes() == 1) return detail::decode_8bit_avx512;
   }
-  if (isa >= Isa::f16c && f == Format::fp16()) return detail::decode_fp16_f16c;
+  if (isa >= Isa::avx2) return f == Format::fp16() ? detail::decode_fp16_f16c : detail::decode_avx2;
   return detail::decode_portable;
 }
 
@@ -124,7 +126,7 @@ const float* decode_table(Format f) {
 std::string_view isa_name(Isa isa) {
   switch (isa) {
     case Isa::portable: return "portable";
-    case Isa::f16c: return "f16c";
+    case Isa::avx2: return "avx2";
     case Isa::avx512: return "avx512";
     case Isa::avx512_bf16: return "avx512_bf16";
   }
@@ -189,38 +191,8 @@ void decode_array(Format format, const void* src, float* dst, std::size_t n) {
 
 namespace detail {
 
-void encode_portable(const EncodeJob& job) {
-  const EncodeParams& p = job.params;
-  const bool stochastic = p.rounding == Rounding::stochastic;
-  for (std::size_t i = job.begin; i < job.end; ++i) {
-    std::uint32_t x;
-    std::memcpy(&x, job.src + i, sizeof x);
-    const std::uint32_t index_low = job.index_low + static_cast<std::uint32_t>(i - job.begin);
-    const std::uint32_t bits = encode_bits(p, x, stochastic ? random_bits(job.key, index_low) : 0);
-    switch (job.storage_bytes) {
-      case 1: static_cast<std::uint8_t*>(job.dst)[i] = static_cast<std::uint8_t>(bits); break;
-      case 2: static_cast<std::uint16_t*>(job.dst)[i] = static_cast<std::uint16_t>(bits); break;
-      default: static_cast<std::uint32_t*>(job.dst)[i] = bits; break;
-    }
-  }
-}
-
-void decode_portable(const DecodeJob& job) {
-  for (std::size_t i = job.begin; i < job.end; ++i) {
-    std::uint32_t bits;
-    switch (job.storage_bytes) {
-      case 1: bits = static_cast<const std::uint8_t*>(job.src)[i]; break;
-      case 2: bits = static_cast<const std::uint16_t*>(job.src)[i]; break;
-      default: bits = static_cast<const std::uint32_t*>(job.src)[i]; break;
-    }
-    if (job.table != nullptr) {
-      job.dst[i] = job.table[bits & 0xff];
-    } else {
-      const std::uint32_t f = decode_bits(job.params, bits);
-      std::memcpy(job.dst + i, &f, sizeof f);
-    }
-  }
-}
+void encode_portable(const EncodeJob& job) { encode_any_width(job); }
+void decode_portable(const DecodeJob& job) { decode_any_width(job); }
 
 }  // namespace detail
 }  // namespace mantissa

@@ -83,16 +83,47 @@ __m512i encode16(const EncodeJob& job, __m512i x, __m512i lane_index) {
   if (special != 0) {
     const __mmask16 inf = _mm512_cmpeq_epi32_mask(a, set1(0x7f800000U));
     const __m512i nan = _mm512_or_si512(
-        set1(p.quiet_nan), shift_right(_mm512_and_si512(a, set1(0x7fffffU)), p.payload_shift));
+        set1(p.quiet_nan),
+        _mm512_and_si512(shift_right(_mm512_and_si512(a, set1(0x7fffffU)), p.payload_shift), set1(p.payload_mask)));
     bits = _mm512_mask_mov_epi32(bits, special & ~inf, nan);
     bits = _mm512_mask_mov_epi32(bits, inf, set1(p.on_inf));
   }
   return _mm512_or_si512(sign, bits);
 }
 
+// encode_wide_nearest() of bulk_loops.h on 16 lanes: 8 exponent bits, nearest even, M < 23.
+__m512i encode16_wide_nearest(const EncodeJob& job, __m512i x) {
+  const EncodeParams& p = job.params;
+  const std::uint32_t s = 23 - p.man_bits;
+  const __m512i a = _mm512_and_si512(x, set1(0x7fffffffU));
+  const __m512i odd = _mm512_and_si512(shift_right(a, s), set1(1));
+  __m512i bits = shift_right(_mm512_add_epi32(_mm512_add_epi32(a, set1((1U << (s - 1)) - 1)), odd), s);
+  bits = _mm512_mask_mov_epi32(bits, _mm512_cmpgt_epu32_mask(bits, set1(p.max_finite)), set1(p.on_overflow));
+  const __mmask16 special = _mm512_cmpge_epu32_mask(a, set1(0x7f800000U));
+  if (special != 0) {
+    const __mmask16 inf = _mm512_cmpeq_epi32_mask(a, set1(0x7f800000U));
+    const __m512i nan = _mm512_or_si512(
+        set1(p.quiet_nan),
+        _mm512_and_si512(shift_right(_mm512_and_si512(a, set1(0x7fffffU)), p.payload_shift), set1(p.payload_mask)));
+    bits = _mm512_mask_mov_epi32(bits, special & ~inf, nan);
+    bits = _mm512_mask_mov_epi32(bits, inf, set1(p.on_inf));
+  }
+  return _mm512_or_si512(shift_left(_mm512_srli_epi32(x, 31), p.sign_shift), bits);
+}
+
 }  // namespace
 
 void encode_avx512(const EncodeJob& job) {
+  const bool wide_nearest = job.params.rounding == Rounding::nearest_even && job.params.emin == -126 &&
+                            job.params.man_bits < 23;
+  if (wide_nearest) {
+    for (std::size_t i = job.begin; i < job.end; i += 16) {
+      const __mmask16 m = tail_mask(job.end - i);
+      const __m512i x = _mm512_maskz_loadu_epi32(m, job.src + i);
+      store(job.storage_bytes, job.dst, i, m, encode16_wide_nearest(job, x));
+    }
+    return;
+  }
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   for (std::size_t i = job.begin; i < job.end; i += 16) {
     const __mmask16 m = tail_mask(job.end - i);

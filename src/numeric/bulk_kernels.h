@@ -35,9 +35,12 @@ struct DecodeJob {
 void encode_portable(const EncodeJob& job);
 void decode_portable(const DecodeJob& job);
 
-// F16C (with AVX2): fp16, rounding to nearest even or toward zero.
+// AVX2 with F16C: fp16 through the hardware converter (nearest even or toward zero); the loops of
+// bulk_loops.h vectorized with AVX2 for everything else.
 void encode_fp16_f16c(const EncodeJob& job);
 void decode_fp16_f16c(const DecodeJob& job);
+void encode_avx2(const EncodeJob& job);
+void decode_avx2(const DecodeJob& job);
 
 // AVX-512 (F, BW, VL, DQ): every format and rounding mode.
 void encode_avx512(const EncodeJob& job);

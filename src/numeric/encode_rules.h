@@ -26,9 +26,31 @@ struct EncodeParams {
   std::uint32_t on_overflow;  // magnitude pattern for finite values past the range (inf, NaN or max)
   std::uint32_t on_inf;       // magnitude pattern for an infinite input (inf, NaN or max)
   std::uint32_t quiet_nan;    // magnitude pattern of the quiet NaN the payload is merged into
-  std::uint32_t payload_shift;  // fp32 mantissa >> this is the NaN payload kept (32: none kept)
+  std::uint32_t payload_shift;  // (fp32 mantissa >> payload_shift) & payload_mask: the NaN payload kept
+  std::uint32_t payload_mask;   // 0 for formats with a single NaN
   Rounding rounding;
 };
+
+// The key for indices that share their high 32 bits; kernels compute it once per 2^32 elements.
+struct StochasticKey {
+  std::uint32_t k0, k1;
+};
+
+// Everything decoding needs about a format.
+struct DecodeParams {
+  std::uint32_t man_bits, sign_shift, magnitude_mask, exp_field_max;
+  std::int32_t bias;
+  // The value of one subnormal quantum, 2^(emin - M), for formats with fewer than 8 exponent bits,
+  // whose subnormals are fp32 normals. With 8 exponent bits they are fp32 subnormals with the same
+  // bits, taken as such: a product there would make fp32 denormals, slow on every lane computing it.
+  float subnormal_scale;
+  bool wide_exponent;
+  bool ieee;
+};
+
+// The functions have internal linkage on purpose: this header is compiled into translation units with
+// different instruction-set flags, and a shared (merged) copy could run AVX-512 code on a CPU without it.
+namespace {
 
 inline EncodeParams make_encode_params(Format f, const CastOptions& o) {
   EncodeParams p{};
@@ -40,7 +62,8 @@ inline EncodeParams make_encode_params(Format f, const CastOptions& o) {
   p.on_overflow = o.saturate ? p.max_finite : not_finite;
   p.on_inf = p.on_overflow;
   p.quiet_nan = f.nan_bits();
-  p.payload_shift = f.has_inf() ? static_cast<std::uint32_t>(23 - f.man_bits()) : 32;
+  p.payload_shift = static_cast<std::uint32_t>(23 - f.man_bits());
+  p.payload_mask = f.has_inf() ? (std::uint32_t{1} << f.man_bits()) - 1 : 0;
   p.rounding = o.rounding;
   return p;
 }
@@ -63,10 +86,6 @@ inline std::uint64_t splitmix64(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// The key for indices that share their high 32 bits; kernels compute it once per 2^32 elements.
-struct StochasticKey {
-  std::uint32_t k0, k1;
-};
 
 inline StochasticKey stochastic_key(std::uint64_t seed, std::uint32_t index_high) {
   const std::uint64_t h = splitmix64(seed ^ splitmix64(index_high));
@@ -77,66 +96,62 @@ inline std::uint32_t random_bits(StochasticKey key, std::uint32_t index_low) {
   return mix32(mix32(index_low ^ key.k0) + key.k1);
 }
 
-// Rounds the fp32 pattern x; `random` is used by stochastic rounding only.
-inline std::uint32_t encode_bits(const EncodeParams& p, std::uint32_t x, std::uint32_t random) {
+// Rounds the fp32 pattern x under rounding R; `random` is used by stochastic rounding only. Written
+// as selects without branches, so that loops over it vectorize.
+template <Rounding R>
+inline std::uint32_t encode_bits_as(const EncodeParams& p, std::uint32_t x, std::uint32_t random) {
   const std::uint32_t sign = (x >> 31) << p.sign_shift;
   const std::uint32_t a = x & 0x7fffffffU;
   const std::uint32_t e32 = a >> 23;
-  if (e32 == 255) {
-    if (a == 0x7f800000U) return sign | p.on_inf;
-    const std::uint32_t payload = p.payload_shift >= 32 ? 0 : (a & 0x7fffffU) >> p.payload_shift;
-    return sign | p.quiet_nan | payload;
-  }
   // a = sig * 2^(lsb - 150) with lsb = max(e32, 1); its exponent (for normals) is e32 - 127.
   const std::uint32_t sig = e32 != 0 ? (a & 0x7fffffU) | 0x800000U : a;
   const std::int32_t eeff = std::max(static_cast<std::int32_t>(e32) - 127, p.emin);
   // Bits of sig below the target quantum: always >= 0 since emin >= -126 and M <= 23.
   const std::uint32_t shift = static_cast<std::uint32_t>(
-      eeff - static_cast<std::int32_t>(p.man_bits) + 150 - std::max<std::int32_t>(e32, 1));
+      eeff - static_cast<std::int32_t>(p.man_bits) + 150 - std::max<std::int32_t>(static_cast<std::int32_t>(e32), 1));
 
   // The pattern is exponent_part + the value in quanta at that exponent, rounded.
   const std::uint32_t exponent_part = static_cast<std::uint32_t>(eeff - p.emin) << p.man_bits;
   std::uint32_t q;
-  switch (p.rounding) {
-    case Rounding::nearest_even: {
-      // Doubling sig makes the half-quantum an integer even when shift is 0; past 27 the result is 0.
-      // A tie goes to the even bit pattern: the even mantissa, or for eXm0 the even exponent field.
-      const std::uint32_t s = std::min(shift + 1, 27U);
-      const std::uint32_t sig2 = sig << 1;
-      const std::uint32_t half_minus_one = ((1U << s) - 1) >> 1;
-      const std::uint32_t odd = ((sig2 >> s) + exponent_part) & 1U;
-      q = (sig2 + half_minus_one + odd) >> s;
-      break;
-    }
-    case Rounding::toward_zero:
-      q = sig >> std::min(shift, 31U);
-      break;
-    case Rounding::stochastic: {
-      // Up with probability rem / 2^shift, exactly while shift <= 32 (every case but values far below
-      // the smallest subnormal, where the error is under 2^-32).
-      const std::uint32_t trunc = shift >= 32 ? 0 : sig >> shift;
-      const std::uint32_t rem = shift >= 32 ? sig : sig & ((1U << shift) - 1);
-      const std::uint32_t threshold = shift == 0 ? 0 : shift <= 32 ? random >> (32 - shift) : random;
-      const std::uint32_t limit = shift <= 32 ? rem : shift - 32 >= 32 ? 0 : rem >> (shift - 32);
-      q = trunc + (threshold < limit ? 1U : 0U);
-      break;
-    }
-    default:
-      q = 0;
+  if constexpr (R == Rounding::nearest_even) {
+    // Doubling sig makes the half-quantum an integer even when shift is 0; past 27 the result is 0.
+    // A tie goes to the even bit pattern: the even mantissa, or for eXm0 the even exponent field.
+    const std::uint32_t s = std::min(shift + 1, 27U);
+    const std::uint32_t sig2 = sig << 1;
+    const std::uint32_t half_minus_one = ((1U << s) - 1) >> 1;
+    const std::uint32_t odd = ((sig2 >> s) + exponent_part) & 1U;
+    q = (sig2 + half_minus_one + odd) >> s;
+  } else if constexpr (R == Rounding::toward_zero) {
+    q = sig >> std::min(shift, 31U);
+  } else {
+    // Up with probability rem / 2^shift, exactly while shift <= 32 (every case but values far below
+    // the smallest subnormal, where the error is under 2^-32).
+    const std::uint32_t s = std::min(shift, 31U);
+    const std::uint32_t trunc = shift >= 32 ? 0 : sig >> s;
+    const std::uint32_t rem = shift >= 32 ? sig : sig & ((1U << s) - 1);
+    const std::uint32_t threshold = shift == 0 ? 0 : shift <= 32 ? random >> ((32 - shift) & 31) : random;
+    const std::uint32_t limit = shift <= 32 ? rem : shift >= 64 ? 0 : rem >> ((shift - 32) & 31);
+    q = trunc + (threshold < limit ? 1U : 0U);
   }
   std::uint32_t bits = exponent_part + q;
-  if (bits > p.max_finite) {
-    bits = p.rounding == Rounding::toward_zero ? p.max_finite : p.on_overflow;
-  }
-  return sign | bits;
+  const std::uint32_t overflow = R == Rounding::toward_zero ? p.max_finite : p.on_overflow;
+  bits = bits > p.max_finite ? overflow : bits;
+
+  // Infinity and NaN (the payload's top bits kept, made quiet).
+  const std::uint32_t nan = p.quiet_nan | ((a & 0x7fffffU) >> p.payload_shift & p.payload_mask);
+  const std::uint32_t special = a == 0x7f800000U ? p.on_inf : nan;
+  return sign | (e32 == 255 ? special : bits);
 }
 
-// Everything decoding needs about a format.
-struct DecodeParams {
-  std::uint32_t man_bits, sign_shift, magnitude_mask, exp_field_max;
-  std::int32_t bias, emin;
-  bool ieee;
-};
+inline std::uint32_t encode_bits(const EncodeParams& p, std::uint32_t x, std::uint32_t random) {
+  switch (p.rounding) {
+    case Rounding::nearest_even: return encode_bits_as<Rounding::nearest_even>(p, x, random);
+    case Rounding::toward_zero: return encode_bits_as<Rounding::toward_zero>(p, x, random);
+    case Rounding::stochastic: return encode_bits_as<Rounding::stochastic>(p, x, random);
+  }
+  return 0;
+}
+
 
 inline DecodeParams make_decode_params(Format f) {
   return {static_cast<std::uint32_t>(f.man_bits()),
@@ -144,26 +159,30 @@ inline DecodeParams make_decode_params(Format f) {
           f.magnitude_mask(),
           (1U << f.exp_bits()) - 1,
           f.bias(),
-          f.min_exponent(),
+          f.exp_bits() == 8 ? 1.0f : std::ldexp(1.0f, f.min_exponent() - f.man_bits()),
+          f.exp_bits() == 8,
           f.has_inf()};
 }
 
+// The fp32 pattern of a format's pattern; exact. Without branches, so that loops over it vectorize.
 inline std::uint32_t decode_bits(const DecodeParams& p, std::uint32_t bits) {
   const std::uint32_t sign = ((bits >> p.sign_shift) & 1U) << 31;
   const std::uint32_t mag = bits & p.magnitude_mask;
   const std::uint32_t e = mag >> p.man_bits;
   const std::uint32_t m = mag & ((1U << p.man_bits) - 1);
-  if (p.ieee && e == p.exp_field_max) {
-    return m == 0 ? sign | 0x7f800000U : sign | 0x7fc00000U | (m << (23 - p.man_bits));
-  }
-  if (!p.ieee && mag == p.magnitude_mask) return sign | 0x7fc00000U;
-  if (e == 0) {
-    // A subnormal of the format: m quanta of 2^(emin - M), exact in fp32 (perhaps as an fp32 subnormal).
-    const float v = std::ldexp(static_cast<float>(m), p.emin - static_cast<std::int32_t>(p.man_bits));
-    return sign | std::bit_cast<std::uint32_t>(v);
-  }
-  const std::uint32_t e32 = static_cast<std::uint32_t>(static_cast<std::int32_t>(e) - p.bias + 127);
-  return sign | (e32 << 23) | (m << (23 - p.man_bits));
+  const std::uint32_t fraction = m << (23 - p.man_bits);
+  // Normal: rebias the exponent. Subnormal: m quanta, exact in fp32 (perhaps as an fp32 subnormal).
+  const std::uint32_t normal = static_cast<std::uint32_t>(static_cast<std::int32_t>(e) - p.bias + 127) << 23 | fraction;
+  const std::uint32_t subnormal = p.wide_exponent ? fraction
+                                                  : std::bit_cast<std::uint32_t>(static_cast<float>(m) * p.subnormal_scale);
+  std::uint32_t out = e == 0 ? subnormal : normal;
+  // Infinity, and NaN with its payload, made quiet.
+  const std::uint32_t nan = 0x7fc00000U | fraction;
+  const std::uint32_t ieee_special = m == 0 ? 0x7f800000U : nan;
+  out = (p.ieee & (e == p.exp_field_max)) ? ieee_special : out;  // & not &&: no branch
+  out = (!p.ieee & (mag == p.magnitude_mask)) ? 0x7fc00000U : out;
+  return sign | out;
 }
 
+}  // namespace
 }  // namespace mantissa::detail

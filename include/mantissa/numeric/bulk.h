@@ -1,7 +1,7 @@
 // Bulk conversion over arrays: the path training uses to make low-precision copies of tensors.
 //
-// Each call picks the fastest kernel this CPU runs (AVX512-BF16 for bf16, F16C or AVX-512 for fp16,
-// AVX-512 for every other format, a portable loop everywhere else), chosen at run time from CPUID, and
+// Each call picks the fastest kernel this CPU runs (AVX512-BF16 for bf16, F16C for fp16, AVX-512 or
+// AVX2 for every other format, a portable loop everywhere else), chosen at run time from CPUID, and
 // splits large arrays across threads. Every kernel gives exactly the bits of the scalar encode()/decode().
 #pragma once
 
@@ -22,13 +22,13 @@ void encode_array(Format format, const float* src, void* dst, std::size_t n,
 void decode_array(Format format, const void* src, float* dst, std::size_t n);
 
 // Instruction-set levels of the kernels, each including the ones before it.
-enum class Isa : std::uint8_t { portable, f16c, avx512, avx512_bf16 };
+enum class Isa : std::uint8_t { portable, avx2, avx512, avx512_bf16 };  // avx2 includes F16C
 
 std::string_view isa_name(Isa isa);
 // Whether this CPU and operating system run the level (from CPUID and XGETBV).
 bool isa_supported(Isa isa);
 // The level the bulk conversions use: the best supported one, or lower if set_isa() or the
-// environment variable MANTISSA_ISA (portable, f16c, avx512, avx512_bf16) asks for less.
+// environment variable MANTISSA_ISA (portable, avx2, avx512, avx512_bf16) asks for less.
 Isa active_isa();
 // Caps the level (tests run every kernel on one machine this way); throws std::invalid_argument if the
 // CPU does not support it. Not meant to be changed while conversions run on other threads.

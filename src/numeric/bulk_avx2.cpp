@@ -1,10 +1,14 @@
-// F16C kernels (with AVX2): fp32 <-> fp16 with the hardware converter, eight values at a time, for CPUs
-// without AVX-512. Rounding to nearest even or toward zero; stochastic rounding uses the portable loop.
+// AVX2 kernels, for CPUs without AVX-512: fp32 <-> fp16 with the F16C converter, eight values at a
+// time (nearest even or toward zero), and the rule's loops (bulk_loops.h) vectorized by the compiler
+// with AVX2 for every other format and rounding.
 #include <immintrin.h>
 
-#include "bulk_kernels.h"
+#include "bulk_loops.h"
 
 namespace mantissa::detail {
+
+void encode_avx2(const EncodeJob& job) { encode_any_width(job); }
+void decode_avx2(const DecodeJob& job) { decode_any_width(job); }
 
 void encode_fp16_f16c(const EncodeJob& job) {
   const bool saturate = job.params.on_overflow == job.params.max_finite;

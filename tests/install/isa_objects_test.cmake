@@ -1,0 +1,23 @@
+# Guards the run-time dispatch: the objects compiled with AVX2 or AVX-512 flags must define no weak
+# (mergeable) symbols. A weak inline function or template compiled there could be the copy the linker
+# keeps for the whole program, and run AVX-512 code on a CPU without it.
+execute_process(COMMAND ${NM} -C ${LIBRARY} RESULT_VARIABLE rc OUTPUT_VARIABLE out)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "nm failed on ${LIBRARY}")
+endif()
+string(REPLACE "\n" ";" lines "${out}")
+set(member "")
+set(bad "")
+foreach(line IN LISTS lines)
+  if(line MATCHES "^(.*\\.o):$")
+    set(member "${CMAKE_MATCH_1}")
+  elseif(member MATCHES "bulk_avx" AND line MATCHES " [WVu] ")
+    string(APPEND bad "  ${member}: ${line}\n")
+  endif()
+endforeach()
+if(NOT member)
+  message(FATAL_ERROR "no object members found in ${LIBRARY}")
+endif()
+if(bad)
+  message(FATAL_ERROR "instruction-set-specific objects define weak symbols:\n${bad}")
+endif()
