@@ -32,6 +32,17 @@ void store(int bytes, void* dst, std::size_t i, __mmask16 m, __m512i bits) {
   }
 }
 
+// Lanes whose fp32 magnitude `a` is infinite or NaN get their pattern (special_bits() of encode_rules.h).
+__m512i with_specials(const EncodeParams& p, __m512i a, __m512i bits) {
+  const __mmask16 special = _mm512_cmpge_epu32_mask(a, set1(0x7f800000U));
+  if (special == 0) return bits;
+  const __mmask16 inf = _mm512_cmpeq_epi32_mask(a, set1(0x7f800000U));
+  const __m512i payload =
+      _mm512_and_si512(shift_right(_mm512_and_si512(a, set1(0x7fffffU)), p.payload_shift), set1(p.payload_mask));
+  bits = _mm512_mask_mov_epi32(bits, special & ~inf, _mm512_or_si512(set1(p.quiet_nan), payload));
+  return _mm512_mask_mov_epi32(bits, inf, set1(p.on_inf));
+}
+
 // encode_bits() on 16 lanes; `lane_index` holds the low 32 bits of each lane's counter.
 __m512i encode16(const EncodeJob& job, __m512i x, __m512i lane_index) {
   const EncodeParams& p = job.params;
@@ -78,17 +89,7 @@ __m512i encode16(const EncodeJob& job, __m512i x, __m512i lane_index) {
   __m512i bits = _mm512_add_epi32(exponent_part, q);
   bits = _mm512_mask_mov_epi32(bits, _mm512_cmpgt_epu32_mask(bits, set1(p.max_finite)), set1(job.overflow));
 
-  // Infinities and NaNs.
-  const __mmask16 special = _mm512_cmpeq_epi32_mask(e32, set1(255));
-  if (special != 0) {
-    const __mmask16 inf = _mm512_cmpeq_epi32_mask(a, set1(0x7f800000U));
-    const __m512i nan = _mm512_or_si512(
-        set1(p.quiet_nan),
-        _mm512_and_si512(shift_right(_mm512_and_si512(a, set1(0x7fffffU)), p.payload_shift), set1(p.payload_mask)));
-    bits = _mm512_mask_mov_epi32(bits, special & ~inf, nan);
-    bits = _mm512_mask_mov_epi32(bits, inf, set1(p.on_inf));
-  }
-  return _mm512_or_si512(sign, bits);
+  return _mm512_or_si512(sign, with_specials(p, a, bits));
 }
 
 // encode_wide_nearest() of bulk_loops.h on 16 lanes: 8 exponent bits, nearest even, M < 23.
@@ -99,16 +100,7 @@ __m512i encode16_wide_nearest(const EncodeJob& job, __m512i x) {
   const __m512i odd = _mm512_and_si512(shift_right(a, s), set1(1));
   __m512i bits = shift_right(_mm512_add_epi32(_mm512_add_epi32(a, set1((1U << (s - 1)) - 1)), odd), s);
   bits = _mm512_mask_mov_epi32(bits, _mm512_cmpgt_epu32_mask(bits, set1(p.max_finite)), set1(p.on_overflow));
-  const __mmask16 special = _mm512_cmpge_epu32_mask(a, set1(0x7f800000U));
-  if (special != 0) {
-    const __mmask16 inf = _mm512_cmpeq_epi32_mask(a, set1(0x7f800000U));
-    const __m512i nan = _mm512_or_si512(
-        set1(p.quiet_nan),
-        _mm512_and_si512(shift_right(_mm512_and_si512(a, set1(0x7fffffU)), p.payload_shift), set1(p.payload_mask)));
-    bits = _mm512_mask_mov_epi32(bits, special & ~inf, nan);
-    bits = _mm512_mask_mov_epi32(bits, inf, set1(p.on_inf));
-  }
-  return _mm512_or_si512(shift_left(_mm512_srli_epi32(x, 31), p.sign_shift), bits);
+  return _mm512_or_si512(shift_left(_mm512_srli_epi32(x, 31), p.sign_shift), with_specials(p, a, bits));
 }
 
 }  // namespace

@@ -34,9 +34,7 @@ inline std::uint32_t encode_wide_nearest(const EncodeParams& p, std::uint32_t x)
   const std::uint32_t a = x & 0x7fffffffU;
   std::uint32_t bits = (a + ((1U << (s - 1)) - 1) + ((a >> s) & 1U)) >> s;
   bits = bits > p.max_finite ? p.on_overflow : bits;
-  const std::uint32_t nan = p.quiet_nan | ((a & 0x7fffffU) >> p.payload_shift & p.payload_mask);
-  const std::uint32_t special = a == 0x7f800000U ? p.on_inf : nan;
-  return ((x >> 31) << p.sign_shift) | ((a >> 23) == 255 ? special : bits);
+  return ((x >> 31) << p.sign_shift) | ((a >> 23) == 255 ? special_bits(p, a) : bits);
 }
 
 template <class Storage>

@@ -96,6 +96,12 @@ inline std::uint32_t random_bits(StochasticKey key, std::uint32_t index_low) {
   return mix32(mix32(index_low ^ key.k0) + key.k1);
 }
 
+// The pattern for an infinite or NaN fp32 magnitude a: NaN keeps the payload's top bits, made quiet.
+inline std::uint32_t special_bits(const EncodeParams& p, std::uint32_t a) {
+  const std::uint32_t nan = p.quiet_nan | ((a & 0x7fffffU) >> p.payload_shift & p.payload_mask);
+  return a == 0x7f800000U ? p.on_inf : nan;
+}
+
 // Rounds the fp32 pattern x under rounding R; `random` is used by stochastic rounding only. Written
 // as selects without branches, so that loops over it vectorize.
 template <Rounding R>
@@ -137,10 +143,7 @@ inline std::uint32_t encode_bits_as(const EncodeParams& p, std::uint32_t x, std:
   const std::uint32_t overflow = R == Rounding::toward_zero ? p.max_finite : p.on_overflow;
   bits = bits > p.max_finite ? overflow : bits;
 
-  // Infinity and NaN (the payload's top bits kept, made quiet).
-  const std::uint32_t nan = p.quiet_nan | ((a & 0x7fffffU) >> p.payload_shift & p.payload_mask);
-  const std::uint32_t special = a == 0x7f800000U ? p.on_inf : nan;
-  return sign | (e32 == 255 ? special : bits);
+  return sign | (e32 == 255 ? special_bits(p, a) : bits);
 }
 
 inline std::uint32_t encode_bits(const EncodeParams& p, std::uint32_t x, std::uint32_t random) {
