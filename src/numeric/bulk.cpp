@@ -7,7 +7,6 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -79,11 +78,11 @@ EncodeKernel pick_encode(Format f, const CastOptions& o, Isa isa) {
   return detail::encode_portable;
 }
 
-DecodeKernel pick_decode(Format f, Isa isa) {
+DecodeKernel pick_decode(Format f, Isa isa, bool has_table) {
   if (isa >= Isa::avx512) {
     if (f == Format::fp16()) return detail::decode_fp16_avx512;
     if (f == Format::bf16()) return detail::decode_bf16_avx512;
-    if (f.storage_bytes() == 1) return detail::decode_8bit_avx512;
+    if (has_table) return detail::decode_8bit_avx512;
   }
   if (isa >= Isa::avx2) return f == Format::fp16() ? detail::decode_fp16_f16c : detail::decode_avx2;
   return detail::decode_portable;
@@ -104,20 +103,18 @@ void for_chunks(std::size_t n, Body&& body) {
   }
 }
 
-// 256 decoded values of an 8-bit format, built once per format.
+// The 256 decoded values of an 8-bit format, built once; null for other formats. The 8-bit formats
+// are eXm(7-X) for X = 1..7, with OCP's e4m3 in place of the IEEE-style one (which decodes without).
 const float* decode_table(Format f) {
-  if (f.storage_bytes() != 1) return nullptr;
-  // An 8-bit format has exp_bits + man_bits = 7: at most 8 of them; index by exp_bits.
-  static std::array<std::array<float, 256>, 9> tables = [] {
-    std::array<std::array<float, 256>, 9> t{};
+  static const std::array<std::array<float, 256>, 8> tables = [] {
+    std::array<std::array<float, 256>, 8> t{};
     for (int e = 1; e <= 7; ++e) {
       const Format g = e == 4 ? Format::e4m3() : Format::emulated(e, 7 - e);
       for (std::uint32_t b = 0; b < 256; ++b) t[static_cast<std::size_t>(e)][b] = decode(g, b);
     }
     return t;
   }();
-  if (f.bits() != 8) return nullptr;  // formats narrower than 8 bits decode without the table
-  if (f.exp_bits() == 4 && f != Format::e4m3()) return nullptr;  // e4m3 by name is OCP's, not IEEE
+  if (f.bits() != 8 || (f.exp_bits() == 4 && f != Format::e4m3())) return nullptr;
   return tables[static_cast<std::size_t>(f.exp_bits())].data();
 }
 
@@ -179,8 +176,7 @@ void decode_array(Format format, const void* src, float* dst, std::size_t n) {
   base.src = src;
   base.dst = dst;
   base.table = decode_table(format);
-  DecodeKernel kernel = pick_decode(format, active_isa());
-  if (kernel == detail::decode_8bit_avx512 && base.table == nullptr) kernel = detail::decode_portable;
+  const DecodeKernel kernel = pick_decode(format, active_isa(), base.table != nullptr);
   for_chunks(n, [&](std::size_t begin, std::size_t end) {
     DecodeJob job = base;
     job.begin = begin;

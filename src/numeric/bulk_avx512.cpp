@@ -40,7 +40,7 @@ __m512i with_specials(const EncodeParams& p, __m512i a, __m512i bits) {
   const __m512i payload =
       _mm512_and_si512(shift_right(_mm512_and_si512(a, set1(0x7fffffU)), p.payload_shift), set1(p.payload_mask));
   bits = _mm512_mask_mov_epi32(bits, special & ~inf, _mm512_or_si512(set1(p.quiet_nan), payload));
-  return _mm512_mask_mov_epi32(bits, inf, set1(p.on_inf));
+  return _mm512_mask_mov_epi32(bits, inf, set1(p.on_overflow));
 }
 
 // encode_bits() on 16 lanes; `lane_index` holds the low 32 bits of each lane's counter.

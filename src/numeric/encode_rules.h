@@ -1,6 +1,6 @@
 // The fp32 -> format rounding rule and the format -> fp32 decoding rule, for every format, written once.
 //
-// The rule works on the fp32 bit pattern with integer arithmetic only, in a branch-light form that the
+// The rule works on the fp32 bit pattern with integer arithmetic only, in a branch-free form that the
 // AVX-512 kernel (bulk_avx512.cpp) follows step by step, so that both give the same bits. A value is
 // sig * 2^(lsb exponent); it is rounded at the quantum of the target format at that magnitude,
 // 2^(max(exponent, emin) - M), and the rounded count of quanta added to the exponent field gives the
@@ -23,8 +23,9 @@ struct EncodeParams {
   std::int32_t emin;          // exponent of the smallest normal
   std::uint32_t sign_shift;   // E + M: where the sign goes
   std::uint32_t max_finite;   // magnitude pattern of the largest finite value
-  std::uint32_t on_overflow;  // magnitude pattern for finite values past the range (inf, NaN or max)
-  std::uint32_t on_inf;       // magnitude pattern for an infinite input (inf, NaN or max)
+  // Magnitude pattern for infinite inputs, and for finite ones past the range unless rounding toward
+  // zero: inf, or NaN in formats without infinity, or the max finite when saturating.
+  std::uint32_t on_overflow;
   std::uint32_t quiet_nan;    // magnitude pattern of the quiet NaN the payload is merged into
   std::uint32_t payload_shift;  // (fp32 mantissa >> payload_shift) & payload_mask: the NaN payload kept
   std::uint32_t payload_mask;   // 0 for formats with a single NaN
@@ -60,7 +61,6 @@ inline EncodeParams make_encode_params(Format f, const CastOptions& o) {
   p.max_finite = f.max_finite_bits();
   const std::uint32_t not_finite = f.has_inf() ? f.inf_bits() : f.nan_bits();
   p.on_overflow = o.saturate ? p.max_finite : not_finite;
-  p.on_inf = p.on_overflow;
   p.quiet_nan = f.nan_bits();
   p.payload_shift = static_cast<std::uint32_t>(23 - f.man_bits());
   p.payload_mask = f.has_inf() ? (std::uint32_t{1} << f.man_bits()) - 1 : 0;
@@ -86,7 +86,6 @@ inline std::uint64_t splitmix64(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-
 inline StochasticKey stochastic_key(std::uint64_t seed, std::uint32_t index_high) {
   const std::uint64_t h = splitmix64(seed ^ splitmix64(index_high));
   return {static_cast<std::uint32_t>(h), static_cast<std::uint32_t>(h >> 32)};
@@ -99,7 +98,7 @@ inline std::uint32_t random_bits(StochasticKey key, std::uint32_t index_low) {
 // The pattern for an infinite or NaN fp32 magnitude a: NaN keeps the payload's top bits, made quiet.
 inline std::uint32_t special_bits(const EncodeParams& p, std::uint32_t a) {
   const std::uint32_t nan = p.quiet_nan | ((a & 0x7fffffU) >> p.payload_shift & p.payload_mask);
-  return a == 0x7f800000U ? p.on_inf : nan;
+  return a == 0x7f800000U ? p.on_overflow : nan;
 }
 
 // Rounds the fp32 pattern x under rounding R; `random` is used by stochastic rounding only. Written
@@ -154,7 +153,6 @@ inline std::uint32_t encode_bits(const EncodeParams& p, std::uint32_t x, std::ui
   }
   return 0;
 }
-
 
 inline DecodeParams make_decode_params(Format f) {
   return {static_cast<std::uint32_t>(f.man_bits()),
