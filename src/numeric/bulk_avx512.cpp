@@ -106,9 +106,7 @@ __m512i encode16_wide_nearest(const EncodeJob& job, __m512i x) {
 }  // namespace
 
 void encode_avx512(const EncodeJob& job) {
-  const bool wide_nearest = job.params.rounding == Rounding::nearest_even && job.params.emin == -126 &&
-                            job.params.man_bits < 23;
-  if (wide_nearest) {
+  if (wide_nearest(job.params)) {
     for (std::size_t i = job.begin; i < job.end; i += 16) {
       const __mmask16 m = tail_mask(job.end - i);
       const __m512i x = _mm512_maskz_loadu_epi32(m, job.src + i);

@@ -27,8 +27,7 @@ void encode_loop(const EncodeJob& job) {
   }
 }
 
-// Formats with fp32's 8 exponent bits (bf16, e8mY), rounding to nearest even: their quantum is
-// always 2^-(23 - M) of fp32's, so the rule reduces to rounding the fp32 pattern at bit 23 - M (M < 23).
+// The rule where wide_nearest() holds: the fp32 pattern rounded to nearest even at bit 23 - M.
 inline std::uint32_t encode_wide_nearest(const EncodeParams& p, std::uint32_t x) {
   const std::uint32_t s = 23 - p.man_bits;
   const std::uint32_t a = x & 0x7fffffffU;
@@ -52,7 +51,7 @@ template <class Storage>
 void encode_loops(const EncodeJob& job) {
   switch (job.params.rounding) {
     case Rounding::nearest_even:
-      if (job.params.emin == -126 && job.params.man_bits < 23) {
+      if (wide_nearest(job.params)) {
         encode_wide_nearest_loop<Storage>(job);
       } else {
         encode_loop<Storage, Rounding::nearest_even>(job);

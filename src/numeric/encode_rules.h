@@ -145,6 +145,13 @@ inline std::uint32_t encode_bits_as(const EncodeParams& p, std::uint32_t x, std:
   return sign | (e32 == 255 ? special_bits(p, a) : bits);
 }
 
+// Formats with fp32's 8 exponent bits (bf16, e8mY, M < 23), rounding to nearest even: their quantum is
+// always 2^(23 - M) fp32 units, so kernels may round the fp32 pattern at that bit (encode_wide_nearest()
+// in bulk_loops.h) and get the rule's bits.
+inline bool wide_nearest(const EncodeParams& p) {
+  return p.rounding == Rounding::nearest_even && p.emin == -126 && p.man_bits < 23;
+}
+
 inline std::uint32_t encode_bits(const EncodeParams& p, std::uint32_t x, std::uint32_t random) {
   switch (p.rounding) {
     case Rounding::nearest_even: return encode_bits_as<Rounding::nearest_even>(p, x, random);
