@@ -7,6 +7,7 @@ packages=(
   cmake g++ make              # the build
   libcli11-dev                # command-line parsing of the mantissa command
   libfmt-dev                  # formatted output (tables)
+  libdnnl-dev                 # oneDNN: CPU matmul (and later conv, norms)
   libgtest-dev libgmock-dev   # unit tests
   libbenchmark-dev            # benchmarks
 )

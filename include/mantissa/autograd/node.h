@@ -1,0 +1,58 @@
+// Reverse-mode automatic differentiation: each op that records history creates a Node, which knows
+// how to turn the gradient of its output into gradients of its inputs. Ops define their Node next to
+// their forward (src/ops/); this header is what they build on.
+#pragma once
+
+#include <initializer_list>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "mantissa/core/tensor.h"
+
+namespace mantissa {
+
+class Node {
+ public:
+  virtual ~Node() = default;
+  // Gradients with respect to each input, in input order (undefined where an input needs none), given
+  // the gradient of the output. Runs with gradient recording off.
+  virtual std::vector<Tensor> backward(const Tensor& grad_output) = 0;
+  virtual std::string_view name() const = 0;
+  // Drops what the node saved for backward; called once the graph has been used, unless retained.
+  virtual void release() {}
+
+  struct Input {
+    std::shared_ptr<Node> node;  // where the input's gradient goes; null if it needs none
+    Shape shape;
+    DType dtype;
+  };
+  std::vector<Input> inputs;
+  bool released = false;
+};
+
+// Whether ops record history on this thread (off inside NoGradGuard and during backward).
+bool grad_enabled();
+
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool saved_;
+};
+
+// True if recording is on and any of the tensors requires grad.
+bool needs_grad(std::initializer_list<const Tensor*> inputs);
+
+// Connects `out` to `node`, whose inputs are `inputs` (in the order its backward returns gradients).
+void record(const Tensor& out, std::shared_ptr<Node> node, std::initializer_list<const Tensor*> inputs);
+
+// A handle to keep for backward: the same data without history (so no reference cycle through the
+// node), and its storage counted as an activation unless it is a parameter or gradient.
+Tensor save_for_backward(const Tensor& t);
+
+}  // namespace mantissa

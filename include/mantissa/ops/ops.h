@@ -1,0 +1,93 @@
+// The ops on tensors. Each records autograd history when an input requires grad and recording is on;
+// its backward rule is defined next to its forward in src/ops/.
+//
+// dtypes: f64, f32, f16 and bf16 compute (f16/bf16 in f32, rounded once); e4m3 and e5m2 are storage
+// only and reach ops through cast(). Binary ops promote to the wider input (f16 with bf16 gives f32).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "mantissa/core/tensor.h"
+#include "mantissa/ops/op_types.h"
+
+namespace mantissa {
+
+// ---- Views and copies (src/ops/views.cpp)
+// A view where the strides allow, else a copy; one dimension may be -1.
+Tensor reshape(const Tensor& x, Shape shape);
+Tensor transpose(const Tensor& x, std::int64_t d0, std::int64_t d1);
+Tensor permute(const Tensor& x, std::vector<std::int64_t> dims);
+// Elements start, start + step, ... below end along `dim` (negative start/end count from the end).
+Tensor slice(const Tensor& x, std::int64_t dim, std::int64_t start, std::int64_t end, std::int64_t step = 1);
+// A broadcast view: dimensions of size 1 (or missing in front) repeat to `shape` with stride 0.
+Tensor expand(const Tensor& x, const Shape& shape);
+// x itself if contiguous, else a contiguous copy.
+Tensor contiguous(const Tensor& x);
+// A new contiguous tensor with x's values (no history).
+Tensor contiguous_copy(const Tensor& x);
+// x converted to dtype, rounding to nearest even; the backward casts the gradient back.
+Tensor cast(const Tensor& x, DType dtype);
+Tensor concat(std::span<const Tensor> xs, std::int64_t dim);
+
+// ---- Elementwise (src/ops/elementwise.cpp), with broadcasting
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor equal(const Tensor& a, const Tensor& b);  // 1 or 0, no gradient
+Tensor add(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+Tensor pow(const Tensor& a, double exponent);
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x);
+Tensor silu(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor unary(UnaryOp op, const Tensor& x, double alpha = 0);
+
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator-(const Tensor& x) { return neg(x); }
+inline Tensor operator+(const Tensor& a, double b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, double b) { return add(a, -b); }
+inline Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, double b) { return mul(a, 1.0 / b); }
+
+// ---- Reductions (src/ops/reduction.cpp); accumulate in f32 (f64 for f64). Empty axes: all.
+Tensor sum(const Tensor& x, std::vector<std::int64_t> axes = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, std::vector<std::int64_t> axes = {}, bool keepdim = false);
+Tensor amax(const Tensor& x, std::vector<std::int64_t> axes = {}, bool keepdim = false);
+// Variance with Bessel's correction `correction` (0: population variance).
+Tensor variance(const Tensor& x, std::vector<std::int64_t> axes = {}, bool keepdim = false, int correction = 0);
+// Sums a broadcast gradient back to `shape` (the inverse of expand).
+Tensor sum_to(const Tensor& x, const Shape& shape);
+
+// ---- Matrix products (src/ops/matmul.cpp); products accumulate in f32 (f64 for f64)
+// a [..., M, K] . b [..., K, N] (b may be [K, N] for any batch of a); output in the inputs' dtype.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// x [..., in] . w^T + bias, with w [out, in] and bias [out] (may be undefined).
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = {});
+
+// ---- Softmax and losses (src/ops/softmax.cpp); computed in f32
+Tensor softmax(const Tensor& x, std::int64_t axis = -1);
+Tensor log_softmax(const Tensor& x, std::int64_t axis = -1);
+
+enum class Reduction : unsigned char { mean, sum };
+// logits [N, C], one class index per row; rows whose target is ignore_index count for nothing.
+// Label smoothing eps mixes the one-hot target with the uniform distribution: (1 - eps) y + eps / C.
+// The loss is an f32 scalar (f64 for f64 logits).
+Tensor cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets,
+                     Reduction reduction = Reduction::mean, std::int64_t ignore_index = -100,
+                     double label_smoothing = 0.0);
+// Mean (or sum) of (a - b)^2 over all elements, in f32 (f64 for f64).
+Tensor mse_loss(const Tensor& a, const Tensor& b, Reduction reduction = Reduction::mean);
+
+}  // namespace mantissa

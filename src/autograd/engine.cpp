@@ -1,0 +1,193 @@
+// The backward pass: walks the graph from the output in dependency order, sums the gradients reaching
+// each node, and accumulates the gradients of leaves into their .grad (in the leaf's dtype).
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+
+#include "mantissa/autograd/node.h"
+#include "mantissa/ops/ops.h"
+
+namespace mantissa {
+namespace {
+
+thread_local bool tls_grad_enabled = true;
+
+// The node a leaf's gradient goes to: adds it into the leaf's .grad.
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf) : leaf_(leaf) {}
+  std::string_view name() const override { return "AccumulateGrad"; }
+  std::vector<Tensor> backward(const Tensor& grad) override {
+    const std::shared_ptr<TensorImpl> leaf = leaf_.lock();
+    if (!leaf) return {};
+    const Tensor target(leaf);
+    MemoryCategoryScope scope(MemoryCategory::gradients);
+    const Tensor g = grad.dtype() == leaf->dtype ? grad : cast(grad, leaf->dtype);
+    if (!leaf->grad) {
+      leaf->grad = contiguous_copy(g).impl_ptr();
+    } else {
+      leaf->grad = add(Tensor(leaf->grad), g).impl_ptr();
+    }
+    leaf->grad->storage->set_category(MemoryCategory::gradients);
+    return {};
+  }
+
+ private:
+  std::weak_ptr<TensorImpl> leaf_;
+};
+
+// After a backward pass: the node's saved tensors go, and a second pass through it is an error. A
+// leaf's accumulator outlives graphs (every step's graph ends in it), so it is never marked.
+void release(Node& n) {
+  n.release();
+  if (dynamic_cast<AccumulateGrad*>(&n) == nullptr) n.released = true;
+}
+
+const std::shared_ptr<Node>& gradient_node(const Tensor& t) {
+  TensorImpl* impl = t.impl();
+  if (impl->grad_fn) return impl->grad_fn;
+  if (impl->requires_grad && !impl->grad_accumulator) {
+    impl->grad_accumulator = std::make_shared<AccumulateGrad>(t.impl_ptr());
+  }
+  return impl->grad_accumulator;
+}
+
+}  // namespace
+
+bool grad_enabled() { return tls_grad_enabled; }
+NoGradGuard::NoGradGuard() : saved_(tls_grad_enabled) { tls_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { tls_grad_enabled = saved_; }
+
+bool needs_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!tls_grad_enabled) return false;
+  for (const Tensor* t : inputs) {
+    if (t->defined() && t->requires_grad()) return true;
+  }
+  return false;
+}
+
+void record(const Tensor& out, std::shared_ptr<Node> node, std::initializer_list<const Tensor*> inputs) {
+  for (const Tensor* t : inputs) {
+    Node::Input in{nullptr, {}, DType::f32};
+    if (t->defined()) {
+      in.shape = t->shape();
+      in.dtype = t->dtype();
+      if (t->requires_grad()) in.node = gradient_node(*t);
+    }
+    node->inputs.push_back(std::move(in));
+  }
+  out.impl()->grad_fn = std::move(node);
+  out.impl()->requires_grad = true;
+}
+
+Tensor save_for_backward(const Tensor& t) {
+  if (!t.defined()) return t;
+  if (t.storage()->category() == MemoryCategory::temporary) {
+    t.storage()->set_category(MemoryCategory::activations);
+  }
+  return t.detach();
+}
+
+bool Tensor::requires_grad() const { return impl_->requires_grad; }
+bool Tensor::is_leaf() const { return impl_->grad_fn == nullptr; }
+const std::shared_ptr<Node>& Tensor::grad_fn() const { return impl_->grad_fn; }
+Tensor Tensor::grad() const { return Tensor(impl_->grad); }
+void Tensor::set_grad(const Tensor& grad) const { impl_->grad = grad.impl_ptr(); }
+void Tensor::zero_grad() const { impl_->grad.reset(); }
+
+Tensor& Tensor::set_requires_grad(bool on) {
+  if (!is_leaf()) {
+    throw std::logic_error("set_requires_grad on a tensor computed by an op (" +
+                           std::string(impl_->grad_fn->name()) + "); detach() it first");
+  }
+  impl_->requires_grad = on;
+  if (!on) impl_->grad_accumulator.reset();
+  return *this;
+}
+
+Tensor Tensor::detach() const {
+  return make_view(*this, shape(), strides(), offset());
+}
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  if (!requires_grad()) {
+    throw std::logic_error("backward() on a tensor that does not require grad (no input needed it)");
+  }
+  Tensor seed = gradient;
+  if (!seed.defined()) {
+    if (numel() != 1) {
+      throw std::invalid_argument("backward() of a tensor of shape " + shape_str(shape()) +
+                                  " needs a gradient of that shape (it is not a scalar)");
+    }
+    seed = Tensor::full(shape(), 1.0, dtype());
+  }
+  if (seed.shape() != shape()) {
+    throw std::invalid_argument("backward(): gradient of shape " + shape_str(seed.shape()) +
+                                " for a tensor of shape " + shape_str(shape()));
+  }
+  if (seed.dtype() != dtype()) {
+    throw std::invalid_argument("backward(): gradient of dtype " + std::string(dtype_name(seed.dtype())) +
+                                " for a tensor of dtype " + std::string(dtype_name(dtype())));
+  }
+  NoGradGuard no_grad;
+  const std::shared_ptr<Node> root = gradient_node(*this);
+
+  // Count, for every node reachable from the root, how many edges lead into it.
+  std::unordered_map<Node*, int> pending;
+  std::vector<Node*> stack{root.get()};
+  pending[root.get()] = 0;
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Node::Input& in : n->inputs) {
+      if (!in.node) continue;
+      if (pending.find(in.node.get()) == pending.end()) {
+        pending[in.node.get()] = 0;
+        stack.push_back(in.node.get());
+      }
+      ++pending[in.node.get()];
+    }
+  }
+
+  // Run each node once all gradients flowing into it have arrived.
+  std::unordered_map<Node*, Tensor> grads{{root.get(), seed}};
+  std::vector<Node*> ready{root.get()};
+  std::vector<std::shared_ptr<Node>> keep_alive{root};
+  while (!ready.empty()) {
+    Node* n = ready.back();
+    ready.pop_back();
+    if (n->released) {
+      throw std::logic_error(std::string("backward through a graph that was already freed (at ") +
+                             std::string(n->name()) +
+                             "); pass retain_graph = true to the first backward() to go through it twice");
+    }
+    Tensor grad = std::move(grads[n]);
+    grads.erase(n);
+    std::vector<Tensor> input_grads = n->backward(grad);
+    for (std::size_t i = 0; i < n->inputs.size(); ++i) {
+      const Node::Input& in = n->inputs[i];
+      if (!in.node) continue;
+      Tensor g = i < input_grads.size() ? input_grads[i] : Tensor();
+      if (g.defined()) {
+        if (g.shape() != in.shape) {
+          throw std::logic_error(std::string(n->name()) + " returned a gradient of shape " + shape_str(g.shape()) +
+                                 " for an input of shape " + shape_str(in.shape));
+        }
+        if (g.dtype() != in.dtype) g = cast(g, in.dtype);
+        Tensor& slot = grads[in.node.get()];
+        slot = slot.defined() ? add(slot, g) : g;
+      }
+      if (--pending[in.node.get()] == 0) {
+        keep_alive.push_back(in.node);
+        if (grads.count(in.node.get()) != 0) {
+          ready.push_back(in.node.get());
+        } else if (!retain_graph) {
+          release(*in.node);  // no gradient reached it, but its part of the graph is done
+        }
+      }
+    }
+    if (!retain_graph) release(*n);
+  }
+}
+
+}  // namespace mantissa

@@ -1,0 +1,52 @@
+// The kernels a device provides. Op front-ends (src/ops/) check arguments, decide output shapes and
+// dtypes, allocate outputs and record autograd; then they call these kernels on the backend of the
+// tensors' device. A CUDA backend is a new folder implementing this interface; the front-ends do not
+// change.
+//
+// Kernel contract: inputs and outputs are strided views with the shapes the comment gives (broadcast
+// inputs are expanded views with stride 0); every output element is written. Arithmetic on f16/bf16
+// is done in f32 and rounded once to the output dtype (f64 tensors compute in f64).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "mantissa/core/tensor.h"
+#include "mantissa/ops/op_types.h"
+
+namespace mantissa::detail {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+
+  // dst = src, converting dtypes (rounding to nearest even); same shape.
+  virtual void copy(const Tensor& src, const Tensor& dst) = 0;
+  // out = op(a, b); a, b and out have out's shape.
+  virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  // out = op(x; alpha).
+  virtual void unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out) = 0;
+  // grad_x = grad_y * op'(x; alpha).
+  virtual void unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& grad_y,
+                              const Tensor& grad_x) = 0;
+  // out = reduction of x over `axes` (sorted); out has x's rank with those axes of size 1.
+  virtual void reduce(ReduceOp op, const Tensor& x, std::span<const int> axes, const Tensor& out) = 0;
+  // out[b] = a[b] . w[b]: a [B, M, K], w [B, K, N], out [B, M, N]; products summed in f32 (f64 for f64).
+  virtual void matmul(const Tensor& a, const Tensor& w, const Tensor& out) = 0;
+  // Softmax (or log-softmax) over the last axis; x and y [R, C]; computed in f32.
+  virtual void softmax(const Tensor& x, const Tensor& y, bool log) = 0;
+  // grad_x from y = softmax(x) (or log-softmax) and grad_y; all [R, C].
+  virtual void softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor& grad_x, bool log) = 0;
+};
+
+// The backend that runs ops on tensors of this device (the CPU's: reference or oneDNN, see
+// mantissa/ops/backend_select.h).
+Backend& backend_for(Device device);
+
+Backend& reference_backend();
+Backend& cpu_backend();
+
+}  // namespace mantissa::detail

@@ -1,0 +1,62 @@
+// The CPU backend: oneDNN for matmul, f32 loops over converted row blocks for the rest (see
+// cpu_kernels.h). f64 tensors, which exist for checks and which oneDNN does not compute, run on the
+// reference loops.
+#include "../backend.h"
+#include "cpu_kernels.h"
+
+namespace mantissa::detail {
+namespace {
+
+bool any_f64(std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts) {
+    if (t->dtype() == DType::f64) return true;
+  }
+  return false;
+}
+
+class CpuBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "cpu"; }
+
+  void copy(const Tensor& src, const Tensor& dst) override {
+    if (any_f64({&src, &dst})) return reference_backend().copy(src, dst);
+    cpu_copy(src, dst);
+  }
+  void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override {
+    if (any_f64({&a, &b, &out})) return reference_backend().binary(op, a, b, out);
+    cpu_binary(op, a, b, out);
+  }
+  void unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out) override {
+    if (any_f64({&x})) return reference_backend().unary(op, alpha, x, out);
+    cpu_unary(op, alpha, x, out);
+  }
+  void unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& grad_y, const Tensor& grad_x) override {
+    if (any_f64({&x, &grad_y, &grad_x})) return reference_backend().unary_backward(op, alpha, x, grad_y, grad_x);
+    cpu_unary_backward(op, alpha, x, grad_y, grad_x);
+  }
+  void reduce(ReduceOp op, const Tensor& x, std::span<const int> axes, const Tensor& out) override {
+    if (any_f64({&x})) return reference_backend().reduce(op, x, axes, out);
+    cpu_reduce(op, x, axes, out);
+  }
+  void matmul(const Tensor& a, const Tensor& w, const Tensor& out) override {
+    if (any_f64({&a})) return reference_backend().matmul(a, w, out);
+    cpu_matmul(a, w, out);
+  }
+  void softmax(const Tensor& x, const Tensor& y, bool log) override {
+    if (any_f64({&x})) return reference_backend().softmax(x, y, log);
+    cpu_softmax(x, y, log);
+  }
+  void softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor& grad_x, bool log) override {
+    if (any_f64({&y})) return reference_backend().softmax_backward(y, grad_y, grad_x, log);
+    cpu_softmax_backward(y, grad_y, grad_x, log);
+  }
+};
+
+}  // namespace
+
+Backend& cpu_backend() {
+  static CpuBackend backend;
+  return backend;
+}
+
+}  // namespace mantissa::detail

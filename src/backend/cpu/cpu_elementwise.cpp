@@ -1,0 +1,148 @@
+// Elementwise kernels of the CPU backend: rows of every operand are converted to f32 in blocks, the op
+// runs in f32 in loops the compiler vectorizes (the op is a template argument, so no switch per
+// element), and the result is rounded once into the output dtype. Rows are split across threads.
+#include <omp.h>
+
+#include <array>
+#include <cstring>
+
+#include "../unary_math.h"
+#include "cpu_kernels.h"
+#include "mantissa/numeric/bulk.h"
+#include "rows.h"
+
+namespace mantissa::detail {
+namespace {
+
+// Below this many elements, one thread.
+constexpr std::int64_t kParallelElements = 1 << 15;
+
+// Runs body(offsets, n, bufs) over every row segment; bufs[k] is a kRowBlock float buffer per operand.
+template <std::size_t N, class Body>
+void for_segments(const Shape& shape, const std::array<const Tensor*, N>& ops, Body&& body) {
+  std::vector<Shape> strides;
+  for (const Tensor* t : ops) strides.push_back(t->strides());
+  const RowSpace space(shape, strides);
+  const std::int64_t rows = space.rows();
+  const std::int64_t len = space.row_length();
+  const bool parallel = rows * len >= kParallelElements && rows > 1;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    alignas(64) float bufs[N][kRowBlock];
+    std::int64_t off[N];
+    space.row_offsets(r, off);
+    for (std::int64_t at = 0; at < len; at += kRowBlock) {
+      const std::int64_t n = std::min(kRowBlock, len - at);
+      std::int64_t seg[N];
+      std::int64_t inner[N];
+      for (std::size_t k = 0; k < N; ++k) {
+        inner[k] = space.inner_stride(k);
+        seg[k] = off[k] + at * inner[k];
+      }
+      body(seg, inner, n, bufs);
+    }
+  }
+}
+
+template <BinaryOp Op>
+void binary_loop(const float* a, const float* b, float* out, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = binary_value(Op, a[i], b[i]);
+}
+
+template <UnaryOp Op>
+void unary_loop(const float* x, float* out, std::int64_t n, float alpha) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = unary_value(Op, x[i], alpha);
+}
+
+template <UnaryOp Op>
+void unary_backward_loop(const float* x, const float* g, float* out, std::int64_t n, float alpha) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = g[i] * unary_derivative(Op, x[i], alpha);
+}
+
+void run_binary(BinaryOp op, const float* a, const float* b, float* out, std::int64_t n) {
+  switch (op) {
+    case BinaryOp::add: return binary_loop<BinaryOp::add>(a, b, out, n);
+    case BinaryOp::sub: return binary_loop<BinaryOp::sub>(a, b, out, n);
+    case BinaryOp::mul: return binary_loop<BinaryOp::mul>(a, b, out, n);
+    case BinaryOp::div: return binary_loop<BinaryOp::div>(a, b, out, n);
+    case BinaryOp::eq: return binary_loop<BinaryOp::eq>(a, b, out, n);
+  }
+}
+
+// Calls fn.template operator()<Op>() for the op given at run time.
+template <class Fn>
+void dispatch_unary(UnaryOp op, Fn&& fn) {
+  switch (op) {
+    case UnaryOp::neg: return fn.template operator()<UnaryOp::neg>();
+    case UnaryOp::add_scalar: return fn.template operator()<UnaryOp::add_scalar>();
+    case UnaryOp::mul_scalar: return fn.template operator()<UnaryOp::mul_scalar>();
+    case UnaryOp::pow_scalar: return fn.template operator()<UnaryOp::pow_scalar>();
+    case UnaryOp::exp: return fn.template operator()<UnaryOp::exp>();
+    case UnaryOp::log: return fn.template operator()<UnaryOp::log>();
+    case UnaryOp::sqrt: return fn.template operator()<UnaryOp::sqrt>();
+    case UnaryOp::relu: return fn.template operator()<UnaryOp::relu>();
+    case UnaryOp::gelu: return fn.template operator()<UnaryOp::gelu>();
+    case UnaryOp::silu: return fn.template operator()<UnaryOp::silu>();
+    case UnaryOp::tanh: return fn.template operator()<UnaryOp::tanh>();
+    case UnaryOp::sigmoid: return fn.template operator()<UnaryOp::sigmoid>();
+  }
+}
+
+}  // namespace
+
+void cpu_copy(const Tensor& src, const Tensor& dst) {
+  // Contiguous same-dtype copies are a memcpy; contiguous casts are one bulk conversion.
+  if (src.is_contiguous() && dst.is_contiguous()) {
+    const auto n = static_cast<std::size_t>(src.numel());
+    if (src.dtype() == dst.dtype()) {
+      std::memcpy(dst.data(), src.data(), n * dtype_size(src.dtype()));
+      return;
+    }
+    if (src.dtype() == DType::f32 && dst.dtype() != DType::f64) {
+      encode_array(format_of(dst.dtype()), src.data_as<float>(), dst.data(), n);
+      return;
+    }
+    if (dst.dtype() == DType::f32 && src.dtype() != DType::f64) {
+      decode_array(format_of(src.dtype()), src.data(), dst.data_as<float>(), n);
+      return;
+    }
+  }
+  const std::array<const Tensor*, 2> ops{&src, &dst};
+  for_segments(src.shape(), ops, [&](const std::int64_t* off, const std::int64_t* inner, std::int64_t n, auto& b) {
+    load_f32(src, off[0], inner[0], n, b[0]);
+    store_f32(dst, off[1], inner[1], n, b[0]);
+  });
+}
+
+void cpu_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  const std::array<const Tensor*, 3> ops{&a, &b, &out};
+  for_segments(out.shape(), ops, [&](const std::int64_t* off, const std::int64_t* inner, std::int64_t n, auto& buf) {
+    load_f32(a, off[0], inner[0], n, buf[0]);
+    load_f32(b, off[1], inner[1], n, buf[1]);
+    run_binary(op, buf[0], buf[1], buf[2], n);
+    store_f32(out, off[2], inner[2], n, buf[2]);
+  });
+}
+
+void cpu_unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out) {
+  const std::array<const Tensor*, 2> ops{&x, &out};
+  const auto a = static_cast<float>(alpha);
+  for_segments(x.shape(), ops, [&](const std::int64_t* off, const std::int64_t* inner, std::int64_t n, auto& buf) {
+    load_f32(x, off[0], inner[0], n, buf[0]);
+    dispatch_unary(op, [&]<UnaryOp Op>() { unary_loop<Op>(buf[0], buf[1], n, a); });
+    store_f32(out, off[1], inner[1], n, buf[1]);
+  });
+}
+
+void cpu_unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& grad_y, const Tensor& grad_x) {
+  const std::array<const Tensor*, 3> ops{&x, &grad_y, &grad_x};
+  const auto a = static_cast<float>(alpha);
+  for_segments(x.shape(), ops, [&](const std::int64_t* off, const std::int64_t* inner, std::int64_t n, auto& buf) {
+    load_f32(x, off[0], inner[0], n, buf[0]);
+    load_f32(grad_y, off[1], inner[1], n, buf[1]);
+    dispatch_unary(op, [&]<UnaryOp Op>() { unary_backward_loop<Op>(buf[0], buf[1], buf[2], n, a); });
+    store_f32(grad_x, off[2], inner[2], n, buf[2]);
+  });
+}
+
+}  // namespace mantissa::detail

@@ -1,0 +1,26 @@
+// The CPU backend's kernels, one file per family. f64 tensors never reach them: the backend sends f64
+// to the reference loops (oneDNN has no f64, and f64 exists for checks).
+#pragma once
+
+#include <span>
+
+#include "mantissa/core/tensor.h"
+#include "mantissa/ops/op_types.h"
+
+namespace mantissa::detail {
+
+// cpu_elementwise.cpp: f32 compute over row segments, rounded once into the output dtype.
+void cpu_copy(const Tensor& src, const Tensor& dst);
+void cpu_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
+void cpu_unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out);
+void cpu_unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& grad_y, const Tensor& grad_x);
+
+// cpu_reduce.cpp: f32 accumulation.
+void cpu_reduce(ReduceOp op, const Tensor& x, std::span<const int> axes, const Tensor& out);
+void cpu_softmax(const Tensor& x, const Tensor& y, bool log);
+void cpu_softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor& grad_x, bool log);
+
+// cpu_matmul.cpp: oneDNN; f16 (which oneDNN lacks on CPUs without f16 arithmetic) blockwise in f32.
+void cpu_matmul(const Tensor& a, const Tensor& w, const Tensor& out);
+
+}  // namespace mantissa::detail

@@ -1,0 +1,127 @@
+// Matrix products on oneDNN. f32 and bf16 go straight to oneDNN's matmul on the strided views (bf16
+// products accumulate in f32 inside oneDNN, as AVX512-BF16's vdpbf16ps does). f16, which this CPU
+// cannot multiply, is converted to f32 block by block (512 rows of A by 256 of K at a time) and
+// accumulated in an f32 block of the output, then rounded once to f16: the numbers of hardware f16
+// with f32 accumulation, without a full f32 copy of either input.
+#include <algorithm>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+#include "cpu_kernels.h"
+#include "onednn_context.h"
+#include "rows.h"
+
+namespace mantissa::detail {
+namespace {
+
+constexpr std::int64_t kRowsPerBlock = 512;
+constexpr std::int64_t kDepthPerBlock = 256;
+
+std::string key_of(const char* kind, const Shape& as, const Shape& ast, const Shape& ws, const Shape& wst,
+                   const Shape& os, const Shape& ost, DType in, DType out, bool accumulate) {
+  std::ostringstream k;
+  k << kind << int(in) << ':' << int(out) << ':' << accumulate;
+  for (const Shape* s : {&as, &ast, &ws, &wst, &os, &ost}) {
+    k << '|';
+    for (std::int64_t v : *s) k << v << ',';
+  }
+  return k.str();
+}
+
+// One oneDNN matmul on raw pointers with the given views; accumulate adds into dst (sum post-op).
+void run_matmul(const Shape& as, const Shape& ast, const void* a, const Shape& ws, const Shape& wst, const void* w,
+                const Shape& os, const Shape& ost, void* out, DType in, DType out_type, bool accumulate) {
+  const dnnl::memory::desc a_md = memory_desc(as, ast, in);
+  const dnnl::memory::desc w_md = memory_desc(ws, wst, in);
+  const dnnl::memory::desc o_md = memory_desc(os, ost, out_type);
+  const std::string key = key_of("matmul", as, ast, ws, wst, os, ost, in, out_type, accumulate);
+  const dnnl::primitive prim = cached_primitive(key, [&] {
+    dnnl::primitive_attr attr;
+    if (accumulate) {
+      dnnl::post_ops ops;
+      ops.append_sum(1.0f);
+      attr.set_post_ops(ops);
+    }
+    return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, w_md, o_md), attr, onednn_engine()));
+  });
+  dnnl::engine& eng = onednn_engine();
+  dnnl::memory am(a_md, eng, const_cast<void*>(a));
+  dnnl::memory wm(w_md, eng, const_cast<void*>(w));
+  dnnl::memory om(o_md, eng, out);
+  prim.execute(onednn_stream(), {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, om}});
+  onednn_stream().wait();
+}
+
+// The [B, K, N] weights view as oneDNN wants it: a shared (stride-0) batch becomes a batch of 1.
+void weight_view(const Tensor& w, Shape& shape, Shape& strides) {
+  shape = w.shape();
+  strides = w.strides();
+  if (strides[0] == 0) {
+    shape[0] = 1;
+    strides[0] = shape[1] * shape[2];
+  }
+}
+
+// rows x cols of a 2-D strided view starting at element `off` of t, as contiguous f32.
+void block_to_f32(const Tensor& t, std::int64_t off, std::int64_t s_row, std::int64_t s_col, std::int64_t rows,
+                  std::int64_t cols, float* dst) {
+#pragma omp parallel for schedule(static) if (rows * cols >= (1 << 15))
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; c += kRowBlock) {
+      load_f32(t, off + r * s_row + c * s_col, s_col, std::min(kRowBlock, cols - c), dst + r * cols + c);
+    }
+  }
+}
+
+void matmul_f16_blockwise(const Tensor& a, const Tensor& w, const Tensor& out) {
+  const std::int64_t batch = out.size(0);
+  const std::int64_t m = out.size(1);
+  const std::int64_t n = out.size(2);
+  const std::int64_t k = a.size(2);
+  const Shape& sa = a.strides();
+  const Shape& sw = w.strides();
+  const Shape& so = out.strides();
+  std::vector<float> a_blk(static_cast<std::size_t>(std::min(m, kRowsPerBlock) * std::min(k, kDepthPerBlock)));
+  std::vector<float> w_blk(static_cast<std::size_t>(std::min(k, kDepthPerBlock) * n));
+  std::vector<float> c_blk(static_cast<std::size_t>(std::min(m, kRowsPerBlock) * n));
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t i0 = 0; i0 < m; i0 += kRowsPerBlock) {
+      const std::int64_t mb = std::min(kRowsPerBlock, m - i0);
+      for (std::int64_t p0 = 0; p0 < k; p0 += kDepthPerBlock) {
+        const std::int64_t kb = std::min(kDepthPerBlock, k - p0);
+        block_to_f32(a, b * sa[0] + i0 * sa[1] + p0 * sa[2], sa[1], sa[2], mb, kb, a_blk.data());
+        block_to_f32(w, b * sw[0] + p0 * sw[1], sw[1], sw[2], kb, n, w_blk.data());
+        run_matmul({1, mb, kb}, {mb * kb, kb, 1}, a_blk.data(), {1, kb, n}, {kb * n, n, 1}, w_blk.data(), {1, mb, n},
+                   {mb * n, n, 1}, c_blk.data(), DType::f32, DType::f32, p0 > 0);
+      }
+      for (std::int64_t r = 0; r < mb; ++r) {
+        for (std::int64_t c = 0; c < n; c += kRowBlock) {
+          store_f32(out, b * so[0] + (i0 + r) * so[1] + c * so[2], so[2], std::min(kRowBlock, n - c),
+                    c_blk.data() + r * n + c);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void cpu_matmul(const Tensor& a, const Tensor& w, const Tensor& out) {
+  const DType t = a.dtype();
+  if (t == DType::f16 && !onednn_matmul_supports(DType::f16)) {
+    matmul_f16_blockwise(a, w, out);
+    return;
+  }
+  if (!onednn_matmul_supports(t)) {
+    throw std::runtime_error("oneDNN has no " + std::string(dtype_name(t)) + " matmul on this CPU");
+  }
+  Shape ws, wst;
+  weight_view(w, ws, wst);
+  Shape ast = a.strides();
+  if (ast[0] == 0) ast[0] = a.size(1) * a.size(2);  // a batch of 1 seen through a stride-0 view
+  run_matmul(a.shape(), ast, a.data(), ws, wst, w.data(), out.shape(), out.strides(), out.data(), t, out.dtype(),
+             false);
+}
+
+}  // namespace mantissa::detail

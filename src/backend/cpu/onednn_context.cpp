@@ -1,0 +1,71 @@
+// oneDNN engine, stream, capability probe and primitive cache.
+#include "onednn_context.h"
+
+#include <mutex>
+#include <stdexcept>
+#include <unordered_map>
+
+namespace mantissa::detail {
+
+dnnl::engine& onednn_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::stream& onednn_stream() {
+  thread_local dnnl::stream stream(onednn_engine());
+  return stream;
+}
+
+dnnl::memory::data_type onednn_type(DType t) {
+  switch (t) {
+    case DType::f32: return dnnl::memory::data_type::f32;
+    case DType::bf16: return dnnl::memory::data_type::bf16;
+    case DType::f16: return dnnl::memory::data_type::f16;
+    default: break;
+  }
+  throw std::invalid_argument("oneDNN has no " + std::string(dtype_name(t)) + " type");
+}
+
+dnnl::memory::desc memory_desc(const Shape& shape, const Shape& strides, DType t) {
+  return dnnl::memory::desc(dnnl::memory::dims(shape.begin(), shape.end()), onednn_type(t),
+                            dnnl::memory::dims(strides.begin(), strides.end()));
+}
+
+dnnl::memory::desc memory_desc(const Tensor& t) { return memory_desc(t.shape(), t.strides(), t.dtype()); }
+
+bool onednn_matmul_supports(DType t) {
+  static const auto probe = [](DType d) {
+    try {
+      const dnnl::memory::desc md({2, 16, 16}, onednn_type(d), dnnl::memory::format_tag::abc);
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(md, md, md), onednn_engine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  };
+  static const bool f32 = probe(DType::f32);
+  static const bool bf16 = probe(DType::bf16);
+  static const bool f16 = probe(DType::f16);
+  switch (t) {
+    case DType::f32: return f32;
+    case DType::bf16: return bf16;
+    case DType::f16: return f16;
+    default: return false;
+  }
+}
+
+dnnl::primitive cached_primitive(const std::string& key, const std::function<dnnl::primitive()>& make) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, dnnl::primitive> cache;
+  {
+    std::lock_guard lock(mutex);
+    const auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  dnnl::primitive p = make();
+  std::lock_guard lock(mutex);
+  return cache.emplace(key, p).first->second;
+}
+
+}  // namespace mantissa::detail

@@ -1,0 +1,40 @@
+// The CPU backend's elementwise machinery: operands are walked as rows (the last dimension, after
+// merging dimensions that are contiguous in every operand), and each row segment is converted to f32
+// in a buffer, computed on, and rounded once into the output dtype with the bulk conversion kernels.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "mantissa/core/tensor.h"
+
+namespace mantissa::detail {
+
+// Row segments are at most this long, so the f32 buffers of a thread stay in L1/L2.
+inline constexpr std::int64_t kRowBlock = 2048;
+
+// n elements from element offset `off` of t's storage (relative to t.data()), `stride` apart, as f32.
+void load_f32(const Tensor& t, std::int64_t off, std::int64_t stride, std::int64_t n, float* out);
+// The reverse, rounding to nearest even into t's dtype.
+void store_f32(const Tensor& t, std::int64_t off, std::int64_t stride, std::int64_t n, const float* in);
+
+// The iteration space of operands sharing `shape`, with dimensions merged where every operand is
+// contiguous across them. rows() rows of row_length() elements; row_offsets(r) gives each operand's
+// offset of row r; the stride along a row is inner_stride(k).
+class RowSpace {
+ public:
+  RowSpace(const Shape& shape, std::vector<Shape> strides);
+  std::int64_t rows() const { return rows_; }
+  std::int64_t row_length() const { return length_; }
+  std::int64_t inner_stride(std::size_t k) const { return inner_[k]; }
+  void row_offsets(std::int64_t r, std::int64_t* out) const;
+
+ private:
+  Shape outer_shape_;
+  std::vector<Shape> outer_strides_;
+  std::vector<std::int64_t> inner_;
+  std::int64_t rows_ = 1;
+  std::int64_t length_ = 1;
+};
+
+}  // namespace mantissa::detail

@@ -1,0 +1,140 @@
+// The reference backend: plain, obviously correct loops in double over any dtype and any strides. It is
+// the oracle the fast backends are tested against, not a backend to train with. Values are read
+// exactly, computed in double, and rounded once to the output dtype.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "../../core/element_io.h"
+#include "../../core/strided.h"
+#include "../backend.h"
+#include "../unary_math.h"
+
+namespace mantissa::detail {
+namespace {
+
+// Strides of `out` (keepdim shape) seen from x's iteration space: reduced axes step nowhere.
+Shape reduced_strides(const Tensor& out, std::span<const int> axes) {
+  Shape st = contiguous_strides(out.shape());
+  for (int a : axes) st[static_cast<std::size_t>(a)] = 0;
+  return st;
+}
+
+class ReferenceBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "reference"; }
+
+  void copy(const Tensor& src, const Tensor& dst) override {
+    for_each_offset(src.shape(), {src.strides(), dst.strides()}, [&](const std::int64_t* o) {
+      store_element(dst.dtype(), dst.data(), o[1], load_element(src.dtype(), src.data(), o[0]));
+    });
+  }
+
+  void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override {
+    for_each_offset(out.shape(), {a.strides(), b.strides(), out.strides()}, [&](const std::int64_t* o) {
+      const double x = load_element(a.dtype(), a.data(), o[0]);
+      const double y = load_element(b.dtype(), b.data(), o[1]);
+      store_element(out.dtype(), out.data(), o[2], binary_value(op, x, y));
+    });
+  }
+
+  void unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out) override {
+    for_each_offset(x.shape(), {x.strides(), out.strides()}, [&](const std::int64_t* o) {
+      store_element(out.dtype(), out.data(), o[1], unary_value(op, load_element(x.dtype(), x.data(), o[0]), alpha));
+    });
+  }
+
+  void unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& grad_y,
+                      const Tensor& grad_x) override {
+    for_each_offset(x.shape(), {x.strides(), grad_y.strides(), grad_x.strides()}, [&](const std::int64_t* o) {
+      const double d = unary_derivative(op, load_element(x.dtype(), x.data(), o[0]), alpha);
+      store_element(grad_x.dtype(), grad_x.data(), o[2], d * load_element(grad_y.dtype(), grad_y.data(), o[1]));
+    });
+  }
+
+  void reduce(ReduceOp op, const Tensor& x, std::span<const int> axes, const Tensor& out) override {
+    const double init = op == ReduceOp::max ? -std::numeric_limits<double>::infinity() : 0.0;
+    std::vector<double> acc(static_cast<std::size_t>(out.numel()), init);
+    for_each_offset(x.shape(), {x.strides(), reduced_strides(out, axes)}, [&](const std::int64_t* o) {
+      const double v = load_element(x.dtype(), x.data(), o[0]);
+      double& a = acc[static_cast<std::size_t>(o[1])];
+      a = op == ReduceOp::max ? (std::isnan(v) || v > a ? v : a) : a + v;
+    });
+    double count = 1;
+    for (int a : axes) count *= static_cast<double>(x.shape()[static_cast<std::size_t>(a)]);
+    std::int64_t k = 0;
+    for_each_offset(out.shape(), {out.strides()}, [&](const std::int64_t* o) {
+      const double a = acc[static_cast<std::size_t>(k++)];
+      store_element(out.dtype(), out.data(), o[0], op == ReduceOp::mean ? a / count : a);
+    });
+  }
+
+  void matmul(const Tensor& a, const Tensor& w, const Tensor& out) override {
+    const std::int64_t batch = out.size(0);
+    const std::int64_t m = out.size(1);
+    const std::int64_t n = out.size(2);
+    const std::int64_t k = a.size(2);
+    const Shape& sa = a.strides();
+    const Shape& sw = w.strides();
+    const Shape& so = out.strides();
+    for (std::int64_t b = 0; b < batch; ++b) {
+      for (std::int64_t i = 0; i < m; ++i) {
+        for (std::int64_t j = 0; j < n; ++j) {
+          double s = 0;
+          for (std::int64_t p = 0; p < k; ++p) {
+            s += load_element(a.dtype(), a.data(), b * sa[0] + i * sa[1] + p * sa[2]) *
+                 load_element(w.dtype(), w.data(), b * sw[0] + p * sw[1] + j * sw[2]);
+          }
+          store_element(out.dtype(), out.data(), b * so[0] + i * so[1] + j * so[2], s);
+        }
+      }
+    }
+  }
+
+  void softmax(const Tensor& x, const Tensor& y, bool log) override {
+    const std::int64_t rows = x.size(0);
+    const std::int64_t cols = x.size(1);
+    std::vector<double> v(static_cast<std::size_t>(cols));
+    for (std::int64_t r = 0; r < rows; ++r) {
+      double mx = -std::numeric_limits<double>::infinity();
+      for (std::int64_t c = 0; c < cols; ++c) {
+        v[static_cast<std::size_t>(c)] = load_element(x.dtype(), x.data(), r * x.strides()[0] + c * x.strides()[1]);
+        mx = std::max(mx, v[static_cast<std::size_t>(c)]);
+      }
+      double total = 0;
+      for (double e : v) total += std::exp(e - mx);
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const double z = v[static_cast<std::size_t>(c)] - mx;
+        const double out = log ? z - std::log(total) : std::exp(z) / total;
+        store_element(y.dtype(), y.data(), r * y.strides()[0] + c * y.strides()[1], out);
+      }
+    }
+  }
+
+  void softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor& grad_x, bool log) override {
+    const std::int64_t rows = y.size(0);
+    const std::int64_t cols = y.size(1);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const auto at = [&](const Tensor& t, std::int64_t c) {
+        return load_element(t.dtype(), t.data(), r * t.strides()[0] + c * t.strides()[1]);
+      };
+      // softmax: gx = y * (g - sum(g * y)); log-softmax: gx = g - exp(y) * sum(g).
+      double dot = 0;
+      for (std::int64_t c = 0; c < cols; ++c) dot += log ? at(grad_y, c) : at(grad_y, c) * at(y, c);
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const double g = at(grad_y, c);
+        const double v = log ? g - std::exp(at(y, c)) * dot : at(y, c) * (g - dot);
+        store_element(grad_x.dtype(), grad_x.data(), r * grad_x.strides()[0] + c * grad_x.strides()[1], v);
+      }
+    }
+  }
+};
+
+}  // namespace
+
+Backend& reference_backend() {
+  static ReferenceBackend backend;
+  return backend;
+}
+
+}  // namespace mantissa::detail

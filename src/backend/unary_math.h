@@ -1,0 +1,82 @@
+// The unary functions and their derivatives, as templates over the compute type: the reference backend
+// evaluates them in double, the CPU backend in float. The gradient checks verify the derivatives
+// against finite differences, independently of these formulas.
+#pragma once
+
+#include <cmath>
+#include <numbers>
+
+#include "mantissa/ops/op_types.h"
+
+namespace mantissa::detail {
+
+template <class T>
+inline T sigmoid_of(T x) {
+  return T(1) / (T(1) + std::exp(-x));
+}
+
+template <class T>
+inline T unary_value(UnaryOp op, T x, T alpha) {
+  switch (op) {
+    case UnaryOp::neg: return -x;
+    case UnaryOp::add_scalar: return x + alpha;
+    case UnaryOp::mul_scalar: return x * alpha;
+    case UnaryOp::pow_scalar: return std::pow(x, alpha);
+    case UnaryOp::exp: return std::exp(x);
+    case UnaryOp::log: return std::log(x);
+    case UnaryOp::sqrt: return std::sqrt(x);
+    case UnaryOp::relu: return x > T(0) ? x : T(0);
+    case UnaryOp::gelu: return x * T(0.5) * (T(1) + std::erf(x * T(std::numbers::sqrt2 / 2)));
+    case UnaryOp::silu: return x * sigmoid_of(x);
+    case UnaryOp::tanh: return std::tanh(x);
+    case UnaryOp::sigmoid: return sigmoid_of(x);
+  }
+  return x;
+}
+
+// d/dx of unary_value(op, x, alpha).
+template <class T>
+inline T unary_derivative(UnaryOp op, T x, T alpha) {
+  switch (op) {
+    case UnaryOp::neg: return T(-1);
+    case UnaryOp::add_scalar: return T(1);
+    case UnaryOp::mul_scalar: return alpha;
+    case UnaryOp::pow_scalar: return alpha * std::pow(x, alpha - T(1));
+    case UnaryOp::exp: return std::exp(x);
+    case UnaryOp::log: return T(1) / x;
+    case UnaryOp::sqrt: return T(0.5) / std::sqrt(x);
+    case UnaryOp::relu: return x > T(0) ? T(1) : T(0);
+    case UnaryOp::gelu: {
+      const T cdf = T(0.5) * (T(1) + std::erf(x * T(std::numbers::sqrt2 / 2)));
+      const T pdf = std::exp(T(-0.5) * x * x) * T(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+      return cdf + x * pdf;
+    }
+    case UnaryOp::silu: {
+      const T s = sigmoid_of(x);
+      return s * (T(1) + x * (T(1) - s));
+    }
+    case UnaryOp::tanh: {
+      const T t = std::tanh(x);
+      return T(1) - t * t;
+    }
+    case UnaryOp::sigmoid: {
+      const T s = sigmoid_of(x);
+      return s * (T(1) - s);
+    }
+  }
+  return T(0);
+}
+
+template <class T>
+inline T binary_value(BinaryOp op, T a, T b) {
+  switch (op) {
+    case BinaryOp::add: return a + b;
+    case BinaryOp::sub: return a - b;
+    case BinaryOp::mul: return a * b;
+    case BinaryOp::div: return a / b;
+    case BinaryOp::eq: return a == b ? T(1) : T(0);
+  }
+  return a;
+}
+
+}  // namespace mantissa::detail

@@ -1,0 +1,141 @@
+// Memory accounting by device and category, the allocator registry, and Storage.
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <stdexcept>
+
+#include "mantissa/core/storage.h"
+
+namespace mantissa {
+namespace {
+
+constexpr std::size_t kAlignment = 64;  // a cache line, and an AVX-512 register
+constexpr int kMaxDevices = 16;
+
+struct DeviceAccounts {
+  std::mutex mutex;
+  MemoryStats stats;
+};
+
+DeviceAccounts& accounts(Device d) {
+  static DeviceAccounts cpu;
+  static DeviceAccounts cuda[kMaxDevices];
+  if (d.type == DeviceType::cpu) return cpu;
+  if (d.index < 0 || d.index >= kMaxDevices) throw std::out_of_range("device index out of range: " + d.str());
+  return cuda[d.index];
+}
+
+thread_local MemoryCategory tls_category = MemoryCategory::temporary;
+
+class CpuAllocator final : public Allocator {
+ public:
+  void* allocate(std::size_t bytes) override {
+    const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+    if (p == nullptr) throw std::bad_alloc();
+    return p;
+  }
+  void deallocate(void* p, std::size_t) override { std::free(p); }
+};
+
+Allocator*& allocator_slot(DeviceType type) {
+  static CpuAllocator cpu;
+  static Allocator* slots[2] = {&cpu, nullptr};
+  return slots[static_cast<int>(type)];
+}
+
+Allocator& allocator_for(Device d) {
+  Allocator* a = allocator_slot(d.type);
+  if (a == nullptr) throw std::runtime_error("no allocator for device " + d.str() + " in this build");
+  return *a;
+}
+
+}  // namespace
+
+std::string_view category_name(MemoryCategory c) {
+  switch (c) {
+    case MemoryCategory::parameters: return "parameters";
+    case MemoryCategory::gradients: return "gradients";
+    case MemoryCategory::activations: return "activations";
+    case MemoryCategory::optimizer_state: return "optimizer_state";
+    case MemoryCategory::temporary: return "temporary";
+  }
+  return "?";
+}
+
+MemoryStats memory_stats(Device device) {
+  DeviceAccounts& a = accounts(device);
+  std::lock_guard lock(a.mutex);
+  return a.stats;
+}
+
+void reset_peak_memory(Device device) {
+  DeviceAccounts& a = accounts(device);
+  std::lock_guard lock(a.mutex);
+  a.stats.peak = a.stats.current;
+  a.stats.peak_total = a.stats.current_total;
+}
+
+MemoryCategoryScope::MemoryCategoryScope(MemoryCategory category) : saved_(tls_category) {
+  tls_category = category;
+}
+MemoryCategoryScope::~MemoryCategoryScope() { tls_category = saved_; }
+MemoryCategory current_memory_category() { return tls_category; }
+
+namespace detail {
+
+void account_allocate(Device device, MemoryCategory category, std::int64_t bytes) {
+  DeviceAccounts& a = accounts(device);
+  std::lock_guard lock(a.mutex);
+  const auto c = static_cast<std::size_t>(category);
+  a.stats.current[c] += bytes;
+  a.stats.current_total += bytes;
+  if (a.stats.current[c] > a.stats.peak[c]) a.stats.peak[c] = a.stats.current[c];
+  if (a.stats.current_total > a.stats.peak_total) a.stats.peak_total = a.stats.current_total;
+}
+
+void account_free(Device device, MemoryCategory category, std::int64_t bytes) {
+  DeviceAccounts& a = accounts(device);
+  std::lock_guard lock(a.mutex);
+  a.stats.current[static_cast<std::size_t>(category)] -= bytes;
+  a.stats.current_total -= bytes;
+}
+
+void account_move(Device device, MemoryCategory from, MemoryCategory to, std::int64_t bytes) {
+  DeviceAccounts& a = accounts(device);
+  std::lock_guard lock(a.mutex);
+  const auto t = static_cast<std::size_t>(to);
+  a.stats.current[static_cast<std::size_t>(from)] -= bytes;
+  a.stats.current[t] += bytes;
+  if (a.stats.current[t] > a.stats.peak[t]) a.stats.peak[t] = a.stats.current[t];
+}
+
+}  // namespace detail
+
+void register_allocator(DeviceType type, Allocator* allocator) { allocator_slot(type) = allocator; }
+
+StorageImpl::StorageImpl(std::size_t bytes, Device device, MemoryCategory category)
+    : data_(allocator_for(device).allocate(bytes)), bytes_(bytes), device_(device), category_(category) {
+  detail::account_allocate(device_, category_, static_cast<std::int64_t>(bytes_));
+}
+
+StorageImpl::~StorageImpl() {
+  detail::account_free(device_, category_, static_cast<std::int64_t>(bytes_));
+  allocator_for(device_).deallocate(data_, bytes_);
+}
+
+void StorageImpl::set_category(MemoryCategory category) {
+  if (category == category_) return;
+  detail::account_move(device_, category_, category, static_cast<std::int64_t>(bytes_));
+  category_ = category;
+}
+
+Storage allocate_storage(std::size_t bytes, Device device) {
+  return allocate_storage(bytes, device, tls_category);
+}
+
+Storage allocate_storage(std::size_t bytes, Device device, MemoryCategory category) {
+  return std::make_shared<StorageImpl>(bytes, device, category);
+}
+
+}  // namespace mantissa

@@ -1,0 +1,131 @@
+// Elementwise ops: binary with broadcasting, scalar ops and activations, each with its backward rule.
+#include <stdexcept>
+
+#include "mantissa/ops/ops.h"
+#include "op_support.h"
+
+namespace mantissa {
+namespace {
+
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const char* name);
+
+class BinaryNode final : public Node {
+ public:
+  BinaryNode(BinaryOp op, const Tensor& a, const Tensor& b) : op_(op) {
+    // add and sub need no saved values; mul and div need the other operand.
+    if (op == BinaryOp::mul || op == BinaryOp::div) {
+      a_ = save_for_backward(a);
+      b_ = save_for_backward(b);
+    }
+  }
+  std::string_view name() const override {
+    switch (op_) {
+      case BinaryOp::add: return "add";
+      case BinaryOp::sub: return "sub";
+      case BinaryOp::mul: return "mul";
+      case BinaryOp::div: return "div";
+      case BinaryOp::eq: return "equal";
+    }
+    return "binary";
+  }
+  void release() override {
+    a_ = {};
+    b_ = {};
+  }
+  std::vector<Tensor> backward(const Tensor& g) override {
+    const Shape& sa = inputs[0].shape;
+    const Shape& sb = inputs[1].shape;
+    const bool need_a = inputs[0].node != nullptr;
+    const bool need_b = inputs[1].node != nullptr;
+    Tensor ga;
+    Tensor gb;
+    switch (op_) {
+      case BinaryOp::add:
+        if (need_a) ga = sum_to(g, sa);
+        if (need_b) gb = sum_to(g, sb);
+        break;
+      case BinaryOp::sub:
+        if (need_a) ga = sum_to(g, sa);
+        if (need_b) gb = neg(sum_to(g, sb));
+        break;
+      case BinaryOp::mul:
+        if (need_a) ga = sum_to(mul(g, b_), sa);
+        if (need_b) gb = sum_to(mul(g, a_), sb);
+        break;
+      case BinaryOp::div:
+        if (need_a) ga = sum_to(div(g, b_), sa);
+        if (need_b) gb = neg(sum_to(div(mul(g, a_), mul(b_, b_)), sb));
+        break;
+      case BinaryOp::eq:
+        break;
+    }
+    return {ga, gb};
+  }
+
+ private:
+  BinaryOp op_;
+  Tensor a_, b_;
+};
+
+class UnaryNode final : public Node {
+ public:
+  UnaryNode(UnaryOp op, double alpha, const Tensor& x) : op_(op), alpha_(alpha), x_(save_for_backward(x)) {}
+  std::string_view name() const override { return "unary"; }
+  void release() override { x_ = {}; }
+  std::vector<Tensor> backward(const Tensor& g) override {
+    Tensor gx = Tensor::empty(g.shape(), inputs[0].dtype, g.device());
+    detail::backend_of(g).unary_backward(op_, alpha_, x_, cast(g, x_.dtype()), gx);
+    return {gx};
+  }
+
+ private:
+  UnaryOp op_;
+  double alpha_;
+  Tensor x_;
+};
+
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
+  detail::check_computable(a, name);
+  detail::check_computable(b, name);
+  const Shape shape = detail::broadcast_shapes(a.shape(), b.shape(), name);
+  Tensor out = Tensor::empty(shape, detail::promote(a.dtype(), b.dtype()), a.device());
+  {
+    NoGradGuard no_grad;  // the expanded views are the kernel's business, not the graph's
+    detail::backend_of(a).binary(op, expand(a, shape), expand(b, shape), out);
+  }
+  if (op != BinaryOp::eq && needs_grad({&a, &b})) {
+    record(out, std::make_shared<BinaryNode>(op, a, b), {&a, &b});
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) { return binary(BinaryOp::add, a, b, "add"); }
+Tensor sub(const Tensor& a, const Tensor& b) { return binary(BinaryOp::sub, a, b, "sub"); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinaryOp::mul, a, b, "mul"); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary(BinaryOp::div, a, b, "div"); }
+Tensor equal(const Tensor& a, const Tensor& b) { return binary(BinaryOp::eq, a, b, "equal"); }
+
+Tensor unary(UnaryOp op, const Tensor& x, double alpha) {
+  detail::check_computable(x, "unary op");
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  detail::backend_of(x).unary(op, alpha, x, out);
+  if (needs_grad({&x})) record(out, std::make_shared<UnaryNode>(op, alpha, x), {&x});
+  return out;
+}
+
+Tensor add(const Tensor& a, double b) { return unary(UnaryOp::add_scalar, a, b); }
+Tensor mul(const Tensor& a, double b) { return unary(UnaryOp::mul_scalar, a, b); }
+Tensor pow(const Tensor& a, double exponent) { return unary(UnaryOp::pow_scalar, a, exponent); }
+Tensor neg(const Tensor& x) { return unary(UnaryOp::neg, x); }
+Tensor exp(const Tensor& x) { return unary(UnaryOp::exp, x); }
+Tensor log(const Tensor& x) { return unary(UnaryOp::log, x); }
+Tensor sqrt(const Tensor& x) { return unary(UnaryOp::sqrt, x); }
+Tensor relu(const Tensor& x) { return unary(UnaryOp::relu, x); }
+Tensor gelu(const Tensor& x) { return unary(UnaryOp::gelu, x); }
+Tensor silu(const Tensor& x) { return unary(UnaryOp::silu, x); }
+Tensor tanh(const Tensor& x) { return unary(UnaryOp::tanh, x); }
+Tensor sigmoid(const Tensor& x) { return unary(UnaryOp::sigmoid, x); }
+
+}  // namespace mantissa

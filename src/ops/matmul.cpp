@@ -1,0 +1,106 @@
+// Matrix products: matmul (batched, with transposes as strided views) and linear. The kernel sees
+// [B, M, K] . [B, K, N] views; a 2-D right operand is shared by every batch (stride 0).
+#include <stdexcept>
+
+#include "mantissa/ops/ops.h"
+#include "op_support.h"
+
+namespace mantissa {
+namespace {
+
+// x [..., R, C] as a [B, R, C] view (batch dimensions merged), copying only if they cannot merge.
+Tensor as_batched(const Tensor& x) {
+  const std::int64_t rank = x.dim();
+  const std::int64_t r = x.shape()[static_cast<std::size_t>(rank - 2)];
+  const std::int64_t c = x.shape()[static_cast<std::size_t>(rank - 1)];
+  const Shape& st = x.strides();
+  std::int64_t batch = 1;
+  for (std::int64_t i = 0; i < rank - 2; ++i) batch *= x.shape()[static_cast<std::size_t>(i)];
+  if (rank == 2) return make_view(x, {1, r, c}, {0, st[0], st[1]}, x.offset());
+  // The batch dimensions merge if each steps over the one after it exactly.
+  bool mergeable = true;
+  for (std::int64_t i = 0; i + 1 < rank - 2; ++i) {
+    const auto u = static_cast<std::size_t>(i);
+    if (st[u] != st[u + 1] * x.shape()[u + 1]) mergeable = false;
+  }
+  if (mergeable) return make_view(x, {batch, r, c}, {st[static_cast<std::size_t>(rank - 3)], st[static_cast<std::size_t>(rank - 2)], st[static_cast<std::size_t>(rank - 1)]}, x.offset());
+  const Tensor y = contiguous_copy(x);
+  return make_view(y, {batch, r, c}, {r * c, c, 1}, 0);
+}
+
+class MatmulNode final : public Node {
+ public:
+  MatmulNode(const Tensor& a, const Tensor& b) : a_(save_for_backward(a)), b_(save_for_backward(b)) {}
+  std::string_view name() const override { return "matmul"; }
+  void release() override {
+    a_ = {};
+    b_ = {};
+  }
+  std::vector<Tensor> backward(const Tensor& g) override {
+    Tensor ga;
+    Tensor gb;
+    if (inputs[0].node) ga = matmul(g, transpose(b_, -1, -2));
+    if (inputs[1].node) {
+      if (b_.dim() == 2 && a_.dim() > 2) {
+        const std::int64_t k = a_.size(-1);
+        const std::int64_t n = g.size(-1);
+        gb = matmul(transpose(reshape(a_, {-1, k}), 0, 1), reshape(g, {-1, n}));
+      } else {
+        gb = matmul(transpose(a_, -1, -2), g);
+      }
+    }
+    return {ga, gb};
+  }
+
+ private:
+  Tensor a_, b_;
+};
+
+}  // namespace
+
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  detail::check_computable(a_in, "matmul");
+  detail::check_computable(b_in, "matmul");
+  if (a_in.dim() < 2 || b_in.dim() < 2) {
+    throw std::invalid_argument("matmul: operands need at least 2 dimensions, got " + shape_str(a_in.shape()) +
+                                " and " + shape_str(b_in.shape()));
+  }
+  const std::int64_t k = a_in.size(-1);
+  if (b_in.size(-2) != k) {
+    throw std::invalid_argument("matmul: inner dimensions differ: " + shape_str(a_in.shape()) + " . " +
+                                shape_str(b_in.shape()));
+  }
+  if (b_in.dim() > 2) {
+    const Shape ab(a_in.shape().begin(), a_in.shape().end() - 2);
+    const Shape bb(b_in.shape().begin(), b_in.shape().end() - 2);
+    if (ab != bb) {
+      throw std::invalid_argument("matmul: batch dimensions differ: " + shape_str(a_in.shape()) + " . " +
+                                  shape_str(b_in.shape()));
+    }
+  }
+  const DType dtype = detail::promote(a_in.dtype(), b_in.dtype());
+  const Tensor a = cast(a_in, dtype);
+  const Tensor b = cast(b_in, dtype);
+  Shape shape = a.shape();
+  shape.back() = b.size(-1);
+  Tensor out = Tensor::empty(shape, dtype, a.device());
+  {
+    NoGradGuard no_grad;
+    const Tensor a3 = as_batched(a);
+    Tensor b3 = as_batched(b);
+    if (b.dim() == 2) b3 = make_view(b3, {a3.size(0), k, b.size(-1)}, {0, b3.strides()[1], b3.strides()[2]}, b3.offset());
+    const Tensor o3 = make_view(out, {a3.size(0), a3.size(1), b.size(-1)}, {a3.size(1) * b.size(-1), b.size(-1), 1}, 0);
+    detail::backend_of(a).matmul(a3, b3, o3);
+  }
+  if (needs_grad({&a, &b})) record(out, std::make_shared<MatmulNode>(a, b), {&a, &b});
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
+  if (w.dim() != 2) throw std::invalid_argument("linear: weight must be [out, in], got " + shape_str(w.shape()));
+  Tensor y = matmul(x, transpose(w, 0, 1));
+  if (bias.defined()) y = add(y, bias);
+  return y;
+}
+
+}  // namespace mantissa

@@ -1,0 +1,76 @@
+// Argument checks shared by the op front-ends, and the choice of backend.
+#include "op_support.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "mantissa/ops/backend_select.h"
+
+namespace mantissa {
+namespace {
+thread_local CpuBackend tls_cpu_backend = CpuBackend::onednn;
+}  // namespace
+
+CpuBackend cpu_backend_kind() { return tls_cpu_backend; }
+void set_cpu_backend(CpuBackend kind) { tls_cpu_backend = kind; }
+
+namespace detail {
+
+Backend& backend_for(Device device) {
+  if (device.type == DeviceType::cpu) {
+    return tls_cpu_backend == CpuBackend::reference ? reference_backend() : cpu_backend();
+  }
+  throw std::runtime_error("no backend for device " + device.str() + ": this build has the CPU only");
+}
+
+void check_computable(const Tensor& x, const char* op) {
+  if (!x.defined()) throw std::invalid_argument(std::string(op) + ": undefined tensor");
+  if (is_storage_only(x.dtype())) {
+    throw std::invalid_argument(std::string(op) + ": " + std::string(dtype_name(x.dtype())) +
+                                " is a storage format; cast() to f32, bf16 or f16 first");
+  }
+}
+
+DType promote(DType a, DType b) {
+  if (a == b) return a;
+  if (a == DType::f64 || b == DType::f64) return DType::f64;
+  return DType::f32;  // f32 with anything narrower, or f16 with bf16
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  const std::size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const std::int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1) {
+      throw std::invalid_argument(std::string(op) + ": shapes " + shape_str(a) + " and " + shape_str(b) +
+                                  " do not broadcast");
+    }
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+std::int64_t normalize_axis(std::int64_t axis, std::int64_t rank, const char* op) {
+  if (axis < -rank || axis >= rank) {
+    throw std::invalid_argument(std::string(op) + ": axis " + std::to_string(axis) + " out of range for rank " +
+                                std::to_string(rank));
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+std::vector<int> normalize_axes(const std::vector<std::int64_t>& axes, std::int64_t rank, const char* op) {
+  std::vector<int> out;
+  if (axes.empty()) {
+    for (std::int64_t i = 0; i < rank; ++i) out.push_back(static_cast<int>(i));
+    return out;
+  }
+  for (std::int64_t a : axes) out.push_back(static_cast<int>(normalize_axis(a, rank, op)));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+}  // namespace detail
+}  // namespace mantissa

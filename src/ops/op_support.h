@@ -1,0 +1,26 @@
+// What every op front-end needs: dtype promotion, broadcasting, axis handling, the backend of a tensor.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "../backend/backend.h"
+#include "mantissa/autograd/node.h"
+#include "mantissa/core/tensor.h"
+
+namespace mantissa::detail {
+
+// Throws std::invalid_argument naming the op if x is undefined or of a storage-only dtype (fp8).
+void check_computable(const Tensor& x, const char* op);
+// The dtype of a binary op's result: the wider input; f16 with bf16 gives f32.
+DType promote(DType a, DType b);
+// The broadcast of two shapes (numpy rules); throws naming the op if they do not broadcast.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+// axis in [-rank, rank) to [0, rank); throws naming the op otherwise.
+std::int64_t normalize_axis(std::int64_t axis, std::int64_t rank, const char* op);
+// Sorted, unique, normalized axes; empty means all.
+std::vector<int> normalize_axes(const std::vector<std::int64_t>& axes, std::int64_t rank, const char* op);
+
+inline Backend& backend_of(const Tensor& t) { return backend_for(t.device()); }
+
+}  // namespace mantissa::detail

@@ -1,0 +1,107 @@
+// Softmax and log-softmax (computed in f32 whatever the dtype they read and write), and the losses
+// built on them: cross-entropy with ignore index and label smoothing, and mean squared error.
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "mantissa/ops/ops.h"
+#include "op_support.h"
+
+namespace mantissa {
+namespace {
+
+class SoftmaxNode final : public Node {
+ public:
+  SoftmaxNode(const Tensor& y, bool log) : y_(save_for_backward(y)), log_(log) {}
+  std::string_view name() const override { return log_ ? "log_softmax" : "softmax"; }
+  void release() override { y_ = {}; }
+  std::vector<Tensor> backward(const Tensor& g) override {
+    const std::int64_t c = y_.size(-1);
+    const Tensor y2 = reshape(y_, {-1, c});
+    const Tensor g2 = reshape(contiguous(cast(g, y_.dtype())), {-1, c});
+    Tensor gx = Tensor::empty(y2.shape(), y_.dtype(), y_.device());
+    detail::backend_of(y_).softmax_backward(y2, g2, gx, log_);
+    return {reshape(gx, inputs[0].shape)};
+  }
+
+ private:
+  Tensor y_;
+  bool log_;
+};
+
+Tensor softmax_last(const Tensor& x, bool log) {
+  const std::int64_t c = x.size(-1);
+  const Tensor x2 = reshape(contiguous(x), {-1, c});
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  {
+    NoGradGuard no_grad;
+    detail::backend_of(x).softmax(x2, reshape(y, {-1, c}), log);
+  }
+  if (needs_grad({&x})) record(y, std::make_shared<SoftmaxNode>(y, log), {&x});
+  return y;
+}
+
+Tensor softmax_any(const Tensor& x, std::int64_t axis, bool log, const char* name) {
+  detail::check_computable(x, name);
+  if (x.dim() == 0) throw std::invalid_argument(std::string(name) + " of a scalar");
+  axis = detail::normalize_axis(axis, x.dim(), name);
+  const std::int64_t last = x.dim() - 1;
+  if (axis == last) return softmax_last(x, log);
+  return transpose(softmax_last(transpose(x, axis, last), log), axis, last);
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, std::int64_t axis) { return softmax_any(x, axis, false, "softmax"); }
+Tensor log_softmax(const Tensor& x, std::int64_t axis) { return softmax_any(x, axis, true, "log_softmax"); }
+
+Tensor cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets, Reduction reduction,
+                     std::int64_t ignore_index, double label_smoothing) {
+  detail::check_computable(logits, "cross_entropy");
+  if (logits.dim() != 2) {
+    throw std::invalid_argument("cross_entropy: logits must be [N, C], got " + shape_str(logits.shape()));
+  }
+  const std::int64_t n = logits.size(0);
+  const std::int64_t c = logits.size(1);
+  if (static_cast<std::int64_t>(targets.size()) != n) {
+    throw std::invalid_argument("cross_entropy: " + std::to_string(targets.size()) + " targets for " +
+                                std::to_string(n) + " rows");
+  }
+  if (label_smoothing < 0 || label_smoothing > 1) {
+    throw std::invalid_argument("cross_entropy: label smoothing must be in [0, 1]");
+  }
+  // loss = -sum(W * log_softmax(logits)) over rows that count, with W the smoothed one-hot targets.
+  const DType f = logits.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  std::vector<double> w(static_cast<std::size_t>(n * c), 0.0);
+  std::int64_t counted = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t t = targets[static_cast<std::size_t>(i)];
+    if (t == ignore_index) continue;
+    if (t < 0 || t >= c) {
+      throw std::invalid_argument("cross_entropy: target " + std::to_string(t) + " of row " + std::to_string(i) +
+                                  " is not a class in [0, " + std::to_string(c) + ")");
+    }
+    ++counted;
+    for (std::int64_t j = 0; j < c; ++j) w[static_cast<std::size_t>(i * c + j)] = label_smoothing / static_cast<double>(c);
+    w[static_cast<std::size_t>(i * c + t)] += 1.0 - label_smoothing;
+  }
+  const Tensor weights = Tensor::from_values(w, {n, c}, f);
+  const Tensor total = neg(sum(mul(weights, log_softmax(cast(logits, f)))));
+  if (reduction == Reduction::sum) return total;
+  // Mean over the rows that count (NaN when none does, as 0/0).
+  return mul(total, 1.0 / static_cast<double>(counted));
+}
+
+Tensor mse_loss(const Tensor& a, const Tensor& b, Reduction reduction) {
+  detail::check_computable(a, "mse_loss");
+  detail::check_computable(b, "mse_loss");
+  if (a.shape() != b.shape()) {
+    throw std::invalid_argument("mse_loss: shapes " + shape_str(a.shape()) + " and " + shape_str(b.shape()) + " differ");
+  }
+  const DType f = detail::promote(a.dtype(), b.dtype()) == DType::f64 ? DType::f64 : DType::f32;
+  const Tensor d = sub(cast(a, f), cast(b, f));
+  const Tensor sq = mul(d, d);
+  return reduction == Reduction::sum ? sum(sq) : mean(sq);
+}
+
+}  // namespace mantissa
