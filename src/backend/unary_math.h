@@ -15,10 +15,18 @@ inline T sigmoid_of(T x) {
   return T(1) / (T(1) + std::exp(-x));
 }
 
+// Phi(x), the normal distribution function, as erfc(-x / sqrt 2) / 2: the form 0.5 (1 + erf(x / sqrt 2))
+// cancels for negative x and loses most of its f32 digits there.
+template <class T>
+inline T gelu_cdf(T x) {
+  return T(0.5) * std::erfc(-x * T(std::numbers::sqrt2 / 2));
+}
+
 template <class T>
 inline T unary_value(UnaryOp op, T x, T alpha) {
   switch (op) {
     case UnaryOp::neg: return -x;
+    case UnaryOp::abs: return std::fabs(x);
     case UnaryOp::add_scalar: return x + alpha;
     case UnaryOp::mul_scalar: return x * alpha;
     case UnaryOp::pow_scalar: return std::pow(x, alpha);
@@ -26,7 +34,7 @@ inline T unary_value(UnaryOp op, T x, T alpha) {
     case UnaryOp::log: return std::log(x);
     case UnaryOp::sqrt: return std::sqrt(x);
     case UnaryOp::relu: return x > T(0) ? x : T(0);
-    case UnaryOp::gelu: return x * T(0.5) * (T(1) + std::erf(x * T(std::numbers::sqrt2 / 2)));
+    case UnaryOp::gelu: return x * gelu_cdf(x);
     case UnaryOp::silu: return x * sigmoid_of(x);
     case UnaryOp::tanh: return std::tanh(x);
     case UnaryOp::sigmoid: return sigmoid_of(x);
@@ -39,6 +47,7 @@ template <class T>
 inline T unary_derivative(UnaryOp op, T x, T alpha) {
   switch (op) {
     case UnaryOp::neg: return T(-1);
+    case UnaryOp::abs: return x > T(0) ? T(1) : x < T(0) ? T(-1) : T(0);
     case UnaryOp::add_scalar: return T(1);
     case UnaryOp::mul_scalar: return alpha;
     case UnaryOp::pow_scalar: return alpha * std::pow(x, alpha - T(1));
@@ -47,7 +56,7 @@ inline T unary_derivative(UnaryOp op, T x, T alpha) {
     case UnaryOp::sqrt: return T(0.5) / std::sqrt(x);
     case UnaryOp::relu: return x > T(0) ? T(1) : T(0);
     case UnaryOp::gelu: {
-      const T cdf = T(0.5) * (T(1) + std::erf(x * T(std::numbers::sqrt2 / 2)));
+      const T cdf = gelu_cdf(x);
       const T pdf = std::exp(T(-0.5) * x * x) * T(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
       return cdf + x * pdf;
     }

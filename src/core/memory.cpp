@@ -1,5 +1,7 @@
 // Memory accounting by device and category, the allocator registry, and Storage.
+#include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <new>
 #include <stdexcept>
@@ -26,6 +28,7 @@ DeviceAccounts& accounts(Device d) {
 }
 
 thread_local MemoryCategory tls_category = MemoryCategory::temporary;
+std::atomic<bool> poison_allocations{false};
 
 class CpuAllocator final : public Allocator {
  public:
@@ -33,6 +36,7 @@ class CpuAllocator final : public Allocator {
     const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
     void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
     if (p == nullptr) throw std::bad_alloc();
+    if (poison_allocations.load(std::memory_order_relaxed)) std::memset(p, 0xff, rounded);
     return p;
   }
   void deallocate(void* p, std::size_t) override { std::free(p); }
@@ -81,6 +85,7 @@ MemoryCategoryScope::MemoryCategoryScope(MemoryCategory category) : saved_(tls_c
 }
 MemoryCategoryScope::~MemoryCategoryScope() { tls_category = saved_; }
 MemoryCategory current_memory_category() { return tls_category; }
+void set_allocation_poisoning(bool on) { poison_allocations.store(on, std::memory_order_relaxed); }
 
 namespace detail {
 

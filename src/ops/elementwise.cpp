@@ -119,6 +119,7 @@ Tensor add(const Tensor& a, double b) { return unary(UnaryOp::add_scalar, a, b);
 Tensor mul(const Tensor& a, double b) { return unary(UnaryOp::mul_scalar, a, b); }
 Tensor pow(const Tensor& a, double exponent) { return unary(UnaryOp::pow_scalar, a, exponent); }
 Tensor neg(const Tensor& x) { return unary(UnaryOp::neg, x); }
+Tensor abs(const Tensor& x) { return unary(UnaryOp::abs, x); }
 Tensor exp(const Tensor& x) { return unary(UnaryOp::exp, x); }
 Tensor log(const Tensor& x) { return unary(UnaryOp::log, x); }
 Tensor sqrt(const Tensor& x) { return unary(UnaryOp::sqrt, x); }

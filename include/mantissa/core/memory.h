@@ -49,6 +49,10 @@ class MemoryCategoryScope {
 };
 MemoryCategory current_memory_category();
 
+// Tests: fill every new allocation with 0xFF bytes (NaN in every float format), so that an output
+// element a kernel forgot to write shows up. Off by default.
+void set_allocation_poisoning(bool on);
+
 namespace detail {
 // The accounting calls the allocators make (and Storage when it moves bytes between categories).
 void account_allocate(Device device, MemoryCategory category, std::int64_t bytes);

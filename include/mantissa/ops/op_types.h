@@ -16,6 +16,7 @@ enum class BinaryOp : std::uint8_t {
 // Unary ops with an optional scalar parameter alpha.
 enum class UnaryOp : std::uint8_t {
   neg,         // -x
+  abs,
   add_scalar,  // x + alpha
   mul_scalar,  // x * alpha
   pow_scalar,  // x ^ alpha

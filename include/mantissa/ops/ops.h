@@ -41,6 +41,7 @@ Tensor add(const Tensor& a, double b);
 Tensor mul(const Tensor& a, double b);
 Tensor pow(const Tensor& a, double exponent);
 Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
 Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);
 Tensor sqrt(const Tensor& x);

@@ -74,6 +74,7 @@ template <class Fn>
 void dispatch_unary(UnaryOp op, Fn&& fn) {
   switch (op) {
     case UnaryOp::neg: return fn.template operator()<UnaryOp::neg>();
+    case UnaryOp::abs: return fn.template operator()<UnaryOp::abs>();
     case UnaryOp::add_scalar: return fn.template operator()<UnaryOp::add_scalar>();
     case UnaryOp::mul_scalar: return fn.template operator()<UnaryOp::mul_scalar>();
     case UnaryOp::pow_scalar: return fn.template operator()<UnaryOp::pow_scalar>();

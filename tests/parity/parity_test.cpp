@@ -1,0 +1,153 @@
+// The cpu backend (oneDNN and f32 row kernels) against the reference backend (double loops), for every
+// op of the shared table and a few large cases, in f32, bf16 and f16, forward and backward, on fresh
+// random inputs. New allocations are poisoned with NaN, so an output element a kernel forgets to write
+// fails the comparison.
+//
+// Tolerances follow from the formats, not from looking at differences:
+// - forward, per element: `roundings` roundings into the output dtype (eps_out |ref| each), plus f32
+//   accumulation over `reduction` terms and the f32 functions' own error (kFunctionUlps), relative to
+//   the case's bound M: eps_f32 (reduction + kFunctionUlps) M;
+// - gradients, normwise per input: the forward's roundings plus kBackwardRoundings more in the input
+//   dtype, and the same f32 accumulation term, relative to the largest reference gradient.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "../common/op_cases.h"
+#include "../unit/test_support.h"
+#include "mantissa/autograd/node.h"
+#include "mantissa/core/memory.h"
+#include "mantissa/ops/backend_select.h"
+#include "mantissa/ops/ops.h"
+
+namespace mantissa {
+namespace {
+
+using testing::Bound;
+using testing::Case;
+
+constexpr double kEpsF32 = 0x1p-23;
+constexpr int kFunctionUlps = 4;       // glibc's f32 exp, log, erf, tanh are within a few ulps
+constexpr int kBackwardRoundings = 4;  // backward rules round into the dtype a few times more
+
+struct Outcome {
+  Tensor out;
+  std::vector<Tensor> grads;
+};
+
+Outcome run_on(CpuBackend backend, const Case& c, DType dtype, std::uint64_t seed) {
+  CpuBackendScope scope(backend);
+  std::vector<Tensor> in;
+  for (std::size_t k = 0; k < c.inputs.size(); ++k) in.push_back(testing::make_input(c.inputs[k], seed + k, dtype));
+  Outcome r;
+  r.out = c.fn(in);
+  const Tensor seed_grad = Tensor::uniform(r.out.shape(), r.out.dtype(), seed + 100, -1, 1);
+  r.out.backward(seed_grad);
+  for (const Tensor& x : in) r.grads.push_back(x.grad());
+  return r;
+}
+
+// The case's bound M for each output element (see the file comment), in f64.
+std::vector<double> bound_of(const Case& c, DType dtype, std::uint64_t seed, const std::vector<double>& ref) {
+  std::vector<double> m(ref.size());
+  if (c.bound == Bound::abs_inputs) {
+    CpuBackendScope scope(CpuBackend::reference);
+    NoGradGuard no_grad;
+    std::vector<Tensor> in;
+    for (std::size_t k = 0; k < c.inputs.size(); ++k) {
+      in.push_back(abs(cast(testing::make_input(c.inputs[k], seed + k, dtype), DType::f64)));
+    }
+    const std::vector<double> v = c.fn(in).to_doubles();
+    for (std::size_t i = 0; i < m.size(); ++i) m[i] = std::fabs(v[i]);
+  } else if (c.bound == Bound::normwise) {
+    double mx = 0;
+    for (double v : ref) mx = std::max(mx, std::fabs(v));
+    std::fill(m.begin(), m.end(), mx);
+  } else {
+    for (std::size_t i = 0; i < m.size(); ++i) m[i] = std::fabs(ref[i]);
+  }
+  return m;
+}
+
+struct Param {
+  Case c;
+  DType dtype;
+};
+
+void PrintTo(const Param& p, std::ostream* os) { *os << p.c.name << "/" << dtype_name(p.dtype); }
+
+class Parity : public ::testing::TestWithParam<Param> {};
+
+TEST_P(Parity, CpuBackendMatchesReference) {
+  MANTISSA_TRACE_SEED();
+  const Case& c = GetParam().c;
+  const DType dtype = GetParam().dtype;
+  const std::uint64_t seed = testing::test_seed() ^ std::hash<std::string>{}(c.name);
+  set_allocation_poisoning(true);
+  const Outcome ref = run_on(CpuBackend::reference, c, dtype, seed);
+  const Outcome got = run_on(CpuBackend::onednn, c, dtype, seed);
+  set_allocation_poisoning(false);
+
+  ASSERT_EQ(got.out.shape(), ref.out.shape());
+  ASSERT_EQ(got.out.dtype(), ref.out.dtype());
+  const std::vector<double> r = ref.out.to_doubles();
+  const std::vector<double> g = got.out.to_doubles();
+  const std::vector<double> m = bound_of(c, dtype, seed, r);
+  const double eps_out = dtype_epsilon(ref.out.dtype());
+  const double accumulate = kEpsF32 * static_cast<double>(c.reduction + kFunctionUlps);
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    ASSERT_FALSE(std::isnan(r[i])) << "reference left element " << i << " unwritten";
+    const double tol = c.roundings * eps_out * std::fabs(r[i]) + accumulate * m[i];
+    ASSERT_NEAR(g[i], r[i], tol) << "output element " << i;
+  }
+
+  for (std::size_t k = 0; k < ref.grads.size(); ++k) {
+    ASSERT_TRUE(got.grads[k].defined()) << "no gradient for input " << k;
+    ASSERT_EQ(got.grads[k].dtype(), dtype);
+    const std::vector<double> rg = ref.grads[k].to_doubles();
+    const std::vector<double> gg = got.grads[k].to_doubles();
+    double scale = 0;
+    for (double v : rg) scale = std::max(scale, std::fabs(v));
+    const double tol = ((c.roundings + kBackwardRoundings) * dtype_epsilon(dtype) + accumulate) * scale;
+    for (std::size_t i = 0; i < rg.size(); ++i) {
+      ASSERT_NEAR(gg[i], rg[i], tol) << "gradient of input " << k << " element " << i;
+    }
+  }
+}
+
+// Shapes large enough for oneDNN's blocking, the f16 blocks (512 rows, 256 deep) and the threads.
+std::vector<Case> large_cases() {
+  using V = const std::vector<Tensor>&;
+  const auto A = Bound::abs_inputs;
+  std::vector<Case> c;
+  c.push_back({"matmul_large", {{{600, 300}}, {{300, 130}, testing::Layout::transposed}},
+               [](V x) { return matmul(x[0], x[1]); }, 600, 1, A});
+  c.push_back({"linear_batched_large", {{{3, 70, 96}}, {{80, 96}}, {{80}}},
+               [](V x) { return linear(x[0], x[1], x[2]); }, 210, 2, A});
+  c.push_back({"gelu_large", {{{300, 257}}}, [](V x) { return gelu(x[0]); }});
+  c.push_back({"add_broadcast_large", {{{257, 300}, testing::Layout::transposed}, {{300}}},
+               [](V x) { return add(x[0], x[1]); }});
+  c.push_back({"sum_columns_large", {{{400, 170}}}, [](V x) { return sum(x[0], {0}); }, 400, 1, A});
+  c.push_back({"softmax_large", {{{200, 513}}}, [](V x) { return softmax(x[0]); }, 513});
+  return c;
+}
+
+std::vector<Param> params() {
+  std::vector<Param> p;
+  std::vector<Case> cases = testing::op_cases();
+  for (Case& c : large_cases()) cases.push_back(std::move(c));
+  for (const Case& c : cases) {
+    for (DType t : {DType::f32, DType::bf16, DType::f16}) p.push_back({c, t});
+  }
+  return p;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, Parity, ::testing::ValuesIn(params()), [](const ::testing::TestParamInfo<Param>& p) {
+  return p.param.c.name + "_" + std::string(dtype_name(p.param.dtype));
+});
+
+}  // namespace
+}  // namespace mantissa
