@@ -40,6 +40,21 @@ class Backend {
   virtual void softmax(const Tensor& x, const Tensor& y, bool log) = 0;
   // grad_x from y = softmax(x) (or log-softmax) and grad_y; all [R, C].
   virtual void softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor& grad_x, bool log) = 0;
+
+  // Layer norm over the last axis, in f32: x, y [R, C]; gamma, beta [C]; mean, rstd [R] f32 (kept for
+  // backward; rstd = 1 / sqrt(var + eps)).
+  virtual void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
+                          const Tensor& mean, const Tensor& rstd) = 0;
+  // grad_x [R, C]; grad_gamma, grad_beta [C] f32 (summed over rows).
+  virtual void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                                   const Tensor& grad_y, const Tensor& grad_x, const Tensor& grad_gamma,
+                                   const Tensor& grad_beta) = 0;
+
+  // out [n, D] = rows ids[i] of weight [V, D] (ids checked by the front-end).
+  virtual void embedding(const Tensor& weight, std::span<const std::int64_t> ids, const Tensor& out) = 0;
+  // grad_weight [V, D] f32, zeroed by the caller: row ids[i] += grad_out[i].
+  virtual void embedding_backward(std::span<const std::int64_t> ids, const Tensor& grad_out,
+                                  const Tensor& grad_weight) = 0;
 };
 
 // The backend that runs ops on tensors of this device (the CPU's: reference or oneDNN, see

@@ -111,6 +111,18 @@ inline std::vector<Case> op_cases() {
                  return cross_entropy(x[0], t, Reduction::sum, -100, 0.1);
                }, 20, 1, N});
   c.push_back({"mse", {{{3, 4}}, {{3, 4}, T}}, [](V x) { return mse_loss(x[0], x[1]); }, 12, 1, N});
+  c.push_back({"layer_norm", {{{2, 3, 6}}, {{6}}, {{6}}}, [](V x) { return layer_norm(x[0], x[1], x[2]); }, 12, 2, N});
+  c.push_back({"layer_norm_strided", {{{4, 5}, S}, {{5}}, {{5}}}, [](V x) { return layer_norm(x[0], x[1], x[2]); },
+               10, 2, N});
+  c.push_back({"embedding", {{{5, 3}}}, [](V x) {
+                 const std::int64_t ids[] = {4, 0, 4, 2, 1, 4};
+                 return embedding(x[0], ids, {2, 3});
+               }, 3});
+  c.push_back({"dropout", {{{4, 6}, T}}, [](V x) { return dropout(x[0], 0.3, 1234); }, 1, 2});
+  c.push_back({"attention_causal", {{{2, 4, 3}}, {{2, 4, 3}, T}, {{2, 4, 2}}},
+               [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2]); }, 8, 3, N});
+  c.push_back({"attention_cross", {{{1, 2, 3, 4}}, {{1, 2, 5, 4}}, {{1, 2, 5, 3}}},
+               [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], false); }, 10, 3, N});
   return c;
 }
 

@@ -91,4 +91,17 @@ Tensor cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets
 // Mean (or sum) of (a - b)^2 over all elements, in f32 (f64 for f64).
 Tensor mse_loss(const Tensor& a, const Tensor& b, Reduction reduction = Reduction::mean);
 
+// ---- Layers (src/ops/nn.cpp)
+// Normalizes over the last axis in f32: (x - mean) / sqrt(var + eps) * gamma + beta, gamma and beta [C].
+// The output has x's dtype.
+Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps = 1e-5);
+// Rows of weight [V, D] picked by ids (each in [0, V)); the result has shape ids_shape + [D].
+Tensor embedding(const Tensor& weight, std::span<const std::int64_t> ids, const Shape& ids_shape);
+// Zeroes each element with probability p and scales the rest by 1 / (1 - p); the mask comes from
+// (seed, element index) alone, so it repeats on every machine and thread count. Identity unless training.
+Tensor dropout(const Tensor& x, double p, std::uint64_t seed, bool training = true);
+// softmax(q k^T / sqrt(D) [+ causal mask]) v for q [..., T, D], k [..., S, D], v [..., S, Dv]; the two
+// products run in the inputs' dtype, the softmax in f32. Causal: position i sees keys j <= i + S - T.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal = true);
+
 }  // namespace mantissa

@@ -50,6 +50,27 @@ class CpuBackend final : public Backend {
     if (any_f64({&y})) return reference_backend().softmax_backward(y, grad_y, grad_x, log);
     cpu_softmax_backward(y, grad_y, grad_x, log);
   }
+  void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
+                  const Tensor& mean, const Tensor& rstd) override {
+    if (any_f64({&x, &gamma, &beta})) return reference_backend().layer_norm(x, gamma, beta, eps, y, mean, rstd);
+    cpu_layer_norm(x, gamma, beta, eps, y, mean, rstd);
+  }
+  void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                           const Tensor& grad_y, const Tensor& grad_x, const Tensor& grad_gamma,
+                           const Tensor& grad_beta) override {
+    if (any_f64({&x, &gamma, &grad_y})) {
+      return reference_backend().layer_norm_backward(x, gamma, mean, rstd, grad_y, grad_x, grad_gamma, grad_beta);
+    }
+    cpu_layer_norm_backward(x, gamma, mean, rstd, grad_y, grad_x, grad_gamma, grad_beta);
+  }
+  void embedding(const Tensor& weight, std::span<const std::int64_t> ids, const Tensor& out) override {
+    if (any_f64({&weight})) return reference_backend().embedding(weight, ids, out);
+    cpu_embedding(weight, ids, out);
+  }
+  void embedding_backward(std::span<const std::int64_t> ids, const Tensor& grad_out, const Tensor& grad_weight) override {
+    if (any_f64({&grad_out, &grad_weight})) return reference_backend().embedding_backward(ids, grad_out, grad_weight);
+    cpu_embedding_backward(ids, grad_out, grad_weight);
+  }
 };
 
 }  // namespace

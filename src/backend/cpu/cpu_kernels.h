@@ -2,6 +2,7 @@
 // to the reference loops (oneDNN has no f64, and f64 exists for checks).
 #pragma once
 
+#include <cstdint>
 #include <span>
 
 #include "mantissa/core/tensor.h"
@@ -19,6 +20,15 @@ void cpu_unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor&
 void cpu_reduce(ReduceOp op, const Tensor& x, std::span<const int> axes, const Tensor& out);
 void cpu_softmax(const Tensor& x, const Tensor& y, bool log);
 void cpu_softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor& grad_x, bool log);
+
+// cpu_norm.cpp: f32 over rows.
+void cpu_layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
+                    const Tensor& mean, const Tensor& rstd);
+void cpu_layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                             const Tensor& grad_y, const Tensor& grad_x, const Tensor& grad_gamma,
+                             const Tensor& grad_beta);
+void cpu_embedding(const Tensor& weight, std::span<const std::int64_t> ids, const Tensor& out);
+void cpu_embedding_backward(std::span<const std::int64_t> ids, const Tensor& grad_out, const Tensor& grad_weight);
 
 // cpu_matmul.cpp: oneDNN; f16 (which oneDNN lacks on CPUs without f16 arithmetic) blockwise in f32.
 void cpu_matmul(const Tensor& a, const Tensor& w, const Tensor& out);

@@ -14,20 +14,6 @@
 namespace mantissa::detail {
 namespace {
 
-constexpr int kLanes = 16;
-
-float segment_sum(const float* v, std::int64_t n) {
-  float lanes[kLanes] = {};
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) lanes[l] += v[i + l];
-  }
-  float s = 0;
-  for (; i < n; ++i) s += v[i];
-  for (int l = 0; l < kLanes; ++l) s += lanes[l];
-  return s;
-}
-
 float segment_max(const float* v, std::int64_t n, float m) {
   for (std::int64_t i = 0; i < n; ++i) m = (std::isnan(v[i]) || v[i] > m) ? v[i] : m;
   return m;
@@ -70,7 +56,7 @@ void cpu_reduce(ReduceOp op, const Tensor& x, std::span<const int> axes, const T
       for (std::int64_t at = 0; at < inner.row_length(); at += kRowBlock) {
         const std::int64_t n = std::min(kRowBlock, inner.row_length() - at);
         load_f32(x, x_base + off[0] + at * inner.inner_stride(0), inner.inner_stride(0), n, buf);
-        acc = op == ReduceOp::max ? segment_max(buf, n, acc) : acc + segment_sum(buf, n);
+        acc = op == ReduceOp::max ? segment_max(buf, n, acc) : acc + sum_f32(buf, n);
       }
     }
     if (op == ReduceOp::mean) acc /= static_cast<float>(count);
@@ -90,7 +76,7 @@ void cpu_softmax(const Tensor& x, const Tensor& y, bool log) {
       load_f32(x, r * x.strides()[0], x.strides()[1], cols, v.data());
       const float mx = segment_max(v.data(), cols, -std::numeric_limits<float>::infinity());
       for (float& e : v) e = std::exp(e - mx);
-      const float total = segment_sum(v.data(), cols);
+      const float total = sum_f32(v.data(), cols);
       if (log) {
         // log(exp(z) / total) = z - log(total), from z itself for accuracy: reload z.
         load_f32(x, r * x.strides()[0], x.strides()[1], cols, v.data());
@@ -119,7 +105,7 @@ void cpu_softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor& g
       load_f32(grad_y, r * grad_y.strides()[0], grad_y.strides()[1], cols, gv.data());
       if (log) {
         // gx = g - exp(y) * sum(g)
-        const float s = segment_sum(gv.data(), cols);
+        const float s = sum_f32(gv.data(), cols);
         for (std::int64_t c = 0; c < cols; ++c) gv[c] -= std::exp(yv[c]) * s;
       } else {
         // gx = y * (g - sum(g * y))

@@ -9,6 +9,7 @@
 #include "../../core/strided.h"
 #include "../backend.h"
 #include "../unary_math.h"
+#include "reference_kernels.h"
 
 namespace mantissa::detail {
 namespace {
@@ -127,6 +128,22 @@ class ReferenceBackend final : public Backend {
         store_element(grad_x.dtype(), grad_x.data(), r * grad_x.strides()[0] + c * grad_x.strides()[1], v);
       }
     }
+  }
+
+  void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
+                  const Tensor& mean, const Tensor& rstd) override {
+    reference_layer_norm(x, gamma, beta, eps, y, mean, rstd);
+  }
+  void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                           const Tensor& grad_y, const Tensor& grad_x, const Tensor& grad_gamma,
+                           const Tensor& grad_beta) override {
+    reference_layer_norm_backward(x, gamma, mean, rstd, grad_y, grad_x, grad_gamma, grad_beta);
+  }
+  void embedding(const Tensor& weight, std::span<const std::int64_t> ids, const Tensor& out) override {
+    reference_embedding(weight, ids, out);
+  }
+  void embedding_backward(std::span<const std::int64_t> ids, const Tensor& grad_out, const Tensor& grad_weight) override {
+    reference_embedding_backward(ids, grad_out, grad_weight);
   }
 };
 

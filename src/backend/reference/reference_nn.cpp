@@ -1,0 +1,89 @@
+// Reference kernels for layer norm and embedding: double loops, the oracle for the CPU backend.
+#include <cmath>
+#include <vector>
+
+#include "../../core/element_io.h"
+#include "reference_kernels.h"
+
+namespace mantissa::detail {
+namespace {
+double at(const Tensor& t, std::int64_t r, std::int64_t c) {
+  return load_element(t.dtype(), t.data(), r * t.strides()[0] + c * t.strides()[1]);
+}
+double at1(const Tensor& t, std::int64_t i) { return load_element(t.dtype(), t.data(), i * t.strides()[0]); }
+void put(const Tensor& t, std::int64_t r, std::int64_t c, double v) {
+  store_element(t.dtype(), t.data(), r * t.strides()[0] + c * t.strides()[1], v);
+}
+void put1(const Tensor& t, std::int64_t i, double v) { store_element(t.dtype(), t.data(), i * t.strides()[0], v); }
+}  // namespace
+
+void reference_layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
+                          const Tensor& mean, const Tensor& rstd) {
+  const std::int64_t rows = x.size(0);
+  const std::int64_t cols = x.size(1);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double mu = 0;
+    for (std::int64_t c = 0; c < cols; ++c) mu += at(x, r, c);
+    mu /= static_cast<double>(cols);
+    double var = 0;
+    for (std::int64_t c = 0; c < cols; ++c) var += (at(x, r, c) - mu) * (at(x, r, c) - mu);
+    var /= static_cast<double>(cols);
+    const double rs = 1.0 / std::sqrt(var + eps);
+    for (std::int64_t c = 0; c < cols; ++c) put(y, r, c, (at(x, r, c) - mu) * rs * at1(gamma, c) + at1(beta, c));
+    put1(mean, r, mu);
+    put1(rstd, r, rs);
+  }
+}
+
+void reference_layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                                   const Tensor& grad_y, const Tensor& grad_x, const Tensor& grad_gamma,
+                                   const Tensor& grad_beta) {
+  const std::int64_t rows = x.size(0);
+  const std::int64_t cols = x.size(1);
+  std::vector<double> dg(static_cast<std::size_t>(cols), 0.0);
+  std::vector<double> db(static_cast<std::size_t>(cols), 0.0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const double mu = at1(mean, r);
+    const double rs = at1(rstd, r);
+    // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * gamma.
+    double mean_g = 0;
+    double mean_gx = 0;
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const double xhat = (at(x, r, c) - mu) * rs;
+      const double g = at(grad_y, r, c) * at1(gamma, c);
+      mean_g += g;
+      mean_gx += g * xhat;
+      dg[static_cast<std::size_t>(c)] += at(grad_y, r, c) * xhat;
+      db[static_cast<std::size_t>(c)] += at(grad_y, r, c);
+    }
+    mean_g /= static_cast<double>(cols);
+    mean_gx /= static_cast<double>(cols);
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const double xhat = (at(x, r, c) - mu) * rs;
+      const double g = at(grad_y, r, c) * at1(gamma, c);
+      put(grad_x, r, c, rs * (g - mean_g - xhat * mean_gx));
+    }
+  }
+  for (std::int64_t c = 0; c < cols; ++c) {
+    put1(grad_gamma, c, dg[static_cast<std::size_t>(c)]);
+    put1(grad_beta, c, db[static_cast<std::size_t>(c)]);
+  }
+}
+
+void reference_embedding(const Tensor& weight, std::span<const std::int64_t> ids, const Tensor& out) {
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    for (std::int64_t d = 0; d < weight.size(1); ++d) {
+      put(out, static_cast<std::int64_t>(i), d, at(weight, ids[i], d));
+    }
+  }
+}
+
+void reference_embedding_backward(std::span<const std::int64_t> ids, const Tensor& grad_out, const Tensor& grad_weight) {
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    for (std::int64_t d = 0; d < grad_weight.size(1); ++d) {
+      put(grad_weight, ids[i], d, at(grad_weight, ids[i], d) + at(grad_out, static_cast<std::int64_t>(i), d));
+    }
+  }
+}
+
+}  // namespace mantissa::detail

@@ -1,0 +1,70 @@
+// Semantics of the layer ops that the gradient and parity tables cannot show: dropout's statistics and
+// reproducibility, embedding's bounds, attention's causality, layer norm's output moments.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "mantissa/ops/ops.h"
+
+namespace mantissa {
+namespace {
+
+TEST(Dropout, DropsAboutPAndScalesTheRestAndRepeatsWithTheSeed) {
+  const Tensor x = Tensor::full({100000}, 2.0, DType::f32);
+  const std::vector<double> a = dropout(x, 0.25, 7).to_doubles();
+  std::int64_t zeros = 0;
+  for (double v : a) {
+    if (v == 0) {
+      ++zeros;
+    } else {
+      ASSERT_NEAR(v, 2.0 / 0.75, 1e-6);
+    }
+  }
+  // Binomial(1e5, 0.25): six standard deviations is about 822.
+  EXPECT_NEAR(static_cast<double>(zeros), 25000, 822);
+  EXPECT_EQ(dropout(x, 0.25, 7).to_doubles(), a);
+  EXPECT_NE(dropout(x, 0.25, 8).to_doubles(), a);
+  EXPECT_EQ(dropout(x, 0.25, 7, /*training=*/false).to_doubles(), x.to_doubles());
+  EXPECT_THROW(dropout(x, 1.5, 7), std::invalid_argument);
+}
+
+TEST(Embedding, PicksRowsAndRejectsIdsOutOfRange) {
+  const Tensor w = Tensor::from_values({0, 1, 10, 11, 20, 21}, {3, 2}, DType::f32);
+  const std::int64_t ids[] = {2, 0};
+  EXPECT_EQ(embedding(w, ids, {2}).to_doubles(), (std::vector<double>{20, 21, 0, 1}));
+  const std::int64_t bad[] = {1, 3};
+  try {
+    embedding(w, bad, {2});
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "embedding: id 3 at position 1 is not in [0, 3)");
+  }
+}
+
+TEST(Attention, CausalPositionsIgnoreLaterKeys) {
+  // Changing the last key and value must not change any output but the last position's.
+  const Tensor q = Tensor::randn({1, 4, 8}, DType::f32, 1);
+  const Tensor k = Tensor::randn({1, 4, 8}, DType::f32, 2);
+  const Tensor v = Tensor::randn({1, 4, 8}, DType::f32, 3);
+  const Tensor k2 = concat(std::vector<Tensor>{slice(k, 1, 0, 3), Tensor::randn({1, 1, 8}, DType::f32, 4)}, 1);
+  const Tensor v2 = concat(std::vector<Tensor>{slice(v, 1, 0, 3), Tensor::randn({1, 1, 8}, DType::f32, 5)}, 1);
+  const std::vector<double> a = scaled_dot_product_attention(q, k, v).to_doubles();
+  const std::vector<double> b = scaled_dot_product_attention(q, k2, v2).to_doubles();
+  for (std::size_t i = 0; i < 24; ++i) EXPECT_EQ(a[i], b[i]) << i;
+  bool last_differs = false;
+  for (std::size_t i = 24; i < 32; ++i) last_differs = last_differs || a[i] != b[i];
+  EXPECT_TRUE(last_differs);
+}
+
+TEST(LayerNorm, RowsComeOutWithMeanZeroAndUnitVarianceInBf16) {
+  const Tensor x = Tensor::randn({3, 64}, DType::bf16, 9, 5.0, 3.0);
+  const Tensor y = layer_norm(x, Tensor::full({64}, 1, DType::f32), Tensor::zeros({64}, DType::f32));
+  EXPECT_EQ(y.dtype(), DType::bf16);
+  const Tensor yf = cast(y, DType::f32);
+  for (double m : mean(yf, {1}).to_doubles()) EXPECT_NEAR(m, 0, 0.01);
+  for (double v : variance(yf, {1}).to_doubles()) EXPECT_NEAR(v, 1, 0.02);
+}
+
+}  // namespace
+}  // namespace mantissa
