@@ -55,6 +55,27 @@ class Backend {
   // grad_weight [V, D] f32, zeroed by the caller: row ids[i] += grad_out[i].
   virtual void embedding_backward(std::span<const std::int64_t> ids, const Tensor& grad_out,
                                   const Tensor& grad_weight) = 0;
+
+  // Contiguous NCHW: x [N, C, H, W], w [O, C / groups, KH, KW], out [N, O, OH, OW]; f32 accumulation.
+  virtual void conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p, const Tensor& out) = 0;
+  virtual void conv2d_backward_data(const Tensor& grad_out, const Tensor& w, const Conv2dParams& p,
+                                    const Tensor& grad_x) = 0;
+  virtual void conv2d_backward_weights(const Tensor& x, const Tensor& grad_out, const Conv2dParams& p,
+                                       const Tensor& grad_w) = 0;
+
+  // Contiguous NCHW pooling; the backward of max pooling sends each gradient to the first maximum.
+  virtual void pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out) = 0;
+  virtual void pool2d_backward(const Tensor& x, const Tensor& grad_out, const Pool2dParams& p,
+                               const Tensor& grad_x) = 0;
+
+  // Batch norm in training mode over x [N, C, S] (contiguous; S spatial positions): per-channel batch
+  // mean and rstd = 1 / sqrt(biased var + eps) into mean, rstd [C] f32; y = (x - mean) rstd gamma + beta.
+  virtual void batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
+                          const Tensor& mean, const Tensor& rstd) = 0;
+  // grad_x [N, C, S]; grad_gamma, grad_beta [C] f32.
+  virtual void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                                   const Tensor& grad_y, const Tensor& grad_x, const Tensor& grad_gamma,
+                                   const Tensor& grad_beta) = 0;
 };
 
 // The backend that runs ops on tensors of this device (the CPU's: reference or oneDNN, see

@@ -132,6 +132,12 @@ std::vector<Case> large_cases() {
                [](V x) { return add(x[0], x[1]); }});
   c.push_back({"sum_columns_large", {{{400, 170}}}, [](V x) { return sum(x[0], {0}); }, 400, 1, A});
   c.push_back({"softmax_large", {{{200, 513}}}, [](V x) { return softmax(x[0]); }, 513});
+  c.push_back({"conv2d_large", {{{4, 16, 14, 14}}, {{32, 16, 3, 3}}},
+               [](V x) { return conv2d(x[0], x[1], {}, {1, 1, 1, 1, 1, 1, 1}); }, 144, 1, A});
+  c.push_back({"batch_norm_large", {{{32, 24, 7, 7}}, {{24}}, {{24}}}, [](V x) {
+                 return batch_norm(x[0], x[1], x[2], Tensor::zeros({24}, DType::f32), Tensor::full({24}, 1, DType::f32), true);
+               }, 1568, 2, Bound::normwise});
+  c.push_back({"max_pool2d_large", {{{8, 16, 28, 28}}}, [](V x) { return max_pool2d(x[0], 2, 2); }});
   return c;
 }
 

@@ -66,5 +66,25 @@ TEST(LayerNorm, RowsComeOutWithMeanZeroAndUnitVarianceInBf16) {
   for (double v : variance(yf, {1}).to_doubles()) EXPECT_NEAR(v, 1, 0.02);
 }
 
+TEST(BatchNorm, UpdatesRunningStatisticsAsPyTorch) {
+  // One channel, values 1, 2, 3, 4: batch mean 2.5, unbiased variance 5/3.
+  const Tensor x = Tensor::from_values({1, 2, 3, 4}, {4, 1}, DType::f32);
+  Tensor rm = Tensor::zeros({1}, DType::f32);
+  Tensor rv = Tensor::full({1}, 1.0, DType::f32);
+  batch_norm(x, Tensor::full({1}, 1, DType::f32), Tensor::zeros({1}, DType::f32), rm, rv, true, 0.1);
+  EXPECT_NEAR(rm.item(), 0.25, 1e-6);
+  EXPECT_NEAR(rv.item(), 0.9 + 0.1 * 5.0 / 3.0, 1e-5);
+  // Evaluation uses them: (x - 0.25) / sqrt(rv + eps).
+  const Tensor y = batch_norm(x, Tensor::full({1}, 1, DType::f32), Tensor::zeros({1}, DType::f32), rm, rv, false);
+  EXPECT_NEAR(y.to_doubles()[0], (1 - 0.25) / std::sqrt(rv.item() + 1e-5), 1e-5);
+}
+
+TEST(Conv2d, OutputShapeAndChannelErrors) {
+  const Tensor x = Tensor::zeros({2, 4, 9, 9}, DType::f32);
+  EXPECT_EQ(conv2d(x, Tensor::zeros({8, 2, 3, 3}, DType::f32), {}, {2, 2, 1, 1, 1, 1, 2}).shape(), (Shape{2, 8, 5, 5}));
+  EXPECT_THROW(conv2d(x, Tensor::zeros({8, 3, 3, 3}, DType::f32)), std::invalid_argument);
+  EXPECT_THROW(conv2d(x, Tensor::zeros({8, 4, 11, 11}, DType::f32)), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace mantissa

@@ -32,4 +32,21 @@ enum class UnaryOp : std::uint8_t {
 
 enum class ReduceOp : std::uint8_t { sum, mean, max };
 
+// 2-D convolution geometry (PyTorch's conventions: padding on both sides, dilation 1 is dense).
+struct Conv2dParams {
+  std::int64_t stride_h = 1, stride_w = 1;
+  std::int64_t pad_h = 0, pad_w = 0;
+  std::int64_t dilation_h = 1, dilation_w = 1;
+  std::int64_t groups = 1;
+};
+
+// 2-D pooling geometry. Average pooling divides by the full window, padding included (PyTorch's
+// count_include_pad = true); max pooling ignores padding.
+struct Pool2dParams {
+  std::int64_t kernel_h = 2, kernel_w = 2;
+  std::int64_t stride_h = 2, stride_w = 2;
+  std::int64_t pad_h = 0, pad_w = 0;
+  bool max = true;
+};
+
 }  // namespace mantissa

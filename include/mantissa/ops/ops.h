@@ -104,4 +104,16 @@ Tensor dropout(const Tensor& x, double p, std::uint64_t seed, bool training = tr
 // products run in the inputs' dtype, the softmax in f32. Causal: position i sees keys j <= i + S - T.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal = true);
 
+// ---- Convolution, pooling, batch norm (src/ops/conv.cpp), NCHW
+// x [N, C, H, W], w [O, C / groups, KH, KW], bias [O] (may be undefined); output [N, O, OH, OW].
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias = {}, const Conv2dParams& p = {});
+Tensor max_pool2d(const Tensor& x, std::int64_t kernel, std::int64_t stride, std::int64_t padding = 0);
+Tensor avg_pool2d(const Tensor& x, std::int64_t kernel, std::int64_t stride, std::int64_t padding = 0);
+Tensor pool2d(const Tensor& x, const Pool2dParams& p);
+// Batch norm over x [N, C, ...] per channel, in f32, output in x's dtype. Training: normalizes with the
+// batch's statistics and updates running_mean and running_var (f32 [C]) in place with `momentum` (the
+// unbiased variance, as PyTorch). Evaluation: normalizes with the running statistics.
+Tensor batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
+                  const Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
+
 }  // namespace mantissa

@@ -71,6 +71,40 @@ class CpuBackend final : public Backend {
     if (any_f64({&grad_out, &grad_weight})) return reference_backend().embedding_backward(ids, grad_out, grad_weight);
     cpu_embedding_backward(ids, grad_out, grad_weight);
   }
+  void conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p, const Tensor& out) override {
+    if (any_f64({&x})) return reference_backend().conv2d(x, w, p, out);
+    cpu_conv2d(x, w, p, out);
+  }
+  void conv2d_backward_data(const Tensor& grad_out, const Tensor& w, const Conv2dParams& p, const Tensor& grad_x) override {
+    if (any_f64({&grad_out})) return reference_backend().conv2d_backward_data(grad_out, w, p, grad_x);
+    cpu_conv2d_backward_data(grad_out, w, p, grad_x);
+  }
+  void conv2d_backward_weights(const Tensor& x, const Tensor& grad_out, const Conv2dParams& p,
+                               const Tensor& grad_w) override {
+    if (any_f64({&x})) return reference_backend().conv2d_backward_weights(x, grad_out, p, grad_w);
+    cpu_conv2d_backward_weights(x, grad_out, p, grad_w);
+  }
+  void pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out) override {
+    if (any_f64({&x})) return reference_backend().pool2d(x, p, out);
+    cpu_pool2d(x, p, out);
+  }
+  void pool2d_backward(const Tensor& x, const Tensor& grad_out, const Pool2dParams& p, const Tensor& grad_x) override {
+    if (any_f64({&x})) return reference_backend().pool2d_backward(x, grad_out, p, grad_x);
+    cpu_pool2d_backward(x, grad_out, p, grad_x);
+  }
+  void batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
+                  const Tensor& mean, const Tensor& rstd) override {
+    if (any_f64({&x, &gamma})) return reference_backend().batch_norm(x, gamma, beta, eps, y, mean, rstd);
+    cpu_batch_norm(x, gamma, beta, eps, y, mean, rstd);
+  }
+  void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                           const Tensor& grad_y, const Tensor& grad_x, const Tensor& grad_gamma,
+                           const Tensor& grad_beta) override {
+    if (any_f64({&x, &gamma, &grad_y})) {
+      return reference_backend().batch_norm_backward(x, gamma, mean, rstd, grad_y, grad_x, grad_gamma, grad_beta);
+    }
+    cpu_batch_norm_backward(x, gamma, mean, rstd, grad_y, grad_x, grad_gamma, grad_beta);
+  }
 };
 
 }  // namespace

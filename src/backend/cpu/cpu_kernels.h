@@ -30,6 +30,20 @@ void cpu_layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor&
 void cpu_embedding(const Tensor& weight, std::span<const std::int64_t> ids, const Tensor& out);
 void cpu_embedding_backward(std::span<const std::int64_t> ids, const Tensor& grad_out, const Tensor& grad_weight);
 
+// cpu_conv.cpp: oneDNN (f16 through f32 copies).
+void cpu_conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p, const Tensor& out);
+void cpu_conv2d_backward_data(const Tensor& grad_out, const Tensor& w, const Conv2dParams& p, const Tensor& grad_x);
+void cpu_conv2d_backward_weights(const Tensor& x, const Tensor& grad_out, const Conv2dParams& p, const Tensor& grad_w);
+
+// cpu_pool.cpp: f32 loops.
+void cpu_pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out);
+void cpu_pool2d_backward(const Tensor& x, const Tensor& grad_out, const Pool2dParams& p, const Tensor& grad_x);
+void cpu_batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
+                    const Tensor& mean, const Tensor& rstd);
+void cpu_batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                             const Tensor& grad_y, const Tensor& grad_x, const Tensor& grad_gamma,
+                             const Tensor& grad_beta);
+
 // cpu_matmul.cpp: oneDNN; f16 (which oneDNN lacks on CPUs without f16 arithmetic) blockwise in f32.
 void cpu_matmul(const Tensor& a, const Tensor& w, const Tensor& out);
 

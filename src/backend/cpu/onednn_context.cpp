@@ -55,6 +55,40 @@ bool onednn_matmul_supports(DType t) {
   }
 }
 
+bool onednn_conv_supports(DType t) {
+  static const auto probe = [](DType d) {
+    try {
+      using tag = dnnl::memory::format_tag;
+      const auto dt = onednn_type(d);
+      const dnnl::memory::desc src({1, 16, 8, 8}, dt, tag::nchw);
+      const dnnl::memory::desc w({16, 16, 3, 3}, dt, tag::oihw);
+      const dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                               src, w, src, {1, 1}, {0, 0}, {1, 1}, {1, 1});
+      const dnnl::convolution_forward::primitive_desc fwd(fd, onednn_engine());
+      dnnl::convolution_backward_data::primitive_desc(
+          dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src, w, src, {1, 1}, {0, 0},
+                                                {1, 1}, {1, 1}),
+          onednn_engine(), fwd);
+      dnnl::convolution_backward_weights::primitive_desc(
+          dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src, w, src, {1, 1}, {0, 0},
+                                                   {1, 1}, {1, 1}),
+          onednn_engine(), fwd);
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  };
+  static const bool f32 = probe(DType::f32);
+  static const bool bf16 = probe(DType::bf16);
+  static const bool f16 = probe(DType::f16);
+  switch (t) {
+    case DType::f32: return f32;
+    case DType::bf16: return bf16;
+    case DType::f16: return f16;
+    default: return false;
+  }
+}
+
 dnnl::primitive cached_primitive(const std::string& key, const std::function<dnnl::primitive()>& make) {
   static std::mutex mutex;
   static std::unordered_map<std::string, dnnl::primitive> cache;

@@ -20,6 +20,8 @@ dnnl::memory::data_type onednn_type(DType t);
 
 // Whether oneDNN's matmul runs with this input dtype on this CPU (probed once, at first use).
 bool onednn_matmul_supports(DType t);
+// Whether oneDNN's convolution (forward and both backward passes) runs with this dtype on this CPU.
+bool onednn_conv_supports(DType t);
 
 // A strided memory descriptor for a tensor view.
 dnnl::memory::desc memory_desc(const Tensor& t);

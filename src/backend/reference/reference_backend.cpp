@@ -145,6 +145,31 @@ class ReferenceBackend final : public Backend {
   void embedding_backward(std::span<const std::int64_t> ids, const Tensor& grad_out, const Tensor& grad_weight) override {
     reference_embedding_backward(ids, grad_out, grad_weight);
   }
+  void conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p, const Tensor& out) override {
+    reference_conv2d(x, w, p, out);
+  }
+  void conv2d_backward_data(const Tensor& grad_out, const Tensor& w, const Conv2dParams& p, const Tensor& grad_x) override {
+    reference_conv2d_backward_data(grad_out, w, p, grad_x);
+  }
+  void conv2d_backward_weights(const Tensor& x, const Tensor& grad_out, const Conv2dParams& p,
+                               const Tensor& grad_w) override {
+    reference_conv2d_backward_weights(x, grad_out, p, grad_w);
+  }
+  void pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out) override {
+    reference_pool2d(x, p, out, nullptr, nullptr);
+  }
+  void pool2d_backward(const Tensor& x, const Tensor& grad_out, const Pool2dParams& p, const Tensor& grad_x) override {
+    reference_pool2d(x, p, Tensor(), &grad_out, &grad_x);
+  }
+  void batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
+                  const Tensor& mean, const Tensor& rstd) override {
+    reference_batch_norm(x, gamma, beta, eps, y, mean, rstd);
+  }
+  void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                           const Tensor& grad_y, const Tensor& grad_x, const Tensor& grad_gamma,
+                           const Tensor& grad_beta) override {
+    reference_batch_norm_backward(x, gamma, mean, rstd, grad_y, grad_x, grad_gamma, grad_beta);
+  }
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <span>
 
 #include "mantissa/core/tensor.h"
+#include "mantissa/ops/op_types.h"
 
 namespace mantissa::detail {
 
@@ -14,5 +15,18 @@ void reference_layer_norm_backward(const Tensor& x, const Tensor& gamma, const T
                                    const Tensor& grad_beta);
 void reference_embedding(const Tensor& weight, std::span<const std::int64_t> ids, const Tensor& out);
 void reference_embedding_backward(std::span<const std::int64_t> ids, const Tensor& grad_out, const Tensor& grad_weight);
+
+// reference_conv.cpp
+void reference_conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p, const Tensor& out);
+void reference_conv2d_backward_data(const Tensor& grad_out, const Tensor& w, const Conv2dParams& p, const Tensor& grad_x);
+void reference_conv2d_backward_weights(const Tensor& x, const Tensor& grad_out, const Conv2dParams& p, const Tensor& grad_w);
+// Forward (out defined) or backward (grad_out, grad_x given, out undefined).
+void reference_pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out, const Tensor* grad_out,
+                      const Tensor* grad_x);
+void reference_batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
+                          const Tensor& mean, const Tensor& rstd);
+void reference_batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                                   const Tensor& grad_y, const Tensor& grad_x, const Tensor& grad_gamma,
+                                   const Tensor& grad_beta);
 
 }  // namespace mantissa::detail

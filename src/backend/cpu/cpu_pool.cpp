@@ -1,0 +1,160 @@
+// Pooling and batch norm on the CPU: f32 loops over (image, channel) planes or channels, split across
+// threads. Memory-bound work with little arithmetic, so plain loops run at memory speed.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "cpu_kernels.h"
+#include "rows.h"
+
+namespace mantissa::detail {
+namespace {
+
+void load_plane(const Tensor& t, std::int64_t plane, std::int64_t size, float* out) {
+  for (std::int64_t at = 0; at < size; at += kRowBlock) {
+    load_f32(t, plane * size + at, 1, std::min(kRowBlock, size - at), out + at);
+  }
+}
+
+void store_plane(const Tensor& t, std::int64_t plane, std::int64_t size, const float* in) {
+  for (std::int64_t at = 0; at < size; at += kRowBlock) {
+    store_f32(t, plane * size + at, 1, std::min(kRowBlock, size - at), in + at);
+  }
+}
+
+// For each output position of one plane, calls fn(out_index, in_index) for every in-bounds window tap.
+template <class Fn>
+void for_each_tap(const Pool2dParams& p, std::int64_t h, std::int64_t w, std::int64_t oh, std::int64_t ow, Fn&& fn) {
+  for (std::int64_t y = 0; y < oh; ++y) {
+    for (std::int64_t x = 0; x < ow; ++x) {
+      for (std::int64_t kh = 0; kh < p.kernel_h; ++kh) {
+        const std::int64_t iy = y * p.stride_h - p.pad_h + kh;
+        if (iy < 0 || iy >= h) continue;
+        for (std::int64_t kw = 0; kw < p.kernel_w; ++kw) {
+          const std::int64_t ix = x * p.stride_w - p.pad_w + kw;
+          if (ix < 0 || ix >= w) continue;
+          fn(y * ow + x, iy * w + ix);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void cpu_pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out) {
+  const std::int64_t planes = x.size(0) * x.size(1);
+  const std::int64_t h = x.size(2), w = x.size(3), oh = out.size(2), ow = out.size(3);
+  const float window = static_cast<float>(p.kernel_h * p.kernel_w);
+#pragma omp parallel if (planes > 1 && x.numel() >= (1 << 15))
+  {
+    std::vector<float> in(static_cast<std::size_t>(h * w));
+    std::vector<float> o(static_cast<std::size_t>(oh * ow));
+#pragma omp for schedule(static)
+    for (std::int64_t plane = 0; plane < planes; ++plane) {
+      load_plane(x, plane, h * w, in.data());
+      std::fill(o.begin(), o.end(), p.max ? -std::numeric_limits<float>::infinity() : 0.0f);
+      for_each_tap(p, h, w, oh, ow, [&](std::int64_t oi, std::int64_t ii) {
+        o[oi] = p.max ? (in[ii] > o[oi] || std::isnan(in[ii]) ? in[ii] : o[oi]) : o[oi] + in[ii];
+      });
+      if (!p.max) {
+        for (float& v : o) v /= window;
+      }
+      store_plane(out, plane, oh * ow, o.data());
+    }
+  }
+}
+
+void cpu_pool2d_backward(const Tensor& x, const Tensor& grad_out, const Pool2dParams& p, const Tensor& grad_x) {
+  const std::int64_t planes = x.size(0) * x.size(1);
+  const std::int64_t h = x.size(2), w = x.size(3), oh = grad_out.size(2), ow = grad_out.size(3);
+  const float window = static_cast<float>(p.kernel_h * p.kernel_w);
+#pragma omp parallel if (planes > 1 && x.numel() >= (1 << 15))
+  {
+    std::vector<float> in(static_cast<std::size_t>(h * w));
+    std::vector<float> gin(static_cast<std::size_t>(h * w));
+    std::vector<float> g(static_cast<std::size_t>(oh * ow));
+    std::vector<std::int64_t> best(static_cast<std::size_t>(oh * ow));
+#pragma omp for schedule(static)
+    for (std::int64_t plane = 0; plane < planes; ++plane) {
+      load_plane(grad_out, plane, oh * ow, g.data());
+      std::fill(gin.begin(), gin.end(), 0.0f);
+      if (p.max) {
+        // The first maximum of each window gets the gradient, as the reference does.
+        load_plane(x, plane, h * w, in.data());
+        std::fill(best.begin(), best.end(), -1);
+        for_each_tap(p, h, w, oh, ow, [&](std::int64_t oi, std::int64_t ii) {
+          if (best[oi] < 0 || in[ii] > in[best[oi]]) best[oi] = ii;
+        });
+        for (std::int64_t oi = 0; oi < oh * ow; ++oi) {
+          if (best[oi] >= 0) gin[best[oi]] += g[oi];
+        }
+      } else {
+        for_each_tap(p, h, w, oh, ow, [&](std::int64_t oi, std::int64_t ii) { gin[ii] += g[oi] / window; });
+      }
+      store_plane(grad_x, plane, h * w, gin.data());
+    }
+  }
+}
+
+void cpu_batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
+                    const Tensor& mean, const Tensor& rstd) {
+  const std::int64_t n = x.size(0), c = x.size(1), s = x.size(2);
+  const float count = static_cast<float>(n * s);
+#pragma omp parallel if (c > 1 && x.numel() >= (1 << 15))
+  {
+    std::vector<float> v(static_cast<std::size_t>(n * s));
+    float gb[2];
+#pragma omp for schedule(static)
+    for (std::int64_t ch = 0; ch < c; ++ch) {
+      for (std::int64_t i = 0; i < n; ++i) load_plane(x, i * c + ch, s, v.data() + i * s);
+      const float mu = sum_f32(v.data(), n * s) / count;
+      float var = 0;
+      for (float e : v) var += (e - mu) * (e - mu);
+      const float rs = 1.0f / std::sqrt(var / count + static_cast<float>(eps));
+      load_f32(gamma, ch, 1, 1, gb);
+      load_f32(beta, ch, 1, 1, gb + 1);
+      for (float& e : v) e = (e - mu) * rs * gb[0] + gb[1];
+      for (std::int64_t i = 0; i < n; ++i) store_plane(y, i * c + ch, s, v.data() + i * s);
+      mean.data_as<float>()[ch] = mu;
+      rstd.data_as<float>()[ch] = rs;
+    }
+  }
+}
+
+void cpu_batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                             const Tensor& grad_y, const Tensor& grad_x, const Tensor& grad_gamma,
+                             const Tensor& grad_beta) {
+  const std::int64_t n = x.size(0), c = x.size(1), s = x.size(2);
+  const float m = static_cast<float>(n * s);
+#pragma omp parallel if (c > 1 && x.numel() >= (1 << 15))
+  {
+    std::vector<float> xv(static_cast<std::size_t>(n * s));
+    std::vector<float> gv(static_cast<std::size_t>(n * s));
+#pragma omp for schedule(static)
+    for (std::int64_t ch = 0; ch < c; ++ch) {
+      for (std::int64_t i = 0; i < n; ++i) {
+        load_plane(x, i * c + ch, s, xv.data() + i * s);
+        load_plane(grad_y, i * c + ch, s, gv.data() + i * s);
+      }
+      const float mu = mean.data_as<float>()[ch];
+      const float rs = rstd.data_as<float>()[ch];
+      float g;
+      load_f32(gamma, ch, 1, 1, &g);
+      float sum_dy = 0;
+      float sum_dy_xhat = 0;
+      for (std::int64_t k = 0; k < n * s; ++k) {
+        xv[k] = (xv[k] - mu) * rs;
+        sum_dy += gv[k];
+        sum_dy_xhat += gv[k] * xv[k];
+      }
+      const float scale = g * rs / m;
+      for (std::int64_t k = 0; k < n * s; ++k) gv[k] = scale * (m * gv[k] - sum_dy - xv[k] * sum_dy_xhat);
+      for (std::int64_t i = 0; i < n; ++i) store_plane(grad_x, i * c + ch, s, gv.data() + i * s);
+      grad_gamma.data_as<float>()[ch] = sum_dy_xhat;
+      grad_beta.data_as<float>()[ch] = sum_dy;
+    }
+  }
+}
+
+}  // namespace mantissa::detail
