@@ -7,7 +7,8 @@ packages=(
   cmake g++ make              # the build
   libcli11-dev                # command-line parsing of the mantissa command
   libfmt-dev                  # formatted output (tables)
-  libdnnl-dev                 # oneDNN: CPU matmul (and later conv, norms)
+  libdnnl-dev                 # oneDNN: CPU matmul and convolution
+  nlohmann-json3-dev          # JSON output (benchmarks, later metrics and checkpoints)
   libgtest-dev libgmock-dev   # unit tests
   libbenchmark-dev            # benchmarks
 )

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   };
   add("formats", "Print the properties of every number format", mantissa::cli::add_formats);
   add("cast", "Round fp32 values read from standard input into a format", mantissa::cli::add_cast);
+  add("bench", "Benchmarks: matmul against the machine's measured peak", mantissa::cli::add_bench);
 
   try {
     app.parse(argc, argv);
