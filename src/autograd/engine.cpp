@@ -20,11 +20,14 @@ class AccumulateGrad final : public Node {
   std::vector<Tensor> backward(const Tensor& grad) override {
     const std::shared_ptr<TensorImpl> leaf = leaf_.lock();
     if (!leaf) return {};
-    const Tensor target(leaf);
     MemoryCategoryScope scope(MemoryCategory::gradients);
     const Tensor g = grad.dtype() == leaf->dtype ? grad : cast(grad, leaf->dtype);
     if (!leaf->grad) {
-      leaf->grad = contiguous_copy(g).impl_ptr();
+      // Keep the gradient itself when nothing else can see its memory (a fresh, contiguous result, as
+      // almost every op's backward returns); copy it otherwise, since .grad may be changed in place.
+      const bool unshared = g.is_contiguous() && g.offset() == 0 && g.storage().use_count() == 1 &&
+                            static_cast<std::int64_t>(g.storage()->bytes()) == g.numel() * static_cast<std::int64_t>(dtype_size(g.dtype()));
+      leaf->grad = unshared ? g.impl_ptr() : contiguous_copy(g).impl_ptr();
     } else {
       leaf->grad = add(Tensor(leaf->grad), g).impl_ptr();
     }

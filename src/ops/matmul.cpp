@@ -56,6 +56,28 @@ class MatmulNode final : public Node {
   Tensor a_, b_;
 };
 
+// y = x w^T + b. Its own rule (rather than matmul's and add's) produces dW = g^T x directly in w's
+// [out, in] layout, where matmul's rule would compute d(w^T) and transpose it back with a strided copy.
+class LinearNode final : public Node {
+ public:
+  LinearNode(const Tensor& x, const Tensor& w) : x_(save_for_backward(x)), w_(save_for_backward(w)) {}
+  std::string_view name() const override { return "linear"; }
+  void release() override { x_ = w_ = Tensor(); }
+  std::vector<Tensor> backward(const Tensor& g) override {
+    const std::int64_t out = w_.size(0);
+    const std::int64_t in = w_.size(1);
+    Tensor gx, gw, gb;
+    if (inputs[0].node) gx = matmul(g, w_);
+    const Tensor g2 = reshape(g, {-1, out});
+    if (inputs[1].node) gw = matmul(transpose(g2, 0, 1), reshape(x_, {-1, in}));
+    if (inputs[2].node) gb = sum(g2, {0});
+    return {gx, gw, gb};
+  }
+
+ private:
+  Tensor x_, w_;
+};
+
 }  // namespace
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
@@ -98,8 +120,15 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   if (w.dim() != 2) throw std::invalid_argument("linear: weight must be [out, in], got " + shape_str(w.shape()));
-  Tensor y = matmul(x, transpose(w, 0, 1));
-  if (bias.defined()) y = add(y, bias);
+  Tensor y;
+  {
+    NoGradGuard no_grad;  // the node below records the whole layer
+    y = matmul(x, transpose(w, 0, 1));
+    if (bias.defined()) y = add(y, bias);
+  }
+  if (needs_grad({&x, &w, &bias})) {
+    record(y, std::make_shared<LinearNode>(cast(x, y.dtype()), cast(w, y.dtype())), {&x, &w, &bias});
+  }
   return y;
 }
 

@@ -5,12 +5,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <numeric>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "commands.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/memory.h"
+#include "mantissa/ops/kernel_timer.h"
 #include "mantissa/ops/ops.h"
 #include "peak_flops.h"
 
@@ -107,6 +110,87 @@ int run_matmul(const MatmulArgs& a) {
   return 0;
 }
 
+struct MlpArgs {
+  int layers = 4;
+  std::int64_t width = 1024, batch = 256;
+  std::string dtype = "f32";
+  int steps = 10;
+  int threads = 0;
+  bool json = false;
+};
+
+// Forward and backward of an MLP (linear + ReLU layers, cross-entropy over `width` classes), with
+// every parameter and activation in one dtype, and where the time goes: oneDNN's primitives, the other
+// kernels by family, and what is left (front-ends, autograd, allocation).
+int run_mlp(const MlpArgs& a) {
+  const DType dtype = parse_dtype(a.dtype);
+  if (a.layers <= 0 || a.width <= 0 || a.batch <= 0 || a.steps <= 0) {
+    throw std::invalid_argument("bench mlp: --layers, --width, --batch and --steps must be positive");
+  }
+  const int threads = a.threads > 0 ? a.threads : omp_get_max_threads();
+  omp_set_num_threads(threads);
+  std::vector<Tensor> weights, biases;
+  {
+    MemoryCategoryScope params(MemoryCategory::parameters);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(a.width));
+    for (int i = 0; i < a.layers; ++i) {
+      weights.push_back(Tensor::uniform({a.width, a.width}, dtype, 10 + i, -scale, scale).set_requires_grad());
+      biases.push_back(Tensor::zeros({a.width}, dtype).set_requires_grad());
+    }
+  }
+  const Tensor x = Tensor::uniform({a.batch, a.width}, dtype, 1, -1, 1);
+  std::vector<std::int64_t> targets(static_cast<std::size_t>(a.batch));
+  for (std::size_t i = 0; i < targets.size(); ++i) targets[i] = static_cast<std::int64_t>((i * 7919) % a.width);
+
+  const auto step = [&] {
+    Tensor h = x;
+    for (int i = 0; i < a.layers; ++i) {
+      h = linear(h, weights[i], biases[i]);
+      if (i + 1 < a.layers) h = relu(h);
+    }
+    cross_entropy(h, targets).backward();
+    for (int i = 0; i < a.layers; ++i) {
+      weights[i].zero_grad();
+      biases[i].zero_grad();
+    }
+  };
+  step();  // warm-up: primitives created, memory touched
+  step();
+  reset_kernel_times();
+  reset_peak_memory();
+  std::vector<double> ms;
+  for (int s = 0; s < a.steps; ++s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  const double total_s = std::accumulate(ms.begin(), ms.end(), 0.0) / 1e3;
+  std::sort(ms.begin(), ms.end());
+  const KernelTimes kt = kernel_times();
+  double backend_s = 0;
+  for (const auto& [family, sec] : kt.backend_seconds) backend_s += sec;
+  nlohmann::json out = {{"layers", a.layers}, {"width", a.width}, {"batch", a.batch}, {"dtype", a.dtype},
+                        {"threads", threads}, {"ms_per_step", ms[ms.size() / 2]},
+                        {"onednn_fraction", kt.onednn_seconds / total_s},
+                        {"outside_onednn_fraction", 1 - kt.onednn_seconds / total_s},
+                        {"outside_kernels_fraction", 1 - backend_s / total_s}};
+  for (const auto& [family, sec] : kt.backend_seconds) out["kernel_fraction"][family] = sec / total_s;
+  const MemoryStats mem = memory_stats();
+  for (std::size_t c = 0; c < kMemoryCategories; ++c) {
+    out["peak_bytes"][std::string(category_name(static_cast<MemoryCategory>(c)))] = mem.peak[c];
+  }
+  if (a.json) {
+    fmt::print("{}\n", out.dump());
+    return 0;
+  }
+  fmt::print("MLP {} x {} wide, batch {}, {}, {} threads: {:.2f} ms per step (median of {})\n", a.layers, a.width,
+             a.batch, a.dtype, threads, ms[ms.size() / 2], a.steps);
+  fmt::print("  inside oneDNN primitives  {:5.1f}%\n", 100 * kt.onednn_seconds / total_s);
+  for (const auto& [family, sec] : kt.backend_seconds) fmt::print("  kernels: {:<16} {:5.1f}%\n", family, 100 * sec / total_s);
+  fmt::print("  outside kernels           {:5.1f}%  (front-ends, autograd, allocation)\n", 100 * (1 - backend_s / total_s));
+  return 0;
+}
+
 }  // namespace
 
 Run add_bench(CLI::App& app) {
@@ -120,7 +204,17 @@ Run add_bench(CLI::App& app) {
   mm->add_option("--threads", args->threads, "Threads (default: all)");
   mm->add_option("--repeat", args->repeat, "Timed runs per pass; the median is reported")->capture_default_str();
   mm->add_flag("--json", args->json, "One JSON object on standard output");
-  return [args] { return run_matmul(*args); };
+  CLI::App* mlp = app.add_subcommand("mlp", "Time an MLP's forward and backward, and where the time goes");
+  auto margs = std::make_shared<MlpArgs>();
+  mlp->add_option("--layers", margs->layers, "Linear layers")->capture_default_str();
+  mlp->add_option("--width", margs->width, "Features of every layer (and classes)")->capture_default_str();
+  mlp->add_option("--batch", margs->batch, "Batch size")->capture_default_str();
+  mlp->add_option("--dtype", margs->dtype, "f32, bf16 or f16 (parameters and activations)")->capture_default_str();
+  mlp->add_option("--steps", margs->steps, "Timed steps; the median is reported")->capture_default_str();
+  mlp->add_option("--threads", margs->threads, "Threads (default: all)");
+  mlp->add_flag("--json", margs->json, "One JSON object on standard output");
+  // The parent's run: whichever subcommand was given.
+  return [args, margs, mm, mlp] { return mm->parsed() ? run_matmul(*args) : run_mlp(*margs); };
 }
 
 }  // namespace mantissa::cli

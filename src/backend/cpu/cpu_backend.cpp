@@ -1,8 +1,9 @@
-// The CPU backend: oneDNN for matmul, f32 loops over converted row blocks for the rest (see
-// cpu_kernels.h). f64 tensors, which exist for checks and which oneDNN does not compute, run on the
+// The CPU backend: oneDNN for matmul and convolution, f32 loops over converted row blocks for the rest
+// (see cpu_kernels.h). Each kernel call's time is added to its family in kernel_times(). f64 tensors, which exist for checks and which oneDNN does not compute, run on the
 // reference loops.
 #include "../backend.h"
 #include "cpu_kernels.h"
+#include "onednn_context.h"
 
 namespace mantissa::detail {
 namespace {
@@ -19,87 +20,106 @@ class CpuBackend final : public Backend {
   std::string_view name() const override { return "cpu"; }
 
   void copy(const Tensor& src, const Tensor& dst) override {
+    FamilyTimer timer("copy");
     if (any_f64({&src, &dst})) return reference_backend().copy(src, dst);
     cpu_copy(src, dst);
   }
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override {
+    FamilyTimer timer("elementwise");
     if (any_f64({&a, &b, &out})) return reference_backend().binary(op, a, b, out);
     cpu_binary(op, a, b, out);
   }
   void unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out) override {
+    FamilyTimer timer("elementwise");
     if (any_f64({&x})) return reference_backend().unary(op, alpha, x, out);
     cpu_unary(op, alpha, x, out);
   }
   void unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& grad_y, const Tensor& grad_x) override {
+    FamilyTimer timer("elementwise");
     if (any_f64({&x, &grad_y, &grad_x})) return reference_backend().unary_backward(op, alpha, x, grad_y, grad_x);
     cpu_unary_backward(op, alpha, x, grad_y, grad_x);
   }
   void reduce(ReduceOp op, const Tensor& x, std::span<const int> axes, const Tensor& out) override {
+    FamilyTimer timer("reduce");
     if (any_f64({&x})) return reference_backend().reduce(op, x, axes, out);
     cpu_reduce(op, x, axes, out);
   }
   void matmul(const Tensor& a, const Tensor& w, const Tensor& out) override {
+    FamilyTimer timer("matmul");
     if (any_f64({&a})) return reference_backend().matmul(a, w, out);
     cpu_matmul(a, w, out);
   }
   void softmax(const Tensor& x, const Tensor& y, bool log) override {
+    FamilyTimer timer("softmax");
     if (any_f64({&x})) return reference_backend().softmax(x, y, log);
     cpu_softmax(x, y, log);
   }
   void softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor& grad_x, bool log) override {
+    FamilyTimer timer("softmax");
     if (any_f64({&y})) return reference_backend().softmax_backward(y, grad_y, grad_x, log);
     cpu_softmax_backward(y, grad_y, grad_x, log);
   }
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
                   const Tensor& mean, const Tensor& rstd) override {
+    FamilyTimer timer("norm");
     if (any_f64({&x, &gamma, &beta})) return reference_backend().layer_norm(x, gamma, beta, eps, y, mean, rstd);
     cpu_layer_norm(x, gamma, beta, eps, y, mean, rstd);
   }
   void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                            const Tensor& grad_y, const Tensor& grad_x, const Tensor& grad_gamma,
                            const Tensor& grad_beta) override {
+    FamilyTimer timer("norm");
     if (any_f64({&x, &gamma, &grad_y})) {
       return reference_backend().layer_norm_backward(x, gamma, mean, rstd, grad_y, grad_x, grad_gamma, grad_beta);
     }
     cpu_layer_norm_backward(x, gamma, mean, rstd, grad_y, grad_x, grad_gamma, grad_beta);
   }
   void embedding(const Tensor& weight, std::span<const std::int64_t> ids, const Tensor& out) override {
+    FamilyTimer timer("embedding");
     if (any_f64({&weight})) return reference_backend().embedding(weight, ids, out);
     cpu_embedding(weight, ids, out);
   }
   void embedding_backward(std::span<const std::int64_t> ids, const Tensor& grad_out, const Tensor& grad_weight) override {
+    FamilyTimer timer("embedding");
     if (any_f64({&grad_out, &grad_weight})) return reference_backend().embedding_backward(ids, grad_out, grad_weight);
     cpu_embedding_backward(ids, grad_out, grad_weight);
   }
   void conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p, const Tensor& out) override {
+    FamilyTimer timer("conv");
     if (any_f64({&x})) return reference_backend().conv2d(x, w, p, out);
     cpu_conv2d(x, w, p, out);
   }
   void conv2d_backward_data(const Tensor& grad_out, const Tensor& w, const Conv2dParams& p, const Tensor& grad_x) override {
+    FamilyTimer timer("conv");
     if (any_f64({&grad_out})) return reference_backend().conv2d_backward_data(grad_out, w, p, grad_x);
     cpu_conv2d_backward_data(grad_out, w, p, grad_x);
   }
   void conv2d_backward_weights(const Tensor& x, const Tensor& grad_out, const Conv2dParams& p,
                                const Tensor& grad_w) override {
+    FamilyTimer timer("conv");
     if (any_f64({&x})) return reference_backend().conv2d_backward_weights(x, grad_out, p, grad_w);
     cpu_conv2d_backward_weights(x, grad_out, p, grad_w);
   }
   void pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out) override {
+    FamilyTimer timer("pool");
     if (any_f64({&x})) return reference_backend().pool2d(x, p, out);
     cpu_pool2d(x, p, out);
   }
   void pool2d_backward(const Tensor& x, const Tensor& grad_out, const Pool2dParams& p, const Tensor& grad_x) override {
+    FamilyTimer timer("pool");
     if (any_f64({&x})) return reference_backend().pool2d_backward(x, grad_out, p, grad_x);
     cpu_pool2d_backward(x, grad_out, p, grad_x);
   }
   void batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
                   const Tensor& mean, const Tensor& rstd) override {
+    FamilyTimer timer("norm");
     if (any_f64({&x, &gamma})) return reference_backend().batch_norm(x, gamma, beta, eps, y, mean, rstd);
     cpu_batch_norm(x, gamma, beta, eps, y, mean, rstd);
   }
   void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                            const Tensor& grad_y, const Tensor& grad_x, const Tensor& grad_gamma,
                            const Tensor& grad_beta) override {
+    FamilyTimer timer("norm");
     if (any_f64({&x, &gamma, &grad_y})) {
       return reference_backend().batch_norm_backward(x, gamma, mean, rstd, grad_y, grad_x, grad_gamma, grad_beta);
     }

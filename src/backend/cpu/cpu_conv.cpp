@@ -87,16 +87,15 @@ void run(Pass pass, const ConvShapes& s, DType t, bool grouped, void* src, void*
   memory src_m(d.src, eng, src), w_m(d.weights, eng, weights), dst_m(d.dst, eng, dst);
   switch (pass) {
     case Pass::forward:
-      prim.execute(onednn_stream(), {{DNNL_ARG_SRC, src_m}, {DNNL_ARG_WEIGHTS, w_m}, {DNNL_ARG_DST, dst_m}});
+      execute_timed(prim, {{DNNL_ARG_SRC, src_m}, {DNNL_ARG_WEIGHTS, w_m}, {DNNL_ARG_DST, dst_m}});
       break;
     case Pass::backward_data:
-      prim.execute(onednn_stream(), {{DNNL_ARG_DIFF_DST, dst_m}, {DNNL_ARG_WEIGHTS, w_m}, {DNNL_ARG_DIFF_SRC, src_m}});
+      execute_timed(prim, {{DNNL_ARG_DIFF_DST, dst_m}, {DNNL_ARG_WEIGHTS, w_m}, {DNNL_ARG_DIFF_SRC, src_m}});
       break;
     case Pass::backward_weights:
-      prim.execute(onednn_stream(), {{DNNL_ARG_SRC, src_m}, {DNNL_ARG_DIFF_DST, dst_m}, {DNNL_ARG_DIFF_WEIGHTS, w_m}});
+      execute_timed(prim, {{DNNL_ARG_SRC, src_m}, {DNNL_ARG_DIFF_DST, dst_m}, {DNNL_ARG_DIFF_WEIGHTS, w_m}});
       break;
   }
-  onednn_stream().wait();
 }
 
 // Runs a pass in the operands' dtype, or through f32 copies when oneDNN lacks it (f16 here).

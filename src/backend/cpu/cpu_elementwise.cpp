@@ -17,30 +17,32 @@ namespace {
 // Below this many elements, one thread.
 constexpr std::int64_t kParallelElements = 1 << 15;
 
-// Runs body(offsets, n, bufs) over every row segment; bufs[k] is a kRowBlock float buffer per operand.
+// Runs body(offsets, inner_strides, n, bufs) over every row segment of at most kRowBlock elements;
+// bufs[k] is a float buffer per operand. Segments (not rows) are split across threads, so one long
+// contiguous row parallelizes as well as many short ones.
 template <std::size_t N, class Body>
 void for_segments(const Shape& shape, const std::array<const Tensor*, N>& ops, Body&& body) {
   std::vector<Shape> strides;
   for (const Tensor* t : ops) strides.push_back(t->strides());
   const RowSpace space(shape, strides);
-  const std::int64_t rows = space.rows();
   const std::int64_t len = space.row_length();
-  const bool parallel = rows * len >= kParallelElements && rows > 1;
+  const std::int64_t per_row = (len + kRowBlock - 1) / kRowBlock;
+  const std::int64_t segments = space.rows() * per_row;
+  const bool parallel = space.rows() * len >= kParallelElements && segments > 1;
 #pragma omp parallel for schedule(static) if (parallel)
-  for (std::int64_t r = 0; r < rows; ++r) {
+  for (std::int64_t s = 0; s < segments; ++s) {
     alignas(64) float bufs[N][kRowBlock];
     std::int64_t off[N];
-    space.row_offsets(r, off);
-    for (std::int64_t at = 0; at < len; at += kRowBlock) {
-      const std::int64_t n = std::min(kRowBlock, len - at);
-      std::int64_t seg[N];
-      std::int64_t inner[N];
-      for (std::size_t k = 0; k < N; ++k) {
-        inner[k] = space.inner_stride(k);
-        seg[k] = off[k] + at * inner[k];
-      }
-      body(seg, inner, n, bufs);
+    space.row_offsets(s / per_row, off);
+    const std::int64_t at = (s % per_row) * kRowBlock;
+    const std::int64_t n = std::min(kRowBlock, len - at);
+    std::int64_t seg[N];
+    std::int64_t inner[N];
+    for (std::size_t k = 0; k < N; ++k) {
+      inner[k] = space.inner_stride(k);
+      seg[k] = off[k] + at * inner[k];
     }
+    body(seg, inner, n, bufs);
   }
 }
 

@@ -49,8 +49,7 @@ void run_matmul(const Shape& as, const Shape& ast, const void* a, const Shape& w
   dnnl::memory am(a_md, eng, const_cast<void*>(a));
   dnnl::memory wm(w_md, eng, const_cast<void*>(w));
   dnnl::memory om(o_md, eng, out);
-  prim.execute(onednn_stream(), {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, om}});
-  onednn_stream().wait();
+  execute_timed(prim, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, om}});
 }
 
 // The [B, K, N] weights view as oneDNN wants it: a shared (stride-0) batch becomes a batch of 1.

@@ -1,6 +1,10 @@
 // oneDNN engine, stream, capability probe and primitive cache.
 #include "onednn_context.h"
 
+#include "mantissa/ops/kernel_timer.h"
+
+#include <atomic>
+#include <chrono>
 #include <mutex>
 #include <stdexcept>
 #include <unordered_map>
@@ -89,6 +93,37 @@ bool onednn_conv_supports(DType t) {
   }
 }
 
+namespace {
+std::atomic<long long> onednn_nanoseconds{0};
+std::atomic<long> onednn_calls{0};
+}  // namespace
+
+std::mutex& family_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+std::map<std::string, double>& family_seconds() {
+  static std::map<std::string, double> seconds;
+  return seconds;
+}
+
+FamilyTimer::FamilyTimer(const char* family) : family_(family), start_(std::chrono::steady_clock::now()) {}
+
+FamilyTimer::~FamilyTimer() {
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  std::lock_guard lock(family_mutex());
+  family_seconds()[family_] += s;
+}
+
+void execute_timed(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args) {
+  const auto t0 = std::chrono::steady_clock::now();
+  p.execute(onednn_stream(), args);
+  onednn_stream().wait();
+  onednn_nanoseconds += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+  ++onednn_calls;
+}
+
 dnnl::primitive cached_primitive(const std::string& key, const std::function<dnnl::primitive()>& make) {
   static std::mutex mutex;
   static std::unordered_map<std::string, dnnl::primitive> cache;
@@ -103,3 +138,21 @@ dnnl::primitive cached_primitive(const std::string& key, const std::function<dnn
 }
 
 }  // namespace mantissa::detail
+
+namespace mantissa {
+
+KernelTimes kernel_times() {
+  KernelTimes t{static_cast<double>(detail::onednn_nanoseconds.load()) * 1e-9, detail::onednn_calls.load(), {}};
+  std::lock_guard lock(detail::family_mutex());
+  t.backend_seconds = detail::family_seconds();
+  return t;
+}
+
+void reset_kernel_times() {
+  detail::onednn_nanoseconds = 0;
+  detail::onednn_calls = 0;
+  std::lock_guard lock(detail::family_mutex());
+  detail::family_seconds().clear();
+}
+
+}  // namespace mantissa

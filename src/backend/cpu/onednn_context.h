@@ -3,8 +3,12 @@
 // 0.2-0.6 ms; a cached one about 10 us less than that, every step).
 #pragma once
 
+#include <chrono>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -26,6 +30,24 @@ bool onednn_conv_supports(DType t);
 // A strided memory descriptor for a tensor view.
 dnnl::memory::desc memory_desc(const Tensor& t);
 dnnl::memory::desc memory_desc(const Shape& shape, const Shape& strides, DType t);
+
+// Adds its lifetime to kernel_times().backend_seconds[family].
+class FamilyTimer {
+ public:
+  explicit FamilyTimer(const char* family);
+  ~FamilyTimer();
+  FamilyTimer(const FamilyTimer&) = delete;
+  FamilyTimer& operator=(const FamilyTimer&) = delete;
+
+ private:
+  const char* family_;
+  std::chrono::steady_clock::time_point start_;
+};
+std::mutex& family_mutex();
+std::map<std::string, double>& family_seconds();
+
+// Runs a primitive and waits for it, counting its wall time in kernel_times().
+void execute_timed(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args);
 
 // The primitive cached under `key`, made by `make` the first time.
 dnnl::primitive cached_primitive(const std::string& key, const std::function<dnnl::primitive()>& make);
