@@ -32,12 +32,12 @@ class CpuBackend final : public Backend {
   void unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out) override {
     FamilyTimer timer("elementwise");
     if (any_f64({&x})) return reference_backend().unary(op, alpha, x, out);
-    cpu_unary(op, alpha, x, out);
+    if (!onednn_unary(op, alpha, x, out)) cpu_unary(op, alpha, x, out);
   }
   void unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& grad_y, const Tensor& grad_x) override {
     FamilyTimer timer("elementwise");
     if (any_f64({&x, &grad_y, &grad_x})) return reference_backend().unary_backward(op, alpha, x, grad_y, grad_x);
-    cpu_unary_backward(op, alpha, x, grad_y, grad_x);
+    if (!onednn_unary_backward(op, alpha, x, grad_y, grad_x)) cpu_unary_backward(op, alpha, x, grad_y, grad_x);
   }
   void reduce(ReduceOp op, const Tensor& x, std::span<const int> axes, const Tensor& out) override {
     FamilyTimer timer("reduce");
@@ -52,12 +52,12 @@ class CpuBackend final : public Backend {
   void softmax(const Tensor& x, const Tensor& y, bool log) override {
     FamilyTimer timer("softmax");
     if (any_f64({&x})) return reference_backend().softmax(x, y, log);
-    cpu_softmax(x, y, log);
+    if (!onednn_softmax(x, y, log)) cpu_softmax(x, y, log);
   }
   void softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor& grad_x, bool log) override {
     FamilyTimer timer("softmax");
     if (any_f64({&y})) return reference_backend().softmax_backward(y, grad_y, grad_x, log);
-    cpu_softmax_backward(y, grad_y, grad_x, log);
+    if (!onednn_softmax_backward(y, grad_y, grad_x, log)) cpu_softmax_backward(y, grad_y, grad_x, log);
   }
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
                   const Tensor& mean, const Tensor& rstd) override {

@@ -16,6 +16,12 @@ void cpu_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out
 void cpu_unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out);
 void cpu_unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& grad_y, const Tensor& grad_x);
 
+// cpu_onednn_eltwise.cpp: oneDNN for contiguous f32/bf16 operands of one dtype; false when not taken.
+bool onednn_unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out);
+bool onednn_unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& grad_y, const Tensor& grad_x);
+bool onednn_softmax(const Tensor& x, const Tensor& y, bool log);
+bool onednn_softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor& grad_x, bool log);
+
 // cpu_reduce.cpp: f32 accumulation.
 void cpu_reduce(ReduceOp op, const Tensor& x, std::span<const int> axes, const Tensor& out);
 void cpu_softmax(const Tensor& x, const Tensor& y, bool log);

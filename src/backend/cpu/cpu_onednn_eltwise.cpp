@@ -1,0 +1,138 @@
+// Unary ops and softmax on oneDNN's eltwise and softmax primitives: vectorized exp, erf, tanh and the
+// rest, which plain loops get only with fast-math. Used for contiguous f32 and bf16 tensors (computed
+// in f32 inside oneDNN, rounded once); f16 and strided views take the f32 loops instead.
+//
+// Two exceptions in f32, found by the parity tests: oneDNN 2.6's gelu_erf loses accuracy for negative
+// inputs (relative error up to ~3e-6, the 1 + erf cancellation), and its f32 log-softmax backward is
+// ~50 ulps off. Both errors are far below bf16's resolution, so bf16 uses oneDNN for them and f32 the
+// accurate loops.
+#include <sstream>
+
+#include "cpu_kernels.h"
+#include "onednn_context.h"
+
+namespace mantissa::detail {
+namespace {
+
+using dnnl::algorithm;
+
+struct EltwiseAlg {
+  algorithm alg;
+  float alpha, beta;
+};
+
+EltwiseAlg eltwise_alg(UnaryOp op, double a) {
+  const auto alpha = static_cast<float>(a);
+  switch (op) {
+    case UnaryOp::neg: return {algorithm::eltwise_linear, -1.0f, 0.0f};
+    case UnaryOp::abs: return {algorithm::eltwise_abs, 0.0f, 0.0f};
+    case UnaryOp::add_scalar: return {algorithm::eltwise_linear, 1.0f, alpha};
+    case UnaryOp::mul_scalar: return {algorithm::eltwise_linear, alpha, 0.0f};
+    case UnaryOp::pow_scalar: return {algorithm::eltwise_pow, 1.0f, alpha};
+    case UnaryOp::exp: return {algorithm::eltwise_exp, 0.0f, 0.0f};
+    case UnaryOp::log: return {algorithm::eltwise_log, 0.0f, 0.0f};
+    case UnaryOp::sqrt: return {algorithm::eltwise_sqrt, 0.0f, 0.0f};
+    case UnaryOp::relu: return {algorithm::eltwise_relu, 0.0f, 0.0f};
+    case UnaryOp::gelu: return {algorithm::eltwise_gelu_erf, 0.0f, 0.0f};
+    case UnaryOp::silu: return {algorithm::eltwise_swish, 1.0f, 0.0f};
+    case UnaryOp::tanh: return {algorithm::eltwise_tanh, 0.0f, 0.0f};
+    case UnaryOp::sigmoid: return {algorithm::eltwise_logistic, 0.0f, 0.0f};
+  }
+  return {algorithm::eltwise_linear, 1.0f, 0.0f};
+}
+
+bool usable(std::initializer_list<const Tensor*> ts) {
+  const DType t = (*ts.begin())->dtype();
+  if (t != DType::f32 && t != DType::bf16) return false;
+  for (const Tensor* x : ts) {
+    if (x->dtype() != t || !x->is_contiguous() || x->numel() == 0) return false;
+  }
+  return true;
+}
+
+dnnl::memory::desc flat_desc(const Tensor& t) {
+  return dnnl::memory::desc({t.numel()}, onednn_type(t.dtype()), dnnl::memory::format_tag::a);
+}
+
+std::string eltwise_key(const char* kind, const EltwiseAlg& e, const Tensor& t) {
+  std::ostringstream k;
+  k << kind << int(e.alg) << ':' << e.alpha << ':' << e.beta << ':' << int(t.dtype()) << ':' << t.numel();
+  return k.str();
+}
+
+dnnl::eltwise_forward::primitive_desc forward_pd(const EltwiseAlg& e, const dnnl::memory::desc& md) {
+  return dnnl::eltwise_forward::primitive_desc(
+      dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, e.alg, md, e.alpha, e.beta), onednn_engine());
+}
+
+}  // namespace
+
+bool onednn_unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out) {
+  if (!usable({&x, &out}) || (op == UnaryOp::gelu && x.dtype() == DType::f32)) return false;
+  const EltwiseAlg e = eltwise_alg(op, alpha);
+  const dnnl::memory::desc md = flat_desc(x);
+  const dnnl::primitive prim =
+      cached_primitive(eltwise_key("eltwise_fwd", e, x), [&] { return dnnl::eltwise_forward(forward_pd(e, md)); });
+  dnnl::engine& eng = onednn_engine();
+  execute_timed(prim, {{DNNL_ARG_SRC, dnnl::memory(md, eng, x.data())}, {DNNL_ARG_DST, dnnl::memory(md, eng, out.data())}});
+  return true;
+}
+
+bool onednn_unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& grad_y, const Tensor& grad_x) {
+  if (!usable({&x, &grad_y, &grad_x}) || (op == UnaryOp::gelu && x.dtype() == DType::f32)) return false;
+  const EltwiseAlg e = eltwise_alg(op, alpha);
+  const dnnl::memory::desc md = flat_desc(x);
+  const dnnl::primitive prim = cached_primitive(eltwise_key("eltwise_bwd", e, x), [&] {
+    return dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(
+        dnnl::eltwise_backward::desc(e.alg, md, md, e.alpha, e.beta), onednn_engine(), forward_pd(e, md)));
+  });
+  dnnl::engine& eng = onednn_engine();
+  execute_timed(prim, {{DNNL_ARG_SRC, dnnl::memory(md, eng, x.data())},
+                       {DNNL_ARG_DIFF_DST, dnnl::memory(md, eng, grad_y.data())},
+                       {DNNL_ARG_DIFF_SRC, dnnl::memory(md, eng, grad_x.data())}});
+  return true;
+}
+
+namespace {
+
+std::string softmax_key(const char* kind, const Tensor& x, bool log) {
+  std::ostringstream k;
+  k << kind << log << ':' << int(x.dtype()) << ':' << x.size(0) << 'x' << x.size(1);
+  return k.str();
+}
+
+dnnl::softmax_v2_forward::primitive_desc softmax_pd(const dnnl::memory::desc& md, bool log) {
+  return dnnl::softmax_v2_forward::primitive_desc(
+      dnnl::softmax_v2_forward::desc(dnnl::prop_kind::forward_training,
+                                     log ? algorithm::softmax_log : algorithm::softmax_accurate, md, md, 1),
+      onednn_engine());
+}
+
+}  // namespace
+
+bool onednn_softmax(const Tensor& x, const Tensor& y, bool log) {
+  if (!usable({&x, &y})) return false;
+  const dnnl::memory::desc md = memory_desc(x);
+  const dnnl::primitive prim =
+      cached_primitive(softmax_key("softmax_fwd", x, log), [&] { return dnnl::softmax_v2_forward(softmax_pd(md, log)); });
+  dnnl::engine& eng = onednn_engine();
+  execute_timed(prim, {{DNNL_ARG_SRC, dnnl::memory(md, eng, x.data())}, {DNNL_ARG_DST, dnnl::memory(md, eng, y.data())}});
+  return true;
+}
+
+bool onednn_softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor& grad_x, bool log) {
+  if (!usable({&y, &grad_y, &grad_x}) || (log && y.dtype() == DType::f32)) return false;
+  const dnnl::memory::desc md = memory_desc(y);
+  const dnnl::primitive prim = cached_primitive(softmax_key("softmax_bwd", y, log), [&] {
+    return dnnl::softmax_v2_backward(dnnl::softmax_v2_backward::primitive_desc(
+        dnnl::softmax_v2_backward::desc(log ? algorithm::softmax_log : algorithm::softmax_accurate, md, md, md, 1),
+        onednn_engine(), softmax_pd(md, log)));
+  });
+  dnnl::engine& eng = onednn_engine();
+  execute_timed(prim, {{DNNL_ARG_DST, dnnl::memory(md, eng, y.data())},
+                       {DNNL_ARG_DIFF_DST, dnnl::memory(md, eng, grad_y.data())},
+                       {DNNL_ARG_DIFF_SRC, dnnl::memory(md, eng, grad_x.data())}});
+  return true;
+}
+
+}  // namespace mantissa::detail
