@@ -34,8 +34,9 @@ class Backend {
                               const Tensor& grad_x) = 0;
   // out = reduction of x over `axes` (sorted); out has x's rank with those axes of size 1.
   virtual void reduce(ReduceOp op, const Tensor& x, std::span<const int> axes, const Tensor& out) = 0;
-  // out[b] = a[b] . w[b]: a [B, M, K], w [B, K, N], out [B, M, N]; products summed in f32 (f64 for f64).
-  virtual void matmul(const Tensor& a, const Tensor& w, const Tensor& out) = 0;
+  // out[b] = a[b] . w[b] (+ bias): a [B, M, K], w [B, K, N], out [B, M, N], bias [N] or undefined;
+  // products summed in f32 (f64 for f64), the bias added before the one rounding.
+  virtual void matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out) = 0;
   // Softmax (or log-softmax) over the last axis; x and y [R, C]; computed in f32.
   virtual void softmax(const Tensor& x, const Tensor& y, bool log) = 0;
   // grad_x from y = softmax(x) (or log-softmax) and grad_y; all [R, C].

@@ -6,6 +6,9 @@
 #include "op_support.h"
 
 namespace mantissa {
+
+Tensor matmul_bias(const Tensor& a_in, const Tensor& b_in, const Tensor& bias);
+
 namespace {
 
 // x [..., R, C] as a [B, R, C] view (batch dimensions merged), copying only if they cannot merge.
@@ -80,7 +83,13 @@ class LinearNode final : public Node {
 
 }  // namespace
 
-Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+Tensor matmul_bias(const Tensor& a_in, const Tensor& b_in, const Tensor& bias);
+
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) { return matmul_bias(a_in, b_in, Tensor()); }
+
+// The product with an optional bias [N] added inside the kernel; history only for the product (linear
+// records the whole layer itself).
+Tensor matmul_bias(const Tensor& a_in, const Tensor& b_in, const Tensor& bias) {
   detail::check_computable(a_in, "matmul");
   detail::check_computable(b_in, "matmul");
   if (a_in.dim() < 2 || b_in.dim() < 2) {
@@ -112,7 +121,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
     Tensor b3 = as_batched(b);
     if (b.dim() == 2) b3 = make_view(b3, {a3.size(0), k, b.size(-1)}, {0, b3.strides()[1], b3.strides()[2]}, b3.offset());
     const Tensor o3 = make_view(out, {a3.size(0), a3.size(1), b.size(-1)}, {a3.size(1) * b.size(-1), b.size(-1), 1}, 0);
-    detail::backend_of(a).matmul(a3, b3, o3);
+    detail::backend_of(a).matmul(a3, b3, bias, o3);
   }
   if (needs_grad({&a, &b})) record(out, std::make_shared<MatmulNode>(a, b), {&a, &b});
   return out;
@@ -120,11 +129,16 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   if (w.dim() != 2) throw std::invalid_argument("linear: weight must be [out, in], got " + shape_str(w.shape()));
+  if (bias.defined()) {
+    detail::check_computable(bias, "linear");
+    if (bias.shape() != Shape{w.size(0)}) {
+      throw std::invalid_argument("linear: bias must be [" + std::to_string(w.size(0)) + "], got " + shape_str(bias.shape()));
+    }
+  }
   Tensor y;
   {
     NoGradGuard no_grad;  // the node below records the whole layer
-    y = matmul(x, transpose(w, 0, 1));
-    if (bias.defined()) y = add(y, bias);
+    y = matmul_bias(x, transpose(w, 0, 1), bias);
   }
   if (needs_grad({&x, &w, &bias})) {
     record(y, std::make_shared<LinearNode>(cast(x, y.dtype()), cast(w, y.dtype())), {&x, &w, &bias});

@@ -44,10 +44,10 @@ class CpuBackend final : public Backend {
     if (any_f64({&x})) return reference_backend().reduce(op, x, axes, out);
     cpu_reduce(op, x, axes, out);
   }
-  void matmul(const Tensor& a, const Tensor& w, const Tensor& out) override {
+  void matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out) override {
     FamilyTimer timer("matmul");
-    if (any_f64({&a})) return reference_backend().matmul(a, w, out);
-    cpu_matmul(a, w, out);
+    if (any_f64({&a})) return reference_backend().matmul(a, w, bias, out);
+    cpu_matmul(a, w, bias, out);
   }
   void softmax(const Tensor& x, const Tensor& y, bool log) override {
     FamilyTimer timer("softmax");

@@ -51,6 +51,6 @@ void cpu_batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor&
                              const Tensor& grad_beta);
 
 // cpu_matmul.cpp: oneDNN; f16 (which oneDNN lacks on CPUs without f16 arithmetic) blockwise in f32.
-void cpu_matmul(const Tensor& a, const Tensor& w, const Tensor& out);
+void cpu_matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out);
 
 }  // namespace mantissa::detail

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cpu_kernels.h"
+#include "mantissa/ops/ops.h"
 #include "onednn_context.h"
 #include "rows.h"
 
@@ -19,9 +20,9 @@ constexpr std::int64_t kRowsPerBlock = 512;
 constexpr std::int64_t kDepthPerBlock = 256;
 
 std::string key_of(const char* kind, const Shape& as, const Shape& ast, const Shape& ws, const Shape& wst,
-                   const Shape& os, const Shape& ost, DType in, DType out, bool accumulate) {
+                   const Shape& os, const Shape& ost, DType in, DType out, bool accumulate, int bias) {
   std::ostringstream k;
-  k << kind << int(in) << ':' << int(out) << ':' << accumulate;
+  k << kind << int(in) << ':' << int(out) << ':' << accumulate << ':' << bias;
   for (const Shape* s : {&as, &ast, &ws, &wst, &os, &ost}) {
     k << '|';
     for (std::int64_t v : *s) k << v << ',';
@@ -29,13 +30,17 @@ std::string key_of(const char* kind, const Shape& as, const Shape& ast, const Sh
   return k.str();
 }
 
-// One oneDNN matmul on raw pointers with the given views; accumulate adds into dst (sum post-op).
+// One oneDNN matmul on raw pointers with the given views; accumulate adds into dst (sum post-op); a
+// bias (contiguous [N], or null) is added by oneDNN before the output is rounded.
 void run_matmul(const Shape& as, const Shape& ast, const void* a, const Shape& ws, const Shape& wst, const void* w,
-                const Shape& os, const Shape& ost, void* out, DType in, DType out_type, bool accumulate) {
+                const Shape& os, const Shape& ost, void* out, DType in, DType out_type, bool accumulate,
+                const Tensor* bias = nullptr) {
   const dnnl::memory::desc a_md = memory_desc(as, ast, in);
   const dnnl::memory::desc w_md = memory_desc(ws, wst, in);
   const dnnl::memory::desc o_md = memory_desc(os, ost, out_type);
-  const std::string key = key_of("matmul", as, ast, ws, wst, os, ost, in, out_type, accumulate);
+  const dnnl::memory::desc b_md = bias ? memory_desc({1, 1, os[2]}, {os[2], os[2], 1}, bias->dtype()) : dnnl::memory::desc();
+  const std::string key =
+      key_of("matmul", as, ast, ws, wst, os, ost, in, out_type, accumulate, bias ? int(bias->dtype()) : -1);
   const dnnl::primitive prim = cached_primitive(key, [&] {
     dnnl::primitive_attr attr;
     if (accumulate) {
@@ -43,13 +48,19 @@ void run_matmul(const Shape& as, const Shape& ast, const void* a, const Shape& w
       ops.append_sum(1.0f);
       attr.set_post_ops(ops);
     }
-    return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, w_md, o_md), attr, onednn_engine()));
+    const dnnl::matmul::desc d = bias ? dnnl::matmul::desc(a_md, w_md, b_md, o_md) : dnnl::matmul::desc(a_md, w_md, o_md);
+    return dnnl::matmul(dnnl::matmul::primitive_desc(d, attr, onednn_engine()));
   });
   dnnl::engine& eng = onednn_engine();
   dnnl::memory am(a_md, eng, const_cast<void*>(a));
   dnnl::memory wm(w_md, eng, const_cast<void*>(w));
   dnnl::memory om(o_md, eng, out);
-  execute_timed(prim, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, om}});
+  if (bias) {
+    execute_timed(prim, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_BIAS, dnnl::memory(b_md, eng, bias->data())},
+                         {DNNL_ARG_DST, om}});
+  } else {
+    execute_timed(prim, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, om}});
+  }
 }
 
 // The [B, K, N] weights view as oneDNN wants it: a shared (stride-0) batch becomes a batch of 1.
@@ -73,7 +84,7 @@ void block_to_f32(const Tensor& t, std::int64_t off, std::int64_t s_row, std::in
   }
 }
 
-void matmul_f16_blockwise(const Tensor& a, const Tensor& w, const Tensor& out) {
+void matmul_f16_blockwise(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out) {
   const std::int64_t batch = out.size(0);
   const std::int64_t m = out.size(1);
   const std::int64_t n = out.size(2);
@@ -94,6 +105,13 @@ void matmul_f16_blockwise(const Tensor& a, const Tensor& w, const Tensor& out) {
         run_matmul({1, mb, kb}, {mb * kb, kb, 1}, a_blk.data(), {1, kb, n}, {kb * n, n, 1}, w_blk.data(), {1, mb, n},
                    {mb * n, n, 1}, c_blk.data(), DType::f32, DType::f32, p0 > 0);
       }
+      if (bias.defined()) {
+        std::vector<float> bias_f32(static_cast<std::size_t>(n));
+        for (std::int64_t c = 0; c < n; c += kRowBlock) load_f32(bias, c * bias.strides()[0], bias.strides()[0], std::min(kRowBlock, n - c), bias_f32.data() + c);
+        for (std::int64_t r = 0; r < mb; ++r) {
+          for (std::int64_t c = 0; c < n; ++c) c_blk[static_cast<std::size_t>(r * n + c)] += bias_f32[static_cast<std::size_t>(c)];
+        }
+      }
       for (std::int64_t r = 0; r < mb; ++r) {
         for (std::int64_t c = 0; c < n; c += kRowBlock) {
           store_f32(out, b * so[0] + (i0 + r) * so[1] + c * so[2], so[2], std::min(kRowBlock, n - c),
@@ -106,10 +124,10 @@ void matmul_f16_blockwise(const Tensor& a, const Tensor& w, const Tensor& out) {
 
 }  // namespace
 
-void cpu_matmul(const Tensor& a, const Tensor& w, const Tensor& out) {
+void cpu_matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out) {
   const DType t = a.dtype();
   if (t == DType::f16 && !onednn_matmul_supports(DType::f16)) {
-    matmul_f16_blockwise(a, w, out);
+    matmul_f16_blockwise(a, w, bias, out);
     return;
   }
   if (!onednn_matmul_supports(t)) {
@@ -119,8 +137,11 @@ void cpu_matmul(const Tensor& a, const Tensor& w, const Tensor& out) {
   weight_view(w, ws, wst);
   Shape ast = a.strides();
   if (ast[0] == 0) ast[0] = a.size(1) * a.size(2);  // a batch of 1 seen through a stride-0 view
+  // oneDNN takes an f32 bias, or one in the inputs' dtype.
+  Tensor b = bias;
+  if (b.defined() && ((b.dtype() != DType::f32 && b.dtype() != t) || !b.is_contiguous())) b = contiguous_copy(cast(b, DType::f32));
   run_matmul(a.shape(), ast, a.data(), ws, wst, w.data(), out.shape(), out.strides(), out.data(), t, out.dtype(),
-             false);
+             false, b.defined() ? &b : nullptr);
 }
 
 }  // namespace mantissa::detail

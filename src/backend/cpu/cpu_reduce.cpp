@@ -21,7 +21,59 @@ float segment_max(const float* v, std::int64_t n, float m) {
 
 }  // namespace
 
+namespace {
+
+// Reductions over the leading axes of a contiguous tensor (bias gradients: sum over the batch): rows of
+// the kept columns are added into per-column accumulators, in blocks of 256 rows whose partial sums
+// are then added (error growth near eps (256 + rows / 256) rather than eps rows). Threads split the
+// columns.
+void reduce_leading(ReduceOp op, const Tensor& x, std::int64_t rows, const Tensor& out) {
+  const std::int64_t cols = x.numel() / rows;
+  constexpr std::int64_t kBlockCols = 256;
+  constexpr std::int64_t kBlockRows = 256;
+  const std::int64_t blocks = (cols + kBlockCols - 1) / kBlockCols;
+#pragma omp parallel for schedule(static) if (blocks > 1 && x.numel() >= (1 << 15))
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::int64_t c0 = b * kBlockCols;
+    const std::int64_t n = std::min(kBlockCols, cols - c0);
+    alignas(64) float buf[kBlockCols];
+    alignas(64) float acc[kBlockCols];
+    alignas(64) float part[kBlockCols];
+    const float init = op == ReduceOp::max ? -std::numeric_limits<float>::infinity() : 0.0f;
+    std::fill(acc, acc + n, init);
+    std::fill(part, part + n, init);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      load_f32(x, r * cols + c0, 1, n, buf);
+      if (op == ReduceOp::max) {
+        for (std::int64_t k = 0; k < n; ++k) acc[k] = (std::isnan(buf[k]) || buf[k] > acc[k]) ? buf[k] : acc[k];
+        continue;
+      }
+      for (std::int64_t k = 0; k < n; ++k) part[k] += buf[k];
+      if ((r + 1) % kBlockRows == 0 || r + 1 == rows) {
+        for (std::int64_t k = 0; k < n; ++k) {
+          acc[k] += part[k];
+          part[k] = 0;
+        }
+      }
+    }
+    if (op == ReduceOp::mean) {
+      for (std::int64_t k = 0; k < n; ++k) acc[k] /= static_cast<float>(rows);
+    }
+    store_f32(out, c0, 1, n, acc);
+  }
+}
+
+}  // namespace
+
 void cpu_reduce(ReduceOp op, const Tensor& x, std::span<const int> axes, const Tensor& out) {
+  // Leading axes of a contiguous tensor, with columns left to keep: the column-sum path.
+  bool leading = x.is_contiguous() && out.is_contiguous() && !axes.empty() && static_cast<std::int64_t>(axes.size()) < x.dim();
+  for (std::size_t i = 0; leading && i < axes.size(); ++i) leading = axes[i] == static_cast<int>(i);
+  if (leading) {
+    std::int64_t rows = 1;
+    for (int a : axes) rows *= x.shape()[static_cast<std::size_t>(a)];
+    if (rows > 1 && x.numel() / rows > 1) return reduce_leading(op, x, rows, out);
+  }
   // Kept dimensions index the outputs; the reduced ones form each output's sub-space.
   Shape kept_shape, kept_strides, red_shape, red_strides;
   for (std::size_t d = 0; d < x.shape().size(); ++d) {

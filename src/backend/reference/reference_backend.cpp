@@ -70,7 +70,7 @@ class ReferenceBackend final : public Backend {
     });
   }
 
-  void matmul(const Tensor& a, const Tensor& w, const Tensor& out) override {
+  void matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out) override {
     const std::int64_t batch = out.size(0);
     const std::int64_t m = out.size(1);
     const std::int64_t n = out.size(2);
@@ -81,7 +81,7 @@ class ReferenceBackend final : public Backend {
     for (std::int64_t b = 0; b < batch; ++b) {
       for (std::int64_t i = 0; i < m; ++i) {
         for (std::int64_t j = 0; j < n; ++j) {
-          double s = 0;
+          double s = bias.defined() ? load_element(bias.dtype(), bias.data(), j * bias.strides()[0]) : 0.0;
           for (std::int64_t p = 0; p < k; ++p) {
             s += load_element(a.dtype(), a.data(), b * sa[0] + i * sa[1] + p * sa[2]) *
                  load_element(w.dtype(), w.data(), b * sw[0] + p * sw[1] + j * sw[2]);
