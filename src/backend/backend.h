@@ -42,6 +42,16 @@ class Backend {
   // grad_x from y = softmax(x) (or log-softmax) and grad_y; all [R, C].
   virtual void softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor& grad_x, bool log) = 0;
 
+  // Cross-entropy per row of logits [N, C] (read in its dtype, computed in f32): probs [N, C] f32 gets
+  // softmax(logits), kept for backward; losses [N] f32 gets -sum_c w_c log p_c with w the targets mixed
+  // with the uniform distribution by `smoothing`, 0 for rows whose target is ignore_index.
+  virtual void cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
+                             double smoothing, const Tensor& probs, const Tensor& losses) = 0;
+  // grad_logits [N, C] = (probs - w) * grad_losses[row] (0 for ignored rows).
+  virtual void cross_entropy_backward(const Tensor& probs, std::span<const std::int64_t> targets,
+                                      std::int64_t ignore_index, double smoothing, const Tensor& grad_losses,
+                                      const Tensor& grad_logits) = 0;
+
   // Layer norm over the last axis, in f32: x, y [R, C]; gamma, beta [C]; mean, rstd [R] f32 (kept for
   // backward; rstd = 1 / sqrt(var + eps)).
   virtual void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,

@@ -50,6 +50,29 @@ Tensor softmax_any(const Tensor& x, std::int64_t axis, bool log, const char* nam
   return transpose(softmax_last(transpose(x, axis, last), log), axis, last);
 }
 
+class CrossEntropyNode final : public Node {
+ public:
+  CrossEntropyNode(const Tensor& probs, std::span<const std::int64_t> targets, std::int64_t ignore_index, double smoothing)
+      : probs_(save_for_backward(probs)), targets_(targets.begin(), targets.end()), ignore_(ignore_index),
+        smoothing_(smoothing) {}
+  std::string_view name() const override { return "cross_entropy"; }
+  void release() override {
+    probs_ = Tensor();
+    targets_.clear();
+  }
+  std::vector<Tensor> backward(const Tensor& g) override {
+    Tensor gx = Tensor::empty(inputs[0].shape, inputs[0].dtype, probs_.device());
+    detail::backend_of(probs_).cross_entropy_backward(probs_, targets_, ignore_, smoothing_, cast(g, probs_.dtype()), gx);
+    return {gx};
+  }
+
+ private:
+  Tensor probs_;
+  std::vector<std::int64_t> targets_;
+  std::int64_t ignore_;
+  double smoothing_;
+};
+
 }  // namespace
 
 Tensor softmax(const Tensor& x, std::int64_t axis) { return softmax_any(x, axis, false, "softmax"); }
@@ -70,9 +93,6 @@ Tensor cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets
   if (label_smoothing < 0 || label_smoothing > 1) {
     throw std::invalid_argument("cross_entropy: label smoothing must be in [0, 1]");
   }
-  // loss = -sum(W * log_softmax(logits)) over rows that count, with W the smoothed one-hot targets.
-  const DType f = logits.dtype() == DType::f64 ? DType::f64 : DType::f32;
-  std::vector<double> w(static_cast<std::size_t>(n * c), 0.0);
   std::int64_t counted = 0;
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t t = targets[static_cast<std::size_t>(i)];
@@ -82,11 +102,16 @@ Tensor cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets
                                   " is not a class in [0, " + std::to_string(c) + ")");
     }
     ++counted;
-    for (std::int64_t j = 0; j < c; ++j) w[static_cast<std::size_t>(i * c + j)] = label_smoothing / static_cast<double>(c);
-    w[static_cast<std::size_t>(i * c + t)] += 1.0 - label_smoothing;
   }
-  const Tensor weights = Tensor::from_values(w, {n, c}, f);
-  const Tensor total = neg(sum(mul(weights, log_softmax(cast(logits, f)))));
+  // Per-row losses from the fused kernel (softmax kept for backward), then their sum or mean.
+  const DType f = logits.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  Tensor probs = Tensor::empty({n, c}, f, logits.device());
+  Tensor losses = Tensor::empty({n}, f, logits.device());
+  detail::backend_of(logits).cross_entropy(logits, targets, ignore_index, label_smoothing, probs, losses);
+  if (needs_grad({&logits})) {
+    record(losses, std::make_shared<CrossEntropyNode>(probs, targets, ignore_index, label_smoothing), {&logits});
+  }
+  const Tensor total = sum(losses);
   if (reduction == Reduction::sum) return total;
   // Mean over the rows that count (NaN when none does, as 0/0).
   return mul(total, 1.0 / static_cast<double>(counted));

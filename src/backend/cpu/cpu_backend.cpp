@@ -74,6 +74,20 @@ class CpuBackend final : public Backend {
     }
     cpu_layer_norm_backward(x, gamma, mean, rstd, grad_y, grad_x, grad_gamma, grad_beta);
   }
+  void cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
+                     double smoothing, const Tensor& probs, const Tensor& losses) override {
+    FamilyTimer timer("cross_entropy");
+    if (any_f64({&logits})) return reference_backend().cross_entropy(logits, targets, ignore_index, smoothing, probs, losses);
+    cpu_cross_entropy(logits, targets, ignore_index, smoothing, probs, losses);
+  }
+  void cross_entropy_backward(const Tensor& probs, std::span<const std::int64_t> targets, std::int64_t ignore_index,
+                              double smoothing, const Tensor& grad_losses, const Tensor& grad_logits) override {
+    FamilyTimer timer("cross_entropy");
+    if (any_f64({&probs})) {
+      return reference_backend().cross_entropy_backward(probs, targets, ignore_index, smoothing, grad_losses, grad_logits);
+    }
+    cpu_cross_entropy_backward(probs, targets, ignore_index, smoothing, grad_losses, grad_logits);
+  }
   void embedding(const Tensor& weight, std::span<const std::int64_t> ids, const Tensor& out) override {
     FamilyTimer timer("embedding");
     if (any_f64({&weight})) return reference_backend().embedding(weight, ids, out);

@@ -27,6 +27,12 @@ void cpu_reduce(ReduceOp op, const Tensor& x, std::span<const int> axes, const T
 void cpu_softmax(const Tensor& x, const Tensor& y, bool log);
 void cpu_softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor& grad_x, bool log);
 
+// cpu_cross_entropy.cpp: fused softmax and loss, f32.
+void cpu_cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
+                       double smoothing, const Tensor& probs, const Tensor& losses);
+void cpu_cross_entropy_backward(const Tensor& probs, std::span<const std::int64_t> targets, std::int64_t ignore_index,
+                                double smoothing, const Tensor& grad_losses, const Tensor& grad_logits);
+
 // cpu_norm.cpp: f32 over rows.
 void cpu_layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
                     const Tensor& mean, const Tensor& rstd);

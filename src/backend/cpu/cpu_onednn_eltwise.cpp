@@ -101,22 +101,26 @@ std::string softmax_key(const char* kind, const Tensor& x, bool log) {
   return k.str();
 }
 
-dnnl::softmax_v2_forward::primitive_desc softmax_pd(const dnnl::memory::desc& md, bool log) {
+dnnl::softmax_v2_forward::primitive_desc softmax_pd(const dnnl::memory::desc& src, const dnnl::memory::desc& dst,
+                                                    bool log) {
   return dnnl::softmax_v2_forward::primitive_desc(
       dnnl::softmax_v2_forward::desc(dnnl::prop_kind::forward_training,
-                                     log ? algorithm::softmax_log : algorithm::softmax_accurate, md, md, 1),
+                                     log ? algorithm::softmax_log : algorithm::softmax_accurate, src, dst, 1),
       onednn_engine());
 }
 
 }  // namespace
 
 bool onednn_softmax(const Tensor& x, const Tensor& y, bool log) {
-  if (!usable({&x, &y})) return false;
+  // The output may be f32 for a bf16 input (cross-entropy keeps f32 probabilities).
+  const bool f32_out = y.dtype() == DType::f32 && x.dtype() == DType::bf16 && y.is_contiguous();
+  if (!usable({&x}) || !(f32_out || usable({&x, &y}))) return false;
   const dnnl::memory::desc md = memory_desc(x);
-  const dnnl::primitive prim =
-      cached_primitive(softmax_key("softmax_fwd", x, log), [&] { return dnnl::softmax_v2_forward(softmax_pd(md, log)); });
+  const dnnl::memory::desc y_md = memory_desc(y);
+  const std::string key = softmax_key("softmax_fwd", x, log) + (f32_out ? ":f32out" : "");
+  const dnnl::primitive prim = cached_primitive(key, [&] { return dnnl::softmax_v2_forward(softmax_pd(md, y_md, log)); });
   dnnl::engine& eng = onednn_engine();
-  execute_timed(prim, {{DNNL_ARG_SRC, dnnl::memory(md, eng, x.data())}, {DNNL_ARG_DST, dnnl::memory(md, eng, y.data())}});
+  execute_timed(prim, {{DNNL_ARG_SRC, dnnl::memory(md, eng, x.data())}, {DNNL_ARG_DST, dnnl::memory(y_md, eng, y.data())}});
   return true;
 }
 
@@ -126,7 +130,7 @@ bool onednn_softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor
   const dnnl::primitive prim = cached_primitive(softmax_key("softmax_bwd", y, log), [&] {
     return dnnl::softmax_v2_backward(dnnl::softmax_v2_backward::primitive_desc(
         dnnl::softmax_v2_backward::desc(log ? algorithm::softmax_log : algorithm::softmax_accurate, md, md, md, 1),
-        onednn_engine(), softmax_pd(md, log)));
+        onednn_engine(), softmax_pd(md, md, log)));
   });
   dnnl::engine& eng = onednn_engine();
   execute_timed(prim, {{DNNL_ARG_DST, dnnl::memory(md, eng, y.data())},

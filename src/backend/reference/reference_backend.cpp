@@ -139,6 +139,14 @@ class ReferenceBackend final : public Backend {
                            const Tensor& grad_beta) override {
     reference_layer_norm_backward(x, gamma, mean, rstd, grad_y, grad_x, grad_gamma, grad_beta);
   }
+  void cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
+                     double smoothing, const Tensor& probs, const Tensor& losses) override {
+    reference_cross_entropy(logits, targets, ignore_index, smoothing, probs, losses);
+  }
+  void cross_entropy_backward(const Tensor& probs, std::span<const std::int64_t> targets, std::int64_t ignore_index,
+                              double smoothing, const Tensor& grad_losses, const Tensor& grad_logits) override {
+    reference_cross_entropy_backward(probs, targets, ignore_index, smoothing, grad_losses, grad_logits);
+  }
   void embedding(const Tensor& weight, std::span<const std::int64_t> ids, const Tensor& out) override {
     reference_embedding(weight, ids, out);
   }

@@ -13,6 +13,11 @@ void reference_layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& be
 void reference_layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                                    const Tensor& grad_y, const Tensor& grad_x, const Tensor& grad_gamma,
                                    const Tensor& grad_beta);
+void reference_cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
+                             double smoothing, const Tensor& probs, const Tensor& losses);
+void reference_cross_entropy_backward(const Tensor& probs, std::span<const std::int64_t> targets,
+                                      std::int64_t ignore_index, double smoothing, const Tensor& grad_losses,
+                                      const Tensor& grad_logits);
 void reference_embedding(const Tensor& weight, std::span<const std::int64_t> ids, const Tensor& out);
 void reference_embedding_backward(std::span<const std::int64_t> ids, const Tensor& grad_out, const Tensor& grad_weight);
 

@@ -1,5 +1,6 @@
 // Reference kernels for layer norm and embedding: double loops, the oracle for the CPU backend.
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "../../core/element_io.h"
@@ -67,6 +68,43 @@ void reference_layer_norm_backward(const Tensor& x, const Tensor& gamma, const T
   for (std::int64_t c = 0; c < cols; ++c) {
     put1(grad_gamma, c, dg[static_cast<std::size_t>(c)]);
     put1(grad_beta, c, db[static_cast<std::size_t>(c)]);
+  }
+}
+
+void reference_cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
+                             double smoothing, const Tensor& probs, const Tensor& losses) {
+  const std::int64_t n = logits.size(0);
+  const std::int64_t c = logits.size(1);
+  for (std::int64_t r = 0; r < n; ++r) {
+    double mx = -std::numeric_limits<double>::infinity();
+    for (std::int64_t j = 0; j < c; ++j) mx = std::max(mx, at(logits, r, j));
+    double total = 0;
+    for (std::int64_t j = 0; j < c; ++j) total += std::exp(at(logits, r, j) - mx);
+    const double lse = mx + std::log(total);
+    double loss = 0;
+    const std::int64_t t = targets[static_cast<std::size_t>(r)];
+    for (std::int64_t j = 0; j < c; ++j) {
+      const double logp = at(logits, r, j) - lse;
+      put(probs, r, j, std::exp(logp));
+      const double w = smoothing / static_cast<double>(c) + (j == t ? 1.0 - smoothing : 0.0);
+      loss -= w * logp;
+    }
+    put1(losses, r, t == ignore_index ? 0.0 : loss);
+  }
+}
+
+void reference_cross_entropy_backward(const Tensor& probs, std::span<const std::int64_t> targets,
+                                      std::int64_t ignore_index, double smoothing, const Tensor& grad_losses,
+                                      const Tensor& grad_logits) {
+  const std::int64_t n = probs.size(0);
+  const std::int64_t c = probs.size(1);
+  for (std::int64_t r = 0; r < n; ++r) {
+    const std::int64_t t = targets[static_cast<std::size_t>(r)];
+    const double g = t == ignore_index ? 0.0 : at1(grad_losses, r);
+    for (std::int64_t j = 0; j < c; ++j) {
+      const double w = smoothing / static_cast<double>(c) + (j == t ? 1.0 - smoothing : 0.0);
+      put(grad_logits, r, j, (at(probs, r, j) - w) * g);
+    }
   }
 }
 
