@@ -113,8 +113,38 @@ TEST(FormatsCommand, ListsEveryFormatWithItsNumbers) {
   EXPECT_EQ(lines(r.out), 7);
 }
 
+TEST(InfoCommand, ReportsKernelsAndOneDnnCapabilities) {
+  const Result r = run("info --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* key : {"\"conversion_kernels\"", "\"onednn_version\"", "\"onednn_matmul\"", "\"amx_bf16\"",
+                          "\"portable\":true"}) {
+    EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
+  }
+}
+
+TEST(BenchCommand, MatmulAndMlpReportTheirFiguresAsJson) {
+  // Tiny shapes: this checks what is reported, not how fast (timings are never asserted).
+  const Result mm = run("bench matmul --m 64 --k 32 --n 48 --repeat 1 --dtype bf16 --json");
+  ASSERT_EQ(mm.status, 0) << mm.err;
+  for (const char* key : {"\"forward\"", "\"backward_data\"", "\"backward_weights\"", "\"gflops\"",
+                          "\"peak_gflops\"", "\"fraction_of_peak\"", "\"peak_bytes\""}) {
+    EXPECT_NE(mm.out.find(key), std::string::npos) << key;
+  }
+  const Result mlp = run("bench mlp --layers 2 --width 32 --batch 8 --steps 2 --json");
+  ASSERT_EQ(mlp.status, 0) << mlp.err;
+  for (const char* key : {"\"ms_per_step\"", "\"outside_onednn_fraction\"", "\"kernel_fraction\""}) {
+    EXPECT_NE(mlp.out.find(key), std::string::npos) << key;
+  }
+  for (const char* bad : {"bench matmul --dtype e4m3", "bench matmul --m 0", "bench", "bench mlp --steps"}) {
+    const Result r = run(bad);
+    EXPECT_EQ(r.status, 2) << bad;
+    EXPECT_EQ(lines(r.err), 1) << bad << ": " << r.err;
+  }
+}
+
 TEST(Help, EverySubcommandHasIt) {
-  for (const char* args : {"--help", "formats --help", "cast --help"}) {
+  for (const char* args : {"--help", "formats --help", "cast --help", "info --help", "bench --help",
+                           "bench matmul --help", "bench mlp --help"}) {
     const Result r = run(args);
     EXPECT_EQ(r.status, 0) << args;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << args << r.out;

@@ -15,5 +15,6 @@ inline constexpr int kBadInput = 2;
 Run add_formats(CLI::App& app);
 Run add_cast(CLI::App& app);
 Run add_bench(CLI::App& app);
+Run add_info(CLI::App& app);
 
 }  // namespace mantissa::cli

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   };
   add("formats", "Print the properties of every number format", mantissa::cli::add_formats);
   add("cast", "Round fp32 values read from standard input into a format", mantissa::cli::add_cast);
+  add("info", "What this machine's kernels can do: instruction sets, AMX, oneDNN's dtypes", mantissa::cli::add_info);
   add("bench", "Benchmarks: matmul against the machine's measured peak", mantissa::cli::add_bench);
 
   try {

@@ -148,8 +148,13 @@ Peak f32_peak(int threads) {
   return {measure(threads, fma_avx2, 2.0 * 8 * kChains) / 1e9, "vfmadd231ps ymm"};
 }
 
+bool amx_bf16_usable() {
+  static const bool usable = amx_usable();
+  return usable;
+}
+
 std::optional<Peak> amx_bf16_peak(int threads) {
-  if (!amx_usable()) return std::nullopt;
+  if (!amx_bf16_usable()) return std::nullopt;
   // Each TDPBF16PS: 16 x 16 outputs x 32 products x 2 flops; four per iteration. Fewer iterations: each
   // instruction does 256 times the work of a vector one.
   return Peak{measure(threads, [](long n) { return dpbf16_amx(n / 64); }, 4.0 * 16 * 16 * 32 * 2 / 64) / 1e9,

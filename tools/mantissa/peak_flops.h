@@ -20,5 +20,7 @@ std::optional<Peak> bf16_peak(int threads);
 // bf16 tile matrix-multiply peak (AMX), or nothing on CPUs (or kernels) without it. oneDNN uses AMX for
 // bf16 matmul where it exists, so that is the peak its bf16 figures compare with.
 std::optional<Peak> amx_bf16_peak(int threads);
+// Whether AMX bf16 tiles exist and this process may use them.
+bool amx_bf16_usable();
 
 }  // namespace mantissa::cli

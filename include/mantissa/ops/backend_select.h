@@ -21,4 +21,13 @@ class CpuBackendScope {
   CpuBackend saved_;
 };
 
+// What the CPU backend runs on this machine, probed once: which dtypes oneDNN's matmul and convolution
+// implement here (the others run a documented fallback), and oneDNN's own version.
+struct CpuCapabilities {
+  bool matmul_f32, matmul_bf16, matmul_f16;
+  bool conv_f32, conv_bf16, conv_f16;
+  int onednn_major, onednn_minor, onednn_patch;
+};
+CpuCapabilities cpu_capabilities();
+
 }  // namespace mantissa

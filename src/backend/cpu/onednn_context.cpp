@@ -1,6 +1,7 @@
 // oneDNN engine, stream, capability probe and primitive cache.
 #include "onednn_context.h"
 
+#include "mantissa/ops/backend_select.h"
 #include "mantissa/ops/kernel_timer.h"
 
 #include <atomic>
@@ -140,6 +141,15 @@ dnnl::primitive cached_primitive(const std::string& key, const std::function<dnn
 }  // namespace mantissa::detail
 
 namespace mantissa {
+
+CpuCapabilities cpu_capabilities() {
+  using detail::onednn_conv_supports;
+  using detail::onednn_matmul_supports;
+  const dnnl_version_t* v = dnnl_version();
+  return {onednn_matmul_supports(DType::f32), onednn_matmul_supports(DType::bf16), onednn_matmul_supports(DType::f16),
+          onednn_conv_supports(DType::f32),   onednn_conv_supports(DType::bf16),   onednn_conv_supports(DType::f16),
+          v->major, v->minor, v->patch};
+}
 
 KernelTimes kernel_times() {
   KernelTimes t{static_cast<double>(detail::onednn_nanoseconds.load()) * 1e-9, detail::onednn_calls.load(), {}};
