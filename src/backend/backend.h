@@ -56,10 +56,10 @@ class Backend {
   // backward; rstd = 1 / sqrt(var + eps)).
   virtual void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
                           const Tensor& mean, const Tensor& rstd) = 0;
-  // grad_x [R, C]; grad_gamma, grad_beta [C] f32 (summed over rows).
+  // grad_x [R, C]; grad_gamma, grad_beta [C] f32 (summed over rows); eps as in the forward.
   virtual void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                                    const Tensor& grad_y, const Tensor& grad_x, const Tensor& grad_gamma,
-                                   const Tensor& grad_beta) = 0;
+                                   const Tensor& grad_beta, double eps) = 0;
 
   // out [n, D] = rows ids[i] of weight [V, D] (ids checked by the front-end).
   virtual void embedding(const Tensor& weight, std::span<const std::int64_t> ids, const Tensor& out) = 0;

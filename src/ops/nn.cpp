@@ -14,9 +14,9 @@ namespace {
 
 class LayerNormNode final : public Node {
  public:
-  LayerNormNode(const Tensor& x2, const Tensor& gamma, const Tensor& mean, const Tensor& rstd)
+  LayerNormNode(const Tensor& x2, const Tensor& gamma, const Tensor& mean, const Tensor& rstd, double eps)
       : x_(save_for_backward(x2)), gamma_(save_for_backward(gamma)), mean_(save_for_backward(mean)),
-        rstd_(save_for_backward(rstd)) {}
+        rstd_(save_for_backward(rstd)), eps_(eps) {}
   std::string_view name() const override { return "layer_norm"; }
   void release() override { x_ = gamma_ = mean_ = rstd_ = Tensor(); }
   std::vector<Tensor> backward(const Tensor& g) override {
@@ -25,12 +25,13 @@ class LayerNormNode final : public Node {
     Tensor gx = Tensor::empty(x_.shape(), x_.dtype(), x_.device());
     Tensor gg = Tensor::empty({c}, DType::f32, x_.device());
     Tensor gb = Tensor::empty({c}, DType::f32, x_.device());
-    detail::backend_of(x_).layer_norm_backward(x_, gamma_, mean_, rstd_, g2, gx, gg, gb);
+    detail::backend_of(x_).layer_norm_backward(x_, gamma_, mean_, rstd_, g2, gx, gg, gb, eps_);
     return {reshape(gx, inputs[0].shape), gg, gb};
   }
 
  private:
   Tensor x_, gamma_, mean_, rstd_;
+  double eps_;
 };
 
 class EmbeddingNode final : public Node {
@@ -70,7 +71,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, doub
     detail::backend_of(x).layer_norm(x2.detach(), gamma, beta, eps, reshape(y, {-1, c}), mean, rstd);
   }
   if (needs_grad({&x, &gamma, &beta})) {
-    record(y, std::make_shared<LayerNormNode>(x2.detach(), gamma, mean, rstd), {&x, &gamma, &beta});
+    record(y, std::make_shared<LayerNormNode>(x2.detach(), gamma, mean, rstd, eps), {&x, &gamma, &beta});
   }
   return y;
 }

@@ -144,6 +144,10 @@ std::vector<Case> large_cases() {
   c.push_back({"batch_norm_large", {{{32, 24, 7, 7}}, {{24}}, {{24}}}, [](V x) {
                  return batch_norm(x[0], x[1], x[2], Tensor::zeros({24}, DType::f32), Tensor::full({24}, 1, DType::f32), true);
                }, 1568, 2, Bound::normwise});
+  // Parameters kept in f32 while the data is in the test's dtype: oneDNN's layer norm path for bf16.
+  c.push_back({"layer_norm_f32_params_large", {{{64, 384}}, {{384}}, {{384}}}, [](V x) {
+                 return layer_norm(x[0], cast(x[1], DType::f32), cast(x[2], DType::f32));
+               }, 768, 2, Bound::normwise});
   c.push_back({"max_pool2d_large", {{{8, 16, 28, 28}}}, [](V x) { return max_pool2d(x[0], 2, 2); }});
   return c;
 }

@@ -63,16 +63,18 @@ class CpuBackend final : public Backend {
                   const Tensor& mean, const Tensor& rstd) override {
     FamilyTimer timer("norm");
     if (any_f64({&x, &gamma, &beta})) return reference_backend().layer_norm(x, gamma, beta, eps, y, mean, rstd);
-    cpu_layer_norm(x, gamma, beta, eps, y, mean, rstd);
+    if (!onednn_layer_norm(x, gamma, beta, eps, y, mean, rstd)) cpu_layer_norm(x, gamma, beta, eps, y, mean, rstd);
   }
   void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                            const Tensor& grad_y, const Tensor& grad_x, const Tensor& grad_gamma,
-                           const Tensor& grad_beta) override {
+                           const Tensor& grad_beta, double eps) override {
     FamilyTimer timer("norm");
     if (any_f64({&x, &gamma, &grad_y})) {
-      return reference_backend().layer_norm_backward(x, gamma, mean, rstd, grad_y, grad_x, grad_gamma, grad_beta);
+      return reference_backend().layer_norm_backward(x, gamma, mean, rstd, grad_y, grad_x, grad_gamma, grad_beta, eps);
     }
-    cpu_layer_norm_backward(x, gamma, mean, rstd, grad_y, grad_x, grad_gamma, grad_beta);
+    if (!onednn_layer_norm_backward(x, gamma, mean, rstd, grad_y, grad_x, grad_gamma, grad_beta, eps)) {
+      cpu_layer_norm_backward(x, gamma, mean, rstd, grad_y, grad_x, grad_gamma, grad_beta);
+    }
   }
   void cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
                      double smoothing, const Tensor& probs, const Tensor& losses) override {

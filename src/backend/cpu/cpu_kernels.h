@@ -22,6 +22,13 @@ bool onednn_unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tens
 bool onednn_softmax(const Tensor& x, const Tensor& y, bool log);
 bool onednn_softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor& grad_x, bool log);
 
+// cpu_onednn_norm.cpp: layer norm on oneDNN (contiguous f32/bf16, f32 gamma and beta); false when not taken.
+bool onednn_layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
+                       const Tensor& mean, const Tensor& rstd);
+bool onednn_layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                                const Tensor& grad_y, const Tensor& grad_x, const Tensor& grad_gamma,
+                                const Tensor& grad_beta, double eps);
+
 // cpu_reduce.cpp: f32 accumulation.
 void cpu_reduce(ReduceOp op, const Tensor& x, std::span<const int> axes, const Tensor& out);
 void cpu_softmax(const Tensor& x, const Tensor& y, bool log);

@@ -136,7 +136,7 @@ class ReferenceBackend final : public Backend {
   }
   void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                            const Tensor& grad_y, const Tensor& grad_x, const Tensor& grad_gamma,
-                           const Tensor& grad_beta) override {
+                           const Tensor& grad_beta, double /*eps*/) override {
     reference_layer_norm_backward(x, gamma, mean, rstd, grad_y, grad_x, grad_gamma, grad_beta);
   }
   void cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
