@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <unordered_map>
+#include <vector>
 #include <new>
 #include <stdexcept>
 
@@ -30,21 +32,81 @@ DeviceAccounts& accounts(Device d) {
 thread_local MemoryCategory tls_category = MemoryCategory::temporary;
 std::atomic<bool> poison_allocations{false};
 
+// Keeps freed blocks for reuse by an allocation of the same (rounded) size: a training step allocates
+// the same sizes every step, and handing memory back to the system makes the next step fault every
+// page in again (about 2,400 faults a step for a 4-layer MLP, a third of its time). Cached bytes are
+// bounded; past the bound, blocks are really freed.
 class CpuAllocator final : public Allocator {
  public:
   void* allocate(std::size_t bytes) override {
-    const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-    void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
-    if (p == nullptr) throw std::bad_alloc();
+    const std::size_t rounded = round(bytes);
+    void* p = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = free_.find(rounded);
+      if (it != free_.end() && !it->second.empty()) {
+        p = it->second.back();
+        it->second.pop_back();
+        cached_ -= rounded;
+      }
+    }
+    if (p == nullptr) {
+      p = std::aligned_alloc(kAlignment, rounded);
+      if (p == nullptr) {
+        release_cache();  // memory is short: give the cache back and try once more
+        p = std::aligned_alloc(kAlignment, rounded);
+        if (p == nullptr) throw std::bad_alloc();
+      }
+    }
     if (poison_allocations.load(std::memory_order_relaxed)) std::memset(p, 0xff, rounded);
     return p;
   }
-  void deallocate(void* p, std::size_t) override { std::free(p); }
+
+  void deallocate(void* p, std::size_t bytes) override {
+    const std::size_t rounded = round(bytes);
+    {
+      std::lock_guard lock(mutex_);
+      if (cached_ + rounded <= kMaxCachedBytes) {
+        free_[rounded].push_back(p);
+        cached_ += rounded;
+        return;
+      }
+    }
+    std::free(p);
+  }
+
+  std::size_t cached_bytes() {
+    std::lock_guard lock(mutex_);
+    return cached_;
+  }
+
+  void release_cache() {
+    std::lock_guard lock(mutex_);
+    for (auto& [size, blocks] : free_) {
+      for (void* b : blocks) std::free(b);
+    }
+    free_.clear();
+    cached_ = 0;
+  }
+
+ private:
+  static constexpr std::size_t kMaxCachedBytes = std::size_t{4} << 30;
+  static std::size_t round(std::size_t bytes) {
+    return bytes == 0 ? kAlignment : (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  }
+
+  std::mutex mutex_;
+  std::unordered_map<std::size_t, std::vector<void*>> free_;
+  std::size_t cached_ = 0;
 };
 
+CpuAllocator& cpu_allocator() {
+  static CpuAllocator* a = new CpuAllocator();  // never destroyed: tensors may outlive static destruction
+  return *a;
+}
+
 Allocator*& allocator_slot(DeviceType type) {
-  static CpuAllocator cpu;
-  static Allocator* slots[2] = {&cpu, nullptr};
+  static Allocator* slots[2] = {&cpu_allocator(), nullptr};
   return slots[static_cast<int>(type)];
 }
 
@@ -69,9 +131,16 @@ std::string_view category_name(MemoryCategory c) {
 
 MemoryStats memory_stats(Device device) {
   DeviceAccounts& a = accounts(device);
-  std::lock_guard lock(a.mutex);
-  return a.stats;
+  MemoryStats s;
+  {
+    std::lock_guard lock(a.mutex);
+    s = a.stats;
+  }
+  if (device.type == DeviceType::cpu) s.cached = static_cast<std::int64_t>(cpu_allocator().cached_bytes());
+  return s;
 }
+
+void release_cached_memory() { cpu_allocator().release_cache(); }
 
 void reset_peak_memory(Device device) {
   DeviceAccounts& a = accounts(device);

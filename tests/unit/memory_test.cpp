@@ -69,3 +69,26 @@ TEST(Memory, ViewsAllocateNothingAndSavedTensorsCountAsActivations) {
 
 }  // namespace
 }  // namespace mantissa
+
+namespace mantissa {
+namespace {
+
+TEST(Memory, FreedBlocksAreCachedForReuseWithoutCountingAsTensorMemory) {
+  release_cached_memory();
+  const std::int64_t bytes = 3 << 20;
+  void* first = nullptr;
+  {
+    const Tensor a = Tensor::empty({bytes / 4}, DType::f32);
+    first = a.storage()->data();
+  }
+  EXPECT_GE(memory_stats().cached, bytes);
+  EXPECT_EQ(memory_stats().current_total, 0);
+  const Tensor b = Tensor::empty({bytes / 4}, DType::f32);  // same size: the cached block
+  EXPECT_EQ(b.storage()->data(), first);
+  EXPECT_EQ(memory_stats().current_total, bytes);
+  release_cached_memory();
+  EXPECT_EQ(memory_stats().cached, 0);
+}
+
+}  // namespace
+}  // namespace mantissa

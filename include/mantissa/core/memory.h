@@ -27,6 +27,8 @@ struct MemoryStats {
   std::array<std::int64_t, kMemoryCategories> peak{};     // highest `current` of each category
   std::int64_t current_total = 0;
   std::int64_t peak_total = 0;  // highest sum over categories at any one time
+  // Freed memory the allocator keeps for reuse (not counted above: no tensor holds it).
+  std::int64_t cached = 0;
 
   std::int64_t current_of(MemoryCategory c) const { return current[static_cast<std::size_t>(c)]; }
   std::int64_t peak_of(MemoryCategory c) const { return peak[static_cast<std::size_t>(c)]; }
@@ -35,6 +37,8 @@ struct MemoryStats {
 MemoryStats memory_stats(Device device = Device::cpu());
 // Sets every peak to the current figure, so the next peaks cover only what follows.
 void reset_peak_memory(Device device = Device::cpu());
+// Returns the allocator's cached blocks to the system.
+void release_cached_memory();
 
 // New allocations on this thread are counted under `category` while the scope lives (default: temporary).
 class MemoryCategoryScope {
