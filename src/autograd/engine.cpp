@@ -23,10 +23,13 @@ class AccumulateGrad final : public Node {
     MemoryCategoryScope scope(MemoryCategory::gradients);
     const Tensor g = grad.dtype() == leaf->dtype ? grad : cast(grad, leaf->dtype);
     if (!leaf->grad) {
-      // Keep the gradient itself when nothing else can see its memory (a fresh, contiguous result, as
-      // almost every op's backward returns); copy it otherwise, since .grad may be changed in place.
-      const bool unshared = g.is_contiguous() && g.offset() == 0 && g.storage().use_count() == 1 &&
-                            static_cast<std::int64_t>(g.storage()->bytes()) == g.numel() * static_cast<std::int64_t>(dtype_size(g.dtype()));
+      // Keep the gradient itself when nothing else can see it (a fresh, contiguous result, as almost
+      // every op's backward returns); copy it otherwise, since .grad may be changed in place. The
+      // engine's handle and `g` are the only owners of an unshared tensor (just `g` after a cast).
+      const long owners = g.impl() == grad.impl() ? 2 : 1;
+      const auto whole = static_cast<std::size_t>(g.numel()) * dtype_size(g.dtype());
+      const bool unshared = g.impl_ptr().use_count() <= owners && g.storage().use_count() == 1 &&
+                            g.is_contiguous() && g.offset() == 0 && g.storage()->bytes() == whole;
       leaf->grad = unshared ? g.impl_ptr() : contiguous_copy(g).impl_ptr();
     } else {
       leaf->grad = add(Tensor(leaf->grad), g).impl_ptr();

@@ -63,6 +63,15 @@ TEST(Autograd, NonScalarNeedsAGradientOfItsShapeAndDtype) {
   EXPECT_EQ(x.grad().to_doubles(), (std::vector<double>{2, 20}));
 }
 
+TEST(Autograd, TheGradientIsNeverTheCallersTensor) {
+  // The seed given to backward() reaches the leaf unchanged; .grad must not alias it.
+  Tensor x = Tensor::from_values({1, 2}, {2}, DType::f64).set_requires_grad();
+  const Tensor seed = Tensor::from_values({5, 6}, {2}, DType::f64);
+  x.backward(seed);
+  EXPECT_NE(x.grad().storage(), seed.storage());
+  EXPECT_EQ(x.grad().to_doubles(), (std::vector<double>{5, 6}));
+}
+
 TEST(Autograd, NoGradScopeAndDetachRecordNothing) {
   Tensor x = Tensor::from_values({1}, {1}, DType::f64).set_requires_grad();
   {

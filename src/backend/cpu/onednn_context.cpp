@@ -39,8 +39,26 @@ dnnl::memory::desc memory_desc(const Shape& shape, const Shape& strides, DType t
 
 dnnl::memory::desc memory_desc(const Tensor& t) { return memory_desc(t.shape(), t.strides(), t.dtype()); }
 
+namespace {
+
+// Whether a primitive kind runs with each compute dtype, probed once (creating a primitive
+// descriptor throws where oneDNN has no implementation for this CPU).
+class ProbeTable {
+ public:
+  template <class Probe>
+  explicit ProbeTable(Probe probe) : f32_(probe(DType::f32)), bf16_(probe(DType::bf16)), f16_(probe(DType::f16)) {}
+  bool supports(DType t) const {
+    return t == DType::f32 ? f32_ : t == DType::bf16 ? bf16_ : t == DType::f16 ? f16_ : false;
+  }
+
+ private:
+  bool f32_, bf16_, f16_;
+};
+
+}  // namespace
+
 bool onednn_matmul_supports(DType t) {
-  static const auto probe = [](DType d) {
+  static const ProbeTable table([](DType d) {
     try {
       const dnnl::memory::desc md({2, 16, 16}, onednn_type(d), dnnl::memory::format_tag::abc);
       dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(md, md, md), onednn_engine());
@@ -48,20 +66,12 @@ bool onednn_matmul_supports(DType t) {
     } catch (const dnnl::error&) {
       return false;
     }
-  };
-  static const bool f32 = probe(DType::f32);
-  static const bool bf16 = probe(DType::bf16);
-  static const bool f16 = probe(DType::f16);
-  switch (t) {
-    case DType::f32: return f32;
-    case DType::bf16: return bf16;
-    case DType::f16: return f16;
-    default: return false;
-  }
+  });
+  return table.supports(t);
 }
 
 bool onednn_conv_supports(DType t) {
-  static const auto probe = [](DType d) {
+  static const ProbeTable table([](DType d) {
     try {
       using tag = dnnl::memory::format_tag;
       const auto dt = onednn_type(d);
@@ -82,16 +92,8 @@ bool onednn_conv_supports(DType t) {
     } catch (const dnnl::error&) {
       return false;
     }
-  };
-  static const bool f32 = probe(DType::f32);
-  static const bool bf16 = probe(DType::bf16);
-  static const bool f16 = probe(DType::f16);
-  switch (t) {
-    case DType::f32: return f32;
-    case DType::bf16: return bf16;
-    case DType::f16: return f16;
-    default: return false;
-  }
+  });
+  return table.supports(t);
 }
 
 namespace {
