@@ -18,6 +18,13 @@
 
 namespace mantissa::detail {
 
+struct GradientCheck {
+  std::int64_t nonfinite = 0;
+  double sum_squares = 0;
+  std::int64_t underflow = 0;
+  std::int64_t count = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -51,6 +58,11 @@ class Backend {
   virtual void cross_entropy_backward(const Tensor& probs, std::span<const std::int64_t> targets,
                                       std::int64_t ignore_index, double smoothing, const Tensor& grad_losses,
                                       const Tensor& grad_logits) = 0;
+
+  // One pass over a gradient, in place: g *= factor (in f32, rounded once into g's dtype), counting
+  // non-finite values, summing squares of the finite results (f64 accumulation) and counting values
+  // that are non-zero but smaller in magnitude than `underflow_below` before the multiplication (0: none).
+  virtual GradientCheck scale_and_check(const Tensor& g, double factor, double underflow_below) = 0;
 
   // Layer norm over the last axis, in f32: x, y [R, C]; gamma, beta [C]; mean, rstd [R] f32 (kept for
   // backward; rstd = 1 / sqrt(var + eps)).

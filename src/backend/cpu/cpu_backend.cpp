@@ -59,6 +59,11 @@ class CpuBackend final : public Backend {
     if (any_f64({&y})) return reference_backend().softmax_backward(y, grad_y, grad_x, log);
     if (!onednn_softmax_backward(y, grad_y, grad_x, log)) cpu_softmax_backward(y, grad_y, grad_x, log);
   }
+  GradientCheck scale_and_check(const Tensor& g, double factor, double underflow_below) override {
+    FamilyTimer timer("loss_scaling");
+    if (any_f64({&g})) return reference_backend().scale_and_check(g, factor, underflow_below);
+    return cpu_scale_and_check(g, factor, underflow_below);
+  }
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
                   const Tensor& mean, const Tensor& rstd) override {
     FamilyTimer timer("norm");

@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <array>
+#include <cmath>
 #include <cstring>
 
 #include "../unary_math.h"
@@ -146,6 +147,47 @@ void cpu_unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor&
     dispatch_unary(op, [&]<UnaryOp Op>() { unary_backward_loop<Op>(buf[0], buf[1], buf[2], n, a); });
     store_f32(grad_x, off[2], inner[2], n, buf[2]);
   });
+}
+
+}  // namespace mantissa::detail
+
+namespace mantissa::detail {
+
+GradientCheck cpu_scale_and_check(const Tensor& g, double factor, double underflow_below) {
+  if (!g.is_contiguous()) return reference_backend().scale_and_check(g, factor, underflow_below);
+  const auto f = static_cast<float>(factor);
+  const auto below = static_cast<float>(underflow_below);
+  const std::int64_t n = g.numel();
+  const std::int64_t segments = (n + kRowBlock - 1) / kRowBlock;
+  // Per-segment tallies, summed in segment order afterwards: the same norm whatever the threads do.
+  std::vector<GradientCheck> part(static_cast<std::size_t>(segments));
+#pragma omp parallel for schedule(static) if (n >= kParallelElements)
+  for (std::int64_t s = 0; s < segments; ++s) {
+    alignas(64) float buf[kRowBlock];
+    const std::int64_t at = s * kRowBlock;
+    const std::int64_t len = std::min(kRowBlock, n - at);
+    GradientCheck& c = part[static_cast<std::size_t>(s)];
+    load_f32(g, at, 1, len, buf);
+    for (std::int64_t i = 0; i < len; ++i) c.underflow += (buf[i] != 0.0f && std::fabs(buf[i]) < below) ? 1 : 0;
+    for (std::int64_t i = 0; i < len; ++i) buf[i] *= f;
+    store_f32(g, at, 1, len, buf);
+    load_f32(g, at, 1, len, buf);  // the values as stored, after rounding into g's dtype
+    for (std::int64_t i = 0; i < len; ++i) {
+      if (std::isfinite(buf[i])) {
+        c.sum_squares += static_cast<double>(buf[i]) * static_cast<double>(buf[i]);
+      } else {
+        ++c.nonfinite;
+      }
+    }
+  }
+  GradientCheck total;
+  total.count = n;
+  for (const GradientCheck& c : part) {
+    total.nonfinite += c.nonfinite;
+    total.underflow += c.underflow;
+    total.sum_squares += c.sum_squares;
+  }
+  return total;
 }
 
 }  // namespace mantissa::detail

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 
+#include "../backend.h"
 #include "mantissa/core/tensor.h"
 #include "mantissa/ops/op_types.h"
 
@@ -28,6 +29,9 @@ bool onednn_layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
 bool onednn_layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                                 const Tensor& grad_y, const Tensor& grad_x, const Tensor& grad_gamma,
                                 const Tensor& grad_beta, double eps);
+
+// cpu_elementwise.cpp: the loss scaler's fused pass (in place).
+GradientCheck cpu_scale_and_check(const Tensor& g, double factor, double underflow_below);
 
 // cpu_reduce.cpp: f32 accumulation.
 void cpu_reduce(ReduceOp op, const Tensor& x, std::span<const int> axes, const Tensor& out);

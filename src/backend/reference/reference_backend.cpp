@@ -130,6 +130,23 @@ class ReferenceBackend final : public Backend {
     }
   }
 
+  GradientCheck scale_and_check(const Tensor& g, double factor, double underflow_below) override {
+    GradientCheck c;
+    for_each_offset(g.shape(), {g.strides()}, [&](const std::int64_t* o) {
+      const double v = load_element(g.dtype(), g.data(), o[0]);
+      ++c.count;
+      if (v != 0 && std::fabs(v) < underflow_below) ++c.underflow;
+      store_element(g.dtype(), g.data(), o[0], v * factor);
+      const double r = load_element(g.dtype(), g.data(), o[0]);
+      if (std::isfinite(r)) {
+        c.sum_squares += r * r;
+      } else {
+        ++c.nonfinite;
+      }
+    });
+    return c;
+  }
+
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
                   const Tensor& mean, const Tensor& rstd) override {
     reference_layer_norm(x, gamma, beta, eps, y, mean, rstd);

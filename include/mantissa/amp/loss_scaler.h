@@ -1,0 +1,111 @@
+// Loss scaling: multiplies the loss so that small fp16 gradients do not flush to zero, then divides the
+// gradients back in one fused pass that also finds overflow; a step with any inf or NaN is skipped.
+//
+// Dynamic scaling follows PyTorch's GradScaler exactly (defaults included: initial scale 2^16, growth 2
+// after 2000 good steps in a row, backoff 0.5 on overflow, growth that would reach infinity ignored), with
+// three additions users of fp16 ask for: hysteresis (DeepSpeed's: tolerate N overflows before backing
+// off), a floor and a ceiling, and a clear report when the scale sits at its floor and keeps overflowing.
+//
+//   scaler.scale_loss(loss).backward();
+//   const StepReport r = scaler.unscale(gradients);    // once per step, after the last micro-batch
+//   if (!r.skipped) { clip_grad_norm(...); optimizer.step(); }
+//   scaler.update();
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+#include "mantissa/core/tensor.h"
+
+namespace mantissa {
+
+enum class LossScaling : std::uint8_t {
+  none,     // scale 1; overflowing steps are still found and skipped
+  fixed,    // a constant scale (Apex's static scaling)
+  dynamic,  // grows after good runs, backs off on overflow
+};
+
+struct LossScalerOptions {
+  LossScaling kind = LossScaling::dynamic;
+  double init_scale = 65536.0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  std::int64_t growth_interval = 2000;
+  // Overflows tolerated before the scale backs off; 1 backs off on each (PyTorch), DeepSpeed uses 2.
+  int hysteresis = 1;
+  // The scale never goes below the floor (PyTorch has none, and its scale can collapse to tiny values)
+  // nor above the ceiling.
+  double min_scale = 1.0;
+  double max_scale = 16777216.0;  // 2^24
+  // Overflowing steps in a row at the floor before the report says the scale has collapsed.
+  int floor_patience = 8;
+  // Throw LossScaleCollapse then, instead of reporting a warning.
+  bool error_on_collapse = false;
+  // The format the gradients would be computed in, for the underflow telemetry.
+  DType compute = DType::f16;
+
+  // The defaults users expect per compute dtype: dynamic for f16, none for bf16 (fp32's range) and f32.
+  static LossScalerOptions for_compute(DType compute);
+};
+
+// What unscale() found, for the step's telemetry.
+struct StepReport {
+  double scale = 1;                  // the scale the step's gradients carried
+  bool skipped = false;              // some gradient value was inf or NaN
+  std::int64_t nonfinite = 0;        // how many
+  double underflow_fraction = 0;     // of gradient values that would flush to zero in `compute` unscaled
+  double grad_norm = 0;              // global L2 norm of the unscaled gradients (finite values)
+  std::string warning;               // non-empty when the scale has collapsed to its floor
+};
+
+// Everything needed to resume exactly.
+struct LossScalerState {
+  double scale = 1;
+  std::int64_t growth_tracker = 0;  // good steps since the last change
+  int hysteresis_left = 1;
+  int floor_overflows = 0;          // overflowing steps in a row at the floor
+  std::int64_t steps = 0;
+  std::int64_t skipped = 0;
+  friend bool operator==(const LossScalerState&, const LossScalerState&) = default;
+};
+
+class LossScaleCollapse : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class LossScaler {
+ public:
+  explicit LossScaler(LossScalerOptions options = {});
+
+  double scale() const { return state_.scale; }
+  const LossScalerOptions& options() const { return options_; }
+
+  // loss * scale, in f32 (f64 for f64): what backward() is called on.
+  Tensor scale_loss(const Tensor& loss) const;
+
+  // The fused pass over every gradient, in place: divides by the scale, counts non-finite values and
+  // values that would underflow, and computes the global norm. Call once per step; throws if called
+  // twice before update(), or if a gradient is missing (stepping before backward).
+  StepReport unscale(std::span<const Tensor> gradients);
+
+  // Records the step's outcome (from unscale) and moves the scale. Throws if unscale was not called.
+  void update();
+
+  const LossScalerState& state() const { return state_; }
+  void load_state(const LossScalerState& state);
+
+ private:
+  LossScalerOptions options_;
+  LossScalerState state_;
+  bool unscaled_ = false;
+  bool last_overflow_ = false;
+};
+
+// Scales every gradient by max_norm / norm when their global norm exceeds max_norm (norm: from the
+// step's report, or computed when negative). Returns the factor applied (1 when none).
+double clip_grad_norm(std::span<const Tensor> gradients, double max_norm, double norm = -1);
+
+}  // namespace mantissa

@@ -1,0 +1,150 @@
+// The loss scaler's bookkeeping. The gradient pass itself is a backend kernel (scale_and_check), so it
+// runs wherever the gradients live.
+#include "mantissa/amp/loss_scaler.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "../backend/backend.h"
+#include "mantissa/autograd/node.h"
+#include "mantissa/ops/ops.h"
+
+namespace mantissa {
+
+LossScalerOptions LossScalerOptions::for_compute(DType compute) {
+  LossScalerOptions o;
+  o.compute = compute;
+  o.kind = compute == DType::f16 ? LossScaling::dynamic : LossScaling::none;
+  return o;
+}
+
+LossScaler::LossScaler(LossScalerOptions options) : options_(options) {
+  if (options_.kind == LossScaling::dynamic) {
+    if (!(options_.growth_factor > 1) || !(options_.backoff_factor > 0 && options_.backoff_factor < 1)) {
+      throw std::invalid_argument("loss scaler: growth factor must exceed 1 and backoff factor lie in (0, 1)");
+    }
+    if (options_.growth_interval < 1 || options_.hysteresis < 1) {
+      throw std::invalid_argument("loss scaler: growth interval and hysteresis must be at least 1");
+    }
+    if (!(options_.min_scale > 0) || options_.min_scale > options_.max_scale) {
+      throw std::invalid_argument("loss scaler: need 0 < min scale <= max scale");
+    }
+  }
+  if (options_.kind != LossScaling::none && !(options_.init_scale > 0 && std::isfinite(options_.init_scale))) {
+    throw std::invalid_argument("loss scaler: the initial scale must be positive and finite");
+  }
+  state_.scale = options_.kind == LossScaling::none ? 1.0 : options_.init_scale;
+  if (options_.kind == LossScaling::dynamic) {
+    state_.scale = std::min(std::max(state_.scale, options_.min_scale), options_.max_scale);
+  }
+  state_.hysteresis_left = options_.hysteresis;
+}
+
+Tensor LossScaler::scale_loss(const Tensor& loss) const {
+  const DType f = loss.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  return mul(cast(loss, f), state_.scale);
+}
+
+StepReport LossScaler::unscale(std::span<const Tensor> gradients) {
+  if (unscaled_) {
+    throw std::logic_error("loss scaler: unscale() called twice in one step; call update() after the optimizer step");
+  }
+  StepReport r;
+  r.scale = state_.scale;
+  // Values whose unscaled magnitude is below half the smallest subnormal of the compute format round
+  // to zero there; before the division they are below that times the scale.
+  const double half_subnormal = options_.compute == DType::f64 ? 0.0 : traits(format_of(options_.compute)).min_subnormal / 2;
+  const double below = half_subnormal * state_.scale;
+  std::int64_t count = 0;
+  std::int64_t underflow = 0;
+  double sum_squares = 0;
+  NoGradGuard no_grad;
+  for (std::size_t i = 0; i < gradients.size(); ++i) {
+    const Tensor& g = gradients[i];
+    if (!g.defined()) {
+      throw std::logic_error("loss scaler: gradient " + std::to_string(i) +
+                             " is missing; call backward() before unscale() (stepping before backward?)");
+    }
+    const detail::GradientCheck c = detail::backend_for(g.device()).scale_and_check(g, 1.0 / state_.scale, below);
+    r.nonfinite += c.nonfinite;
+    underflow += c.underflow;
+    count += c.count;
+    sum_squares += c.sum_squares;
+  }
+  r.skipped = r.nonfinite > 0;
+  r.grad_norm = std::sqrt(sum_squares);
+  r.underflow_fraction = count > 0 ? static_cast<double>(underflow) / static_cast<double>(count) : 0.0;
+  unscaled_ = true;
+  last_overflow_ = r.skipped;
+  // A collapse is reported at the step that shows it, before update() counts it.
+  if (r.skipped && options_.kind == LossScaling::dynamic && state_.scale <= options_.min_scale &&
+      state_.floor_overflows + 1 >= options_.floor_patience) {
+    r.warning = "loss scale collapsed: " + std::to_string(state_.floor_overflows + 1) +
+                " overflowing steps in a row at the floor scale " + std::to_string(state_.scale) +
+                "; the gradients overflow " + std::string(dtype_name(options_.compute)) +
+                " even unscaled. Lower the learning rate, train in bf16, or keep the overflowing layers in f32";
+    if (options_.error_on_collapse) {
+      unscaled_ = false;
+      throw LossScaleCollapse(r.warning);
+    }
+  }
+  return r;
+}
+
+void LossScaler::update() {
+  if (!unscaled_) {
+    throw std::logic_error("loss scaler: update() without unscale(); call unscale() after backward, once per step");
+  }
+  unscaled_ = false;
+  ++state_.steps;
+  if (last_overflow_) ++state_.skipped;
+  if (options_.kind != LossScaling::dynamic) return;
+  LossScalerState& s = state_;
+  if (last_overflow_) {
+    // PyTorch: back off and restart the growth count. Hysteresis: only every N-th overflow backs off.
+    s.growth_tracker = 0;
+    if (s.scale <= options_.min_scale) {
+      ++s.floor_overflows;
+    }
+    if (--s.hysteresis_left <= 0) {
+      s.scale = std::max(s.scale * options_.backoff_factor, options_.min_scale);
+      s.hysteresis_left = options_.hysteresis;
+    }
+    return;
+  }
+  s.floor_overflows = 0;
+  // PyTorch: after growth_interval good steps in a row, grow, unless that would not be finite (the
+  // scale multiplies f32 losses, so finite in f32).
+  if (++s.growth_tracker == options_.growth_interval) {
+    const double grown = s.scale * options_.growth_factor;
+    if (std::isfinite(static_cast<float>(grown))) s.scale = std::min(grown, options_.max_scale);
+    s.growth_tracker = 0;
+    s.hysteresis_left = options_.hysteresis;
+  }
+}
+
+void LossScaler::load_state(const LossScalerState& state) {
+  if (!(state.scale > 0) || !std::isfinite(state.scale) || state.growth_tracker < 0 || state.hysteresis_left < 1) {
+    throw std::invalid_argument("loss scaler: saved state is not valid (scale " + std::to_string(state.scale) + ")");
+  }
+  state_ = state;
+  unscaled_ = false;
+}
+
+double clip_grad_norm(std::span<const Tensor> gradients, double max_norm, double norm) {
+  NoGradGuard no_grad;
+  if (norm < 0) {
+    double sum_squares = 0;
+    for (const Tensor& g : gradients) {
+      sum_squares += detail::backend_for(g.device()).scale_and_check(g, 1.0, 0.0).sum_squares;
+    }
+    norm = std::sqrt(sum_squares);
+  }
+  if (!(norm > max_norm)) return 1.0;
+  const double factor = max_norm / (norm + 1e-6);
+  for (const Tensor& g : gradients) detail::backend_for(g.device()).scale_and_check(g, factor, 0.0);
+  return factor;
+}
+
+}  // namespace mantissa
