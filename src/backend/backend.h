@@ -14,9 +14,22 @@
 #include <vector>
 
 #include "mantissa/core/tensor.h"
+#include "mantissa/numeric/rounding.h"
 #include "mantissa/ops/op_types.h"
 
 namespace mantissa::detail {
+
+// Hyperparameters of one fused optimizer update (PyTorch's algorithms; see src/optim/).
+struct SgdStep {
+  double lr, momentum, weight_decay;
+  bool nesterov;
+  bool first;  // the momentum buffer starts as the first gradient (PyTorch)
+};
+struct AdamStep {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool decoupled;  // AdamW: decay the weight directly instead of adding it to the gradient
+  std::int64_t step;  // 1-based, for bias correction
+};
 
 struct GradientCheck {
   std::int64_t nonfinite = 0;
@@ -63,6 +76,17 @@ class Backend {
   // non-finite values, summing squares of the finite results (f64 accumulation) and counting values
   // that are non-zero but smaller in magnitude than `underflow_below` before the multiplication (0: none).
   virtual GradientCheck scale_and_check(const Tensor& g, double factor, double underflow_below) = 0;
+
+  // Optimizer updates, in place, contiguous tensors of one shape: param f32 (or f64), grad any compute
+  // dtype, state tensors f32 or bf16 (read and written rounding to nearest even). Computed in f32 (f64
+  // for f64 parameters).
+  virtual void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+                          const SgdStep& s) = 0;
+  virtual void adam_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                           const AdamStep& s) = 0;
+  // dst = src (f32, contiguous, same shape) rounded into dst's dtype with the given rounding; stochastic
+  // rounding draws from (seed, element index).
+  virtual void round_into(const Tensor& src, const Tensor& dst, Rounding rounding, std::uint64_t seed) = 0;
 
   // Layer norm over the last axis, in f32: x, y [R, C]; gamma, beta [C]; mean, rstd [R] f32 (kept for
   // backward; rstd = 1 / sqrt(var + eps)).

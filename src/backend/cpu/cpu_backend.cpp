@@ -64,6 +64,22 @@ class CpuBackend final : public Backend {
     if (any_f64({&g})) return reference_backend().scale_and_check(g, factor, underflow_below);
     return cpu_scale_and_check(g, factor, underflow_below);
   }
+  void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s) override {
+    FamilyTimer timer("optimizer");
+    if (any_f64({&param, &grad})) return reference_backend().sgd_update(param, grad, momentum_buffer, s);
+    cpu_sgd_update(param, grad, momentum_buffer, s);
+  }
+  void adam_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                   const AdamStep& s) override {
+    FamilyTimer timer("optimizer");
+    if (any_f64({&param, &grad})) return reference_backend().adam_update(param, grad, m, v, s);
+    cpu_adam_update(param, grad, m, v, s);
+  }
+  void round_into(const Tensor& src, const Tensor& dst, Rounding rounding, std::uint64_t seed) override {
+    FamilyTimer timer("optimizer");
+    if (any_f64({&src, &dst})) return reference_backend().round_into(src, dst, rounding, seed);
+    cpu_round_into(src, dst, rounding, seed);
+  }
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
                   const Tensor& mean, const Tensor& rstd) override {
     FamilyTimer timer("norm");

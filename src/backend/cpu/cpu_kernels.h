@@ -33,6 +33,11 @@ bool onednn_layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tens
 // cpu_elementwise.cpp: the loss scaler's fused pass (in place).
 GradientCheck cpu_scale_and_check(const Tensor& g, double factor, double underflow_below);
 
+// cpu_optim.cpp: fused optimizer updates and master-weight write-back.
+void cpu_sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s);
+void cpu_adam_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamStep& s);
+void cpu_round_into(const Tensor& src, const Tensor& dst, Rounding rounding, std::uint64_t seed);
+
 // cpu_reduce.cpp: f32 accumulation.
 void cpu_reduce(ReduceOp op, const Tensor& x, std::span<const int> axes, const Tensor& out);
 void cpu_softmax(const Tensor& x, const Tensor& y, bool log);

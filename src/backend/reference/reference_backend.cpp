@@ -8,6 +8,7 @@
 #include "../../core/element_io.h"
 #include "../../core/strided.h"
 #include "../backend.h"
+#include "../optimizer_math.h"
 #include "../unary_math.h"
 #include "reference_kernels.h"
 
@@ -145,6 +146,45 @@ class ReferenceBackend final : public Backend {
       }
     });
     return c;
+  }
+
+  void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s) override {
+    for (std::int64_t i = 0; i < param.numel(); ++i) {
+      double buf = momentum_buffer.defined() ? load_element(momentum_buffer.dtype(), momentum_buffer.data(), i) : 0.0;
+      const double p = sgd_element(load_element(param.dtype(), param.data(), i),
+                                   load_element(grad.dtype(), grad.data(), i), buf, s);
+      store_element(param.dtype(), param.data(), i, p);
+      if (momentum_buffer.defined()) store_element(momentum_buffer.dtype(), momentum_buffer.data(), i, buf);
+    }
+  }
+
+  void adam_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                   const AdamStep& s) override {
+    const double bias1 = 1 - std::pow(s.beta1, static_cast<double>(s.step));
+    const double bias2_sqrt = std::sqrt(1 - std::pow(s.beta2, static_cast<double>(s.step)));
+    for (std::int64_t i = 0; i < param.numel(); ++i) {
+      double mi = load_element(m.dtype(), m.data(), i);
+      double vi = load_element(v.dtype(), v.data(), i);
+      const double p = adam_element(load_element(param.dtype(), param.data(), i),
+                                    load_element(grad.dtype(), grad.data(), i), mi, vi, s, bias1, bias2_sqrt);
+      store_element(param.dtype(), param.data(), i, p);
+      store_element(m.dtype(), m.data(), i, mi);
+      store_element(v.dtype(), v.data(), i, vi);
+    }
+  }
+
+  void round_into(const Tensor& src, const Tensor& dst, Rounding rounding, std::uint64_t seed) override {
+    const CastOptions o{rounding, false, seed};
+    for (std::int64_t i = 0; i < src.numel(); ++i) {
+      const auto x = static_cast<float>(load_element(src.dtype(), src.data(), i));
+      if (dst.dtype() == DType::f32 || dst.dtype() == DType::f64) {
+        store_element(dst.dtype(), dst.data(), i, x);
+        continue;
+      }
+      const Format f = format_of(dst.dtype());
+      const std::uint32_t bits = encode(f, x, o, static_cast<std::uint64_t>(i));
+      store_element(dst.dtype(), dst.data(), i, decode(f, bits));
+    }
   }
 
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,

@@ -1,0 +1,145 @@
+// Optimizers with master weights in plain sight (as tiny-cuda-nn's step takes them): each parameter's
+// update is applied to an f32 tensor, either the parameter itself (f32 parameters: autocast mode, Apex
+// O1) or an f32 master copy the optimizer holds for a bf16/f16 parameter (low-precision-model mode,
+// Apex O2), written back into the parameter after each step with nearest or stochastic rounding.
+// Updating bf16/f16 parameters in place, without a master copy, loses every update smaller than half
+// an ulp of the weight; it is allowed only when asked for explicitly.
+//
+// Algorithms and defaults are PyTorch's (torch.optim.SGD, Adam, AdamW). State is f32 unless bf16 is
+// asked for (half the memory, 8 bits of precision in the moments).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mantissa/core/tensor.h"
+#include "mantissa/numeric/rounding.h"
+
+namespace mantissa {
+
+struct MasterWeightOptions {
+  // Keep an f32 master copy of each bf16/f16 parameter (recommended).
+  bool enabled = true;
+  // How the master copy is written back into the parameter.
+  Rounding writeback = Rounding::nearest_even;
+  std::uint64_t seed = 0;  // stochastic write-back draws from (seed + step, element index)
+  // With enabled = false, bf16/f16 parameters are updated in place, losing small updates: only when
+  // this is set, so that nobody gets it by accident.
+  bool allow_pure_low_precision = false;
+};
+
+// Everything needed to resume exactly: the step count and copies of every state tensor, by name
+// ("master.3", "momentum.0", "m.1", "v.1", ...).
+struct OptimizerState {
+  std::int64_t step = 0;
+  std::vector<std::pair<std::string, Tensor>> tensors;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update from the parameters' current gradients (parameters without one are left alone).
+  void step();
+  void zero_grad();
+  double lr() const { return lr_; }
+  void set_lr(double lr) { lr_ = lr; }
+  std::int64_t steps() const { return step_; }
+  const std::vector<Tensor>& params() const { return params_; }
+  // The f32 tensor parameter i's updates apply to: its master copy, or the parameter itself.
+  const Tensor& target(std::size_t i) const { return targets_[i]; }
+  // The parameters' gradients in order (undefined where none), e.g. for the loss scaler.
+  std::vector<Tensor> gradients() const;
+
+  OptimizerState state() const;
+  // Restores a state() of an optimizer over parameters of the same shapes; throws naming what differs.
+  void load_state(const OptimizerState& state);
+
+ protected:
+  // `slots` names the optimizer's per-parameter state tensors ("momentum", "m", "v").
+  Optimizer(std::vector<Tensor> params, double lr, MasterWeightOptions master, DType state_dtype,
+            std::vector<std::string> slots);
+  virtual void update(std::size_t i, const Tensor& target, const Tensor& grad) = 0;
+  // State tensor `slot` (an index into the names given) of parameter i; undefined until created.
+  Tensor& state_tensor(std::size_t slot, std::size_t i) { return state_[slot][i]; }
+  // The same, created as zeros (shaped like parameter i, in the state dtype) if it does not exist yet.
+  Tensor& state_tensor_or_zeros(std::size_t slot, std::size_t i);
+
+ private:
+  std::vector<Tensor> params_;
+  std::vector<Tensor> targets_;
+  std::vector<bool> has_master_;
+  double lr_;
+  MasterWeightOptions master_;
+  DType state_dtype_;
+  std::vector<std::string> slot_names_;
+  std::vector<std::vector<Tensor>> state_;  // [slot][parameter]
+  std::int64_t step_ = 0;
+};
+
+struct SgdOptions {
+  double lr = 0.01;
+  double momentum = 0;
+  double weight_decay = 0;
+  bool nesterov = false;
+  DType state_dtype = DType::f32;
+  MasterWeightOptions master = {};
+};
+
+class Sgd final : public Optimizer {
+ public:
+  Sgd(std::vector<Tensor> params, SgdOptions options = {});
+
+ private:
+  void update(std::size_t i, const Tensor& target, const Tensor& grad) override;
+  SgdOptions options_;
+};
+
+struct AdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0;  // Adam: L2 added to the gradient; AdamW: decoupled (PyTorch's default 0.01)
+  DType state_dtype = DType::f32;
+  MasterWeightOptions master = {};
+};
+
+class Adam final : public Optimizer {
+ public:
+  // decoupled = true is AdamW.
+  Adam(std::vector<Tensor> params, AdamOptions options = {}, bool decoupled = false);
+
+ private:
+  void update(std::size_t i, const Tensor& target, const Tensor& grad) override;
+  AdamOptions options_;
+  bool decoupled_;
+};
+
+// AdamW with PyTorch's default decay 0.01.
+inline AdamOptions adamw_defaults() {
+  AdamOptions o;
+  o.weight_decay = 0.01;
+  return o;
+}
+
+// Learning-rate schedules: constant, or linear warm-up from 0 then cosine decay to min_lr.
+class LrSchedule {
+ public:
+  static LrSchedule constant(double lr);
+  // lr(step) = base (step + 1) / warmup for step < warmup; then min + (base - min) (1 + cos(pi t)) / 2
+  // with t = (step - warmup) / (total - warmup), clamped to [0, 1].
+  static LrSchedule warmup_cosine(double base, std::int64_t warmup, std::int64_t total, double min_lr = 0);
+  double at(std::int64_t step) const;
+
+ private:
+  double base_ = 0, min_ = 0;
+  std::int64_t warmup_ = 0, total_ = 0;
+  bool cosine_ = false;
+};
+
+}  // namespace mantissa

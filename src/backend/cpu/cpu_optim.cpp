@@ -1,0 +1,64 @@
+// Optimizer updates on the CPU: the element rules of optimizer_math.h in f32 over blocks of each
+// parameter, blocks split across threads; state tensors may be bf16 (converted per block). Writing an
+// f32 master copy back into a low-precision parameter is one bulk conversion, nearest or stochastic.
+#include <cmath>
+#include <cstring>
+
+#include "../optimizer_math.h"
+#include "cpu_kernels.h"
+#include "mantissa/numeric/bulk.h"
+#include "rows.h"
+
+namespace mantissa::detail {
+namespace {
+
+template <class Body>
+void for_blocks(std::int64_t n, Body&& body) {
+  const std::int64_t blocks = (n + kRowBlock - 1) / kRowBlock;
+#pragma omp parallel for schedule(static) if (n >= (1 << 15))
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::int64_t at = b * kRowBlock;
+    body(at, std::min(kRowBlock, n - at));
+  }
+}
+
+}  // namespace
+
+void cpu_sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s) {
+  for_blocks(param.numel(), [&](std::int64_t at, std::int64_t n) {
+    alignas(64) float p[kRowBlock], g[kRowBlock], buf[kRowBlock];
+    load_f32(param, at, 1, n, p);
+    load_f32(grad, at, 1, n, g);
+    if (momentum_buffer.defined()) load_f32(momentum_buffer, at, 1, n, buf);
+    for (std::int64_t i = 0; i < n; ++i) p[i] = sgd_element(p[i], g[i], buf[i], s);
+    store_f32(param, at, 1, n, p);
+    if (momentum_buffer.defined()) store_f32(momentum_buffer, at, 1, n, buf);
+  });
+}
+
+void cpu_adam_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamStep& s) {
+  const auto bias1 = static_cast<float>(1 - std::pow(s.beta1, static_cast<double>(s.step)));
+  const auto bias2_sqrt = static_cast<float>(std::sqrt(1 - std::pow(s.beta2, static_cast<double>(s.step))));
+  for_blocks(param.numel(), [&](std::int64_t at, std::int64_t n) {
+    alignas(64) float p[kRowBlock], g[kRowBlock], mb[kRowBlock], vb[kRowBlock];
+    load_f32(param, at, 1, n, p);
+    load_f32(grad, at, 1, n, g);
+    load_f32(m, at, 1, n, mb);
+    load_f32(v, at, 1, n, vb);
+    for (std::int64_t i = 0; i < n; ++i) p[i] = adam_element(p[i], g[i], mb[i], vb[i], s, bias1, bias2_sqrt);
+    store_f32(param, at, 1, n, p);
+    store_f32(m, at, 1, n, mb);
+    store_f32(v, at, 1, n, vb);
+  });
+}
+
+void cpu_round_into(const Tensor& src, const Tensor& dst, Rounding rounding, std::uint64_t seed) {
+  const auto n = static_cast<std::size_t>(src.numel());
+  if (dst.dtype() == DType::f32) {
+    std::memcpy(dst.data(), src.data(), n * sizeof(float));
+    return;
+  }
+  encode_array(format_of(dst.dtype()), src.data_as<float>(), dst.data(), n, CastOptions{rounding, false, seed}, 0);
+}
+
+}  // namespace mantissa::detail

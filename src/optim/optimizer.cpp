@@ -1,0 +1,183 @@
+// Optimizer bookkeeping: master copies, stepping, state save/restore, learning-rate schedules. The
+// arithmetic of each update is a fused backend kernel (sgd_update, adam_update).
+#include "mantissa/optim/optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <stdexcept>
+
+#include "../backend/backend.h"
+#include "mantissa/autograd/node.h"
+#include "mantissa/core/memory.h"
+#include "mantissa/ops/ops.h"
+
+namespace mantissa {
+
+Optimizer::Optimizer(std::vector<Tensor> params, double lr, MasterWeightOptions master, DType state_dtype,
+                     std::vector<std::string> slots)
+    : params_(std::move(params)), lr_(lr), master_(master), state_dtype_(state_dtype), slot_names_(std::move(slots)),
+      state_(slot_names_.size(), std::vector<Tensor>(params_.size())) {
+  if (state_dtype_ != DType::f32 && state_dtype_ != DType::bf16) {
+    throw std::invalid_argument("optimizer: state must be f32 or bf16");
+  }
+  NoGradGuard no_grad;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    if (!p.defined() || !p.is_contiguous()) {
+      throw std::invalid_argument("optimizer: parameter " + std::to_string(i) + " is undefined or not contiguous");
+    }
+    const bool low = p.dtype() == DType::f16 || p.dtype() == DType::bf16;
+    if (is_storage_only(p.dtype())) {
+      throw std::invalid_argument("optimizer: parameter " + std::to_string(i) + " is " +
+                                  std::string(dtype_name(p.dtype())) + ", a storage format");
+    }
+    if (low && master_.enabled) {
+      MemoryCategoryScope scope(MemoryCategory::parameters);  // master copies count as parameters
+      targets_.push_back(contiguous_copy(cast(p, DType::f32)));
+      has_master_.push_back(true);
+      continue;
+    }
+    if (low && !master_.allow_pure_low_precision) {
+      throw std::invalid_argument("optimizer: parameter " + std::to_string(i) + " is " +
+                                  std::string(dtype_name(p.dtype())) +
+                                  " and there is no f32 master copy; keep master weights enabled (updates "
+                                  "smaller than half an ulp would be lost), or set allow_pure_low_precision");
+    }
+    targets_.push_back(p);
+    has_master_.push_back(false);
+  }
+}
+
+std::vector<Tensor> Optimizer::gradients() const {
+  std::vector<Tensor> g;
+  for (const Tensor& p : params_) g.push_back(p.grad());
+  return g;
+}
+
+void Optimizer::zero_grad() {
+  for (const Tensor& p : params_) p.zero_grad();
+}
+
+Tensor& Optimizer::state_tensor_or_zeros(std::size_t slot, std::size_t i) {
+  Tensor& t = state_[slot][i];
+  if (!t.defined()) {
+    MemoryCategoryScope scope(MemoryCategory::optimizer_state);
+    t = Tensor::zeros(params_[i].shape(), state_dtype_, params_[i].device());
+  }
+  return t;
+}
+
+void Optimizer::step() {
+  NoGradGuard no_grad;
+  ++step_;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const Tensor g = params_[i].grad();
+    if (!g.defined()) continue;
+    if (g.shape() != params_[i].shape()) {
+      throw std::logic_error("optimizer: gradient of parameter " + std::to_string(i) + " has shape " +
+                             shape_str(g.shape()) + ", the parameter " + shape_str(params_[i].shape()));
+    }
+    update(i, targets_[i], contiguous(g));
+    if (has_master_[i]) {
+      detail::backend_for(params_[i].device())
+          .round_into(targets_[i], params_[i], master_.writeback, master_.seed + static_cast<std::uint64_t>(step_));
+    }
+  }
+}
+
+OptimizerState Optimizer::state() const {
+  OptimizerState s;
+  s.step = step_;
+  NoGradGuard no_grad;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    if (has_master_[i]) s.tensors.emplace_back("master." + std::to_string(i), contiguous_copy(targets_[i]));
+    for (std::size_t k = 0; k < slot_names_.size(); ++k) {
+      const Tensor& t = state_[k][i];
+      if (t.defined()) s.tensors.emplace_back(slot_names_[k] + "." + std::to_string(i), contiguous_copy(t));
+    }
+  }
+  return s;
+}
+
+void Optimizer::load_state(const OptimizerState& state) {
+  NoGradGuard no_grad;
+  for (const auto& [key, saved] : state.tensors) {
+    const auto dot = key.rfind('.');
+    const std::string name = key.substr(0, dot);
+    const std::size_t i = dot == std::string::npos ? params_.size() : std::stoul(key.substr(dot + 1));
+    if (i >= params_.size()) throw std::invalid_argument("optimizer state: '" + key + "' names no parameter");
+    if (saved.shape() != params_[i].shape()) {
+      throw std::invalid_argument("optimizer state: '" + key + "' has shape " + shape_str(saved.shape()) +
+                                  ", parameter " + std::to_string(i) + " is " + shape_str(params_[i].shape()));
+    }
+    Tensor* target = nullptr;
+    if (name == "master" && has_master_[i]) target = &targets_[i];
+    for (std::size_t k = 0; k < slot_names_.size(); ++k) {
+      if (slot_names_[k] == name) target = &state_tensor_or_zeros(k, i);
+    }
+    if (target == nullptr) throw std::invalid_argument("optimizer state: '" + key + "' is not state of this optimizer");
+    detail::backend_for(target->device()).copy(saved, *target);
+  }
+  step_ = state.step;
+  // Parameters follow their restored master copies exactly as the last step left them.
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    if (has_master_[i]) {
+      detail::backend_for(params_[i].device())
+          .round_into(targets_[i], params_[i], master_.writeback, master_.seed + static_cast<std::uint64_t>(step_));
+    }
+  }
+}
+
+Sgd::Sgd(std::vector<Tensor> params, SgdOptions options)
+    : Optimizer(std::move(params), options.lr, options.master, options.state_dtype, {"momentum"}),
+      options_(options) {}
+
+void Sgd::update(std::size_t i, const Tensor& target, const Tensor& grad) {
+  // The momentum buffer starts as the first gradient (PyTorch), so it is created, then filled.
+  const bool first = options_.momentum != 0 && !state_tensor(0, i).defined();
+  const Tensor buffer = options_.momentum != 0 ? state_tensor_or_zeros(0, i) : Tensor();
+  detail::backend_for(target.device())
+      .sgd_update(target, grad, buffer, {lr(), options_.momentum, options_.weight_decay, options_.nesterov, first});
+}
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled)
+    : Optimizer(std::move(params), options.lr, options.master, options.state_dtype, {"m", "v"}), options_(options),
+      decoupled_(decoupled) {
+  if (!(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1 && options.eps > 0)) {
+    throw std::invalid_argument("adam: need 0 <= beta1, beta2 < 1 and eps > 0");
+  }
+}
+
+void Adam::update(std::size_t i, const Tensor& target, const Tensor& grad) {
+  detail::backend_for(target.device())
+      .adam_update(target, grad, state_tensor_or_zeros(0, i), state_tensor_or_zeros(1, i),
+                   {lr(), options_.beta1, options_.beta2, options_.eps, options_.weight_decay, decoupled_, steps()});
+}
+
+LrSchedule LrSchedule::constant(double lr) {
+  LrSchedule s;
+  s.base_ = s.min_ = lr;
+  return s;
+}
+
+LrSchedule LrSchedule::warmup_cosine(double base, std::int64_t warmup, std::int64_t total, double min_lr) {
+  if (warmup < 0 || total < warmup) throw std::invalid_argument("lr schedule: need 0 <= warmup <= total steps");
+  LrSchedule s;
+  s.base_ = base;
+  s.min_ = min_lr;
+  s.warmup_ = warmup;
+  s.total_ = total;
+  s.cosine_ = true;
+  return s;
+}
+
+double LrSchedule::at(std::int64_t step) const {
+  if (!cosine_) return base_;
+  if (step < warmup_) return base_ * static_cast<double>(step + 1) / static_cast<double>(warmup_);
+  const double span = static_cast<double>(std::max<std::int64_t>(total_ - warmup_, 1));
+  const double t = std::clamp(static_cast<double>(step - warmup_) / span, 0.0, 1.0);
+  return min_ + (base_ - min_) * 0.5 * (1 + std::cos(std::numbers::pi * t));
+}
+
+}  // namespace mantissa
