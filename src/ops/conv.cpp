@@ -2,6 +2,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "mantissa/amp/autocast.h"
 #include "mantissa/ops/ops.h"
 #include "op_support.h"
 
@@ -81,7 +82,9 @@ class BatchNormNode final : public Node {
 
 }  // namespace
 
-Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const Conv2dParams& p) {
+Tensor conv2d(const Tensor& x_arg, const Tensor& w_arg, const Tensor& bias, const Conv2dParams& p) {
+  const Tensor x_in = detail::autocast_input(x_arg, AutocastOp::conv2d);
+  const Tensor w_in = detail::autocast_input(w_arg, AutocastOp::conv2d);
   detail::check_computable(x_in, "conv2d");
   detail::check_computable(w_in, "conv2d");
   if (x_in.dim() != 4 || w_in.dim() != 4) {
@@ -127,8 +130,9 @@ Tensor avg_pool2d(const Tensor& x, std::int64_t kernel, std::int64_t stride, std
   return pool2d(x, {kernel, kernel, stride, stride, padding, padding, false});
 }
 
-Tensor batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
+Tensor batch_norm(const Tensor& x_in, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
                   const Tensor& running_var, bool training, double momentum, double eps) {
+  const Tensor x = detail::autocast_input(x_in, AutocastOp::batch_norm);
   detail::check_computable(x, "batch_norm");
   if (x.dim() < 2) throw std::invalid_argument("batch_norm: x [N, C, ...] expected, got " + shape_str(x.shape()));
   const std::int64_t c = x.size(1);

@@ -1,6 +1,7 @@
 // Elementwise ops: binary with broadcasting, scalar ops and activations, each with its backward rule.
 #include <stdexcept>
 
+#include "mantissa/amp/autocast.h"
 #include "mantissa/ops/ops.h"
 #include "op_support.h"
 
@@ -117,12 +118,14 @@ Tensor unary(UnaryOp op, const Tensor& x, double alpha) {
 
 Tensor add(const Tensor& a, double b) { return unary(UnaryOp::add_scalar, a, b); }
 Tensor mul(const Tensor& a, double b) { return unary(UnaryOp::mul_scalar, a, b); }
-Tensor pow(const Tensor& a, double exponent) { return unary(UnaryOp::pow_scalar, a, exponent); }
+Tensor pow(const Tensor& a, double exponent) {
+  return unary(UnaryOp::pow_scalar, detail::autocast_input(a, AutocastOp::pow), exponent);
+}
 Tensor neg(const Tensor& x) { return unary(UnaryOp::neg, x); }
 Tensor abs(const Tensor& x) { return unary(UnaryOp::abs, x); }
-Tensor exp(const Tensor& x) { return unary(UnaryOp::exp, x); }
-Tensor log(const Tensor& x) { return unary(UnaryOp::log, x); }
-Tensor sqrt(const Tensor& x) { return unary(UnaryOp::sqrt, x); }
+Tensor exp(const Tensor& x) { return unary(UnaryOp::exp, detail::autocast_input(x, AutocastOp::exp)); }
+Tensor log(const Tensor& x) { return unary(UnaryOp::log, detail::autocast_input(x, AutocastOp::log)); }
+Tensor sqrt(const Tensor& x) { return unary(UnaryOp::sqrt, detail::autocast_input(x, AutocastOp::sqrt)); }
 Tensor relu(const Tensor& x) { return unary(UnaryOp::relu, x); }
 Tensor gelu(const Tensor& x) { return unary(UnaryOp::gelu, x); }
 Tensor silu(const Tensor& x) { return unary(UnaryOp::silu, x); }

@@ -2,6 +2,7 @@
 // [B, M, K] . [B, K, N] views; a 2-D right operand is shared by every batch (stride 0).
 #include <stdexcept>
 
+#include "mantissa/amp/autocast.h"
 #include "mantissa/ops/ops.h"
 #include "op_support.h"
 
@@ -85,7 +86,10 @@ class LinearNode final : public Node {
 
 Tensor matmul_bias(const Tensor& a_in, const Tensor& b_in, const Tensor& bias);
 
-Tensor matmul(const Tensor& a_in, const Tensor& b_in) { return matmul_bias(a_in, b_in, Tensor()); }
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  return matmul_bias(detail::autocast_input(a_in, AutocastOp::matmul), detail::autocast_input(b_in, AutocastOp::matmul),
+                     Tensor());
+}
 
 // The product with an optional bias [N] added inside the kernel; history only for the product (linear
 // records the whole layer itself).
@@ -127,7 +131,11 @@ Tensor matmul_bias(const Tensor& a_in, const Tensor& b_in, const Tensor& bias) {
   return out;
 }
 
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
+Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& bias) {
+  // Under autocast the product runs in low precision; the bias stays as it is (oneDNN adds an f32
+  // bias before the one rounding of the output).
+  const Tensor x = detail::autocast_input(x_in, AutocastOp::linear);
+  const Tensor w = detail::autocast_input(w_in, AutocastOp::linear);
   if (w.dim() != 2) throw std::invalid_argument("linear: weight must be [out, in], got " + shape_str(w.shape()));
   if (bias.defined()) {
     detail::check_computable(bias, "linear");

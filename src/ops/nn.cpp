@@ -6,6 +6,7 @@
 #include <string>
 
 #include "mantissa/numeric/convert.h"
+#include "mantissa/amp/autocast.h"
 #include "mantissa/ops/ops.h"
 #include "op_support.h"
 
@@ -52,7 +53,8 @@ class EmbeddingNode final : public Node {
 
 }  // namespace
 
-Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps) {
+Tensor layer_norm(const Tensor& x_in, const Tensor& gamma, const Tensor& beta, double eps) {
+  const Tensor x = detail::autocast_input(x_in, AutocastOp::layer_norm);
   detail::check_computable(x, "layer_norm");
   detail::check_computable(gamma, "layer_norm");
   detail::check_computable(beta, "layer_norm");

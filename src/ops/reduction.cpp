@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "mantissa/amp/autocast.h"
 #include "mantissa/ops/ops.h"
 #include "op_support.h"
 
@@ -84,16 +85,17 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<std::int64_t>& axe
 }  // namespace
 
 Tensor sum(const Tensor& x, std::vector<std::int64_t> axes, bool keepdim) {
-  return reduce(ReduceOp::sum, x, axes, keepdim, "sum");
+  return reduce(ReduceOp::sum, detail::autocast_input(x, AutocastOp::sum), axes, keepdim, "sum");
 }
 Tensor mean(const Tensor& x, std::vector<std::int64_t> axes, bool keepdim) {
-  return reduce(ReduceOp::mean, x, axes, keepdim, "mean");
+  return reduce(ReduceOp::mean, detail::autocast_input(x, AutocastOp::mean), axes, keepdim, "mean");
 }
 Tensor amax(const Tensor& x, std::vector<std::int64_t> axes, bool keepdim) {
   return reduce(ReduceOp::max, x, axes, keepdim, "amax");
 }
 
-Tensor variance(const Tensor& x, std::vector<std::int64_t> axes, bool keepdim, int correction) {
+Tensor variance(const Tensor& x_in, std::vector<std::int64_t> axes, bool keepdim, int correction) {
+  const Tensor x = detail::autocast_input(x_in, AutocastOp::variance);
   const std::vector<int> norm = detail::normalize_axes(axes, x.dim(), "variance");
   const std::int64_t n = reduced_count(x.shape(), norm);
   if (n - correction <= 0) throw std::invalid_argument("variance: not enough elements for the correction");

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "mantissa/amp/autocast.h"
 #include "mantissa/ops/ops.h"
 #include "op_support.h"
 
@@ -75,11 +76,16 @@ class CrossEntropyNode final : public Node {
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, std::int64_t axis) { return softmax_any(x, axis, false, "softmax"); }
-Tensor log_softmax(const Tensor& x, std::int64_t axis) { return softmax_any(x, axis, true, "log_softmax"); }
+Tensor softmax(const Tensor& x, std::int64_t axis) {
+  return softmax_any(detail::autocast_input(x, AutocastOp::softmax), axis, false, "softmax");
+}
+Tensor log_softmax(const Tensor& x, std::int64_t axis) {
+  return softmax_any(detail::autocast_input(x, AutocastOp::log_softmax), axis, true, "log_softmax");
+}
 
-Tensor cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets, Reduction reduction,
+Tensor cross_entropy(const Tensor& logits_in, std::span<const std::int64_t> targets, Reduction reduction,
                      std::int64_t ignore_index, double label_smoothing) {
+  const Tensor logits = detail::autocast_input(logits_in, AutocastOp::cross_entropy);
   detail::check_computable(logits, "cross_entropy");
   if (logits.dim() != 2) {
     throw std::invalid_argument("cross_entropy: logits must be [N, C], got " + shape_str(logits.shape()));
@@ -117,7 +123,9 @@ Tensor cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets
   return mul(total, 1.0 / static_cast<double>(counted));
 }
 
-Tensor mse_loss(const Tensor& a, const Tensor& b, Reduction reduction) {
+Tensor mse_loss(const Tensor& a_in, const Tensor& b_in, Reduction reduction) {
+  const Tensor a = detail::autocast_input(a_in, AutocastOp::mse_loss);
+  const Tensor b = detail::autocast_input(b_in, AutocastOp::mse_loss);
   detail::check_computable(a, "mse_loss");
   detail::check_computable(b, "mse_loss");
   if (a.shape() != b.shape()) {

@@ -1,0 +1,74 @@
+// Autocast: inside a region, each op runs in the precision that is safe for it (PyTorch AMP's rules):
+//   low precision: matmul, linear, conv2d (and so the products inside attention): f32 inputs are cast
+//     to bf16/f16, products accumulate in f32, outputs are low precision;
+//   f32: softmax, log-softmax, layer and batch norm, the losses, exp, log, pow, sqrt and the reductions
+//     sum, mean, variance: low-precision inputs are cast to f32, outputs are f32;
+//   everything else runs in its inputs' dtype, and binary ops promote to the wider input.
+// Regions nest (the innermost wins) and can switch autocast off inside. The policy (which op goes
+// where) can be replaced per region and printed. Within the outermost region, each f32 parameter is
+// cast to the low dtype once, however often it is used (the cast is cached until the region ends).
+//
+//   { Autocast bf16(DType::bf16);  loss = cross_entropy(model(x), y); }   // forward in the region
+//   loss.backward();                                                     // gradients arrive in f32
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "mantissa/core/tensor.h"
+
+namespace mantissa {
+
+enum class AutocastOp : std::uint8_t {
+  matmul, linear, conv2d,
+  softmax, log_softmax, layer_norm, batch_norm, cross_entropy, mse_loss,
+  exp, log, pow, sqrt, sum, mean, variance,
+};
+inline constexpr std::size_t kAutocastOps = 16;
+std::string_view autocast_op_name(AutocastOp op);
+
+enum class AutocastPrecision : std::uint8_t {
+  low,    // cast f32 inputs to the region's dtype
+  f32,    // cast low-precision inputs to f32
+  input,  // leave the inputs as they are
+};
+
+class AutocastPolicy {
+ public:
+  // PyTorch AMP's lists (see the file comment).
+  static AutocastPolicy defaults();
+  AutocastPrecision precision(AutocastOp op) const { return table_[static_cast<std::size_t>(op)]; }
+  AutocastPolicy& set(AutocastOp op, AutocastPrecision p);
+  // A table of every op and where it runs, for people.
+  std::string str() const;
+
+ private:
+  std::array<AutocastPrecision, kAutocastOps> table_{};
+};
+
+class Autocast {
+ public:
+  // An autocast region in dtype (bf16 or f16); std::nullopt switches autocast off inside.
+  explicit Autocast(std::optional<DType> dtype, AutocastPolicy policy = AutocastPolicy::defaults());
+  ~Autocast();
+  Autocast(const Autocast&) = delete;
+  Autocast& operator=(const Autocast&) = delete;
+
+ private:
+  struct Saved;
+  std::unique_ptr<Saved> saved_;
+};
+
+// The region in force on this thread: its dtype, or nothing when autocast is off.
+std::optional<DType> autocast_dtype();
+// How many parameter casts the current outermost region has cached.
+std::size_t autocast_cache_size();
+
+namespace detail {
+// What an op front-end calls on each floating input: x cast as the policy of the region says.
+Tensor autocast_input(const Tensor& x, AutocastOp op);
+}  // namespace detail
+
+}  // namespace mantissa

@@ -1,0 +1,114 @@
+// Autocast regions: a thread-local stack of (dtype, policy), and the cache of parameter casts that
+// lives as long as the outermost region.
+#include "mantissa/amp/autocast.h"
+
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "mantissa/ops/ops.h"
+
+namespace mantissa {
+namespace {
+
+struct Region {
+  std::optional<DType> dtype;
+  AutocastPolicy policy;
+};
+
+struct ThreadState {
+  std::optional<Region> current;
+  int depth = 0;
+  // Parameter -> its cast for this region's dtype, cleared when the outermost region ends. The entry
+  // holds the parameter too, so its address cannot be reused by another tensor while cached.
+  std::unordered_map<const TensorImpl*, std::pair<std::shared_ptr<TensorImpl>, Tensor>> cache;
+};
+
+thread_local ThreadState tls;
+
+}  // namespace
+
+std::string_view autocast_op_name(AutocastOp op) {
+  static constexpr std::array<std::string_view, kAutocastOps> names = {
+      "matmul", "linear", "conv2d", "softmax", "log_softmax", "layer_norm", "batch_norm", "cross_entropy",
+      "mse_loss", "exp", "log", "pow", "sqrt", "sum", "mean", "variance"};
+  return names[static_cast<std::size_t>(op)];
+}
+
+AutocastPolicy AutocastPolicy::defaults() {
+  AutocastPolicy p;
+  p.table_.fill(AutocastPrecision::f32);
+  p.table_[static_cast<std::size_t>(AutocastOp::matmul)] = AutocastPrecision::low;
+  p.table_[static_cast<std::size_t>(AutocastOp::linear)] = AutocastPrecision::low;
+  p.table_[static_cast<std::size_t>(AutocastOp::conv2d)] = AutocastPrecision::low;
+  return p;
+}
+
+AutocastPolicy& AutocastPolicy::set(AutocastOp op, AutocastPrecision precision) {
+  table_[static_cast<std::size_t>(op)] = precision;
+  return *this;
+}
+
+std::string AutocastPolicy::str() const {
+  std::ostringstream s;
+  s << "op              runs in\n";
+  for (std::size_t i = 0; i < kAutocastOps; ++i) {
+    const AutocastPrecision p = table_[i];
+    s << std::string(autocast_op_name(static_cast<AutocastOp>(i)));
+    s << std::string(16 - autocast_op_name(static_cast<AutocastOp>(i)).size(), ' ');
+    s << (p == AutocastPrecision::low ? "low precision (f32 accumulation)" : p == AutocastPrecision::f32 ? "f32" : "its inputs' dtype")
+      << "\n";
+  }
+  s << "any other op    its inputs' dtype (binary ops: the wider input)\n";
+  return s.str();
+}
+
+struct Autocast::Saved {
+  std::optional<Region> region;
+};
+
+Autocast::Autocast(std::optional<DType> dtype, AutocastPolicy policy) : saved_(std::make_unique<Saved>()) {
+  if (dtype && *dtype != DType::bf16 && *dtype != DType::f16) {
+    throw std::invalid_argument("autocast: the region's dtype must be bf16 or f16, got " + std::string(dtype_name(*dtype)));
+  }
+  saved_->region = tls.current;
+  // A region of another dtype cannot reuse casts made for the outer one.
+  if (tls.current && tls.current->dtype != dtype) tls.cache.clear();
+  tls.current = Region{dtype, policy};
+  ++tls.depth;
+}
+
+Autocast::~Autocast() {
+  tls.current = saved_->region;
+  if (--tls.depth == 0) tls.cache.clear();
+}
+
+std::optional<DType> autocast_dtype() { return tls.current ? tls.current->dtype : std::nullopt; }
+std::size_t autocast_cache_size() { return tls.cache.size(); }
+
+namespace detail {
+
+Tensor autocast_input(const Tensor& x, AutocastOp op) {
+  if (!tls.current || !tls.current->dtype || !x.defined()) return x;
+  const DType low = *tls.current->dtype;
+  switch (tls.current->policy.precision(op)) {
+    case AutocastPrecision::low: {
+      if (x.dtype() != DType::f32) return x;
+      // Parameters (leaves that require grad) are cast once per region.
+      if (x.is_leaf() && x.requires_grad()) {
+        auto it = tls.cache.find(x.impl());
+        if (it == tls.cache.end()) it = tls.cache.emplace(x.impl(), std::make_pair(x.impl_ptr(), cast(x, low))).first;
+        return it->second.second;
+      }
+      return cast(x, low);
+    }
+    case AutocastPrecision::f32:
+      return x.dtype() == DType::f16 || x.dtype() == DType::bf16 ? cast(x, DType::f32) : x;
+    case AutocastPrecision::input:
+      return x;
+  }
+  return x;
+}
+
+}  // namespace detail
+}  // namespace mantissa

@@ -1,0 +1,107 @@
+// Autocast: each op category runs in the documented precision, products accumulate in f32, each
+// parameter is cast once per region, regions nest and switch off, policies override and print, and
+// gradients of f32 parameters arrive in f32.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "mantissa/amp/autocast.h"
+#include "mantissa/ops/ops.h"
+
+namespace mantissa {
+namespace {
+
+TEST(Autocast, EachOpCategoryRunsInItsPrecision) {
+  const Tensor a = Tensor::randn({4, 8}, DType::f32, 1);
+  const Tensor w = Tensor::randn({8, 3}, DType::f32, 2);
+  const Tensor h = Tensor::randn({4, 3}, DType::bf16, 3);
+  const std::int64_t targets[] = {0, 1, 2, 1};
+  for (DType low : {DType::bf16, DType::f16}) {
+    Autocast region(low);
+    EXPECT_EQ(autocast_dtype(), low);
+    EXPECT_EQ(matmul(a, w).dtype(), low);                              // low precision
+    EXPECT_EQ(linear(a, transpose(w, 0, 1)).dtype(), low);
+    EXPECT_EQ(softmax(h).dtype(), DType::f32);                         // f32
+    EXPECT_EQ(log_softmax(h).dtype(), DType::f32);
+    EXPECT_EQ(layer_norm(h, Tensor::full({3}, 1, DType::f32), Tensor::zeros({3}, DType::f32)).dtype(), DType::f32);
+    EXPECT_EQ(cross_entropy(h, targets).dtype(), DType::f32);
+    EXPECT_EQ(sum(h).dtype(), DType::f32);
+    EXPECT_EQ(exp(h).dtype(), DType::f32);
+    EXPECT_EQ(add(h, Tensor::zeros({4, 3}, DType::f32)).dtype(), DType::f32);  // promote to the wider
+    EXPECT_EQ(relu(h).dtype(), DType::bf16);                           // inputs' dtype
+  }
+  EXPECT_EQ(autocast_dtype(), std::nullopt);
+  EXPECT_EQ(matmul(a, w).dtype(), DType::f32);
+}
+
+TEST(Autocast, ProductsAccumulateInF32) {
+  // 1 + 4095 terms of 2^-9: in bf16 each 2^-9 would be lost against 1 (half an ulp is 2^-8); in f32
+  // the sum is 8.998..., which bf16 rounds to 9.
+  constexpr std::int64_t k = 4096;
+  std::vector<double> ones(k, 1.0);
+  std::vector<double> b(k, std::ldexp(1.0, -9));
+  b[0] = 1;
+  const Tensor x = Tensor::from_values(ones, {1, k}, DType::f32);
+  const Tensor y = Tensor::from_values(b, {k, 1}, DType::f32);
+  Autocast region(DType::bf16);
+  const Tensor r = matmul(x, y);
+  EXPECT_EQ(r.dtype(), DType::bf16);
+  EXPECT_EQ(r.item(), 9.0);
+}
+
+TEST(Autocast, EachParameterIsCastOncePerRegionAndGradientsArriveInF32) {
+  Tensor w = Tensor::randn({6, 5}, DType::f32, 4).set_requires_grad();
+  const Tensor x = Tensor::randn({2, 5}, DType::f32, 5);
+  Tensor loss;
+  {
+    Autocast region(DType::bf16);
+    const Tensor y1 = linear(x, w);
+    const Tensor y2 = linear(x, w);  // the same weight again: the cached cast
+    EXPECT_EQ(autocast_cache_size(), 1U);
+    loss = sum(add(y1, y2));
+  }
+  EXPECT_EQ(autocast_cache_size(), 0U);  // cleared with the region
+  loss.backward();
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_EQ(w.grad().dtype(), DType::f32);
+  // d/dw of sum(2 x w^T) = 2 * column sums of x, per output row; x was cast to bf16 in the region, and
+  // the product giving d(w cast) ran in bf16: two bf16 roundings (2^-8 each, relative) before the f32 cast.
+  const std::vector<double> xs = cast(cast(x, DType::bf16), DType::f64).to_doubles();
+  const std::vector<double> g = w.grad().to_doubles();
+  for (std::int64_t o = 0; o < 6; ++o) {
+    for (std::int64_t i = 0; i < 5; ++i) {
+      const double want = 2 * (xs[static_cast<std::size_t>(i)] + xs[static_cast<std::size_t>(5 + i)]);
+      EXPECT_NEAR(g[static_cast<std::size_t>(o * 5 + i)], want, std::ldexp(std::fabs(want), -7) + 1e-6);
+    }
+  }
+}
+
+TEST(Autocast, RegionsNestSwitchOffAndTakePolicies) {
+  const Tensor a = Tensor::randn({2, 4}, DType::f32, 6);
+  const Tensor b = Tensor::randn({4, 2}, DType::f32, 7);
+  Autocast outer(DType::bf16);
+  {
+    Autocast off(std::nullopt);
+    EXPECT_EQ(autocast_dtype(), std::nullopt);
+    EXPECT_EQ(matmul(a, b).dtype(), DType::f32);
+    {
+      Autocast inner(DType::f16);
+      EXPECT_EQ(matmul(a, b).dtype(), DType::f16);
+    }
+  }
+  EXPECT_EQ(matmul(a, b).dtype(), DType::bf16);
+  // Keep matmul in f32 inside this region ("keep this layer in f32"), softmax in its input dtype.
+  AutocastPolicy keep = AutocastPolicy::defaults();
+  keep.set(AutocastOp::matmul, AutocastPrecision::f32).set(AutocastOp::softmax, AutocastPrecision::input);
+  Autocast custom(DType::bf16, keep);
+  EXPECT_EQ(matmul(a, b).dtype(), DType::f32);
+  EXPECT_EQ(softmax(cast(a, DType::bf16)).dtype(), DType::bf16);
+  const std::string table = keep.str();
+  EXPECT_NE(table.find("matmul"), std::string::npos);
+  EXPECT_NE(table.find("softmax         its inputs' dtype"), std::string::npos) << table;
+  EXPECT_THROW(Autocast(DType::e4m3), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace mantissa
