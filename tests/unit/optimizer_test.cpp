@@ -174,6 +174,39 @@ TEST(ScaledStep, AnInfInOneGradientElementSkipsTheStepAndChangesNothing) {
   EXPECT_THROW(scaled_step(scaler, opt), std::logic_error);  // stepping before backward
 }
 
+TEST(ScaledStep, AccumulationAndClippingGiveTheUnscaledF32Update) {
+  // Two micro-batches of a scaled loss (each half the batch, loss halved), accumulated, unscaled once
+  // after the last, clipped by global norm: the same update as one unscaled f32 step on the whole batch.
+  const Tensor x = Tensor::randn({8, 5}, DType::f32, 30);
+  const std::int64_t labels[] = {0, 2, 1, 2, 0, 1, 1, 2};
+  const auto loss_of = [&](const Tensor& w, std::int64_t begin, std::int64_t end) {
+    return cross_entropy(linear(slice(x, 0, begin, end), w),
+                         std::span<const std::int64_t>(labels + begin, static_cast<std::size_t>(end - begin)));
+  };
+  const Tensor init = Tensor::randn({3, 5}, DType::f32, 31);
+  constexpr double kMaxNorm = 0.05;  // small enough to clip
+
+  Tensor w_ref = contiguous_copy(init).set_requires_grad();
+  Sgd ref({w_ref}, {.lr = 0.5});
+  loss_of(w_ref, 0, 8).backward();
+  const std::vector<Tensor> g_ref = ref.gradients();
+  const double factor = clip_grad_norm(g_ref, kMaxNorm);
+  ASSERT_LT(factor, 1.0);
+  ref.step();
+
+  Tensor w = contiguous_copy(init).set_requires_grad();
+  Sgd opt({w}, {.lr = 0.5});
+  LossScaler scaler({.kind = LossScaling::fixed, .init_scale = 1024});
+  for (std::int64_t half = 0; half < 2; ++half) {
+    scaler.scale_loss(mul(loss_of(w, 4 * half, 4 * half + 4), 0.5)).backward();  // accumulates into w.grad
+  }
+  const StepReport r = scaled_step(scaler, opt, kMaxNorm);
+  EXPECT_FALSE(r.skipped);
+  const std::vector<double> a = w.to_doubles();
+  const std::vector<double> b = w_ref.to_doubles();
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6) << i;
+}
+
 TEST(Optimizers, StateRestoresExactly) {
   const auto make = [](std::uint64_t seed) { return Tensor::uniform({40}, DType::bf16, seed, -1, 1).set_requires_grad(); };
   Tensor p1 = make(1);
