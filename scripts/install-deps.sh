@@ -9,6 +9,9 @@ packages=(
   libfmt-dev                  # formatted output (tables)
   libdnnl-dev                 # oneDNN: CPU matmul and convolution
   nlohmann-json3-dev          # JSON output (benchmarks, later metrics and checkpoints)
+  zlib1g-dev                  # gzipped IDX data
+  dataset-fashion-mnist       # the default image data set
+  fortunes                    # the default text corpus
   libgtest-dev libgmock-dev   # unit tests
   libbenchmark-dev            # benchmarks
 )

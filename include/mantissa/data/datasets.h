@@ -1,0 +1,82 @@
+// Data: IDX files (the MNIST format, gzipped or not), image classification sets built from them, a
+// seeded batch order, and byte-level text corpora. Every read error names the file and what is wrong.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <random>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "mantissa/core/tensor.h"
+
+namespace mantissa {
+
+// A data file that is missing, unreadable or malformed: "PATH: what is wrong".
+class DataError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// An IDX array of unsigned bytes (type 0x08), the type MNIST and Fashion-MNIST use.
+struct IdxArray {
+  std::vector<std::int64_t> dims;
+  std::vector<std::uint8_t> data;
+};
+IdxArray read_idx(const std::filesystem::path& path);
+// Writes one (gzipped when the name ends in .gz), for tests and tools.
+void write_idx(const std::filesystem::path& path, const IdxArray& array);
+
+// Images [N, 1, H, W] as f32, scaled to [0, 1] then normalized with the given mean and standard
+// deviation, and one label per image.
+struct ImageDataset {
+  Tensor images;
+  std::vector<std::int64_t> labels;
+  std::int64_t classes = 10;
+  std::int64_t size() const { return static_cast<std::int64_t>(labels.size()); }
+};
+
+// The MNIST layout in `dir`: {train,t10k}-images-idx3-ubyte[.gz] and the matching labels.
+// Fashion-MNIST's pixel mean and standard deviation (training set) are the defaults.
+ImageDataset load_mnist_format(const std::filesystem::path& dir, bool train, double mean = 0.2860,
+                               double stddev = 0.3530);
+inline const std::filesystem::path kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+
+// Rows `indices` of a contiguous tensor (first dimension), copied into a new tensor.
+Tensor gather_rows(const Tensor& source, std::span<const std::int64_t> indices);
+
+// Batches of indices into a data set of n items, reshuffled every epoch from (seed, epoch): the same
+// seed gives the same order on every machine. Its position can be saved and restored.
+class BatchOrder {
+ public:
+  BatchOrder(std::int64_t n, std::int64_t batch, std::uint64_t seed, bool shuffle = true);
+  // The next batch's indices (the last batch of an epoch may be shorter; drop_last skips it).
+  std::vector<std::int64_t> next();
+  std::int64_t epoch() const { return epoch_; }
+  std::int64_t position() const { return position_; }
+  void seek(std::int64_t epoch, std::int64_t position);
+
+ private:
+  void reshuffle();
+  std::int64_t n_, batch_;
+  std::uint64_t seed_;
+  bool shuffle_;
+  std::int64_t epoch_ = 0, position_ = 0;
+  std::vector<std::int64_t> order_;
+};
+
+// A byte-level text corpus (vocabulary 256): a file, or every fortune-style text file of a directory
+// (sorted by name; index files *.dat and duplicates *.u8 skipped), split into training and validation.
+struct TextCorpus {
+  std::vector<std::uint8_t> train, validation;
+  static TextCorpus load(const std::filesystem::path& path, double validation_fraction = 0.1);
+  // `batch` windows of block + 1 bytes starting at offsets drawn from rng: inputs [batch, block] and
+  // next-byte targets, both as token ids.
+  static void sample(std::span<const std::uint8_t> bytes, std::int64_t batch, std::int64_t block, std::mt19937_64& rng,
+                     std::vector<std::int64_t>& inputs, std::vector<std::int64_t>& targets);
+};
+inline const std::filesystem::path kFortunesDir = "/usr/share/games/fortunes";
+
+}  // namespace mantissa

@@ -1,0 +1,157 @@
+// Image classification sets in the MNIST layout, batch order, and byte-level text corpora.
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "mantissa/data/datasets.h"
+
+namespace mantissa {
+namespace {
+
+std::filesystem::path find_file(const std::filesystem::path& dir, const std::string& stem) {
+  for (const char* ext : {".gz", ""}) {
+    const std::filesystem::path p = dir / (stem + ext);
+    if (std::filesystem::exists(p)) return p;
+  }
+  throw DataError((dir / stem).string() + "[.gz]: no such file (expected the MNIST layout in " + dir.string() + ")");
+}
+
+std::vector<std::uint8_t> read_bytes(const std::filesystem::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw DataError(path.string() + ": cannot open");
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
+
+ImageDataset load_mnist_format(const std::filesystem::path& dir, bool train, double mean, double stddev) {
+  if (!std::filesystem::is_directory(dir)) throw DataError(dir.string() + ": not a directory");
+  const std::string prefix = train ? "train" : "t10k";
+  const std::filesystem::path image_path = find_file(dir, prefix + "-images-idx3-ubyte");
+  const std::filesystem::path label_path = find_file(dir, prefix + "-labels-idx1-ubyte");
+  const IdxArray images = read_idx(image_path);
+  const IdxArray labels = read_idx(label_path);
+  if (images.dims.size() != 3) throw DataError(image_path.string() + ": expected [N, H, W] images");
+  if (labels.dims.size() != 1) throw DataError(label_path.string() + ": expected [N] labels");
+  if (labels.dims[0] != images.dims[0]) {
+    throw DataError(label_path.string() + ": " + std::to_string(labels.dims[0]) + " labels for " +
+                    std::to_string(images.dims[0]) + " images in " + image_path.string());
+  }
+  ImageDataset d;
+  const std::int64_t n = images.dims[0], h = images.dims[1], w = images.dims[2];
+  d.images = Tensor::empty({n, 1, h, w}, DType::f32);
+  float* px = d.images.data_as<float>();
+  const auto scale = static_cast<float>(1.0 / (255.0 * stddev));
+  const auto shift = static_cast<float>(mean / stddev);
+  for (std::size_t i = 0; i < images.data.size(); ++i) px[i] = static_cast<float>(images.data[i]) * scale - shift;
+  d.labels.assign(labels.data.begin(), labels.data.end());
+  const auto max_label = *std::max_element(labels.data.begin(), labels.data.end());
+  if (max_label >= d.classes) {
+    throw DataError(label_path.string() + ": label " + std::to_string(max_label) + " outside 0..9");
+  }
+  return d;
+}
+
+Tensor gather_rows(const Tensor& source, std::span<const std::int64_t> indices) {
+  if (!source.is_contiguous()) throw std::invalid_argument("gather_rows: the source must be contiguous");
+  Shape shape = source.shape();
+  const std::int64_t rows = shape[0];
+  const std::size_t row_bytes = static_cast<std::size_t>(source.numel() / std::max<std::int64_t>(rows, 1)) * dtype_size(source.dtype());
+  shape[0] = static_cast<std::int64_t>(indices.size());
+  Tensor out = Tensor::empty(shape, source.dtype(), source.device());
+  const auto* src = static_cast<const char*>(source.data());
+  auto* dst = static_cast<char*>(out.data());
+  for (std::size_t i = 0; i < indices.size(); ++i) {
+    if (indices[i] < 0 || indices[i] >= rows) throw std::out_of_range("gather_rows: index out of range");
+    std::memcpy(dst + i * row_bytes, src + static_cast<std::size_t>(indices[i]) * row_bytes, row_bytes);
+  }
+  return out;
+}
+
+BatchOrder::BatchOrder(std::int64_t n, std::int64_t batch, std::uint64_t seed, bool shuffle)
+    : n_(n), batch_(batch), seed_(seed), shuffle_(shuffle) {
+  if (n <= 0 || batch <= 0) throw std::invalid_argument("batch order: need items and a positive batch size");
+  reshuffle();
+}
+
+void BatchOrder::reshuffle() {
+  order_.resize(static_cast<std::size_t>(n_));
+  for (std::int64_t i = 0; i < n_; ++i) order_[static_cast<std::size_t>(i)] = i;
+  if (!shuffle_) return;
+  // Fisher-Yates from a generator seeded by (seed, epoch): the same order everywhere.
+  std::mt19937_64 rng(seed_ ^ (0x9e3779b97f4a7c15ULL * static_cast<std::uint64_t>(epoch_ + 1)));
+  for (std::int64_t i = n_ - 1; i > 0; --i) {
+    const auto j = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(i + 1));
+    std::swap(order_[static_cast<std::size_t>(i)], order_[static_cast<std::size_t>(j)]);
+  }
+}
+
+std::vector<std::int64_t> BatchOrder::next() {
+  if (position_ >= n_) {
+    ++epoch_;
+    position_ = 0;
+    reshuffle();
+  }
+  const std::int64_t end = std::min(n_, position_ + batch_);
+  std::vector<std::int64_t> batch(order_.begin() + position_, order_.begin() + end);
+  position_ = end;
+  return batch;
+}
+
+void BatchOrder::seek(std::int64_t epoch, std::int64_t position) {
+  if (epoch < 0 || position < 0 || position > n_) throw std::invalid_argument("batch order: position out of range");
+  epoch_ = epoch;
+  position_ = position;
+  reshuffle();
+}
+
+TextCorpus TextCorpus::load(const std::filesystem::path& path, double validation_fraction) {
+  std::vector<std::uint8_t> all;
+  if (std::filesystem::is_directory(path)) {
+    std::vector<std::filesystem::path> files;
+    for (const auto& e : std::filesystem::directory_iterator(path)) {
+      const std::string ext = e.path().extension().string();
+      if (e.is_regular_file() && ext != ".dat" && ext != ".u8") files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+      const std::vector<std::uint8_t> b = read_bytes(f);
+      all.insert(all.end(), b.begin(), b.end());
+    }
+  } else if (std::filesystem::exists(path)) {
+    all = read_bytes(path);
+  } else {
+    throw DataError(path.string() + ": no such file or directory");
+  }
+  if (all.size() < 1024) {
+    throw DataError(path.string() + ": only " + std::to_string(all.size()) + " bytes of text (need at least 1024)");
+  }
+  if (!(validation_fraction > 0 && validation_fraction < 1)) {
+    throw std::invalid_argument("text corpus: the validation fraction must be in (0, 1)");
+  }
+  TextCorpus c;
+  const auto split = static_cast<std::size_t>(static_cast<double>(all.size()) * (1 - validation_fraction));
+  c.train.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(split));
+  c.validation.assign(all.begin() + static_cast<std::ptrdiff_t>(split), all.end());
+  return c;
+}
+
+void TextCorpus::sample(std::span<const std::uint8_t> bytes, std::int64_t batch, std::int64_t block,
+                        std::mt19937_64& rng, std::vector<std::int64_t>& inputs, std::vector<std::int64_t>& targets) {
+  if (static_cast<std::int64_t>(bytes.size()) <= block + 1) {
+    throw std::invalid_argument("text corpus: the text is shorter than one block");
+  }
+  inputs.resize(static_cast<std::size_t>(batch * block));
+  targets.resize(static_cast<std::size_t>(batch * block));
+  const auto span = static_cast<std::uint64_t>(bytes.size()) - static_cast<std::uint64_t>(block) - 1;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const auto start = static_cast<std::size_t>(rng() % (span + 1));
+    for (std::int64_t t = 0; t < block; ++t) {
+      inputs[static_cast<std::size_t>(b * block + t)] = bytes[start + static_cast<std::size_t>(t)];
+      targets[static_cast<std::size_t>(b * block + t)] = bytes[start + static_cast<std::size_t>(t) + 1];
+    }
+  }
+}
+
+}  // namespace mantissa

@@ -1,0 +1,103 @@
+// IDX files through zlib, which reads gzipped and plain files alike, and writes gzipped ones.
+#include <zlib.h>
+
+#include <cstring>
+#include <string>
+
+#include "mantissa/data/datasets.h"
+
+namespace mantissa {
+namespace {
+
+[[noreturn]] void fail(const std::filesystem::path& path, const std::string& what) {
+  throw DataError(path.string() + ": " + what);
+}
+
+class GzFile {
+ public:
+  GzFile(const std::filesystem::path& path, const char* mode) : path_(path), f_(gzopen(path.c_str(), mode)) {
+    if (f_ == nullptr) fail(path, std::string("cannot open (") + std::strerror(errno) + ")");
+  }
+  ~GzFile() {
+    if (f_ != nullptr) gzclose(f_);
+  }
+  GzFile(const GzFile&) = delete;
+  GzFile& operator=(const GzFile&) = delete;
+
+  // Reads exactly n bytes or throws saying what was expected.
+  void read(void* out, std::size_t n, const char* what) {
+    std::size_t done = 0;
+    while (done < n) {
+      const unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(n - done, 1U << 30));
+      const int got = gzread(f_, static_cast<char*>(out) + done, chunk);
+      if (got < 0) {
+        int code = 0;
+        fail(path_, std::string("corrupt compressed data (") + gzerror(f_, &code) + ")");
+      }
+      if (got == 0) fail(path_, std::string("truncated: ") + what + " ends after " + std::to_string(done) + " of " + std::to_string(n) + " bytes");
+      done += static_cast<std::size_t>(got);
+    }
+  }
+  bool at_end() {
+    char c;
+    return gzread(f_, &c, 1) == 0;
+  }
+  void write(const void* data, std::size_t n) {
+    if (n > 0 && gzwrite(f_, data, static_cast<unsigned>(n)) != static_cast<int>(n)) fail(path_, "write failed");
+  }
+  void close() {
+    const int rc = gzclose(f_);
+    f_ = nullptr;
+    if (rc != Z_OK) fail(path_, "closing failed");
+  }
+
+ private:
+  std::filesystem::path path_;
+  gzFile f_;
+};
+
+}  // namespace
+
+IdxArray read_idx(const std::filesystem::path& path) {
+  if (!std::filesystem::exists(path)) fail(path, "no such file");
+  GzFile f(path, "rb");
+  std::uint8_t magic[4];
+  f.read(magic, 4, "the header");
+  if (magic[0] != 0 || magic[1] != 0) fail(path, "not an IDX file (bad magic number)");
+  if (magic[2] != 0x08) {
+    fail(path, "IDX element type 0x" + std::to_string(magic[2]) + " is not supported (only unsigned bytes, 0x08)");
+  }
+  const int rank = magic[3];
+  if (rank < 1 || rank > 4) fail(path, "IDX rank " + std::to_string(rank) + " is not in 1..4");
+  IdxArray a;
+  std::int64_t count = 1;
+  for (int d = 0; d < rank; ++d) {
+    std::uint8_t b[4];
+    f.read(b, 4, "the dimensions");
+    const std::int64_t n = (std::int64_t{b[0]} << 24) | (b[1] << 16) | (b[2] << 8) | b[3];
+    if (n <= 0 || n > (std::int64_t{1} << 31)) fail(path, "dimension " + std::to_string(d) + " is " + std::to_string(n));
+    a.dims.push_back(n);
+    count *= n;
+    if (count > (std::int64_t{1} << 34)) fail(path, "the array would be larger than 16 GiB");
+  }
+  a.data.resize(static_cast<std::size_t>(count));
+  f.read(a.data.data(), a.data.size(), "the data");
+  if (!f.at_end()) fail(path, "has bytes after the data its header describes");
+  return a;
+}
+
+void write_idx(const std::filesystem::path& path, const IdxArray& array) {
+  const bool gz = path.extension() == ".gz";
+  GzFile f(path, gz ? "wb" : "wbT");  // T: no compression
+  const std::uint8_t magic[4] = {0, 0, 0x08, static_cast<std::uint8_t>(array.dims.size())};
+  f.write(magic, 4);
+  for (std::int64_t n : array.dims) {
+    const std::uint8_t b[4] = {static_cast<std::uint8_t>(n >> 24), static_cast<std::uint8_t>(n >> 16),
+                               static_cast<std::uint8_t>(n >> 8), static_cast<std::uint8_t>(n)};
+    f.write(b, 4);
+  }
+  f.write(array.data.data(), array.data.size());
+  f.close();
+}
+
+}  // namespace mantissa

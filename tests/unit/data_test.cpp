@@ -1,0 +1,148 @@
+// Data loading: IDX round trips (plain and gzipped), each kind of bad file giving one clear error that
+// names it, the real Fashion-MNIST from Debian's package, the batch order and the text corpus.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "mantissa/data/datasets.h"
+
+namespace mantissa {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path temp_dir() {
+  const fs::path d = fs::temp_directory_path() / ("mantissa_data_test_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+IdxArray sample_array() {
+  IdxArray a{{3, 2, 4}, {}};
+  for (int i = 0; i < 24; ++i) a.data.push_back(static_cast<std::uint8_t>(i * 10));
+  return a;
+}
+
+void expect_data_error(const fs::path& p, const std::string& fragment) {
+  try {
+    read_idx(p);
+    FAIL() << "no error for " << p;
+  } catch (const DataError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(p.string()), std::string::npos) << what;
+    EXPECT_NE(what.find(fragment), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << "one line: " << what;
+  }
+}
+
+TEST(Idx, RoundTripsPlainAndGzipped) {
+  const fs::path d = temp_dir();
+  for (const char* name : {"a.idx", "a.idx.gz"}) {
+    write_idx(d / name, sample_array());
+    const IdxArray b = read_idx(d / name);
+    EXPECT_EQ(b.dims, sample_array().dims);
+    EXPECT_EQ(b.data, sample_array().data);
+  }
+  fs::remove_all(d);
+}
+
+TEST(Idx, BadFilesGiveOneLineNamingTheFile) {
+  const fs::path d = temp_dir();
+  expect_data_error(d / "missing.idx", "no such file");
+  std::ofstream(d / "magic.idx", std::ios::binary) << "PK\x03\x04 not idx";
+  expect_data_error(d / "magic.idx", "bad magic");
+  {
+    std::ofstream f(d / "type.idx", std::ios::binary);
+    const char h[] = {0, 0, 0x0D, 1, 0, 0, 0, 1, 0, 0, 0, 0};
+    f.write(h, sizeof h);
+  }
+  expect_data_error(d / "type.idx", "not supported");
+  write_idx(d / "whole.idx", sample_array());
+  fs::resize_file(d / "whole.idx", fs::file_size(d / "whole.idx") - 5);
+  expect_data_error(d / "whole.idx", "truncated");
+  write_idx(d / "extra.idx", sample_array());
+  std::ofstream(d / "extra.idx", std::ios::binary | std::ios::app) << "junk";
+  expect_data_error(d / "extra.idx", "after the data");
+  // A gzip stream with its middle overwritten.
+  IdxArray big{{4096}, std::vector<std::uint8_t>(4096)};
+  for (std::size_t i = 0; i < big.data.size(); ++i) big.data[i] = static_cast<std::uint8_t>(i * 7919 % 251);
+  write_idx(d / "bad.idx.gz", big);
+  {
+    std::fstream f(d / "bad.idx.gz", std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(40);
+    f.write("\xff\xff\xff\xff\xff\xff\xff\xff", 8);
+  }
+  try {
+    read_idx(d / "bad.idx.gz");
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.idx.gz"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(load_mnist_format(d / "nowhere", true), DataError);
+  EXPECT_THROW(load_mnist_format(d, true), DataError);  // a directory without the files
+  fs::remove_all(d);
+}
+
+TEST(FashionMnist, LoadsFromDebiansPackage) {
+  ASSERT_TRUE(fs::exists(kFashionMnistDir)) << "scripts/install-deps.sh installs dataset-fashion-mnist";
+  const ImageDataset train = load_mnist_format(kFashionMnistDir, true);
+  const ImageDataset test = load_mnist_format(kFashionMnistDir, false);
+  EXPECT_EQ(train.images.shape(), (Shape{60000, 1, 28, 28}));
+  EXPECT_EQ(test.images.shape(), (Shape{10000, 1, 28, 28}));
+  std::vector<int> per_class(10, 0);
+  for (std::int64_t l : train.labels) ++per_class[static_cast<std::size_t>(l)];
+  for (int c : per_class) EXPECT_EQ(c, 6000);  // Fashion-MNIST is balanced
+  // Normalized with the training set's statistics: mean 0, standard deviation 1 (to 3 decimals).
+  const float* px = train.images.data_as<float>();
+  double s = 0, s2 = 0;
+  const auto n = static_cast<double>(train.images.numel());
+  for (std::int64_t i = 0; i < train.images.numel(); ++i) {
+    s += px[i];
+    s2 += static_cast<double>(px[i]) * px[i];
+  }
+  EXPECT_NEAR(s / n, 0.0, 1e-3);
+  EXPECT_NEAR(std::sqrt(s2 / n - (s / n) * (s / n)), 1.0, 1e-3);
+}
+
+TEST(BatchOrder, CoversEveryItemOncePerEpochAndRepeatsWithTheSeed) {
+  BatchOrder a(10, 4, 7);
+  BatchOrder b(10, 4, 7);
+  std::set<std::int64_t> seen;
+  std::vector<std::int64_t> epoch0;
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<std::int64_t> x = a.next();
+    EXPECT_EQ(x, b.next());
+    seen.insert(x.begin(), x.end());
+    epoch0.insert(epoch0.end(), x.begin(), x.end());
+  }
+  EXPECT_EQ(seen.size(), 10U);
+  std::vector<std::int64_t> epoch1;
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<std::int64_t> x = a.next();
+    epoch1.insert(epoch1.end(), x.begin(), x.end());
+  }
+  EXPECT_NE(epoch0, epoch1);
+  BatchOrder c(10, 4, 7);
+  c.seek(1, 4);  // resume mid-epoch
+  EXPECT_EQ(c.next(), std::vector<std::int64_t>(epoch1.begin() + 4, epoch1.begin() + 8));
+}
+
+TEST(TextCorpus, LoadsTheFortunesAndSamplesNextByteTargets) {
+  ASSERT_TRUE(fs::exists(kFortunesDir)) << "scripts/install-deps.sh installs fortunes";
+  const TextCorpus c = TextCorpus::load(kFortunesDir);
+  EXPECT_GT(c.train.size(), 1'000'000U);
+  EXPECT_NEAR(static_cast<double>(c.validation.size()) / static_cast<double>(c.train.size() + c.validation.size()), 0.1, 1e-3);
+  std::mt19937_64 rng(3);
+  std::vector<std::int64_t> in, out;
+  TextCorpus::sample(c.train, 4, 16, rng, in, out);
+  ASSERT_EQ(in.size(), 64U);
+  for (int b = 0; b < 4; ++b) {
+    for (int t = 0; t + 1 < 16; ++t) EXPECT_EQ(out[static_cast<std::size_t>(b * 16 + t)], in[static_cast<std::size_t>(b * 16 + t + 1)]);
+  }
+  EXPECT_THROW(TextCorpus::load("/nonexistent/text"), DataError);
+}
+
+}  // namespace
+}  // namespace mantissa
