@@ -1,0 +1,73 @@
+// The layers the models are built from. Initialization follows PyTorch's defaults (uniform within
+// 1/sqrt(fan in) for linear and convolution weights and biases) unless a model sets its own.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "mantissa/nn/module.h"
+#include "mantissa/ops/ops.h"
+
+namespace mantissa::nn {
+
+class Linear : public Module {
+ public:
+  // init_stddev > 0: weight normal(0, init_stddev) and bias zero (GPT-2's initialization) instead of
+  // PyTorch's default uniform.
+  Linear(std::int64_t in, std::int64_t out, std::uint64_t seed, bool bias = true, double init_stddev = 0);
+  Tensor forward(const Tensor& x) const;
+  Tensor& weight() { return weight_; }  // [out, in]
+  Tensor& bias() { return bias_; }
+
+ private:
+  Tensor& weight_;
+  Tensor& bias_;
+};
+
+class Conv2d : public Module {
+ public:
+  Conv2d(std::int64_t in, std::int64_t out, std::int64_t kernel, std::uint64_t seed, std::int64_t stride = 1,
+         std::int64_t padding = 0, bool bias = true);
+  Tensor forward(const Tensor& x) const;
+
+ private:
+  Tensor& weight_;
+  Tensor& bias_;
+  Conv2dParams p_;
+};
+
+class BatchNorm2d : public Module {
+ public:
+  explicit BatchNorm2d(std::int64_t channels, double momentum = 0.1, double eps = 1e-5);
+  Tensor forward(const Tensor& x) const;
+
+ private:
+  Tensor& gamma_;
+  Tensor& beta_;
+  Tensor& running_mean_;
+  Tensor& running_var_;
+  double momentum_, eps_;
+};
+
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(std::int64_t channels, double eps = 1e-5);
+  Tensor forward(const Tensor& x) const;
+
+ private:
+  Tensor& gamma_;
+  Tensor& beta_;
+  double eps_;
+};
+
+class Embedding : public Module {
+ public:
+  Embedding(std::int64_t vocab, std::int64_t dim, std::uint64_t seed, double stddev = 0.02);
+  Tensor forward(std::span<const std::int64_t> ids, const Shape& ids_shape) const;
+  Tensor& weight() { return weight_; }
+
+ private:
+  Tensor& weight_;
+};
+
+}  // namespace mantissa::nn

@@ -1,0 +1,73 @@
+// The models mantissa trains: an MLP, a residual CNN with batch norm for 28x28 images, and a GPT
+// (decoder-only transformer with pre-LayerNorm blocks, causal self-attention, GELU MLP and a head tied
+// to the token embedding).
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "mantissa/nn/layers.h"
+
+namespace mantissa::nn {
+
+struct MlpConfig {
+  std::int64_t in = 784, hidden = 256, layers = 2, classes = 10;  // `layers` hidden layers
+  std::uint64_t seed = 0;
+};
+
+class Mlp : public Module {
+ public:
+  explicit Mlp(const MlpConfig& c);
+  // x [N, ...] (flattened to [N, in]) -> logits [N, classes]
+  Tensor forward(const Tensor& x) const;
+
+ private:
+  std::vector<std::shared_ptr<Linear>> layers_;
+};
+
+struct CnnConfig {
+  std::int64_t in_channels = 1, width = 32, classes = 10;
+  std::uint64_t seed = 0;
+};
+
+// Two stages of conv-BN-ReLU and a residual block (conv-BN-ReLU-conv-BN plus the input), each followed
+// by 2x2 max pooling; global average pooling and a linear head. For 28x28 inputs (Fashion-MNIST).
+class Cnn : public Module {
+ public:
+  explicit Cnn(const CnnConfig& c);
+  Tensor forward(const Tensor& x) const;  // [N, C, H, W] -> logits [N, classes]
+
+ private:
+  struct Stage {
+    std::shared_ptr<Conv2d> conv, res1, res2;
+    std::shared_ptr<BatchNorm2d> bn, bn1, bn2;
+  };
+  std::vector<Stage> stages_;
+  std::shared_ptr<Linear> head_;
+};
+
+struct GptConfig {
+  std::int64_t n_layer = 4, n_head = 4, n_embd = 256, block_size = 128, vocab = 256;
+  std::uint64_t seed = 0;
+};
+
+class Gpt : public Module {
+ public:
+  explicit Gpt(const GptConfig& c);
+  // ids [batch, T] (T <= block_size) -> logits [batch * T, vocab]
+  Tensor forward(std::span<const std::int64_t> ids, std::int64_t batch, std::int64_t t) const;
+  const GptConfig& config() const { return c_; }
+
+ private:
+  struct Block {
+    std::shared_ptr<LayerNorm> ln1, ln2;
+    std::shared_ptr<Linear> qkv, proj, fc, fc_proj;
+  };
+  GptConfig c_;
+  std::shared_ptr<Embedding> wte_, wpe_;
+  std::vector<Block> blocks_;
+  std::shared_ptr<LayerNorm> ln_f_;
+};
+
+}  // namespace mantissa::nn

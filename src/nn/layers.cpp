@@ -1,0 +1,73 @@
+// Layers: parameters registered with their initial values, forward passes in terms of the ops.
+#include "mantissa/nn/layers.h"
+
+#include <cmath>
+
+namespace mantissa::nn {
+namespace {
+
+Tensor uniform_init(const Shape& shape, std::int64_t fan_in, std::uint64_t seed) {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+  return Tensor::uniform(shape, DType::f32, seed, -bound, bound);
+}
+
+}  // namespace
+
+Linear::Linear(std::int64_t in, std::int64_t out, std::uint64_t seed, bool bias, double init_stddev)
+    : weight_(register_parameter("weight", init_stddev > 0 ? Tensor::randn({out, in}, DType::f32, seed, 0, init_stddev)
+                                                           : uniform_init({out, in}, in, seed))),
+      bias_(register_parameter("bias", !bias              ? Tensor()
+                                       : init_stddev > 0 ? Tensor::zeros({out}, DType::f32)
+                                                         : uniform_init({out}, in, seed + 1))) {}
+
+Tensor Linear::forward(const Tensor& x) const {
+  const auto scope = precision_scope();
+  return linear(x, weight_, bias_);
+}
+
+Conv2d::Conv2d(std::int64_t in, std::int64_t out, std::int64_t kernel, std::uint64_t seed, std::int64_t stride,
+               std::int64_t padding, bool bias)
+    : weight_(register_parameter("weight", uniform_init({out, in, kernel, kernel}, in * kernel * kernel, seed))),
+      bias_(register_parameter("bias", bias ? uniform_init({out}, in * kernel * kernel, seed + 1) : Tensor())),
+      p_{stride, stride, padding, padding, 1, 1, 1} {}
+
+Tensor Conv2d::forward(const Tensor& x) const {
+  const auto scope = precision_scope();
+  return conv2d(x, weight_, bias_, p_);
+}
+
+BatchNorm2d::BatchNorm2d(std::int64_t channels, double momentum, double eps)
+    : gamma_(register_parameter("weight", Tensor::full({channels}, 1.0, DType::f32))),
+      beta_(register_parameter("bias", Tensor::zeros({channels}, DType::f32))),
+      running_mean_(register_buffer("running_mean", Tensor::zeros({channels}, DType::f32))),
+      running_var_(register_buffer("running_var", Tensor::full({channels}, 1.0, DType::f32))),
+      momentum_(momentum),
+      eps_(eps) {
+  keep_parameters_f32();
+}
+
+Tensor BatchNorm2d::forward(const Tensor& x) const {
+  const auto scope = precision_scope();
+  return batch_norm(x, gamma_, beta_, running_mean_, running_var_, training(), momentum_, eps_);
+}
+
+LayerNorm::LayerNorm(std::int64_t channels, double eps)
+    : gamma_(register_parameter("weight", Tensor::full({channels}, 1.0, DType::f32))),
+      beta_(register_parameter("bias", Tensor::zeros({channels}, DType::f32))),
+      eps_(eps) {
+  keep_parameters_f32();
+}
+
+Tensor LayerNorm::forward(const Tensor& x) const {
+  const auto scope = precision_scope();
+  return layer_norm(x, gamma_, beta_, eps_);
+}
+
+Embedding::Embedding(std::int64_t vocab, std::int64_t dim, std::uint64_t seed, double stddev)
+    : weight_(register_parameter("weight", Tensor::randn({vocab, dim}, DType::f32, seed, 0, stddev))) {}
+
+Tensor Embedding::forward(std::span<const std::int64_t> ids, const Shape& ids_shape) const {
+  return embedding(weight_, ids, ids_shape);
+}
+
+}  // namespace mantissa::nn

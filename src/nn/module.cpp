@@ -1,0 +1,92 @@
+// The module tree: parameter and buffer registration, traversal by path, modes, precision overrides.
+#include "mantissa/nn/module.h"
+
+#include <functional>
+
+#include "mantissa/autograd/node.h"
+#include "mantissa/core/memory.h"
+#include "mantissa/ops/ops.h"
+
+namespace mantissa::nn {
+
+Tensor& Module::register_parameter(const std::string& name, Tensor value) {
+  if (value.defined()) {
+    value.storage()->set_category(MemoryCategory::parameters);
+    value.set_requires_grad();
+  }
+  params_.emplace_back(name, value);
+  return params_.back().second;
+}
+
+Tensor& Module::register_buffer(const std::string& name, Tensor value) {
+  value.storage()->set_category(MemoryCategory::parameters);
+  buffers_.emplace_back(name, value);
+  return buffers_.back().second;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  const std::function<void(const Module&, const std::string&)> walk = [&](const Module& m, const std::string& prefix) {
+    for (const auto& [name, t] : m.params_) {
+      if (t.defined()) out.emplace_back(prefix + name, t);
+    }
+    for (const auto& [name, child] : m.children_) walk(*child, prefix + name + ".");
+  };
+  walk(*this, "");
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  const std::function<void(const Module&, const std::string&)> walk = [&](const Module& m, const std::string& prefix) {
+    for (const auto& [name, t] : m.buffers_) out.emplace_back(prefix + name, t);
+    for (const auto& [name, child] : m.children_) walk(*child, prefix + name + ".");
+  };
+  walk(*this, "");
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+std::int64_t Module::parameter_count() const {
+  std::int64_t n = 0;
+  for (const Tensor& t : parameters()) n += t.numel();
+  return n;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+void Module::set_precision_override(std::optional<AutocastPolicy> policy) { policy_ = std::move(policy); }
+
+void Module::keep_in_f32() {
+  AutocastPolicy p = AutocastPolicy::defaults();
+  for (std::size_t i = 0; i < kAutocastOps; ++i) p.set(static_cast<AutocastOp>(i), AutocastPrecision::f32);
+  policy_ = p;
+}
+
+std::unique_ptr<Autocast> Module::precision_scope() const {
+  if (policy_ && autocast_dtype()) return std::make_unique<Autocast>(autocast_dtype(), *policy_);
+  return nullptr;
+}
+
+void Module::to_dtype(DType dtype) {
+  NoGradGuard no_grad;
+  if (!f32_parameters_) {
+    for (auto& [name, t] : params_) {
+      if (!t.defined() || t.dtype() == dtype) continue;
+      MemoryCategoryScope scope(MemoryCategory::parameters);
+      t = contiguous_copy(cast(t, dtype));
+      t.set_requires_grad();
+    }
+  }
+  for (auto& [name, child] : children_) child->to_dtype(dtype);
+}
+
+}  // namespace mantissa::nn

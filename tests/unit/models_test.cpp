@@ -1,0 +1,113 @@
+// The module system and the models: parameter names and counts, train/eval, low-precision-model
+// conversion keeping norms in f32, per-module precision overrides, GPT's causality and tied head, and
+// each model learning a little.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "mantissa/amp/autocast.h"
+#include "mantissa/nn/models.h"
+#include "mantissa/optim/optimizer.h"
+
+namespace mantissa {
+namespace {
+
+using nn::Cnn;
+using nn::Gpt;
+using nn::Mlp;
+
+TEST(Modules, NamedParametersAndCounts) {
+  const Mlp mlp({.in = 784, .hidden = 256, .layers = 2, .classes = 10});
+  const auto named = mlp.named_parameters();
+  ASSERT_EQ(named.size(), 6U);
+  EXPECT_EQ(named[0].first, "fc0.weight");
+  EXPECT_EQ(named[0].second.shape(), (Shape{256, 784}));
+  EXPECT_EQ(named[5].first, "fc2.bias");
+  EXPECT_EQ(mlp.parameter_count(), 784 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10);
+
+  const std::int64_t c = 32, v = 256, t = 16, layers = 2;
+  const Gpt gpt({.n_layer = layers, .n_head = 4, .n_embd = c, .block_size = t, .vocab = v});
+  const std::int64_t block = 2 * c + (3 * c * c + 3 * c) + (c * c + c) + 2 * c + (4 * c * c + 4 * c) + (4 * c * c + c);
+  EXPECT_EQ(gpt.parameter_count(), v * c + t * c + layers * block + 2 * c);  // the head is tied: no extra
+  EXPECT_EQ(gpt.named_parameters()[2].first, "blocks.0.ln1.weight");
+
+  const Cnn cnn({});
+  EXPECT_EQ(cnn.named_buffers().size(), 12U);  // running mean and variance of six batch norms
+}
+
+TEST(Modules, LowPrecisionModelKeepsNormsInF32) {
+  Cnn cnn({.width = 8});
+  cnn.to_dtype(DType::bf16);
+  for (const auto& [name, p] : cnn.named_parameters()) {
+    const bool norm = name.find("bn") != std::string::npos;
+    EXPECT_EQ(p.dtype(), norm ? DType::f32 : DType::bf16) << name;
+    EXPECT_TRUE(p.requires_grad()) << name;
+  }
+  for (const auto& [name, b] : cnn.named_buffers()) EXPECT_EQ(b.dtype(), DType::f32) << name;
+  const Tensor x = Tensor::randn({2, 1, 28, 28}, DType::bf16, 1);
+  EXPECT_EQ(cnn.forward(x).shape(), (Shape{2, 10}));
+}
+
+TEST(Modules, PerModulePrecisionOverride) {
+  nn::Linear kept(8, 4, 1);
+  nn::Linear low(8, 4, 2);
+  kept.keep_in_f32();
+  const Tensor x = Tensor::randn({3, 8}, DType::f32, 3);
+  Autocast region(DType::bf16);
+  EXPECT_EQ(low.forward(x).dtype(), DType::bf16);
+  EXPECT_EQ(kept.forward(x).dtype(), DType::f32);
+}
+
+TEST(Modules, BatchNormUpdatesRunningStatisticsOnlyInTraining) {
+  Cnn cnn({.width = 4});
+  const Tensor x = Tensor::randn({4, 1, 28, 28}, DType::f32, 5);
+  const std::vector<double> before = cnn.named_buffers()[0].second.to_doubles();
+  cnn.eval();
+  const std::vector<double> e1 = cnn.forward(x).to_doubles();
+  EXPECT_EQ(cnn.named_buffers()[0].second.to_doubles(), before);
+  EXPECT_EQ(cnn.forward(x).to_doubles(), e1);  // deterministic in evaluation
+  cnn.train();
+  cnn.forward(x);
+  EXPECT_NE(cnn.named_buffers()[0].second.to_doubles(), before);
+}
+
+TEST(Gpt, LaterTokensDoNotChangeEarlierLogitsAndTheHeadIsTied) {
+  const Gpt gpt({.n_layer = 2, .n_head = 2, .n_embd = 16, .block_size = 8, .vocab = 256, .seed = 4});
+  std::vector<std::int64_t> a = {72, 101, 108, 108, 111, 32, 119, 111};
+  std::vector<std::int64_t> b = a;
+  b[7] = 33;
+  const std::vector<double> la = gpt.forward(a, 1, 8).to_doubles();
+  const std::vector<double> lb = gpt.forward(b, 1, 8).to_doubles();
+  for (std::size_t i = 0; i < 7 * 256; ++i) ASSERT_EQ(la[i], lb[i]) << i;
+  bool last_differs = false;
+  for (std::size_t i = 7 * 256; i < 8 * 256; ++i) last_differs = last_differs || la[i] != lb[i];
+  EXPECT_TRUE(last_differs);
+  EXPECT_THROW(gpt.forward(std::vector<std::int64_t>(9, 1), 1, 9), std::invalid_argument);
+}
+
+TEST(Models, EachLearnsOnAFixedBatch) {
+  std::vector<std::int64_t> labels(16);
+  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int64_t>(i % 10);
+  const Tensor images = Tensor::randn({16, 1, 28, 28}, DType::f32, 6);
+  const auto learns = [&](nn::Module& m, const std::function<Tensor()>& loss_fn, double lr) {
+    Adam opt(m.parameters(), {.lr = lr});
+    const double first = loss_fn().item();
+    for (int s = 0; s < 15; ++s) {
+      loss_fn().backward();
+      opt.step();
+      opt.zero_grad();
+    }
+    return loss_fn().item() < 0.7 * first;
+  };
+  Mlp mlp({.hidden = 32, .layers = 1});
+  EXPECT_TRUE(learns(mlp, [&] { return cross_entropy(mlp.forward(images), labels); }, 1e-2));
+  Cnn cnn({.width = 8});
+  EXPECT_TRUE(learns(cnn, [&] { return cross_entropy(cnn.forward(images), labels); }, 1e-2));
+  Gpt gpt({.n_layer = 1, .n_head = 2, .n_embd = 16, .block_size = 8, .vocab = 256});
+  std::vector<std::int64_t> ids = {72, 101, 108, 108, 111, 32, 119, 111};
+  std::vector<std::int64_t> next = {101, 108, 108, 111, 32, 119, 111, 114};
+  EXPECT_TRUE(learns(gpt, [&] { return cross_entropy(gpt.forward(ids, 1, 8), next); }, 3e-2));
+}
+
+}  // namespace
+}  // namespace mantissa
