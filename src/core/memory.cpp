@@ -125,6 +125,7 @@ std::string_view category_name(MemoryCategory c) {
     case MemoryCategory::activations: return "activations";
     case MemoryCategory::optimizer_state: return "optimizer_state";
     case MemoryCategory::temporary: return "temporary";
+    case MemoryCategory::data: return "data";
   }
   return "?";
 }

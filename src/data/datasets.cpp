@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "mantissa/core/memory.h"
 #include "mantissa/data/datasets.h"
 
 namespace mantissa {
@@ -40,6 +41,7 @@ ImageDataset load_mnist_format(const std::filesystem::path& dir, bool train, dou
   }
   ImageDataset d;
   const std::int64_t n = images.dims[0], h = images.dims[1], w = images.dims[2];
+  MemoryCategoryScope scope(MemoryCategory::data);
   d.images = Tensor::empty({n, 1, h, w}, DType::f32);
   float* px = d.images.data_as<float>();
   const auto scale = static_cast<float>(1.0 / (255.0 * stddev));

@@ -142,9 +142,73 @@ TEST(BenchCommand, MatmulAndMlpReportTheirFiguresAsJson) {
   }
 }
 
+// Runs in a scratch directory kept for the test's files.
+struct Scratch {
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("mantissa_train_test_" + std::to_string(::getpid()));
+  Scratch() { std::filesystem::create_directories(dir); }
+  ~Scratch() { std::filesystem::remove_all(dir); }
+  std::string path(const std::string& name) const { return (dir / name).string(); }
+};
+
+TEST(TrainCommand, TrainsOnFashionMnistAndWritesMetricsAndSummary) {
+  Scratch s;
+  const Result r = run("train --model mlp --steps 60 --eval-every 30 --lr 3e-3 --precision fp16 --inject-nonfinite 10,20 "
+                       "--metrics " + s.path("m.jsonl") + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* key : {"\"final_val_accuracy\"", "\"final_val_loss\"", "\"wall_seconds\"", "\"skipped_steps\":2",
+                          "\"steps\":60", "\"peak_bytes\""}) {
+    EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
+  }
+  const std::string m = slurp(s.path("m.jsonl"));
+  EXPECT_EQ(lines(m), 62);  // 60 steps and 2 evaluations
+  EXPECT_FALSE(std::filesystem::exists(s.path("m.jsonl.partial")));
+  for (const char* key : {"\"loss_scale\"", "\"grad_norm\"", "\"underflow_fraction\"", "\"throughput\"",
+                          "\"nonfinite\"", "\"val_accuracy\""}) {
+    EXPECT_NE(m.find(key), std::string::npos) << key;
+  }
+  EXPECT_NE(m.find("{\"grad_norm\":"), std::string::npos);
+  EXPECT_NE(m.find("\"skipped\":true"), std::string::npos);
+  // The accuracy after 60 steps is well above chance (10%).
+  const auto at = r.out.find("\"final_val_accuracy\":");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_GT(std::stod(r.out.substr(at + 21)), 0.6);
+}
+
+TEST(TrainCommand, TrainsAGptOnAnyTextFile) {
+  Scratch s;
+  {
+    std::ofstream f(s.path("text.txt"));
+    for (int i = 0; i < 400; ++i) f << "the quick brown fox jumps over the lazy dog " << i << "\n";
+  }
+  const Result r = run("train --model gpt --data " + s.path("text.txt") +
+                       " --n-layer 1 --n-head 2 --n-embd 32 --block-size 16 --batch-size 8 --steps 20 --eval-every 10 "
+                       "--eval-batches 2 --lr 3e-3 --precision bf16 --mode low-precision-model --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("\"final_val_accuracy\":null"), std::string::npos) << r.out;
+}
+
+TEST(TrainCommand, BadInputGivesOneLineAndKeepsExistingFiles) {
+  Scratch s;
+  std::ofstream(s.path("old.jsonl")) << "precious\n";
+  for (const char* args : {"train --model resnet", "train --precision fp8", "train --loss-scale static:abc",
+                           "train --mode low-precision-model", "train --steps 0", "train --optimizer lion",
+                           "train --inject-nonfinite 3,x", "train --steps"}) {
+    const Result r = run(std::string(args) + " --metrics " + s.path("old.jsonl"));
+    EXPECT_EQ(r.status, 2) << args << ": " << r.err;
+    EXPECT_EQ(lines(r.err), 1) << args << ": " << r.err;
+  }
+  const Result missing = run("train --data " + s.path("nowhere") + " --metrics " + s.path("old.jsonl"));
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_EQ(lines(missing.err), 1) << missing.err;
+  EXPECT_NE(missing.err.find("nowhere"), std::string::npos) << missing.err;
+  EXPECT_EQ(slurp(s.path("old.jsonl")), "precious\n");
+  EXPECT_FALSE(std::filesystem::exists(s.path("old.jsonl.partial")));
+}
+
 TEST(Help, EverySubcommandHasIt) {
   for (const char* args : {"--help", "formats --help", "cast --help", "info --help", "bench --help",
-                           "bench matmul --help", "bench mlp --help"}) {
+                           "bench matmul --help", "bench mlp --help", "train --help"}) {
     const Result r = run(args);
     EXPECT_EQ(r.status, 0) << args;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << args << r.out;

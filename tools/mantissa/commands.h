@@ -16,5 +16,6 @@ Run add_formats(CLI::App& app);
 Run add_cast(CLI::App& app);
 Run add_bench(CLI::App& app);
 Run add_info(CLI::App& app);
+Run add_train(CLI::App& app);
 
 }  // namespace mantissa::cli

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   };
   add("formats", "Print the properties of every number format", mantissa::cli::add_formats);
   add("cast", "Round fp32 values read from standard input into a format", mantissa::cli::add_cast);
+  add("train", "Train a model (mlp, cnn, gpt) on real data in fp32, bf16 or fp16", mantissa::cli::add_train);
   add("info", "What this machine's kernels can do: instruction sets, AMX, oneDNN's dtypes", mantissa::cli::add_info);
   add("bench", "Benchmarks: matmul against the machine's measured peak", mantissa::cli::add_bench);
 
@@ -33,9 +34,12 @@ int main(int argc, char** argv) {
   }
   try {
     for (CLI::App* sub : app.get_subcommands()) return runs.at(sub)();
-  } catch (const std::exception& e) {
+  } catch (const std::invalid_argument& e) {  // a bad flag value or input: a usage error
     std::fprintf(stderr, "mantissa: %s\n", e.what());
     return mantissa::cli::kBadInput;
+  } catch (const std::exception& e) {  // a bad data file, a failed write, ...
+    std::fprintf(stderr, "mantissa: %s\n", e.what());
+    return 1;
   }
   return 0;
 }

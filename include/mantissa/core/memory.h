@@ -18,8 +18,9 @@ enum class MemoryCategory : std::uint8_t {
   activations,      // tensors kept by autograd for the backward pass
   optimizer_state,  // moments, momentum buffers
   temporary,        // everything else: op outputs not kept, scratch
+  data,             // data sets held in memory
 };
-inline constexpr std::size_t kMemoryCategories = 5;
+inline constexpr std::size_t kMemoryCategories = 6;
 std::string_view category_name(MemoryCategory c);
 
 struct MemoryStats {

@@ -1,0 +1,174 @@
+// `mantissa train`: one training run from the command line, with a progress line, JSON-lines metrics
+// (written to PATH.partial and renamed when the run ends, so an existing file is never left half-written)
+// and an optional JSON summary on standard output.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "commands.h"
+#include "mantissa/core/dtype.h"
+#include "training.h"
+
+namespace mantissa::cli {
+namespace {
+
+struct TrainArgs {
+  TrainConfig config;
+  std::string precision = "fp32", mode = "autocast", inject, metrics;
+  bool json = false;
+};
+
+std::vector<std::int64_t> parse_steps(const std::string& list) {
+  std::vector<std::int64_t> out;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    std::size_t used = 0;
+    std::int64_t v = -1;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || v < 1) {
+      throw std::invalid_argument("--inject-nonfinite: '" + item + "' is not a step number (1, 2, ...)");
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+nlohmann::json peak_json(const std::map<std::string, std::int64_t>& peaks) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : peaks) j[k] = v;
+  return j;
+}
+
+int run_train(TrainArgs& a) {
+  TrainConfig& c = a.config;
+  c.precision = parse_dtype(a.precision);
+  if (a.mode != "autocast" && a.mode != "low-precision-model") {
+    throw std::invalid_argument("--mode: '" + a.mode + "' is not autocast or low-precision-model");
+  }
+  c.low_precision_model = a.mode == "low-precision-model";
+  if (!a.inject.empty()) c.inject_nonfinite = parse_steps(a.inject);
+
+  const std::filesystem::path metrics_path = a.metrics;
+  const std::filesystem::path partial = a.metrics + ".partial";
+  std::ofstream metrics;
+  if (!a.metrics.empty()) {
+    metrics.open(partial, std::ios::trunc);
+    if (!metrics) throw std::runtime_error(partial.string() + ": cannot write the metrics file");
+  }
+  const bool tty = isatty(fileno(stderr)) != 0;
+  const std::int64_t every = std::max<std::int64_t>(1, c.steps / 20);
+  TrainCallbacks cb;
+  cb.on_step = [&](const StepRecord& r, std::int64_t total) {
+    if (metrics.is_open()) {
+      nlohmann::json j = {{"step", r.step}, {"loss", r.loss}, {"lr", r.lr}, {"loss_scale", r.loss_scale},
+                          {"skipped", r.skipped}, {"grad_norm", r.grad_norm}, {"nonfinite", r.nonfinite},
+                          {"underflow_fraction", r.underflow_fraction}, {"throughput", r.throughput}};
+      metrics << j.dump() << '\n';
+    }
+    if (tty || r.step % every == 0 || r.step == total || r.skipped) {
+      const std::string line = fmt::format("step {}/{} loss {:.4f} scale {:g} lr {:.2e} {:.0f}/s{}", r.step, total, r.loss,
+                                           r.loss_scale, r.lr, r.throughput, r.skipped ? " (skipped: non-finite gradient)" : "");
+      std::fprintf(stderr, tty ? "\r%-78s" : "%s\n", line.c_str());
+    }
+  };
+  cb.on_eval = [&](const EvalRecord& r) {
+    if (metrics.is_open()) {
+      nlohmann::json j = {{"step", r.step}, {"val_loss", r.val_loss}};
+      if (r.val_accuracy) j["val_accuracy"] = *r.val_accuracy;
+      metrics << j.dump() << '\n';
+    }
+    std::fprintf(stderr, "%seval step %lld: val_loss %.4f%s\n", tty ? "\n" : "", static_cast<long long>(r.step), r.val_loss,
+                 r.val_accuracy ? fmt::format(" val_accuracy {:.2f}%", 100 * *r.val_accuracy).c_str() : "");
+  };
+
+  TrainResult result;
+  try {
+    result = train(c, cb);
+  } catch (...) {
+    if (metrics.is_open()) {
+      metrics.close();
+      std::filesystem::remove(partial);
+    }
+    throw;
+  }
+  if (metrics.is_open()) {
+    metrics.close();
+    if (!metrics) throw std::runtime_error(partial.string() + ": writing the metrics failed");
+    std::filesystem::rename(partial, metrics_path);
+  }
+  for (const std::string& w : result.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  const EvalRecord& last = result.evals.back();
+  if (a.json) {
+    nlohmann::json j = {{"final_val_loss", last.val_loss}, {"wall_seconds", result.wall_seconds},
+                        {"steps", c.steps}, {"skipped_steps", result.skipped_steps},
+                        {"peak_bytes", peak_json(result.peak_bytes)}};
+    j["final_val_accuracy"] = last.val_accuracy ? nlohmann::json(*last.val_accuracy) : nlohmann::json(nullptr);
+    fmt::print("{}\n", j.dump());
+  } else {
+    const double mib = 1 << 20;
+    fmt::print("final: val_loss {:.4f}{}, {} steps ({} skipped) in {:.1f} s, peak memory {:.1f} MiB (+ {:.1f} MiB of data)\n",
+               last.val_loss, last.val_accuracy ? fmt::format(", val_accuracy {:.2f}%", 100 * *last.val_accuracy) : "",
+               c.steps, result.skipped_steps, result.wall_seconds,
+               static_cast<double>(result.peak_bytes["total"] - result.peak_bytes["data"]) / mib,
+               static_cast<double>(result.peak_bytes["data"]) / mib);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Run add_train(CLI::App& app) {
+  auto a = std::make_shared<TrainArgs>();
+  TrainConfig& c = a->config;
+  app.add_option("--model", c.model, "mlp, cnn (Fashion-MNIST) or gpt (text)")->capture_default_str();
+  app.add_option("--data", c.data, "Data: a directory in the MNIST layout (mlp, cnn), or a text file or directory (gpt). "
+                                   "Default: Debian's Fashion-MNIST or fortunes");
+  app.add_option("--precision", a->precision, "fp32, bf16 or fp16")->capture_default_str();
+  app.add_option("--mode", a->mode, "autocast (f32 parameters) or low-precision-model (bf16/fp16 parameters, f32 master copies)")
+      ->capture_default_str();
+  app.add_option("--loss-scale", c.loss_scale, "dynamic, static:N or none (default: dynamic for fp16, none otherwise)");
+  app.add_option("--init-scale", c.init_scale, "Initial dynamic loss scale")->capture_default_str();
+  app.add_option("--growth-interval", c.growth_interval, "Good steps in a row before the scale grows")->capture_default_str();
+  app.add_option("--growth-factor", c.growth_factor, "Factor the scale grows by")->capture_default_str();
+  app.add_option("--backoff-factor", c.backoff_factor, "Factor the scale shrinks by on overflow")->capture_default_str();
+  app.add_option("--hysteresis", c.hysteresis, "Overflows tolerated before backing off")->capture_default_str();
+  app.add_option("--min-scale", c.min_scale, "Floor of the dynamic scale")->capture_default_str();
+  app.add_option("--optimizer", c.optimizer, "adamw, adam or sgd")->capture_default_str();
+  app.add_option("--lr", c.lr, "Peak learning rate")->capture_default_str();
+  app.add_option("--weight-decay", c.weight_decay, "Weight decay (decoupled for adamw)")->capture_default_str();
+  app.add_option("--momentum", c.momentum, "SGD momentum")->capture_default_str();
+  app.add_option("--schedule", c.schedule, "cosine (linear warm-up, then cosine to lr/10) or constant")->capture_default_str();
+  app.add_option("--warmup", c.warmup, "Warm-up steps")->capture_default_str();
+  app.add_option("--clip", c.clip, "Clip gradients to this global norm after unscaling (0: off)")->capture_default_str();
+  app.add_flag("--stochastic-rounding", c.stochastic_rounding, "Write master weights back with stochastic rounding");
+  app.add_option("--steps", c.steps, "Optimizer steps")->capture_default_str();
+  app.add_option("--batch-size", c.batch_size, "Examples (sequences for gpt) per micro-batch")->capture_default_str();
+  app.add_option("--grad-accum", c.grad_accum, "Micro-batches per step")->capture_default_str();
+  app.add_option("--eval-every", c.eval_every, "Steps between evaluations")->capture_default_str();
+  app.add_option("--eval-batches", c.eval_batches, "gpt: validation batches per evaluation")->capture_default_str();
+  app.add_option("--seed", c.seed, "Seed of initialization, data order and sampling")->capture_default_str();
+  app.add_option("--threads", c.threads, "Threads (default: all)");
+  app.add_option("--hidden", c.hidden, "mlp: hidden width")->capture_default_str();
+  app.add_option("--layers", c.layers, "mlp: hidden layers")->capture_default_str();
+  app.add_option("--width", c.width, "cnn: channels of the first stage")->capture_default_str();
+  app.add_option("--n-layer", c.n_layer, "gpt: blocks")->capture_default_str();
+  app.add_option("--n-head", c.n_head, "gpt: attention heads")->capture_default_str();
+  app.add_option("--n-embd", c.n_embd, "gpt: embedding width")->capture_default_str();
+  app.add_option("--block-size", c.block_size, "gpt: context length")->capture_default_str();
+  app.add_option("--inject-nonfinite", a->inject, "STEP[,STEP...]: put an inf into a gradient at these steps");
+  app.add_option("--metrics", a->metrics, "Write JSON lines (one per step and per evaluation) to PATH");
+  app.add_flag("--json", a->json, "Print the final summary as one JSON object on standard output");
+  return [a] { return run_train(*a); };
+}
+
+}  // namespace mantissa::cli

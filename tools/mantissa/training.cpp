@@ -1,0 +1,257 @@
+// The training loop behind `mantissa train`: data, model, precision (autocast or low-precision model),
+// loss scaling, optimizer and schedule, evaluation, telemetry.
+#include "training.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <random>
+#include <stdexcept>
+
+#include "mantissa/amp/autocast.h"
+#include "mantissa/amp/step.h"
+#include "mantissa/autograd/node.h"
+#include "mantissa/core/memory.h"
+#include "mantissa/data/datasets.h"
+#include "mantissa/nn/models.h"
+#include "mantissa/numeric/convert.h"
+#include "mantissa/optim/optimizer.h"
+
+namespace mantissa::cli {
+namespace {
+
+LossScalerOptions scaler_options(const TrainConfig& c) {
+  LossScalerOptions o = LossScalerOptions::for_compute(c.precision);
+  const std::string& s = c.loss_scale;
+  if (s.empty()) {
+    // the precision's default kind, with the flags' parameters
+  } else if (s == "dynamic") {
+    o.kind = LossScaling::dynamic;
+  } else if (s == "none") {
+    o.kind = LossScaling::none;
+  } else if (s.rfind("static:", 0) == 0) {
+    o.kind = LossScaling::fixed;
+    std::size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(s.substr(7), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != s.size() - 7 || !(v > 0)) {
+      throw std::invalid_argument("--loss-scale: '" + s + "' is not static:N with N a positive number");
+    }
+    o.init_scale = v;
+    return o;
+  } else {
+    throw std::invalid_argument("--loss-scale: '" + s + "' is not dynamic, static:N or none");
+  }
+  if (o.kind == LossScaling::dynamic) {
+    o.init_scale = c.init_scale;
+    o.growth_factor = c.growth_factor;
+    o.backoff_factor = c.backoff_factor;
+    o.growth_interval = c.growth_interval;
+    o.hysteresis = c.hysteresis;
+    o.min_scale = c.min_scale;
+  }
+  return o;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& c, std::vector<Tensor> params) {
+  const MasterWeightOptions master{true, c.stochastic_rounding ? Rounding::stochastic : Rounding::nearest_even,
+                                   c.seed + 17, false};
+  if (c.optimizer == "adamw" || c.optimizer == "adam") {
+    return std::make_unique<Adam>(std::move(params),
+                                  AdamOptions{.lr = c.lr, .weight_decay = c.weight_decay, .master = master},
+                                  c.optimizer == "adamw");
+  }
+  if (c.optimizer == "sgd") {
+    return std::make_unique<Sgd>(std::move(params), SgdOptions{.lr = c.lr, .momentum = c.momentum,
+                                                               .weight_decay = c.weight_decay, .master = master});
+  }
+  throw std::invalid_argument("--optimizer: '" + c.optimizer + "' is not adamw, adam or sgd");
+}
+
+void check(const TrainConfig& c) {
+  const auto positive = [](std::int64_t v, const char* flag) {
+    if (v <= 0) throw std::invalid_argument(std::string(flag) + " must be positive, got " + std::to_string(v));
+  };
+  positive(c.steps, "--steps");
+  positive(c.batch_size, "--batch-size");
+  positive(c.grad_accum, "--grad-accum");
+  positive(c.eval_every, "--eval-every");
+  if (c.model != "mlp" && c.model != "cnn" && c.model != "gpt") {
+    throw std::invalid_argument("--model: '" + c.model + "' is not mlp, cnn or gpt");
+  }
+  if (c.precision != DType::f32 && c.precision != DType::bf16 && c.precision != DType::f16) {
+    throw std::invalid_argument("--precision must be fp32, bf16 or fp16");
+  }
+  if (c.low_precision_model && c.precision == DType::f32) {
+    throw std::invalid_argument("--mode low-precision-model needs --precision bf16 or fp16");
+  }
+  if (!(c.lr > 0)) throw std::invalid_argument("--lr must be positive");
+  if (c.schedule != "cosine" && c.schedule != "constant") {
+    throw std::invalid_argument("--schedule: '" + c.schedule + "' is not cosine or constant");
+  }
+}
+
+// Writes an inf into the first element of a gradient, in its dtype.
+void inject_inf(const Tensor& g) {
+  if (g.dtype() == DType::f32) {
+    g.data_as<float>()[0] = std::numeric_limits<float>::infinity();
+  } else {
+    g.data_as<std::uint16_t>()[0] =
+        static_cast<std::uint16_t>(encode(format_of(g.dtype()), std::numeric_limits<float>::infinity()));
+  }
+}
+
+std::map<std::string, std::int64_t> peaks() {
+  const MemoryStats m = memory_stats();
+  std::map<std::string, std::int64_t> out;
+  for (std::size_t i = 0; i < kMemoryCategories; ++i) out[std::string(category_name(static_cast<MemoryCategory>(i)))] = m.peak[i];
+  out["total"] = m.peak_total;
+  return out;
+}
+
+}  // namespace
+
+TrainResult train(const TrainConfig& c, const TrainCallbacks& cb) {
+  check(c);
+  if (c.threads > 0) omp_set_num_threads(c.threads);
+  const bool text = c.model == "gpt";
+  const std::string data_path = !c.data.empty() ? c.data : text ? kFortunesDir.string() : kFashionMnistDir.string();
+  const DType low = c.precision;
+
+  // Data.
+  std::optional<ImageDataset> train_set, test_set;
+  std::optional<TextCorpus> corpus;
+  if (text) {
+    corpus = TextCorpus::load(data_path);
+  } else {
+    train_set = load_mnist_format(data_path, true);
+    test_set = load_mnist_format(data_path, false);
+  }
+
+  // Model.
+  std::unique_ptr<nn::Module> model;
+  std::function<Tensor(const Tensor&)> classify;
+  nn::Gpt* gpt = nullptr;
+  {
+    MemoryCategoryScope params(MemoryCategory::parameters);
+    if (c.model == "mlp") {
+      auto m = std::make_unique<nn::Mlp>(nn::MlpConfig{.in = 784, .hidden = c.hidden, .layers = c.layers, .seed = c.seed});
+      classify = [p = m.get()](const Tensor& x) { return p->forward(x); };
+      model = std::move(m);
+    } else if (c.model == "cnn") {
+      auto m = std::make_unique<nn::Cnn>(nn::CnnConfig{.width = c.width, .seed = c.seed});
+      classify = [p = m.get()](const Tensor& x) { return p->forward(x); };
+      model = std::move(m);
+    } else {
+      auto m = std::make_unique<nn::Gpt>(nn::GptConfig{c.n_layer, c.n_head, c.n_embd, c.block_size, 256, c.seed});
+      gpt = m.get();
+      model = std::move(m);
+    }
+  }
+  if (c.low_precision_model) model->to_dtype(low);
+  std::unique_ptr<Optimizer> opt = make_optimizer(c, model->parameters());
+  LossScaler scaler(scaler_options(c));
+  const LrSchedule schedule = c.schedule == "cosine" ? LrSchedule::warmup_cosine(c.lr, c.warmup, c.steps, 0.1 * c.lr)
+                                                     : LrSchedule::constant(c.lr);
+  const DType input_dtype = c.low_precision_model ? low : DType::f32;
+  const auto region = [&]() -> std::unique_ptr<Autocast> {
+    return low == DType::f32 ? nullptr : std::make_unique<Autocast>(low);
+  };
+
+  // One forward pass: the loss of a batch (and, for evaluation, how many it classified right).
+  std::optional<BatchOrder> order;
+  if (!text) order.emplace(train_set->size(), c.batch_size, c.seed);
+  std::mt19937_64 text_rng(c.seed);
+  std::vector<std::int64_t> ids, targets;
+  const auto batch_loss = [&]() -> Tensor {
+    const auto scope = region();
+    if (text) {
+      TextCorpus::sample(corpus->train, c.batch_size, c.block_size, text_rng, ids, targets);
+      return cross_entropy(gpt->forward(ids, c.batch_size, c.block_size), targets);
+    }
+    const std::vector<std::int64_t> idx = order->next();
+    std::vector<std::int64_t> y;
+    for (std::int64_t i : idx) y.push_back(train_set->labels[static_cast<std::size_t>(i)]);
+    return cross_entropy(classify(cast(gather_rows(train_set->images, idx), input_dtype)), y);
+  };
+  const auto evaluate = [&](std::int64_t step, bool full) {
+    NoGradGuard no_grad;
+    model->eval();
+    EvalRecord r{step, 0, std::nullopt};
+    if (text) {
+      std::mt19937_64 rng(c.seed + 1000);  // the same validation windows every time
+      for (std::int64_t b = 0; b < c.eval_batches; ++b) {
+        TextCorpus::sample(corpus->validation, c.batch_size, c.block_size, rng, ids, targets);
+        const auto scope = region();
+        r.val_loss += cross_entropy(gpt->forward(ids, c.batch_size, c.block_size), targets).item() / static_cast<double>(c.eval_batches);
+      }
+    } else {
+      const std::int64_t n = full ? test_set->size() : std::min<std::int64_t>(test_set->size(), 2000);
+      std::int64_t right = 0;
+      for (std::int64_t at = 0; at < n; at += 500) {
+        std::vector<std::int64_t> idx, y;
+        for (std::int64_t i = at; i < std::min(n, at + 500); ++i) {
+          idx.push_back(i);
+          y.push_back(test_set->labels[static_cast<std::size_t>(i)]);
+        }
+        const auto scope = region();
+        const Tensor logits = cast(classify(cast(gather_rows(test_set->images, idx), input_dtype)), DType::f32);
+        r.val_loss += cross_entropy(logits, y, Reduction::sum).item();
+        const std::vector<double> l = logits.to_doubles();
+        for (std::size_t i = 0; i < y.size(); ++i) {
+          const auto row = l.begin() + static_cast<std::ptrdiff_t>(i * 10);
+          right += (std::max_element(row, row + 10) - row) == y[i] ? 1 : 0;
+        }
+      }
+      r.val_loss /= static_cast<double>(n);
+      r.val_accuracy = static_cast<double>(right) / static_cast<double>(n);
+    }
+    model->train();
+    return r;
+  };
+
+  TrainResult result;
+  result.throughput_unit = text ? "tokens/s" : "images/s";
+  const double items_per_step = static_cast<double>(c.batch_size * c.grad_accum * (text ? c.block_size : 1));
+  reset_peak_memory();
+  const auto start = std::chrono::steady_clock::now();
+  for (std::int64_t step = 1; step <= c.steps; ++step) {
+    const auto t0 = std::chrono::steady_clock::now();
+    opt->set_lr(schedule.at(step - 1));
+    double loss = 0;
+    for (std::int64_t micro = 0; micro < c.grad_accum; ++micro) {
+      const Tensor l = batch_loss();
+      loss += l.item() / static_cast<double>(c.grad_accum);
+      scaler.scale_loss(mul(l, 1.0 / static_cast<double>(c.grad_accum))).backward();
+    }
+    if (std::find(c.inject_nonfinite.begin(), c.inject_nonfinite.end(), step) != c.inject_nonfinite.end()) {
+      inject_inf(model->parameters().front().grad());
+    }
+    const StepReport rep = scaled_step(scaler, *opt, c.clip);
+    opt->zero_grad();
+    if (!rep.warning.empty()) result.warnings.push_back(rep.warning);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const StepRecord rec{step, loss, opt->lr(), rep.scale, rep.grad_norm, rep.underflow_fraction,
+                         items_per_step / seconds, rep.skipped, rep.nonfinite};
+    result.skipped_steps += rep.skipped ? 1 : 0;
+    result.steps.push_back(rec);
+    if (cb.on_step) cb.on_step(rec, c.steps);
+    if (step % c.eval_every == 0 || step == c.steps) {
+      result.evals.push_back(evaluate(step, step == c.steps));
+      if (cb.on_eval) cb.on_eval(result.evals.back());
+    }
+  }
+  result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.peak_bytes = peaks();
+  return result;
+}
+
+}  // namespace mantissa::cli
