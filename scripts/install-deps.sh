@@ -12,6 +12,7 @@ packages=(
   zlib1g-dev                  # gzipped IDX data
   dataset-fashion-mnist       # the default image data set
   fortunes                    # the default text corpus
+  python3                     # tests read checkpoints with an independent reader
   libgtest-dev libgmock-dev   # unit tests
   libbenchmark-dev            # benchmarks
 )

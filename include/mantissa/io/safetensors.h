@@ -1,0 +1,39 @@
+// safetensors files: an 8-byte little-endian header length, a JSON header naming each tensor's dtype,
+// shape and byte range, then the raw little-endian data. Python's safetensors, PyTorch and others read
+// them, so mantissa's checkpoints are readable without mantissa.
+//
+// Writing is atomic: the file is written under a temporary name, synced, renamed over the target and
+// the directory synced, so a crash leaves either the old file or the new one, never a torn one.
+// Reading checks every field and names the file and the problem.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mantissa/core/tensor.h"
+
+namespace mantissa {
+
+class CheckpointError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Safetensors {
+  std::vector<std::pair<std::string, Tensor>> tensors;  // in file order
+  std::map<std::string, std::string> metadata;
+  const Tensor* find(const std::string& name) const;
+};
+
+void write_safetensors(const std::filesystem::path& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+Safetensors read_safetensors(const std::filesystem::path& path);
+
+// The safetensors name of a dtype ("F32", "BF16", "F16", "F64", "F8_E4M3", "F8_E5M2").
+std::string safetensors_dtype(DType t);
+
+}  // namespace mantissa

@@ -1,0 +1,173 @@
+// safetensors reading and writing (see the header for the format and the guarantees).
+#include "mantissa/io/safetensors.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "mantissa/autograd/node.h"
+#include "mantissa/ops/ops.h"
+
+namespace mantissa {
+namespace {
+
+[[noreturn]] void fail(const std::filesystem::path& p, const std::string& what) {
+  throw CheckpointError(p.string() + ": " + what);
+}
+
+DType dtype_of(const std::filesystem::path& p, const std::string& name) {
+  for (DType t : kAllDTypes) {
+    if (safetensors_dtype(t) == name) return t;
+  }
+  fail(p, "unsupported dtype '" + name + "'");
+}
+
+void write_all(int fd, const void* data, std::size_t n, const std::filesystem::path& p) {
+  const auto* b = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, b, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      fail(p, std::string("write failed (") + std::strerror(errno) + ")");
+    }
+    b += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+
+}  // namespace
+
+std::string safetensors_dtype(DType t) {
+  switch (t) {
+    case DType::f64: return "F64";
+    case DType::f32: return "F32";
+    case DType::f16: return "F16";
+    case DType::bf16: return "BF16";
+    case DType::e4m3: return "F8_E4M3";
+    case DType::e5m2: return "F8_E5M2";
+  }
+  return "?";
+}
+
+const Tensor* Safetensors::find(const std::string& name) const {
+  for (const auto& [n, t] : tensors) {
+    if (n == name) return &t;
+  }
+  return nullptr;
+}
+
+void write_safetensors(const std::filesystem::path& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  NoGradGuard no_grad;
+  nlohmann::json header = nlohmann::json::object();
+  std::vector<Tensor> data;
+  std::uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    if (name.empty() || name == "__metadata__" || header.contains(name)) fail(path, "bad or repeated tensor name '" + name + "'");
+    const Tensor c = contiguous(t);
+    const std::uint64_t bytes = static_cast<std::uint64_t>(c.numel()) * dtype_size(c.dtype());
+    header[name] = {{"dtype", safetensors_dtype(c.dtype())}, {"shape", c.shape()}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+    data.push_back(c);
+  }
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
+  const std::uint64_t n = text.size();
+  std::uint8_t size[8];
+  for (int i = 0; i < 8; ++i) size[i] = static_cast<std::uint8_t>(n >> (8 * i));
+
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(tmp, std::string("cannot create (") + std::strerror(errno) + ")");
+  try {
+    write_all(fd, size, 8, tmp);
+    write_all(fd, text.data(), text.size(), tmp);
+    for (const Tensor& c : data) write_all(fd, c.data(), static_cast<std::size_t>(c.numel()) * dtype_size(c.dtype()), tmp);
+    if (::fsync(fd) != 0) fail(tmp, std::string("fsync failed (") + std::strerror(errno) + ")");
+  } catch (...) {
+    ::close(fd);
+    std::filesystem::remove(tmp);
+    throw;
+  }
+  ::close(fd);
+  std::filesystem::rename(tmp, path);
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);  // the rename itself is durable
+    ::close(dfd);
+  }
+}
+
+Safetensors read_safetensors(const std::filesystem::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail(path, "cannot open");
+  const auto file_size = static_cast<std::uint64_t>(std::filesystem::file_size(path));
+  std::uint8_t size[8];
+  if (!f.read(reinterpret_cast<char*>(size), 8)) fail(path, "truncated: no header length");
+  std::uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= std::uint64_t{size[i]} << (8 * i);
+  if (n > file_size - 8 || n > (std::uint64_t{100} << 20)) fail(path, "header length " + std::to_string(n) + " is beyond the file");
+  std::string text(n, '\0');
+  if (!f.read(text.data(), static_cast<std::streamsize>(n))) fail(path, "truncated header");
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text);
+  } catch (const std::exception&) {
+    fail(path, "the header is not valid JSON");
+  }
+  if (!header.is_object()) fail(path, "the header is not a JSON object");
+  const std::uint64_t data_size = file_size - 8 - n;
+  Safetensors out;
+  std::vector<std::pair<std::uint64_t, std::string>> order;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object()) fail(path, "__metadata__ is not an object");
+      for (const auto& [k, v] : entry.items()) {
+        if (!v.is_string()) fail(path, "metadata '" + k + "' is not a string");
+        out.metadata[k] = v.get<std::string>();
+      }
+      continue;
+    }
+    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets")) {
+      fail(path, "tensor '" + name + "' lacks dtype, shape or data_offsets");
+    }
+    try {
+      const DType t = dtype_of(path, entry["dtype"].get<std::string>());
+      const Shape shape = entry["shape"].get<Shape>();
+      const auto offsets = entry["data_offsets"].get<std::vector<std::uint64_t>>();
+      std::uint64_t count = 1;
+      for (std::int64_t d : shape) {
+        if (d < 0) fail(path, "tensor '" + name + "' has a negative dimension");
+        count *= static_cast<std::uint64_t>(d);
+      }
+      if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size ||
+          offsets[1] - offsets[0] != count * dtype_size(t)) {
+        fail(path, "tensor '" + name + "' has data offsets that do not match its shape or the file (truncated?)");
+      }
+      Tensor x = Tensor::empty(shape, t);
+      f.seekg(static_cast<std::streamoff>(8 + n + offsets[0]));
+      if (!f.read(static_cast<char*>(x.data()), static_cast<std::streamsize>(offsets[1] - offsets[0]))) {
+        fail(path, "truncated data of tensor '" + name + "'");
+      }
+      order.emplace_back(offsets[0], name);
+      out.tensors.emplace_back(name, x);
+    } catch (const nlohmann::json::exception&) {
+      fail(path, "tensor '" + name + "' has a malformed entry");
+    }
+  }
+  // Keep the file's order (by offset), which is the order the writer used.
+  std::vector<std::pair<std::string, Tensor>> sorted;
+  std::sort(order.begin(), order.end());
+  for (const auto& [off, name] : order) sorted.emplace_back(name, *out.find(name));
+  out.tensors = std::move(sorted);
+  return out;
+}
+
+}  // namespace mantissa
