@@ -184,6 +184,14 @@ Tensor contiguous(const Tensor& x) {
   return out;
 }
 
+void copy_into(const Tensor& dst, const Tensor& src) {
+  if (dst.shape() != src.shape()) {
+    throw std::invalid_argument("copy_into: shape " + shape_str(src.shape()) + " into " + shape_str(dst.shape()));
+  }
+  NoGradGuard no_grad;
+  detail::backend_of(dst).copy(src, dst);
+}
+
 Tensor cast(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
   Tensor out = Tensor::empty(x.shape(), dtype, x.device());

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 #include <string>
 #include <sys/wait.h>
 
@@ -204,6 +205,67 @@ TEST(TrainCommand, BadInputGivesOneLineAndKeepsExistingFiles) {
   EXPECT_NE(missing.err.find("nowhere"), std::string::npos) << missing.err;
   EXPECT_EQ(slurp(s.path("old.jsonl")), "precious\n");
   EXPECT_FALSE(std::filesystem::exists(s.path("old.jsonl.partial")));
+}
+
+// The "loss" field of every step line of a metrics file, as written (so equality is bit-equality).
+std::vector<std::string> losses(const std::string& metrics) {
+  std::vector<std::string> out;
+  std::istringstream in(metrics);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto at = line.find("\"loss\":");
+    if (at == std::string::npos || line.find("val_loss") != std::string::npos) continue;
+    out.push_back(line.substr(at, line.find(',', at) - at));
+  }
+  return out;
+}
+
+TEST(TrainCommand, ResumeContinuesBitIdentically) {
+  Scratch s;
+  for (const std::string& model : std::vector<std::string>{"mlp --precision fp16 --inject-nonfinite 25",
+                                  "gpt --data " + s.path("t.txt") + " --n-layer 1 --n-head 2 --n-embd 32 --block-size 16 "
+                                  "--batch-size 4 --eval-batches 1 --precision bf16 --mode low-precision-model"}) {
+    {
+      std::ofstream f(s.path("t.txt"));
+      for (int i = 0; i < 300; ++i) f << "a stitch in time saves nine, " << i << "\n";
+    }
+    const std::string dir = s.path("ckpt");
+    std::filesystem::remove_all(dir);
+    const std::string base = "train --model " + model + " --steps 30 --eval-every 30 --checkpoint-every 10 --checkpoint-dir " + dir;
+    const Result whole = run(base + " --metrics " + s.path("a.jsonl"));
+    ASSERT_EQ(whole.status, 0) << whole.err;
+    std::filesystem::remove(dir + "/ckpt-00000030.safetensors");
+    std::filesystem::remove(dir + "/ckpt-00000020.safetensors");  // "interrupted" after step 10
+    const Result resumed = run(base + " --resume --metrics " + s.path("b.jsonl"));
+    ASSERT_EQ(resumed.status, 0) << resumed.err;
+    const std::vector<std::string> a = losses(slurp(s.path("a.jsonl")));
+    const std::vector<std::string> b = losses(slurp(s.path("b.jsonl")));
+    ASSERT_EQ(a.size(), 30U);
+    ASSERT_EQ(b.size(), 20U);
+    EXPECT_EQ(std::vector<std::string>(a.begin() + 10, a.end()), b) << model;
+  }
+}
+
+TEST(TrainCommand, MismatchedOrDamagedCheckpointsAreRefusedAndKept) {
+  Scratch s;
+  const std::string dir = s.path("ckpt");
+  ASSERT_EQ(run("train --model mlp --steps 10 --eval-every 10 --checkpoint-dir " + dir).status, 0);
+  const std::string file = dir + "/ckpt-00000010.safetensors";
+  ASSERT_TRUE(std::filesystem::exists(file));
+  const Result other = run("train --model mlp --hidden 128 --steps 20 --checkpoint-dir " + dir + " --resume");
+  EXPECT_EQ(other.status, 1);
+  EXPECT_EQ(lines(other.err), 1) << other.err;
+  EXPECT_NE(other.err.find("has shape [256, 784], the model [128, 784]"), std::string::npos) << other.err;
+  const auto size = std::filesystem::file_size(file);
+  std::filesystem::resize_file(file, size - 100);
+  const Result damaged = run("train --model mlp --steps 20 --checkpoint-dir " + dir + " --resume");
+  EXPECT_EQ(damaged.status, 1);
+  EXPECT_EQ(lines(damaged.err), 1) << damaged.err;
+  EXPECT_NE(damaged.err.find("ckpt-00000010.safetensors"), std::string::npos) << damaged.err;
+  EXPECT_TRUE(std::filesystem::exists(file));  // left for the user to inspect
+  const Result none = run("train --model mlp --steps 20 --checkpoint-dir " + s.path("empty") + " --resume");
+  EXPECT_EQ(none.status, 1);
+  EXPECT_NE(none.err.find("no checkpoint"), std::string::npos) << none.err;
 }
 
 TEST(Help, EverySubcommandHasIt) {

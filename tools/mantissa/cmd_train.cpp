@@ -110,7 +110,7 @@ int run_train(TrainArgs& a) {
   const EvalRecord& last = result.evals.back();
   if (a.json) {
     nlohmann::json j = {{"final_val_loss", last.val_loss}, {"wall_seconds", result.wall_seconds},
-                        {"steps", c.steps}, {"skipped_steps", result.skipped_steps},
+                        {"steps", c.steps - result.first_step + 1}, {"skipped_steps", result.skipped_steps},
                         {"peak_bytes", peak_json(result.peak_bytes)}};
     j["final_val_accuracy"] = last.val_accuracy ? nlohmann::json(*last.val_accuracy) : nlohmann::json(nullptr);
     fmt::print("{}\n", j.dump());
@@ -165,6 +165,10 @@ Run add_train(CLI::App& app) {
   app.add_option("--n-head", c.n_head, "gpt: attention heads")->capture_default_str();
   app.add_option("--n-embd", c.n_embd, "gpt: embedding width")->capture_default_str();
   app.add_option("--block-size", c.block_size, "gpt: context length")->capture_default_str();
+  app.add_option("--checkpoint-dir", c.checkpoint_dir, "Write checkpoints (safetensors) to this directory");
+  app.add_option("--checkpoint-every", c.checkpoint_every, "Steps between checkpoints (0: only at the end)")->capture_default_str();
+  app.add_option("--keep", c.keep, "Checkpoints kept (the newest)")->capture_default_str();
+  app.add_flag("--resume", c.resume, "Continue from the newest checkpoint in --checkpoint-dir, exactly");
   app.add_option("--inject-nonfinite", a->inject, "STEP[,STEP...]: put an inf into a gradient at these steps");
   app.add_option("--metrics", a->metrics, "Write JSON lines (one per step and per evaluation) to PATH");
   app.add_flag("--json", a->json, "Print the final summary as one JSON object on standard output");

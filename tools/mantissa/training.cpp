@@ -2,6 +2,8 @@
 // loss scaling, optimizer and schedule, evaluation, telemetry.
 #include "training.h"
 
+#include "checkpoint.h"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 
 #include "mantissa/amp/autocast.h"
@@ -17,6 +20,7 @@
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/memory.h"
 #include "mantissa/data/datasets.h"
+#include "mantissa/io/safetensors.h"
 #include "mantissa/nn/models.h"
 #include "mantissa/numeric/convert.h"
 #include "mantissa/optim/optimizer.h"
@@ -107,6 +111,17 @@ void inject_inf(const Tensor& g) {
     g.data_as<std::uint16_t>()[0] =
         static_cast<std::uint16_t>(encode(format_of(g.dtype()), std::numeric_limits<float>::infinity()));
   }
+}
+
+// What a checkpoint must agree on with the run resuming from it.
+std::string signature(const TrainConfig& c) {
+  std::ostringstream s;
+  s << "--model " << c.model << " --precision " << dtype_name(c.precision)
+    << " --mode " << (c.low_precision_model ? "low-precision-model" : "autocast") << " --optimizer " << c.optimizer
+    << " --hidden " << c.hidden << " --layers " << c.layers << " --width " << c.width << " --n-layer " << c.n_layer
+    << " --n-head " << c.n_head << " --n-embd " << c.n_embd << " --block-size " << c.block_size << " --batch-size "
+    << c.batch_size << " --seed " << c.seed;
+  return s.str();
 }
 
 std::map<std::string, std::int64_t> peaks() {
@@ -219,11 +234,47 @@ TrainResult train(const TrainConfig& c, const TrainCallbacks& cb) {
   };
 
   TrainResult result;
+  if (c.resume) {
+    if (c.checkpoint_dir.empty()) throw std::invalid_argument("--resume needs --checkpoint-dir");
+    const std::vector<std::filesystem::path> all = list_checkpoints(c.checkpoint_dir);
+    if (all.empty()) throw CheckpointError(c.checkpoint_dir + ": no checkpoint to resume from");
+    const CheckpointState st = load_checkpoint(all.back(), *model, *opt);
+    const auto get = [&](const std::string& k) -> const std::string& {
+      const auto it = st.extra.find(k);
+      if (it == st.extra.end()) throw CheckpointError(all.back().string() + ": has no '" + k + "' in its metadata");
+      return it->second;
+    };
+    if (get("config") != signature(c)) {
+      throw CheckpointError(all.back().string() + ": written by a run with " + get("config") + "; this run has " + signature(c));
+    }
+    scaler.load_state(st.scaler);
+    if (text) {
+      std::istringstream in(get("text_rng"));
+      in >> text_rng;
+    } else {
+      order->seek(std::stoll(get("data_epoch")), std::stoll(get("data_position")));
+    }
+    result.first_step = st.step + 1;
+  }
+  const auto save = [&](std::int64_t step) {
+    CheckpointState st{step, scaler.state(), {{"config", signature(c)}}};
+    if (text) {
+      std::ostringstream out;
+      out << text_rng;
+      st.extra["text_rng"] = out.str();
+    } else {
+      st.extra["data_epoch"] = std::to_string(order->epoch());
+      st.extra["data_position"] = std::to_string(order->position());
+    }
+    std::filesystem::create_directories(c.checkpoint_dir);
+    save_checkpoint(checkpoint_path(c.checkpoint_dir, step), *model, *opt, st);
+    prune_checkpoints(c.checkpoint_dir, c.keep);
+  };
   result.throughput_unit = text ? "tokens/s" : "images/s";
   const double items_per_step = static_cast<double>(c.batch_size * c.grad_accum * (text ? c.block_size : 1));
   reset_peak_memory();
   const auto start = std::chrono::steady_clock::now();
-  for (std::int64_t step = 1; step <= c.steps; ++step) {
+  for (std::int64_t step = result.first_step; step <= c.steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
     opt->set_lr(schedule.at(step - 1));
     double loss = 0;
@@ -244,10 +295,16 @@ TrainResult train(const TrainConfig& c, const TrainCallbacks& cb) {
     result.skipped_steps += rep.skipped ? 1 : 0;
     result.steps.push_back(rec);
     if (cb.on_step) cb.on_step(rec, c.steps);
+    if (!c.checkpoint_dir.empty() && ((c.checkpoint_every > 0 && step % c.checkpoint_every == 0) || step == c.steps)) {
+      save(step);
+    }
     if (step % c.eval_every == 0 || step == c.steps) {
       result.evals.push_back(evaluate(step, step == c.steps));
       if (cb.on_eval) cb.on_eval(result.evals.back());
     }
+  }
+  if (result.evals.empty()) {  // resumed at or past the last step: evaluate what was loaded
+    result.evals.push_back(evaluate(c.steps, true));
   }
   result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.peak_bytes = peaks();

@@ -31,6 +31,10 @@ struct TrainConfig {
   std::uint64_t seed = 0;
   int threads = 0;
   std::vector<std::int64_t> inject_nonfinite;  // steps (1-based) whose gradient gets an inf
+  std::string checkpoint_dir;                  // empty: no checkpoints
+  std::int64_t checkpoint_every = 0;           // 0: only at the end
+  int keep = 3;                                // checkpoints kept
+  bool resume = false;                         // continue from the newest checkpoint in checkpoint_dir
   // Model sizes.
   std::int64_t hidden = 256, layers = 2, width = 32;
   std::int64_t n_layer = 4, n_head = 4, n_embd = 256, block_size = 128;
@@ -57,6 +61,7 @@ struct TrainResult {
   std::map<std::string, std::int64_t> peak_bytes;  // by memory category, and "total"
   std::string throughput_unit;                     // "images/s" or "tokens/s"
   std::vector<std::string> warnings;
+  std::int64_t first_step = 1;  // after --resume, the step after the checkpoint's
 };
 
 struct TrainCallbacks {

@@ -27,6 +27,9 @@ Tensor expand(const Tensor& x, const Shape& shape);
 Tensor contiguous(const Tensor& x);
 // A new contiguous tensor with x's values (no history).
 Tensor contiguous_copy(const Tensor& x);
+// Copies src's values into dst in place (converting dtypes, rounding to nearest even); no history.
+// Throws if the shapes differ.
+void copy_into(const Tensor& dst, const Tensor& src);
 // x converted to dtype, rounding to nearest even; the backward casts the gradient back.
 Tensor cast(const Tensor& x, DType dtype);
 Tensor concat(std::span<const Tensor> xs, std::int64_t dim);

@@ -1,0 +1,107 @@
+// Training checkpoints on safetensors files; see checkpoint.h.
+#include "checkpoint.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "mantissa/io/safetensors.h"
+#include "mantissa/ops/ops.h"
+
+namespace mantissa::cli {
+namespace {
+
+std::string exact(double v) {  // shortest decimal that reads back as the same double
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+}  // namespace
+
+std::filesystem::path checkpoint_path(const std::filesystem::path& dir, std::int64_t step) {
+  char name[40];
+  std::snprintf(name, sizeof name, "ckpt-%08lld.safetensors", static_cast<long long>(step));
+  return dir / name;
+}
+
+std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> out;
+  if (!std::filesystem::is_directory(dir)) return out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("ckpt-", 0) == 0 && e.path().extension() == ".safetensors") out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void prune_checkpoints(const std::filesystem::path& dir, int keep) {
+  std::vector<std::filesystem::path> all = list_checkpoints(dir);
+  for (std::size_t i = 0; i + static_cast<std::size_t>(std::max(keep, 1)) < all.size(); ++i) std::filesystem::remove(all[i]);
+}
+
+void save_checkpoint(const std::filesystem::path& path, const nn::Module& model, const Optimizer& optimizer,
+                     const CheckpointState& state) {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& [name, t] : model.named_parameters()) tensors.emplace_back("model/" + name, t);
+  for (const auto& [name, t] : model.named_buffers()) tensors.emplace_back("model/" + name, t);
+  const OptimizerState os = optimizer.state();
+  for (const auto& [name, t] : os.tensors) tensors.emplace_back("optim/" + name, t);
+  std::map<std::string, std::string> meta = state.extra;
+  meta["step"] = std::to_string(state.step);
+  meta["optim_step"] = std::to_string(os.step);
+  const LossScalerState& s = state.scaler;
+  meta["loss_scaler"] = nlohmann::json{{"scale", exact(s.scale)},
+                                       {"growth_tracker", s.growth_tracker},
+                                       {"hysteresis_left", s.hysteresis_left},
+                                       {"floor_overflows", s.floor_overflows},
+                                       {"steps", s.steps},
+                                       {"skipped", s.skipped}}
+                            .dump();
+  write_safetensors(path, tensors, meta);
+}
+
+CheckpointState load_checkpoint(const std::filesystem::path& path, nn::Module& model, Optimizer& optimizer) {
+  const Safetensors f = read_safetensors(path);
+  const auto fail = [&](const std::string& what) { throw CheckpointError(path.string() + ": " + what); };
+  const auto load_into = [&](const std::string& key, const Tensor& target) {
+    const Tensor* t = f.find(key);
+    if (t == nullptr) fail("has no tensor '" + key + "' (a checkpoint of another model?)");
+    if (t->shape() != target.shape()) {
+      fail("'" + key + "' has shape " + shape_str(t->shape()) + ", the model " + shape_str(target.shape()));
+    }
+    if (t->dtype() != target.dtype()) {
+      fail("'" + key + "' is " + std::string(dtype_name(t->dtype())) + ", the model " + std::string(dtype_name(target.dtype())));
+    }
+    copy_into(target, *t);
+  };
+  for (const auto& [name, t] : model.named_parameters()) load_into("model/" + name, t);
+  for (const auto& [name, t] : model.named_buffers()) load_into("model/" + name, t);
+  CheckpointState state;
+  try {
+    OptimizerState os;
+    os.step = std::stoll(f.metadata.at("optim_step"));
+    for (const auto& [name, t] : f.tensors) {
+      if (name.rfind("optim/", 0) == 0) os.tensors.emplace_back(name.substr(6), t);
+    }
+    optimizer.load_state(os);
+    state.step = std::stoll(f.metadata.at("step"));
+    const nlohmann::json s = nlohmann::json::parse(f.metadata.at("loss_scaler"));
+    state.scaler.scale = std::stod(s.at("scale").get<std::string>());
+    state.scaler.growth_tracker = s.at("growth_tracker").get<std::int64_t>();
+    state.scaler.hysteresis_left = s.at("hysteresis_left").get<int>();
+    state.scaler.floor_overflows = s.at("floor_overflows").get<int>();
+    state.scaler.steps = s.at("steps").get<std::int64_t>();
+    state.scaler.skipped = s.at("skipped").get<std::int64_t>();
+  } catch (const CheckpointError&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail(std::string("missing or malformed training state (") + e.what() + ")");
+  }
+  state.extra = f.metadata;
+  return state;
+}
+
+}  // namespace mantissa::cli

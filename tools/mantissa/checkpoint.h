@@ -1,0 +1,36 @@
+// Training checkpoints: what a run needs to continue exactly where it stopped, in a safetensors file
+// (model weights and buffers under "model/", f32 master weights and optimizer state under "optim/",
+// everything else as metadata: step, loss-scaler state, data position, RNG state, configuration).
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mantissa/amp/loss_scaler.h"
+#include "mantissa/nn/module.h"
+#include "mantissa/optim/optimizer.h"
+
+namespace mantissa::cli {
+
+struct CheckpointState {
+  std::int64_t step = 0;
+  LossScalerState scaler;
+  std::map<std::string, std::string> extra;  // data position, RNG state, configuration
+};
+
+void save_checkpoint(const std::filesystem::path& path, const nn::Module& model, const Optimizer& optimizer,
+                     const CheckpointState& state);
+// Loads into an already built model and optimizer; throws CheckpointError naming the file and the
+// tensor or field that does not fit.
+CheckpointState load_checkpoint(const std::filesystem::path& path, nn::Module& model, Optimizer& optimizer);
+
+// ckpt-<step>.safetensors in dir, newest last.
+std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& dir);
+std::filesystem::path checkpoint_path(const std::filesystem::path& dir, std::int64_t step);
+// Deletes all but the newest `keep`.
+void prune_checkpoints(const std::filesystem::path& dir, int keep);
+
+}  // namespace mantissa::cli
