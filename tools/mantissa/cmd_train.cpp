@@ -67,17 +67,23 @@ int run_train(TrainArgs& a) {
   }
   const bool tty = isatty(fileno(stderr)) != 0;
   const std::int64_t every = std::max<std::int64_t>(1, c.steps / 20);
+  std::int64_t first = -1;
   TrainCallbacks cb;
   cb.on_step = [&](const StepRecord& r, std::int64_t total) {
+    if (first < 0) first = r.step;
     if (metrics.is_open()) {
       nlohmann::json j = {{"step", r.step}, {"loss", r.loss}, {"lr", r.lr}, {"loss_scale", r.loss_scale},
                           {"skipped", r.skipped}, {"grad_norm", r.grad_norm}, {"nonfinite", r.nonfinite},
-                          {"underflow_fraction", r.underflow_fraction}, {"throughput", r.throughput}};
+                          {"underflow_fraction", r.underflow_fraction}, {"throughput", r.throughput},
+                          {"peak_bytes", peak_json(r.peak_bytes)}};
       metrics << j.dump() << '\n';
     }
     if (tty || r.step % every == 0 || r.step == total || r.skipped) {
-      const std::string line = fmt::format("step {}/{} loss {:.4f} scale {:g} lr {:.2e} {:.0f}/s{}", r.step, total, r.loss,
-                                           r.loss_scale, r.lr, r.throughput, r.skipped ? " (skipped: non-finite gradient)" : "");
+      // ETA from the mean step time so far.
+      const double eta = r.elapsed_seconds / static_cast<double>(r.step - first + 1) * static_cast<double>(total - r.step);
+      const std::string line = fmt::format("step {}/{} loss {:.4f} scale {:g} lr {:.2e} {:.0f}/s ETA {:.0f}s{}", r.step, total,
+                                           r.loss, r.loss_scale, r.lr, r.throughput, eta,
+                                           r.skipped ? " (skipped: non-finite gradient)" : "");
       std::fprintf(stderr, tty ? "\r%-78s" : "%s\n", line.c_str());
     }
   };

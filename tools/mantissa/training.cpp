@@ -291,7 +291,8 @@ TrainResult train(const TrainConfig& c, const TrainCallbacks& cb) {
     if (!rep.warning.empty()) result.warnings.push_back(rep.warning);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const StepRecord rec{step, loss, opt->lr(), rep.scale, rep.grad_norm, rep.underflow_fraction,
-                         items_per_step / seconds, rep.skipped, rep.nonfinite};
+                         items_per_step / seconds, rep.skipped, rep.nonfinite, peaks(),
+                         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
     result.skipped_steps += rep.skipped ? 1 : 0;
     result.steps.push_back(rec);
     if (cb.on_step) cb.on_step(rec, c.steps);

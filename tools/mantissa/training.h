@@ -45,6 +45,8 @@ struct StepRecord {
   double loss, lr, loss_scale, grad_norm, underflow_fraction, throughput;
   bool skipped;
   std::int64_t nonfinite;
+  std::map<std::string, std::int64_t> peak_bytes;  // so far in the run, by memory category and "total"
+  double elapsed_seconds;                          // since the run's first step
 };
 
 struct EvalRecord {
