@@ -268,9 +268,26 @@ TEST(TrainCommand, MismatchedOrDamagedCheckpointsAreRefusedAndKept) {
   EXPECT_NE(none.err.find("no checkpoint"), std::string::npos) << none.err;
 }
 
+TEST(CompareCommand, RunsEachPrecisionAndDrawsTheCurves) {
+  Scratch s;
+  const Result r = run("compare --model mlp --steps 30 --eval-every 30 --precisions fp32,bf16,fp16 --json --plot " +
+                       s.path("c.svg"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* key : {"\"precision\":\"fp32\"", "\"precision\":\"bf16\"", "\"precision\":\"fp16\"",
+                          "\"throughput_ratio\"", "\"peak_ratio\"", "\"val_accuracy\"", "\"skipped_steps\""}) {
+    EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
+  }
+  const std::string svg = slurp(s.path("c.svg"));
+  EXPECT_EQ(svg.rfind("<svg", 0), 0U);
+  std::size_t polylines = 0;
+  for (auto at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) ++polylines;
+  EXPECT_EQ(polylines, 6U);  // a loss curve and a scale trace per precision
+  EXPECT_EQ(run("compare --precisions fp32,fp64x --steps 2").status, 2);
+}
+
 TEST(Help, EverySubcommandHasIt) {
   for (const char* args : {"--help", "formats --help", "cast --help", "info --help", "bench --help",
-                           "bench matmul --help", "bench mlp --help", "train --help"}) {
+                           "bench matmul --help", "bench mlp --help", "train --help", "compare --help"}) {
     const Result r = run(args);
     EXPECT_EQ(r.status, 0) << args;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << args << r.out;

@@ -17,9 +17,9 @@
 namespace mantissa::cli {
 namespace {
 
-struct TrainArgs {
-  TrainConfig config;
-  std::string precision = "fp32", mode = "autocast", inject, metrics;
+struct TrainRunArgs {
+  TrainArgs train;
+  std::string metrics;
   bool json = false;
 };
 
@@ -49,14 +49,8 @@ nlohmann::json peak_json(const std::map<std::string, std::int64_t>& peaks) {
   return j;
 }
 
-int run_train(TrainArgs& a) {
-  TrainConfig& c = a.config;
-  c.precision = parse_dtype(a.precision);
-  if (a.mode != "autocast" && a.mode != "low-precision-model") {
-    throw std::invalid_argument("--mode: '" + a.mode + "' is not autocast or low-precision-model");
-  }
-  c.low_precision_model = a.mode == "low-precision-model";
-  if (!a.inject.empty()) c.inject_nonfinite = parse_steps(a.inject);
+int run_train(TrainRunArgs& a) {
+  const TrainConfig c = resolve(a.train);
 
   const std::filesystem::path metrics_path = a.metrics;
   const std::filesystem::path partial = a.metrics + ".partial";
@@ -133,14 +127,24 @@ int run_train(TrainArgs& a) {
 
 }  // namespace
 
-Run add_train(CLI::App& app) {
-  auto a = std::make_shared<TrainArgs>();
-  TrainConfig& c = a->config;
+TrainConfig resolve(const TrainArgs& a) {
+  TrainConfig c = a.config;
+  c.precision = parse_dtype(a.precision);
+  if (a.mode != "autocast" && a.mode != "low-precision-model") {
+    throw std::invalid_argument("--mode: '" + a.mode + "' is not autocast or low-precision-model");
+  }
+  c.low_precision_model = a.mode == "low-precision-model";
+  if (!a.inject.empty()) c.inject_nonfinite = parse_steps(a.inject);
+  return c;
+}
+
+void add_train_options(CLI::App& app, TrainArgs& a) {
+  TrainConfig& c = a.config;
   app.add_option("--model", c.model, "mlp, cnn (Fashion-MNIST) or gpt (text)")->capture_default_str();
   app.add_option("--data", c.data, "Data: a directory in the MNIST layout (mlp, cnn), or a text file or directory (gpt). "
                                    "Default: Debian's Fashion-MNIST or fortunes");
-  app.add_option("--precision", a->precision, "fp32, bf16 or fp16")->capture_default_str();
-  app.add_option("--mode", a->mode, "autocast (f32 parameters) or low-precision-model (bf16/fp16 parameters, f32 master copies)")
+  app.add_option("--precision", a.precision, "fp32, bf16 or fp16")->capture_default_str();
+  app.add_option("--mode", a.mode, "autocast (f32 parameters) or low-precision-model (bf16/fp16 parameters, f32 master copies)")
       ->capture_default_str();
   app.add_option("--loss-scale", c.loss_scale, "dynamic, static:N or none (default: dynamic for fp16, none otherwise)");
   app.add_option("--init-scale", c.init_scale, "Initial dynamic loss scale")->capture_default_str();
@@ -175,7 +179,12 @@ Run add_train(CLI::App& app) {
   app.add_option("--checkpoint-every", c.checkpoint_every, "Steps between checkpoints (0: only at the end)")->capture_default_str();
   app.add_option("--keep", c.keep, "Checkpoints kept (the newest)")->capture_default_str();
   app.add_flag("--resume", c.resume, "Continue from the newest checkpoint in --checkpoint-dir, exactly");
-  app.add_option("--inject-nonfinite", a->inject, "STEP[,STEP...]: put an inf into a gradient at these steps");
+  app.add_option("--inject-nonfinite", a.inject, "STEP[,STEP...]: put an inf into a gradient at these steps");
+}
+
+Run add_train(CLI::App& app) {
+  auto a = std::make_shared<TrainRunArgs>();
+  add_train_options(app, a->train);
   app.add_option("--metrics", a->metrics, "Write JSON lines (one per step and per evaluation) to PATH");
   app.add_flag("--json", a->json, "Print the final summary as one JSON object on standard output");
   return [a] { return run_train(*a); };

@@ -4,6 +4,9 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
+
+#include "training.h"
 
 namespace mantissa::cli {
 
@@ -17,5 +20,14 @@ Run add_cast(CLI::App& app);
 Run add_bench(CLI::App& app);
 Run add_info(CLI::App& app);
 Run add_train(CLI::App& app);
+Run add_compare(CLI::App& app);
+
+// The training flags `train` and `compare` share (cmd_train.cpp), and the configuration they give.
+struct TrainArgs {
+  TrainConfig config;
+  std::string precision = "fp32", mode = "autocast", inject;
+};
+void add_train_options(CLI::App& app, TrainArgs& args);
+TrainConfig resolve(const TrainArgs& args);
 
 }  // namespace mantissa::cli

@@ -1,0 +1,137 @@
+// `mantissa compare`: the same training in several precisions, side by side: the final validation
+// metric and its difference to fp32, throughput, peak memory (data excluded) and their ratios to fp32,
+// skipped steps; and an SVG picture of the loss curves and the loss scale over the steps.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "commands.h"
+#include "svg_plot.h"
+
+namespace mantissa::cli {
+namespace {
+
+struct CompareArgs {
+  TrainArgs train;
+  std::string precisions = "fp32,bf16,fp16";
+  std::string plot = "mantissa-compare.svg";
+  bool json = false;
+};
+
+struct PrecisionRun {
+  std::string name;
+  TrainResult result;
+};
+
+double median_throughput(const TrainResult& r) {
+  std::vector<double> t;
+  for (const StepRecord& s : r.steps) t.push_back(s.throughput);
+  std::sort(t.begin(), t.end());
+  return t.empty() ? 0 : t[t.size() / 2];
+}
+
+std::int64_t training_peak(const TrainResult& r) {
+  return r.peak_bytes.at("total") - r.peak_bytes.at("data");
+}
+
+// Exponential moving average, so noisy per-step losses read as curves.
+std::vector<std::pair<double, double>> smoothed(const TrainResult& r) {
+  std::vector<std::pair<double, double>> out;
+  double ema = 0;
+  for (std::size_t i = 0; i < r.steps.size(); ++i) {
+    ema = i == 0 ? r.steps[i].loss : 0.95 * ema + 0.05 * r.steps[i].loss;
+    out.emplace_back(static_cast<double>(r.steps[i].step), ema);
+  }
+  return out;
+}
+
+int run_compare(const CompareArgs& a) {
+  const TrainConfig base = resolve(a.train);
+  std::vector<std::string> names;
+  std::stringstream ss(a.precisions);
+  for (std::string p; std::getline(ss, p, ',');) {
+    parse_dtype(p);  // a bad name is a usage error before anything runs
+    names.push_back(p);
+  }
+  if (names.empty()) throw std::invalid_argument("--precisions: no precision given");
+  std::vector<PrecisionRun> runs;
+  for (const std::string& name : names) {
+    TrainConfig c = base;
+    c.precision = parse_dtype(name);
+    c.low_precision_model = base.low_precision_model && c.precision != DType::f32;
+    std::fprintf(stderr, "== %s\n", name.c_str());
+    TrainCallbacks cb;
+    const std::int64_t every = std::max<std::int64_t>(1, c.steps / 5);
+    cb.on_step = [&](const StepRecord& r, std::int64_t total) {
+      if (r.step % every == 0 || r.skipped) {
+        std::fprintf(stderr, "  step %lld/%lld loss %.4f scale %g%s\n", static_cast<long long>(r.step),
+                     static_cast<long long>(total), r.loss, r.loss_scale, r.skipped ? " (skipped)" : "");
+      }
+    };
+    runs.push_back({name, train(c, cb)});
+  }
+
+  const PrecisionRun& ref = runs.front();
+  const auto metric = [](const TrainResult& r) {
+    const EvalRecord& e = r.evals.back();
+    return e.val_accuracy ? 100 * *e.val_accuracy : e.val_loss;
+  };
+  const bool accuracy = ref.result.evals.back().val_accuracy.has_value();
+  const double ref_tp = median_throughput(ref.result);
+  const auto ref_mem = static_cast<double>(training_peak(ref.result));
+  nlohmann::json summary = nlohmann::json::array();
+  if (!a.json) {
+    fmt::print("{:<10} {:>12} {:>9} {:>14} {:>7} {:>11} {:>7} {:>8}\n", "precision", accuracy ? "val acc %" : "val loss",
+               "vs " + ref.name, ref.result.throughput_unit, "ratio", "peak MiB", "ratio", "skipped");
+  }
+  for (const PrecisionRun& r : runs) {
+    const double m = metric(r.result);
+    const double tp = median_throughput(r.result);
+    const auto mem = static_cast<double>(training_peak(r.result));
+    summary.push_back({{"precision", r.name}, {accuracy ? "val_accuracy" : "val_loss", accuracy ? m / 100 : m},
+                       {"throughput", tp}, {"throughput_ratio", tp / ref_tp}, {"peak_bytes", training_peak(r.result)},
+                       {"peak_ratio", mem / ref_mem}, {"skipped_steps", r.result.skipped_steps},
+                       {"wall_seconds", r.result.wall_seconds}});
+    if (!a.json) {
+      fmt::print("{:<10} {:>12.4f} {:>+9.4f} {:>14.0f} {:>7.2f} {:>11.1f} {:>7.2f} {:>8}\n", r.name, m, m - metric(ref.result),
+                 tp, tp / ref_tp, mem / (1 << 20), mem / ref_mem, r.result.skipped_steps);
+    }
+  }
+
+  if (!a.plot.empty()) {
+    static const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"};
+    Panel loss{"training loss (moving average)", "step", "loss", false, {}};
+    Panel scale{"loss scale", "step", "scale (log)", true, {}};
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      const char* color = colors[i % 5];
+      loss.series.push_back({runs[i].name, color, smoothed(runs[i].result)});
+      Series s{runs[i].name, color, {}};
+      for (const StepRecord& st : runs[i].result.steps) s.points.emplace_back(static_cast<double>(st.step), st.loss_scale);
+      scale.series.push_back(s);
+    }
+    const std::string tmp = a.plot + ".partial";
+    std::ofstream(tmp) << svg_chart({loss, scale});
+    std::filesystem::rename(tmp, a.plot);
+    if (!a.json) fmt::print("picture: {}\n", a.plot);
+  }
+  if (a.json) fmt::print("{}\n", nlohmann::json{{"runs", summary}}.dump());
+  return 0;
+}
+
+}  // namespace
+
+Run add_compare(CLI::App& app) {
+  auto a = std::make_shared<CompareArgs>();
+  add_train_options(app, a->train);
+  app.add_option("--precisions", a->precisions, "Comma-separated precisions to run, the first the reference")
+      ->capture_default_str();
+  app.add_option("--plot", a->plot, "SVG file for the loss curves and loss scales ('' for none)")->capture_default_str();
+  app.add_flag("--json", a->json, "Print the table as one JSON object on standard output");
+  return [a] { return run_compare(*a); };
+}
+
+}  // namespace mantissa::cli
