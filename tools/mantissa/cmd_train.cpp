@@ -60,11 +60,14 @@ int run_train(TrainRunArgs& a) {
     if (!metrics) throw std::runtime_error(partial.string() + ": cannot write the metrics file");
   }
   const bool tty = isatty(fileno(stderr)) != 0;
-  const std::int64_t every = std::max<std::int64_t>(1, c.steps / 20);
+  std::int64_t every = 0;  // progress lines off a terminal: about 20 a run
   std::int64_t first = -1;
   TrainCallbacks cb;
   cb.on_step = [&](const StepRecord& r, std::int64_t total) {
-    if (first < 0) first = r.step;
+    if (first < 0) {
+      first = r.step;
+      every = std::max<std::int64_t>(1, total / 20);
+    }
     if (metrics.is_open()) {
       nlohmann::json j = {{"step", r.step}, {"loss", r.loss}, {"lr", r.lr}, {"loss_scale", r.loss_scale},
                           {"skipped", r.skipped}, {"grad_norm", r.grad_norm}, {"nonfinite", r.nonfinite},
@@ -110,7 +113,7 @@ int run_train(TrainRunArgs& a) {
   const EvalRecord& last = result.evals.back();
   if (a.json) {
     nlohmann::json j = {{"final_val_loss", last.val_loss}, {"wall_seconds", result.wall_seconds},
-                        {"steps", c.steps - result.first_step + 1}, {"skipped_steps", result.skipped_steps},
+                        {"steps", result.total_steps - result.first_step + 1}, {"skipped_steps", result.skipped_steps},
                         {"peak_bytes", peak_json(result.peak_bytes)}};
     j["final_val_accuracy"] = last.val_accuracy ? nlohmann::json(*last.val_accuracy) : nlohmann::json(nullptr);
     fmt::print("{}\n", j.dump());
@@ -118,7 +121,7 @@ int run_train(TrainRunArgs& a) {
     const double mib = 1 << 20;
     fmt::print("final: val_loss {:.4f}{}, {} steps ({} skipped) in {:.1f} s, peak memory {:.1f} MiB (+ {:.1f} MiB of data)\n",
                last.val_loss, last.val_accuracy ? fmt::format(", val_accuracy {:.2f}%", 100 * *last.val_accuracy) : "",
-               c.steps, result.skipped_steps, result.wall_seconds,
+               result.total_steps - result.first_step + 1, result.skipped_steps, result.wall_seconds,
                static_cast<double>(result.peak_bytes["total"] - result.peak_bytes["data"]) / mib,
                static_cast<double>(result.peak_bytes["data"]) / mib);
   }
@@ -162,6 +165,7 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
   app.add_option("--clip", c.clip, "Clip gradients to this global norm after unscaling (0: off)")->capture_default_str();
   app.add_flag("--stochastic-rounding", c.stochastic_rounding, "Write master weights back with stochastic rounding");
   app.add_option("--steps", c.steps, "Optimizer steps")->capture_default_str();
+  app.add_option("--epochs", c.epochs, "Passes over the training images instead of --steps (mlp, cnn)");
   app.add_option("--batch-size", c.batch_size, "Examples (sequences for gpt) per micro-batch")->capture_default_str();
   app.add_option("--grad-accum", c.grad_accum, "Micro-batches per step")->capture_default_str();
   app.add_option("--eval-every", c.eval_every, "Steps between evaluations")->capture_default_str();

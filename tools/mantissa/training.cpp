@@ -13,6 +13,8 @@
 #include <memory>
 #include <random>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "mantissa/amp/autocast.h"
@@ -124,6 +126,22 @@ std::string signature(const TrainConfig& c) {
   return s.str();
 }
 
+// Every setting of the run, for the checkpoint's metadata (people and tools read it; resume checks the
+// signature above).
+std::string config_json(const TrainConfig& c) {
+  return nlohmann::json{{"model", c.model}, {"data", c.data}, {"precision", std::string(dtype_name(c.precision))},
+                        {"mode", c.low_precision_model ? "low-precision-model" : "autocast"},
+                        {"loss_scale", c.loss_scale}, {"init_scale", c.init_scale}, {"growth_factor", c.growth_factor},
+                        {"backoff_factor", c.backoff_factor}, {"growth_interval", c.growth_interval},
+                        {"hysteresis", c.hysteresis}, {"min_scale", c.min_scale}, {"optimizer", c.optimizer},
+                        {"lr", c.lr}, {"weight_decay", c.weight_decay}, {"momentum", c.momentum}, {"clip", c.clip},
+                        {"schedule", c.schedule}, {"warmup", c.warmup}, {"stochastic_rounding", c.stochastic_rounding},
+                        {"steps", c.steps}, {"batch_size", c.batch_size}, {"grad_accum", c.grad_accum},
+                        {"seed", c.seed}, {"hidden", c.hidden}, {"layers", c.layers}, {"width", c.width},
+                        {"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"block_size", c.block_size}}
+      .dump();
+}
+
 std::map<std::string, std::int64_t> peaks() {
   const MemoryStats m = memory_stats();
   std::map<std::string, std::int64_t> out;
@@ -134,7 +152,8 @@ std::map<std::string, std::int64_t> peaks() {
 
 }  // namespace
 
-TrainResult train(const TrainConfig& c, const TrainCallbacks& cb) {
+TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
+  TrainConfig c = config;
   check(c);
   if (c.threads > 0) omp_set_num_threads(c.threads);
   const bool text = c.model == "gpt";
@@ -149,6 +168,11 @@ TrainResult train(const TrainConfig& c, const TrainCallbacks& cb) {
   } else {
     train_set = load_mnist_format(data_path, true);
     test_set = load_mnist_format(data_path, false);
+  }
+  if (c.epochs > 0) {
+    if (text) throw std::invalid_argument("--epochs applies to image data; give a text model --steps");
+    const std::int64_t per_step = c.batch_size * c.grad_accum;
+    c.steps = c.epochs * ((train_set->size() + per_step - 1) / per_step);
   }
 
   // Model.
@@ -181,7 +205,7 @@ TrainResult train(const TrainConfig& c, const TrainCallbacks& cb) {
     return low == DType::f32 ? nullptr : std::make_unique<Autocast>(low);
   };
 
-  // One forward pass: the loss of a batch (and, for evaluation, how many it classified right).
+  // The data order, the text sampler, and one training batch's loss.
   std::optional<BatchOrder> order;
   if (!text) order.emplace(train_set->size(), c.batch_size, c.seed);
   std::mt19937_64 text_rng(c.seed);
@@ -234,6 +258,7 @@ TrainResult train(const TrainConfig& c, const TrainCallbacks& cb) {
   };
 
   TrainResult result;
+  result.total_steps = c.steps;
   if (c.resume) {
     if (c.checkpoint_dir.empty()) throw std::invalid_argument("--resume needs --checkpoint-dir");
     const std::vector<std::filesystem::path> all = list_checkpoints(c.checkpoint_dir);
@@ -257,7 +282,7 @@ TrainResult train(const TrainConfig& c, const TrainCallbacks& cb) {
     result.first_step = st.step + 1;
   }
   const auto save = [&](std::int64_t step) {
-    CheckpointState st{step, scaler.state(), {{"config", signature(c)}}};
+    CheckpointState st{step, scaler.state(), {{"config", signature(c)}, {"run", config_json(c)}}};
     if (text) {
       std::ostringstream out;
       out << text_rng;
@@ -299,16 +324,21 @@ TrainResult train(const TrainConfig& c, const TrainCallbacks& cb) {
     if (!c.checkpoint_dir.empty() && ((c.checkpoint_every > 0 && step % c.checkpoint_every == 0) || step == c.steps)) {
       save(step);
     }
+    // The run's peak is the training steps' (evaluation batches have their own, not reported).
+    for (const auto& [category, bytes] : rec.peak_bytes) {
+      result.peak_bytes[category] = std::max(result.peak_bytes[category], bytes);
+    }
     if (step % c.eval_every == 0 || step == c.steps) {
       result.evals.push_back(evaluate(step, step == c.steps));
       if (cb.on_eval) cb.on_eval(result.evals.back());
+      reset_peak_memory();
     }
   }
   if (result.evals.empty()) {  // resumed at or past the last step: evaluate what was loaded
     result.evals.push_back(evaluate(c.steps, true));
   }
   result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  result.peak_bytes = peaks();
+  if (result.peak_bytes.empty()) result.peak_bytes = peaks();  // resumed past the last step
   return result;
 }
 

@@ -28,6 +28,7 @@ struct TrainConfig {
   std::int64_t warmup = 0;
   bool stochastic_rounding = false;  // master-weight write-back
   std::int64_t steps = 500, batch_size = 128, grad_accum = 1, eval_every = 100, eval_batches = 20;
+  std::int64_t epochs = 0;  // > 0: steps = epochs passes over the training images (mlp, cnn)
   std::uint64_t seed = 0;
   int threads = 0;
   std::vector<std::int64_t> inject_nonfinite;  // steps (1-based) whose gradient gets an inf
@@ -56,11 +57,12 @@ struct EvalRecord {
 };
 
 struct TrainResult {
+  std::int64_t total_steps = 0;  // the run's last step (from --steps, or --epochs)
   std::vector<StepRecord> steps;
   std::vector<EvalRecord> evals;
   double wall_seconds = 0;
   std::int64_t skipped_steps = 0;
-  std::map<std::string, std::int64_t> peak_bytes;  // by memory category, and "total"
+  std::map<std::string, std::int64_t> peak_bytes;  // of the training steps, by memory category, and "total"
   std::string throughput_unit;                     // "images/s" or "tokens/s"
   std::vector<std::string> warnings;
   std::int64_t first_step = 1;  // after --resume, the step after the checkpoint's
