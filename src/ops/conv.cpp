@@ -70,8 +70,8 @@ class BatchNormNode final : public Node {
   std::vector<Tensor> backward(const Tensor& g) override {
     const Tensor g3 = reshape(contiguous(cast(g, x_.dtype())), x_.shape());
     Tensor gx = Tensor::empty(x_.shape(), x_.dtype(), x_.device());
-    Tensor gg = Tensor::empty({x_.size(1)}, DType::f32, x_.device());
-    Tensor gb = Tensor::empty({x_.size(1)}, DType::f32, x_.device());
+    Tensor gg = Tensor::empty({x_.size(1)}, mean_.dtype(), x_.device());
+    Tensor gb = Tensor::empty({x_.size(1)}, mean_.dtype(), x_.device());
     detail::backend_of(g3).batch_norm_backward(x_, gamma_, mean_, rstd_, g3, gx, gg, gb);
     return {reshape(gx, inputs[0].shape), gg, gb};
   }
@@ -154,8 +154,10 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& gamma, const Tensor& beta, c
   const Tensor x3 = reshape(contiguous(x), {x.size(0), c, s});
   if (x.size(0) * s < 2) throw std::invalid_argument("batch_norm: training needs more than one value per channel");
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  Tensor mean = Tensor::empty({c}, DType::f32, x.device());
-  Tensor rstd = Tensor::empty({c}, DType::f32, x.device());
+  // Statistics in f32, or f64 for f64 data (f32 statistics would limit the backward's precision there).
+  const DType stats = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  Tensor mean = Tensor::empty({c}, stats, x.device());
+  Tensor rstd = Tensor::empty({c}, stats, x.device());
   {
     NoGradGuard no_grad;
     detail::backend_of(x).batch_norm(x3.detach(), gamma, beta, eps, reshape(y, x3.shape()), mean, rstd);

@@ -24,8 +24,8 @@ class LayerNormNode final : public Node {
     const std::int64_t c = x_.size(1);
     const Tensor g2 = reshape(contiguous(cast(g, x_.dtype())), {-1, c});
     Tensor gx = Tensor::empty(x_.shape(), x_.dtype(), x_.device());
-    Tensor gg = Tensor::empty({c}, DType::f32, x_.device());
-    Tensor gb = Tensor::empty({c}, DType::f32, x_.device());
+    Tensor gg = Tensor::empty({c}, mean_.dtype(), x_.device());
+    Tensor gb = Tensor::empty({c}, mean_.dtype(), x_.device());
     detail::backend_of(x_).layer_norm_backward(x_, gamma_, mean_, rstd_, g2, gx, gg, gb, eps_);
     return {reshape(gx, inputs[0].shape), gg, gb};
   }
@@ -66,8 +66,10 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& gamma, const Tensor& beta, d
   const Tensor x2 = reshape(contiguous(x), {-1, c});
   const std::int64_t rows = x2.size(0);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  Tensor mean = Tensor::empty({rows}, DType::f32, x.device());
-  Tensor rstd = Tensor::empty({rows}, DType::f32, x.device());
+  // Statistics in f32, or f64 for f64 data (f32 statistics would limit the backward's precision there).
+  const DType stats = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  Tensor mean = Tensor::empty({rows}, stats, x.device());
+  Tensor rstd = Tensor::empty({rows}, stats, x.device());
   {
     NoGradGuard no_grad;
     detail::backend_of(x).layer_norm(x2.detach(), gamma, beta, eps, reshape(y, {-1, c}), mean, rstd);
