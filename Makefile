@@ -16,10 +16,12 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# The main job: the same MLP trained on Fashion-MNIST (Debian's dataset-fashion-mnist) for one epoch in
-# fp32, bf16 and fp16 with dynamic loss scaling, side by side, with the loss curves drawn to an SVG file.
+# The main job: the residual CNN trained on Fashion-MNIST (Debian's dataset-fashion-mnist) in fp32, bf16
+# and fp16 with dynamic loss scaling, side by side, with the loss curves drawn to an SVG file (a few
+# minutes on 2 cores; bench/quality.sh trains longer, to the accuracies in docs/results.md).
 demo: build
-	@$(BUILD)/bin/mantissa compare --model mlp --steps 470 --eval-every 470 --lr 3e-3 --plot mantissa-compare.svg
+	@$(BUILD)/bin/mantissa compare --model cnn --steps 150 --batch-size 128 --lr 3e-3 --warmup 20 --eval-every 150 \
+	  --plot mantissa-compare.svg
 
 test: build
 	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)

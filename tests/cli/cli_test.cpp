@@ -285,6 +285,18 @@ TEST(CompareCommand, RunsEachPrecisionAndDrawsTheCurves) {
   EXPECT_EQ(run("compare --precisions fp32,fp64x --steps 2").status, 2);
 }
 
+TEST(TrainCommand, AnIndependentReaderChecksACheckpoint) {
+  // A bf16 low-precision-model run: python (json, struct) checks names, dtypes, shapes, metadata, and
+  // that each bf16 weight is its f32 master weight rounded to nearest even.
+  Scratch s;
+  const std::string dir = s.path("ckpt");
+  ASSERT_EQ(run("train --model mlp --steps 12 --eval-every 12 --precision bf16 --mode low-precision-model "
+                "--checkpoint-dir " + dir).status, 0);
+  const std::string cmd = std::string("python3 ") + MANTISSA_SOURCE_DIR + "/tests/io/check_checkpoint.py " + dir +
+                          "/ckpt-00000012.safetensors";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+
 TEST(Help, EverySubcommandHasIt) {
   for (const char* args : {"--help", "formats --help", "cast --help", "info --help", "bench --help",
                            "bench matmul --help", "bench mlp --help", "train --help", "compare --help"}) {
