@@ -1,5 +1,5 @@
 // One training run as the command describes it: the configuration, the loop, and what it reports.
-// `mantissa train` runs one; `mantissa compare` (to come) runs several and puts them side by side.
+// `mantissa train` runs one; `mantissa compare` runs several and puts them side by side.
 #pragma once
 
 #include <cstdint>
