@@ -59,8 +59,7 @@ void BM_Encode(benchmark::State& state, Format f, mantissa::Rounding rounding, I
     state.SkipWithError("kernel level not supported on this CPU");
     return;
   }
-  const Isa saved = mantissa::active_isa();
-  mantissa::set_isa(isa);
+  const mantissa::IsaScope scope(isa);
   const std::vector<float>& src = source();
   std::vector<std::uint8_t> dst(kValues * static_cast<std::size_t>(f.storage_bytes()), 1);
   for (auto _ : state) {
@@ -68,7 +67,6 @@ void BM_Encode(benchmark::State& state, Format f, mantissa::Rounding rounding, I
     benchmark::DoNotOptimize(dst.data());
     benchmark::ClobberMemory();
   }
-  mantissa::set_isa(saved);
   report_bandwidth(state, static_cast<double>(kValues) * (sizeof(float) + static_cast<double>(f.storage_bytes())));
 }
 
@@ -77,8 +75,7 @@ void BM_Decode(benchmark::State& state, Format f, Isa isa) {
     state.SkipWithError("kernel level not supported on this CPU");
     return;
   }
-  const Isa saved = mantissa::active_isa();
-  mantissa::set_isa(isa);
+  const mantissa::IsaScope scope(isa);
   std::vector<std::uint8_t> packed(kValues * static_cast<std::size_t>(f.storage_bytes()));
   mantissa::encode_array(f, source().data(), packed.data(), kValues);
   std::vector<float> dst(kValues, 1.0f);
@@ -87,7 +84,6 @@ void BM_Decode(benchmark::State& state, Format f, Isa isa) {
     benchmark::DoNotOptimize(dst.data());
     benchmark::ClobberMemory();
   }
-  mantissa::set_isa(saved);
   report_bandwidth(state, static_cast<double>(kValues) * (sizeof(float) + static_cast<double>(f.storage_bytes())));
 }
 

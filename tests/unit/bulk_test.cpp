@@ -25,18 +25,6 @@ std::vector<Isa> supported_isas() {
   return v;
 }
 
-// Restores the instruction-set level a test changed.
-class IsaScope {
- public:
-  explicit IsaScope(Isa isa) : saved_(active_isa()) { set_isa(isa); }
-  ~IsaScope() { set_isa(saved_); }
-  IsaScope(const IsaScope&) = delete;
-  IsaScope& operator=(const IsaScope&) = delete;
-
- private:
-  Isa saved_;
-};
-
 std::uint32_t element(const std::vector<std::uint8_t>& bytes, int width, std::size_t i) {
   std::uint32_t v = 0;
   std::memcpy(&v, bytes.data() + i * static_cast<std::size_t>(width), static_cast<std::size_t>(width));

@@ -34,4 +34,16 @@ Isa active_isa();
 // CPU does not support it. Not meant to be changed while conversions run on other threads.
 void set_isa(Isa isa);
 
+// Caps the level for a scope and restores the previous one after.
+class IsaScope {
+ public:
+  explicit IsaScope(Isa isa) : saved_(active_isa()) { set_isa(isa); }
+  ~IsaScope() { set_isa(saved_); }
+  IsaScope(const IsaScope&) = delete;
+  IsaScope& operator=(const IsaScope&) = delete;
+
+ private:
+  Isa saved_;
+};
+
 }  // namespace mantissa
