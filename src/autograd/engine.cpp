@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "mantissa/autograd/node.h"
+#include "mantissa/ops/kernel_timer.h"
 #include "mantissa/ops/ops.h"
 
 namespace mantissa {
@@ -82,6 +83,7 @@ void record(const Tensor& out, std::shared_ptr<Node> node, std::initializer_list
     }
     node->inputs.push_back(std::move(in));
   }
+  node->region = current_kernel_region();
   out.impl()->grad_fn = std::move(node);
   out.impl()->requires_grad = true;
 }
@@ -169,7 +171,11 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
     }
     Tensor grad = std::move(grads[n]);
     grads.erase(n);
-    std::vector<Tensor> input_grads = n->backward(grad);
+    std::vector<Tensor> input_grads;
+    {
+      const KernelRegion region(n->region);
+      input_grads = n->backward(grad);
+    }
     for (std::size_t i = 0; i < n->inputs.size(); ++i) {
       const Node::Input& in = n->inputs[i];
       if (!in.node) continue;

@@ -7,6 +7,7 @@
 
 #include "mantissa/numeric/convert.h"
 #include "mantissa/amp/autocast.h"
+#include "mantissa/ops/kernel_timer.h"
 #include "mantissa/ops/ops.h"
 #include "op_support.h"
 
@@ -124,6 +125,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     throw std::invalid_argument("attention: q [..., T, D], k [..., S, D], v [..., S, Dv] expected, got " +
                                 shape_str(q.shape()) + ", " + shape_str(k.shape()) + ", " + shape_str(v.shape()));
   }
+  const KernelRegion region("attention");
   const std::int64_t t = q.size(-2);
   const std::int64_t s = k.size(-2);
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));

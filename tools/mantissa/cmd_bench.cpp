@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "bench_model.h"
 #include "commands.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/memory.h"
@@ -194,7 +195,25 @@ int run_mlp(const MlpArgs& a) {
 }  // namespace
 
 Run add_bench(CLI::App& app) {
-  app.require_subcommand(1);
+  app.require_subcommand(0, 1);
+  auto model = std::make_shared<ModelBenchArgs>();
+  app.add_option("--model", model->model, "Time training steps of gpt-small, gpt-wide or cnn");
+  app.add_option("--precision", model->precision, "fp32, bf16, fp16, or several, comma-separated")->capture_default_str();
+  app.add_option("--mode", model->mode, "autocast, low-precision-model, or both, comma-separated")->capture_default_str();
+  app.add_option("--threads", model->threads, "Threads (default: all)");
+  app.add_option("--steps", model->steps, "Timed steps; the median is reported")->capture_default_str();
+  app.add_option("--warmup", model->warmup, "Untimed steps first")->capture_default_str();
+  app.add_flag("--json", model->json, "One JSON object on standard output");
+  app.add_option("--data", model->data, "Data directory or file (default: the fortunes, or Fashion-MNIST)");
+  app.add_option("--export", model->export_path,
+                 "Write the initial weights, the first batch and its loss here (safetensors, for bench/pytorch)");
+  app.add_option("--seed", model->seed, "Initialisation seed")->capture_default_str();
+  app.add_option("--n-layer", model->n_layer, "GPT blocks (default: the model's)");
+  app.add_option("--n-head", model->n_head, "GPT attention heads");
+  app.add_option("--n-embd", model->n_embd, "GPT embedding width");
+  app.add_option("--block-size", model->block_size, "GPT tokens per sequence");
+  app.add_option("--batch-size", model->batch_size, "Sequences or images per step");
+  app.add_option("--width", model->width, "CNN channels of the first stage");
   CLI::App* mm = app.add_subcommand("matmul", "Time a training step's matmuls against the measured peak");
   auto args = std::make_shared<MatmulArgs>();
   mm->add_option("--m", args->m, "Rows of the input (batch x tokens)")->capture_default_str();
@@ -214,7 +233,12 @@ Run add_bench(CLI::App& app) {
   mlp->add_option("--threads", margs->threads, "Threads (default: all)");
   mlp->add_flag("--json", margs->json, "One JSON object on standard output");
   // The parent's run: whichever subcommand was given.
-  return [args, margs, mm, mlp] { return mm->parsed() ? run_matmul(*args) : run_mlp(*margs); };
+  return [args, margs, model, mm, mlp] {
+    if (mm->parsed()) return run_matmul(*args);
+    if (mlp->parsed()) return run_mlp(*margs);
+    if (model->model.empty()) throw std::invalid_argument("bench: give --model gpt-small|gpt-wide|cnn, or matmul, or mlp");
+    return run_model_bench(*model);
+  };
 }
 
 }  // namespace mantissa::cli

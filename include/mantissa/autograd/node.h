@@ -29,6 +29,7 @@ class Node {
   };
   std::vector<Input> inputs;
   bool released = false;
+  const char* region = nullptr;  // the KernelRegion open when the op ran; its backward counts there too
 };
 
 // Whether ops record history on this thread (off inside NoGradGuard and during backward).

@@ -1,5 +1,7 @@
 // Time spent inside library kernels (oneDNN primitives), summed over all calls since the last reset:
-// what a step's time breakdown compares the whole step with.
+// what a step's time breakdown compares the whole step with. Kernels called inside a KernelRegion (and
+// in the backward of the ops recorded inside it) count under the region's name instead of their family,
+// so that a composite such as attention shows as one part of the step.
 #pragma once
 
 #include <map>
@@ -10,12 +12,30 @@ namespace mantissa {
 struct KernelTimes {
   double onednn_seconds = 0;  // matmul and convolution primitives, wall time of their execution
   long onednn_calls = 0;
-  // Wall time inside the CPU backend's kernels by family ("matmul", "elementwise", "copy", ...),
-  // oneDNN's included; what is left of a step is the front-ends, autograd and allocation.
+  // Wall time inside the CPU backend's kernels by family ("matmul", "elementwise", "cast", ...) or
+  // region ("attention"), oneDNN's included; what is left of a step is the front-ends, autograd and
+  // allocation.
   std::map<std::string, double> backend_seconds;
+  // Floating-point operations of the matmuls and convolutions run (a multiply-add counts two).
+  double matmul_flops = 0;
 };
 
 KernelTimes kernel_times();
 void reset_kernel_times();
+
+// Names the part of a step that the kernels run in its lifetime belong to (nested: the outermost wins).
+class KernelRegion {
+ public:
+  explicit KernelRegion(const char* name);
+  ~KernelRegion();
+  KernelRegion(const KernelRegion&) = delete;
+  KernelRegion& operator=(const KernelRegion&) = delete;
+
+ private:
+  const char* saved_;
+};
+
+// The region open on this thread, or null.
+const char* current_kernel_region();
 
 }  // namespace mantissa

@@ -15,12 +15,18 @@ bool any_f64(std::initializer_list<const Tensor*> ts) {
   return false;
 }
 
+// A convolution pass's multiply-adds, twice: each output element sums (input channels / groups) x kernel
+// products; the weight is [out channels, in channels / groups, kh, kw].
+double conv_flops(const Tensor& out, const Tensor& w) {
+  return 2.0 * static_cast<double>(out.numel()) * static_cast<double>(w.numel() / w.size(0));
+}
+
 class CpuBackend final : public Backend {
  public:
   std::string_view name() const override { return "cpu"; }
 
   void copy(const Tensor& src, const Tensor& dst) override {
-    FamilyTimer timer("copy");
+    FamilyTimer timer(src.dtype() == dst.dtype() ? "copy" : "cast");
     if (any_f64({&src, &dst})) return reference_backend().copy(src, dst);
     cpu_copy(src, dst);
   }
@@ -46,6 +52,7 @@ class CpuBackend final : public Backend {
   }
   void matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out) override {
     FamilyTimer timer("matmul");
+    count_matmul_flops(2.0 * static_cast<double>(out.numel()) * static_cast<double>(a.size(-1)));
     if (any_f64({&a})) return reference_backend().matmul(a, w, bias, out);
     cpu_matmul(a, w, bias, out);
   }
@@ -123,17 +130,20 @@ class CpuBackend final : public Backend {
   }
   void conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p, const Tensor& out) override {
     FamilyTimer timer("conv");
+    count_matmul_flops(conv_flops(out, w));
     if (any_f64({&x})) return reference_backend().conv2d(x, w, p, out);
     cpu_conv2d(x, w, p, out);
   }
   void conv2d_backward_data(const Tensor& grad_out, const Tensor& w, const Conv2dParams& p, const Tensor& grad_x) override {
     FamilyTimer timer("conv");
+    count_matmul_flops(conv_flops(grad_out, w));
     if (any_f64({&grad_out})) return reference_backend().conv2d_backward_data(grad_out, w, p, grad_x);
     cpu_conv2d_backward_data(grad_out, w, p, grad_x);
   }
   void conv2d_backward_weights(const Tensor& x, const Tensor& grad_out, const Conv2dParams& p,
                                const Tensor& grad_w) override {
     FamilyTimer timer("conv");
+    count_matmul_flops(conv_flops(grad_out, grad_w));
     if (any_f64({&x})) return reference_backend().conv2d_backward_weights(x, grad_out, p, grad_w);
     cpu_conv2d_backward_weights(x, grad_out, p, grad_w);
   }

@@ -115,8 +115,19 @@ FamilyTimer::FamilyTimer(const char* family) : family_(family), start_(std::chro
 
 FamilyTimer::~FamilyTimer() {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const char* region = current_kernel_region();
   std::lock_guard lock(family_mutex());
-  family_seconds()[family_] += s;
+  family_seconds()[region != nullptr ? region : family_] += s;
+}
+
+double& matmul_flops() {
+  static double flops = 0;
+  return flops;
+}
+
+void count_matmul_flops(double flops) {
+  std::lock_guard lock(family_mutex());
+  matmul_flops() += flops;
 }
 
 void execute_timed(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args) {
@@ -157,6 +168,7 @@ KernelTimes kernel_times() {
   KernelTimes t{static_cast<double>(detail::onednn_nanoseconds.load()) * 1e-9, detail::onednn_calls.load(), {}};
   std::lock_guard lock(detail::family_mutex());
   t.backend_seconds = detail::family_seconds();
+  t.matmul_flops = detail::matmul_flops();
   return t;
 }
 
@@ -165,6 +177,7 @@ void reset_kernel_times() {
   detail::onednn_calls = 0;
   std::lock_guard lock(detail::family_mutex());
   detail::family_seconds().clear();
+  detail::matmul_flops() = 0;
 }
 
 }  // namespace mantissa

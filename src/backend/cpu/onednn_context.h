@@ -31,7 +31,7 @@ bool onednn_conv_supports(DType t);
 dnnl::memory::desc memory_desc(const Tensor& t);
 dnnl::memory::desc memory_desc(const Shape& shape, const Shape& strides, DType t);
 
-// Adds its lifetime to kernel_times().backend_seconds[family].
+// Adds its lifetime to kernel_times().backend_seconds[family], or to the open KernelRegion's entry.
 class FamilyTimer {
  public:
   explicit FamilyTimer(const char* family);
@@ -45,6 +45,9 @@ class FamilyTimer {
 };
 std::mutex& family_mutex();
 std::map<std::string, double>& family_seconds();
+double& matmul_flops();
+// Adds to kernel_times().matmul_flops.
+void count_matmul_flops(double flops);
 
 // Runs a primitive and waits for it, counting its wall time in kernel_times().
 void execute_timed(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args);

@@ -1,0 +1,380 @@
+// `mantissa bench --model gpt-small|gpt-wide|cnn`: whole training steps (forward, backward, loss scaling,
+// AdamW with f32 master weights) timed per precision and master-weight mode after warm-up, with where the
+// time goes, the model FLOP/s against the peak measured in the same run, peak memory by category, and
+// the ratios to fp32. Data preparation is timed apart and not counted in a step.
+#include "bench_model.h"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <numeric>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "mantissa/amp/autocast.h"
+#include "mantissa/amp/step.h"
+#include "mantissa/autograd/node.h"
+#include "mantissa/core/memory.h"
+#include "mantissa/data/datasets.h"
+#include "mantissa/io/safetensors.h"
+#include "mantissa/nn/models.h"
+#include "mantissa/ops/kernel_timer.h"
+#include "mantissa/optim/optimizer.h"
+#include "peak_flops.h"
+
+namespace mantissa::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string part; std::getline(in, part, ',');) out.push_back(part);
+  return out;
+}
+
+// The named shapes, then the flags that override them.
+void apply_preset(ModelBenchArgs& a) {
+  const auto set = [](std::int64_t& field, std::int64_t flag, std::int64_t preset) { field = flag > 0 ? flag : preset; };
+  if (a.model == "gpt-small") {
+    set(a.n_layer, a.n_layer, 4), set(a.n_head, a.n_head, 4), set(a.n_embd, a.n_embd, 256);
+    set(a.block_size, a.block_size, 128), set(a.batch_size, a.batch_size, 16);
+  } else if (a.model == "gpt-wide") {
+    set(a.n_layer, a.n_layer, 4), set(a.n_head, a.n_head, 12), set(a.n_embd, a.n_embd, 768);
+    set(a.block_size, a.block_size, 256), set(a.batch_size, a.batch_size, 8);
+  } else if (a.model == "cnn") {
+    set(a.width, a.width, 32), set(a.batch_size, a.batch_size, 256);
+  } else {
+    throw std::invalid_argument("bench --model: '" + a.model + "' is not gpt-small, gpt-wide or cnn");
+  }
+}
+
+struct Variant {
+  DType precision;
+  bool low_precision_model;
+  std::string label() const {
+    return std::string(precision == DType::f32 ? "fp32" : precision == DType::bf16 ? "bf16" : "fp16") +
+           (precision == DType::f32 ? "" : low_precision_model ? " lpm" : " autocast");
+  }
+};
+
+std::vector<Variant> variants(const ModelBenchArgs& a) {
+  std::vector<Variant> out;
+  for (const std::string& p : split(a.precision)) {
+    if (p != "fp32" && p != "bf16" && p != "fp16") {
+      throw std::invalid_argument("bench --precision: '" + p + "' is not fp32, bf16 or fp16");
+    }
+    const DType d = p == "fp32" ? DType::f32 : p == "bf16" ? DType::bf16 : DType::f16;
+    for (const std::string& m : split(a.mode)) {
+      if (m != "autocast" && m != "low-precision-model") {
+        throw std::invalid_argument("bench --mode: '" + m + "' is not autocast or low-precision-model");
+      }
+      if (d == DType::f32 && m == "low-precision-model") continue;  // fp32 has one mode
+      out.push_back({d, m == "low-precision-model"});
+    }
+    if (d == DType::f32 && std::none_of(out.begin(), out.end(), [](const Variant& v) { return v.precision == DType::f32; })) {
+      out.push_back({d, false});
+    }
+  }
+  if (out.empty()) throw std::invalid_argument("bench: no precision and mode to run");
+  return out;
+}
+
+// One model, its optimizer and loss scaler, and the batch it trains on; data comes from the real data
+// set, prepared before the step is timed.
+class Bench {
+ public:
+  Bench(const ModelBenchArgs& a, const Variant& v) : a_(a), v_(v), text_(a.model != "cnn") {
+    {
+      MemoryCategoryScope params(MemoryCategory::parameters);
+      if (text_) {
+        auto m = std::make_unique<nn::Gpt>(nn::GptConfig{a.n_layer, a.n_head, a.n_embd, a.block_size, 256, a.seed});
+        gpt_ = m.get();
+        model_ = std::move(m);
+      } else {
+        auto m = std::make_unique<nn::Cnn>(nn::CnnConfig{.width = a.width, .seed = a.seed});
+        cnn_ = m.get();
+        model_ = std::move(m);
+      }
+    }
+    if (v.low_precision_model) model_->to_dtype(v.precision);
+    opt_ = std::make_unique<Adam>(model_->parameters(),
+                                  AdamOptions{.lr = 1e-3, .weight_decay = 0.01,
+                                              .master = {true, Rounding::nearest_even, a.seed + 17, false}},
+                                  true);
+    scaler_ = std::make_unique<LossScaler>(LossScalerOptions::for_compute(v.precision));
+    if (text_) {
+      corpus_ = TextCorpus::load(a.data.empty() ? kFortunesDir : std::filesystem::path(a.data));
+    } else {
+      images_ = load_mnist_format(a.data.empty() ? kFashionMnistDir : std::filesystem::path(a.data), true);
+      order_.emplace(images_->size(), a.batch_size, a.seed);
+    }
+  }
+
+  // Draws the next batch; returns the milliseconds it took.
+  double next_batch() {
+    const auto t0 = Clock::now();
+    if (text_) {
+      TextCorpus::sample(corpus_->train, a_.batch_size, a_.block_size, rng_, ids_, targets_);
+    } else {
+      const std::vector<std::int64_t> idx = order_->next();
+      targets_.clear();
+      for (std::int64_t i : idx) targets_.push_back(images_->labels[static_cast<std::size_t>(i)]);
+      batch_images_ = cast(gather_rows(images_->images, idx), v_.low_precision_model ? v_.precision : DType::f32);
+    }
+    return ms_since(t0);
+  }
+
+  // The loss of the current batch, without a step (for the first-step check against PyTorch).
+  double loss() {
+    NoGradGuard no_grad;
+    return forward_loss().item();
+  }
+
+  // One training step on the current batch; returns the loss.
+  double step() {
+    const Tensor l = forward_loss();
+    scaler_->scale_loss(l).backward();
+    scaled_step(*scaler_, *opt_, 0);
+    opt_->zero_grad();
+    return l.item();
+  }
+
+  double loss_scale() const { return scaler_->scale(); }
+  double items_per_step() const { return static_cast<double>(a_.batch_size * (text_ ? a_.block_size : 1)); }
+
+  // The model's parameters (f32) and the batch, for bench/pytorch to start from the same point.
+  void export_to(const std::filesystem::path& path, double first_loss) const {
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    for (const auto& [name, p] : model_->named_parameters()) tensors.emplace_back(name, cast(p.detach(), DType::f32));
+    if (!text_) tensors.emplace_back("input.images", cast(batch_images_, DType::f32));
+    const nlohmann::json meta_inputs = text_ ? nlohmann::json(ids_) : nlohmann::json::array();
+    write_safetensors(path, tensors,
+                      {{"model", a_.model}, {"precision", v_.label()}, {"inputs", meta_inputs.dump()},
+                       {"targets", nlohmann::json(targets_).dump()}, {"first_loss", fmt::format("{:.9g}", first_loss)},
+                       {"n_layer", std::to_string(a_.n_layer)}, {"n_head", std::to_string(a_.n_head)},
+                       {"n_embd", std::to_string(a_.n_embd)}, {"block_size", std::to_string(a_.block_size)},
+                       {"batch_size", std::to_string(a_.batch_size)}, {"width", std::to_string(a_.width)}});
+  }
+
+ private:
+  Tensor forward_loss() {
+    const std::unique_ptr<Autocast> region = v_.precision == DType::f32 ? nullptr : std::make_unique<Autocast>(v_.precision);
+    if (text_) return cross_entropy(gpt_->forward(ids_, a_.batch_size, a_.block_size), targets_);
+    return cross_entropy(cnn_->forward(batch_images_), targets_);
+  }
+
+  const ModelBenchArgs& a_;
+  Variant v_;
+  bool text_;
+  std::unique_ptr<nn::Module> model_;
+  nn::Gpt* gpt_ = nullptr;
+  nn::Cnn* cnn_ = nullptr;
+  std::unique_ptr<Adam> opt_;
+  std::unique_ptr<LossScaler> scaler_;
+  std::optional<TextCorpus> corpus_;
+  std::optional<ImageDataset> images_;
+  std::optional<BatchOrder> order_;
+  std::mt19937_64 rng_{7};
+  std::vector<std::int64_t> ids_, targets_;
+  Tensor batch_images_;
+};
+
+struct Result {
+  Variant variant;
+  std::vector<double> step_ms;  // sorted
+  double data_ms = 0;           // median batch preparation, not in step_ms
+  double flops_per_step = 0;
+  double peak_gflops = 0;
+  std::string peak_instruction;
+  std::map<std::string, double> seconds_by_part;  // over all timed steps
+  double timed_seconds = 0;
+  std::map<std::string, std::int64_t> peak_bytes;
+  double items_per_step = 0, first_loss = 0, last_loss = 0, loss_scale = 0;
+
+  double median_ms() const { return step_ms[step_ms.size() / 2]; }
+};
+
+// The peak of the arithmetic a precision's matmuls run on: AMX or vdpbf16ps for bf16 where the CPU has
+// them, f32 FMA otherwise (fp16 is computed in f32 on this CPU).
+Peak peak_for(DType precision, int threads) {
+  if (precision == DType::bf16) {
+    if (auto amx = amx_bf16_peak(threads)) return *amx;
+    if (auto vec = bf16_peak(threads)) return *vec;
+  }
+  return f32_peak(threads);
+}
+
+Result run_variant(const ModelBenchArgs& a, const Variant& v, bool several, int threads) {
+  Result r;
+  r.variant = v;
+  const Peak peak = peak_for(v.precision, threads);
+  r.peak_gflops = peak.gflops;
+  r.peak_instruction = peak.instruction;
+  reset_peak_memory();
+  Bench bench(a, v);
+  r.items_per_step = bench.items_per_step();
+  bench.next_batch();
+  r.first_loss = bench.loss();
+  if (!a.export_path.empty()) {
+    std::filesystem::path p = a.export_path;
+    if (several) {  // one file per variant: name-f32.safetensors, name-bf16-lpm.safetensors, ...
+      p.replace_filename(p.stem().string() + "-" + std::string(dtype_name(v.precision)) +
+                         (v.low_precision_model ? "-lpm" : "") + p.extension().string());
+    }
+    bench.export_to(p, r.first_loss);
+  }
+  for (int i = 0; i < a.warmup; ++i) {
+    bench.step();
+    bench.next_batch();
+  }
+  reset_kernel_times();
+  std::vector<double> data_ms;
+  for (int i = 0; i < a.steps; ++i) {
+    const auto t0 = Clock::now();
+    r.last_loss = bench.step();
+    r.step_ms.push_back(ms_since(t0));
+    data_ms.push_back(bench.next_batch());
+  }
+  const KernelTimes kt = kernel_times();
+  const MemoryStats mem = memory_stats();
+  for (std::size_t c = 0; c < kMemoryCategories; ++c) {
+    r.peak_bytes[std::string(category_name(static_cast<MemoryCategory>(c)))] = mem.peak[c];
+  }
+  r.peak_bytes["total"] = mem.peak_total;
+  r.timed_seconds = std::accumulate(r.step_ms.begin(), r.step_ms.end(), 0.0) / 1e3;
+  double in_kernels = 0;
+  for (const auto& [part, s] : kt.backend_seconds) {
+    r.seconds_by_part[part] = s;
+    in_kernels += s;
+  }
+  r.seconds_by_part["outside kernels"] = std::max(0.0, r.timed_seconds - in_kernels);
+  r.flops_per_step = kt.matmul_flops / a.steps;
+  r.loss_scale = bench.loss_scale();
+  std::sort(r.step_ms.begin(), r.step_ms.end());
+  std::sort(data_ms.begin(), data_ms.end());
+  r.data_ms = data_ms[data_ms.size() / 2];
+  return r;
+}
+
+nlohmann::json to_json(const Result& r, const Result* fp32) {
+  const double ms = r.median_ms();
+  const double gflops = r.flops_per_step / ms / 1e6;
+  nlohmann::json j = {{"precision", r.variant.precision == DType::f32 ? "fp32" : r.variant.precision == DType::bf16 ? "bf16" : "fp16"},
+                      {"mode", r.variant.low_precision_model ? "low-precision-model" : "autocast"},
+                      {"ms_per_step", ms},
+                      {"ms_min", r.step_ms.front()},
+                      {"ms_max", r.step_ms.back()},
+                      {"spread", (r.step_ms.back() - r.step_ms.front()) / ms},
+                      {"items_per_second", r.items_per_step / ms * 1e3},
+                      {"data_ms_per_batch", r.data_ms},
+                      {"model_gflops", gflops},
+                      {"flops_per_step", r.flops_per_step},
+                      {"peak_gflops", r.peak_gflops},
+                      {"peak_instruction", r.peak_instruction},
+                      {"fraction_of_peak", gflops / r.peak_gflops},
+                      {"peak_bytes", r.peak_bytes},
+                      {"first_loss", r.first_loss},
+                      {"last_loss", r.last_loss},
+                      {"loss_scale", r.loss_scale}};
+  for (const auto& [part, s] : r.seconds_by_part) j["time_fraction"][part] = s / r.timed_seconds;
+  if (fp32 != nullptr) {
+    j["speedup_vs_fp32"] = fp32->median_ms() / ms;
+    j["peak_memory_vs_fp32"] = static_cast<double>(r.peak_bytes.at("total")) / static_cast<double>(fp32->peak_bytes.at("total"));
+  }
+  return j;
+}
+
+std::string mib(std::int64_t bytes) { return fmt::format("{:.1f}", static_cast<double>(bytes) / (1 << 20)); }
+
+void print_table(const ModelBenchArgs& a, const std::vector<Result>& results, const Result* fp32, int threads) {
+  const bool text = a.model != "cnn";
+  fmt::print("{}: ", a.model);
+  if (text) {
+    fmt::print("GPT n_layer {} n_head {} n_embd {} block {} batch {}", a.n_layer, a.n_head, a.n_embd, a.block_size, a.batch_size);
+  } else {
+    fmt::print("CNN width {} batch {}", a.width, a.batch_size);
+  }
+  fmt::print(", {} threads, median of {} steps after {} warm-up\n\n", threads, a.steps, a.warmup);
+  fmt::print("{:<14} {:>9} {:>7} {:>11} {:>9} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7}\n", "precision", "ms/step",
+             "spread", text ? "tokens/s" : "images/s", "GFLOP/s", "of pk", "params", "grads", "activ", "optim",
+             "peak MiB", "x fp32");
+  for (const Result& r : results) {
+    const double ms = r.median_ms();
+    const double gflops = r.flops_per_step / ms / 1e6;
+    fmt::print("{:<14} {:>9.2f} {:>6.0f}% {:>11.0f} {:>9.1f} {:>6.1f}% {:>8} {:>8} {:>8} {:>8} {:>8} {:>7}\n",
+               r.variant.label(), ms, 100 * (r.step_ms.back() - r.step_ms.front()) / ms, r.items_per_step / ms * 1e3,
+               gflops, 100 * gflops / r.peak_gflops, mib(r.peak_bytes.at("parameters")), mib(r.peak_bytes.at("gradients")),
+               mib(r.peak_bytes.at("activations")), mib(r.peak_bytes.at("optimizer_state")), mib(r.peak_bytes.at("total")),
+               fp32 != nullptr ? fmt::format("{:.2f}", fp32->median_ms() / ms) : std::string("-"));
+  }
+  fmt::print("\n(spread = (slowest - fastest) / median; memory columns are peaks in MiB; x fp32 = speed-up)\n");
+  fmt::print("peaks: ");
+  for (const Result& r : results) fmt::print("{} {:.0f} GFLOP/s ({}); ", r.variant.label(), r.peak_gflops, r.peak_instruction);
+  fmt::print("\ndata preparation, not in a step: {:.2f} ms per batch\n\nwhere a step's time goes (%):\n",
+             results.front().data_ms);
+  std::map<std::string, double> order;  // parts by their share in the first run, largest first
+  for (const Result& r : results) {
+    for (const auto& [part, s] : r.seconds_by_part) order[part] = std::max(order[part], s / r.timed_seconds);
+  }
+  std::vector<std::pair<double, std::string>> parts;
+  for (const auto& [part, f] : order) parts.emplace_back(-f, part);
+  std::sort(parts.begin(), parts.end());
+  fmt::print("{:<16}", "");
+  for (const Result& r : results) fmt::print(" {:>14}", r.variant.label());
+  fmt::print("\n");
+  for (const auto& [neg, part] : parts) {
+    fmt::print("{:<16}", part);
+    for (const Result& r : results) {
+      const auto it = r.seconds_by_part.find(part);
+      fmt::print(" {:>14.1f}", it == r.seconds_by_part.end() ? 0.0 : 100 * it->second / r.timed_seconds);
+    }
+    fmt::print("\n");
+  }
+}
+
+}  // namespace
+
+int run_model_bench(ModelBenchArgs a) {
+  apply_preset(a);
+  if (a.steps <= 0 || a.warmup < 0) throw std::invalid_argument("bench: --steps must be positive, --warmup not negative");
+  const std::vector<Variant> vs = variants(a);
+  const int threads = a.threads > 0 ? a.threads : omp_get_max_threads();
+  omp_set_num_threads(threads);
+  std::vector<Result> results;
+  for (const Variant& v : vs) {
+    if (!a.json) fmt::print(stderr, "timing {} ...\n", v.label());
+    results.push_back(run_variant(a, v, vs.size() > 1, threads));
+  }
+  const Result* fp32 = nullptr;
+  for (const Result& r : results) {
+    if (r.variant.precision == DType::f32) fp32 = &r;
+  }
+  if (a.json) {
+    nlohmann::json out = {{"model", a.model}, {"threads", threads}, {"steps", a.steps}, {"warmup", a.warmup},
+                          {"batch_size", a.batch_size}};
+    if (a.model == "cnn") {
+      out["width"] = a.width;
+    } else {
+      out.update({{"n_layer", a.n_layer}, {"n_head", a.n_head}, {"n_embd", a.n_embd}, {"block_size", a.block_size}});
+    }
+    if (results.size() == 1) {
+      out.update(to_json(results.front(), nullptr));
+    } else {
+      for (const Result& r : results) out["runs"].push_back(to_json(r, &r == fp32 ? nullptr : fp32));
+    }
+    fmt::print("{}\n", out.dump());
+  } else {
+    print_table(a, results, fp32, threads);
+  }
+  return 0;
+}
+
+}  // namespace mantissa::cli

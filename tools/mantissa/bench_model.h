@@ -1,0 +1,25 @@
+// `mantissa bench --model ...`: training steps of a whole model timed per precision (bench_model.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace mantissa::cli {
+
+struct ModelBenchArgs {
+  std::string model;                                // gpt-small, gpt-wide, cnn
+  std::string precision = "fp32,bf16,fp16";         // comma-separated
+  std::string mode = "autocast,low-precision-model";  // comma-separated
+  int threads = 0;
+  int steps = 10, warmup = 3;
+  bool json = false;
+  std::string data;         // default: the fortunes (gpt) or Fashion-MNIST (cnn)
+  std::string export_path;  // write the initial weights and first batch here (safetensors)
+  std::uint64_t seed = 0;
+  // Shapes; 0 takes the model's preset.
+  std::int64_t n_layer = 0, n_head = 0, n_embd = 0, block_size = 0, batch_size = 0, width = 0;
+};
+
+int run_model_bench(ModelBenchArgs args);
+
+}  // namespace mantissa::cli
