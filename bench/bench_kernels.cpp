@@ -3,7 +3,9 @@
 // tensors. Each reports elements per second; compare dtypes and kernels within one run.
 #include <benchmark/benchmark.h>
 
+#include "mantissa/amp/loss_scaler.h"
 #include "mantissa/autograd/node.h"
+#include "mantissa/optim/optimizer.h"
 #include "mantissa/ops/ops.h"
 
 namespace {
@@ -87,6 +89,29 @@ void BM_Conv3x3(benchmark::State& state) {
   run(state, x.numel(), [&] { return conv2d(x, w, {}, {1, 1, 1, 1, 1, 1, 1}); });
 }
 
+// A step's gradient check: unscale by 1/65536 (dynamic scaling) and tally norm, non-finite, underflow.
+void BM_UnscaleCheck(benchmark::State& state) {
+  const Tensor g = Tensor::uniform({kRows, kCols}, dtype_arg(state), 1, -1, 1);
+  mantissa::LossScaler scaler(mantissa::LossScalerOptions{});
+  const std::vector<Tensor> grads{g};
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(scaler.unscale(grads).grad_norm);
+    scaler.update();
+  }
+  state.SetItemsProcessed(state.iterations() * kRows * kCols);
+  state.SetLabel(state.range(0) == 0 ? "f32" : "bf16");
+}
+
+// AdamW on one parameter of that dtype with f32 master weights (bf16: the low-precision-model case).
+void BM_AdamW(benchmark::State& state) {
+  Tensor p = Tensor::uniform({kRows, kCols}, dtype_arg(state), 1, -1, 1).set_requires_grad();
+  p.set_grad(Tensor::uniform({kRows, kCols}, dtype_arg(state), 2, -1, 1));
+  mantissa::Adam opt({p}, mantissa::AdamOptions{.lr = 1e-3, .weight_decay = 0.01}, true);
+  for (auto _ : state) opt.step();
+  state.SetItemsProcessed(state.iterations() * kRows * kCols);
+  state.SetLabel(state.range(0) == 0 ? "f32" : "bf16");
+}
+
 #define MANTISSA_BOTH_DTYPES(bm) BENCHMARK(bm)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond)
 MANTISSA_BOTH_DTYPES(BM_Add);
 MANTISSA_BOTH_DTYPES(BM_AddBias);
@@ -99,6 +124,8 @@ MANTISSA_BOTH_DTYPES(BM_LayerNorm);
 MANTISSA_BOTH_DTYPES(BM_CastFromF32);
 MANTISSA_BOTH_DTYPES(BM_TransposeCopy);
 MANTISSA_BOTH_DTYPES(BM_Conv3x3);
+MANTISSA_BOTH_DTYPES(BM_UnscaleCheck);
+MANTISSA_BOTH_DTYPES(BM_AdamW);
 
 }  // namespace
 

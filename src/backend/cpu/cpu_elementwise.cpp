@@ -6,11 +6,23 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "../unary_math.h"
 #include "cpu_kernels.h"
 #include "mantissa/numeric/bulk.h"
 #include "rows.h"
+
+// glibc's vector math library (libmvec, part of libm) has SIMD versions of these; declaring them so
+// lets GCC vectorize the loops that call them (GELU's erfc, and exp and tanh) in each ISA's clone.
+extern "C" {
+#pragma omp declare simd notinbranch
+float erfcf(float);
+#pragma omp declare simd notinbranch
+float expf(float);
+#pragma omp declare simd notinbranch
+float tanhf(float);
+}
 
 namespace mantissa::detail {
 namespace {
@@ -48,21 +60,21 @@ void for_segments(const Shape& shape, const std::array<const Tensor*, N>& ops, B
 }
 
 template <BinaryOp Op>
-void binary_loop(const float* a, const float* b, float* out, std::int64_t n) {
+[[gnu::always_inline]] inline void binary_loop(const float* a, const float* b, float* out, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) out[i] = binary_value(Op, a[i], b[i]);
 }
 
 template <UnaryOp Op>
-void unary_loop(const float* x, float* out, std::int64_t n, float alpha) {
+[[gnu::always_inline]] inline void unary_loop(const float* x, float* out, std::int64_t n, float alpha) {
   for (std::int64_t i = 0; i < n; ++i) out[i] = unary_value(Op, x[i], alpha);
 }
 
 template <UnaryOp Op>
-void unary_backward_loop(const float* x, const float* g, float* out, std::int64_t n, float alpha) {
+[[gnu::always_inline]] inline void unary_backward_loop(const float* x, const float* g, float* out, std::int64_t n, float alpha) {
   for (std::int64_t i = 0; i < n; ++i) out[i] = g[i] * unary_derivative(Op, x[i], alpha);
 }
 
-void run_binary(BinaryOp op, const float* a, const float* b, float* out, std::int64_t n) {
+MANTISSA_VECTOR_CLONES void run_binary(BinaryOp op, const float* a, const float* b, float* out, std::int64_t n) {
   switch (op) {
     case BinaryOp::add: return binary_loop<BinaryOp::add>(a, b, out, n);
     case BinaryOp::sub: return binary_loop<BinaryOp::sub>(a, b, out, n);
@@ -90,6 +102,16 @@ void dispatch_unary(UnaryOp op, Fn&& fn) {
     case UnaryOp::tanh: return fn.template operator()<UnaryOp::tanh>();
     case UnaryOp::sigmoid: return fn.template operator()<UnaryOp::sigmoid>();
   }
+}
+
+// The elementwise loops for one block, per ISA (the loops above are inlined into each clone).
+MANTISSA_VECTOR_CLONES void run_unary(UnaryOp op, const float* x, float* out, std::int64_t n, float alpha) {
+  dispatch_unary(op, [&]<UnaryOp Op>() { unary_loop<Op>(x, out, n, alpha); });
+}
+
+MANTISSA_VECTOR_CLONES void run_unary_backward(UnaryOp op, const float* x, const float* g, float* out, std::int64_t n,
+                                               float alpha) {
+  dispatch_unary(op, [&]<UnaryOp Op>() { unary_backward_loop<Op>(x, g, out, n, alpha); });
 }
 
 }  // namespace
@@ -133,7 +155,7 @@ void cpu_unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out) {
   const auto a = static_cast<float>(alpha);
   for_segments(x.shape(), ops, [&](const std::int64_t* off, const std::int64_t* inner, std::int64_t n, auto& buf) {
     load_f32(x, off[0], inner[0], n, buf[0]);
-    dispatch_unary(op, [&]<UnaryOp Op>() { unary_loop<Op>(buf[0], buf[1], n, a); });
+    run_unary(op, buf[0], buf[1], n, a);
     store_f32(out, off[1], inner[1], n, buf[1]);
   });
 }
@@ -144,7 +166,7 @@ void cpu_unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor&
   for_segments(x.shape(), ops, [&](const std::int64_t* off, const std::int64_t* inner, std::int64_t n, auto& buf) {
     load_f32(x, off[0], inner[0], n, buf[0]);
     load_f32(grad_y, off[1], inner[1], n, buf[1]);
-    dispatch_unary(op, [&]<UnaryOp Op>() { unary_backward_loop<Op>(buf[0], buf[1], buf[2], n, a); });
+    run_unary_backward(op, buf[0], buf[1], buf[2], n, a);
     store_f32(grad_x, off[2], inner[2], n, buf[2]);
   });
 }
@@ -153,12 +175,61 @@ void cpu_unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor&
 
 namespace mantissa::detail {
 
+namespace {
+
+// Adds a block's finite squares, non-finite values and underflows (nonzero, magnitude below `below`)
+// to `c`. The squares are summed in f32 vector lanes (a block is kRowBlock values, so f32 loses nothing
+// that matters to a norm) and the block's sum added in f64; a block with a value whose square would
+// overflow f32 is summed again in f64.
+MANTISSA_VECTOR_CLONES void tally(const float* x, std::int64_t len, float below, GradientCheck& c) {
+  constexpr float kHuge = 1e18f;  // squares of smaller magnitudes are finite in f32
+  float squares = 0;
+  std::int32_t nonfinite = 0, underflow = 0, huge = 0;
+#pragma omp simd reduction(+ : squares, nonfinite, underflow, huge)
+  for (std::int64_t i = 0; i < len; ++i) {
+    const float a = std::fabs(x[i]);
+    const bool finite = a <= std::numeric_limits<float>::max();  // false for NaN too
+    const float f = finite ? a : 0.0f;
+    squares += f * f;
+    nonfinite += finite ? 0 : 1;
+    underflow += (a != 0.0f && a < below) ? 1 : 0;
+    huge += (finite && a >= kHuge) ? 1 : 0;
+  }
+  c.nonfinite += nonfinite;
+  c.underflow += underflow;
+  if (huge == 0) {
+    c.sum_squares += static_cast<double>(squares);
+    return;
+  }
+  for (std::int64_t k = 0; k < len; ++k) {
+    if (std::fabs(x[k]) <= std::numeric_limits<float>::max()) c.sum_squares += static_cast<double>(x[k]) * x[k];
+  }
+}
+
+// Multiplies a block by f in place; returns how many of its values were nonzero with a magnitude below
+// `below` before that.
+MANTISSA_VECTOR_CLONES std::int64_t scale_counting_underflow(float* x, std::int64_t len, float f, float below) {
+  std::int32_t underflow = 0;
+  for (std::int64_t i = 0; i < len; ++i) {
+    const float a = std::fabs(x[i]);
+    underflow += (a != 0.0f && a < below) ? 1 : 0;
+    x[i] *= f;
+  }
+  return underflow;
+}
+
+}  // namespace
+
 GradientCheck cpu_scale_and_check(const Tensor& g, double factor, double underflow_below) {
   if (!g.is_contiguous()) return reference_backend().scale_and_check(g, factor, underflow_below);
   const auto f = static_cast<float>(factor);
   const auto below = static_cast<float>(underflow_below);
   const std::int64_t n = g.numel();
   const std::int64_t segments = (n + kRowBlock - 1) / kRowBlock;
+  // Underflow is judged before scaling, the norm after it, on the values as stored (rounded into g's
+  // dtype): with a factor of 1 (no loss scaling) nothing is written, and f32 needs no re-read.
+  const bool rescale = f != 1.0f;
+  const bool reread = rescale && g.dtype() != DType::f32;
   // Per-segment tallies, summed in segment order afterwards: the same norm whatever the threads do.
   std::vector<GradientCheck> part(static_cast<std::size_t>(segments));
 #pragma omp parallel for schedule(static) if (n >= kParallelElements)
@@ -168,17 +239,16 @@ GradientCheck cpu_scale_and_check(const Tensor& g, double factor, double underfl
     const std::int64_t len = std::min(kRowBlock, n - at);
     GradientCheck& c = part[static_cast<std::size_t>(s)];
     load_f32(g, at, 1, len, buf);
-    for (std::int64_t i = 0; i < len; ++i) c.underflow += (buf[i] != 0.0f && std::fabs(buf[i]) < below) ? 1 : 0;
-    for (std::int64_t i = 0; i < len; ++i) buf[i] *= f;
-    store_f32(g, at, 1, len, buf);
-    load_f32(g, at, 1, len, buf);  // the values as stored, after rounding into g's dtype
-    for (std::int64_t i = 0; i < len; ++i) {
-      if (std::isfinite(buf[i])) {
-        c.sum_squares += static_cast<double>(buf[i]) * static_cast<double>(buf[i]);
-      } else {
-        ++c.nonfinite;
-      }
+    if (rescale) {
+      c.underflow += scale_counting_underflow(buf, len, f, below);
+      store_f32(g, at, 1, len, buf);
+      if (reread) load_f32(g, at, 1, len, buf);
     }
+    GradientCheck t;
+    tally(buf, len, rescale ? 0.0f : below, t);
+    c.sum_squares += t.sum_squares;
+    c.nonfinite += t.nonfinite;
+    c.underflow += t.underflow;
   }
   GradientCheck total;
   total.count = n;

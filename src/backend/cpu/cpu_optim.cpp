@@ -22,6 +22,16 @@ void for_blocks(std::int64_t n, Body&& body) {
   }
 }
 
+MANTISSA_VECTOR_CLONES void sgd_block(float* p, const float* g, float* buf, std::int64_t n, const SgdStep& s) {
+  for (std::int64_t i = 0; i < n; ++i) p[i] = sgd_element(p[i], g[i], buf[i], s);
+}
+
+MANTISSA_VECTOR_CLONES void adam_block(float* p, const float* g, float* m, float* v, std::int64_t n, const AdamStep& s,
+                                       float bias1, float bias2_sqrt) {
+  const AdamStep local = s;  // a copy the compiler knows no store aliases
+  for (std::int64_t i = 0; i < n; ++i) p[i] = adam_element(p[i], g[i], m[i], v[i], local, bias1, bias2_sqrt);
+}
+
 }  // namespace
 
 void cpu_sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s) {
@@ -30,7 +40,7 @@ void cpu_sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momen
     load_f32(param, at, 1, n, p);
     load_f32(grad, at, 1, n, g);
     if (momentum_buffer.defined()) load_f32(momentum_buffer, at, 1, n, buf);
-    for (std::int64_t i = 0; i < n; ++i) p[i] = sgd_element(p[i], g[i], buf[i], s);
+    sgd_block(p, g, buf, n, s);
     store_f32(param, at, 1, n, p);
     if (momentum_buffer.defined()) store_f32(momentum_buffer, at, 1, n, buf);
   });
@@ -45,7 +55,7 @@ void cpu_adam_update(const Tensor& param, const Tensor& grad, const Tensor& m, c
     load_f32(grad, at, 1, n, g);
     load_f32(m, at, 1, n, mb);
     load_f32(v, at, 1, n, vb);
-    for (std::int64_t i = 0; i < n; ++i) p[i] = adam_element(p[i], g[i], mb[i], vb[i], s, bias1, bias2_sqrt);
+    adam_block(p, g, mb, vb, n, s, bias1, bias2_sqrt);
     store_f32(param, at, 1, n, p);
     store_f32(m, at, 1, n, mb);
     store_f32(v, at, 1, n, vb);
