@@ -9,6 +9,7 @@
 #include "mantissa/amp/loss_scaler.h"
 #include "mantissa/ops/backend_select.h"
 #include "mantissa/ops/ops.h"
+#include "test_support.h"
 
 namespace mantissa {
 namespace {
@@ -163,6 +164,38 @@ TEST(LossScaler, UnscalesExactlyAndReportsNormNonfiniteAndUnderflow) {
     s.update();
     EXPECT_TRUE(q.skipped);
     EXPECT_EQ(q.nonfinite, 2);
+  }
+}
+
+// Both backends agree on a large random gradient (many blocks, threads) with and without a scale, and
+// values whose squares overflow f32 still give a finite norm.
+TEST(LossScaler, FastGradientCheckAgreesWithTheReference) {
+  MANTISSA_TRACE_SEED();
+  const std::uint64_t seed = testing::test_seed();
+  for (const double scale : {1.0, 1024.0}) {
+    for (const DType dtype : {DType::f32, DType::bf16}) {
+      std::vector<StepReport> reports;
+      for (CpuBackend backend : {CpuBackend::reference, CpuBackend::onednn}) {
+        CpuBackendScope scope(backend);
+        LossScalerOptions o;
+        o.kind = LossScaling::fixed;
+        o.init_scale = scale;
+        LossScaler s(o);
+        Tensor g = Tensor::uniform({100003}, dtype, seed, -3 * scale, 3 * scale);
+        Tensor tiny = Tensor::from_values({1e-9 * scale, 0.0, 2e20 * scale, -3e20 * scale}, {4}, dtype);
+        const Tensor grads[] = {g, tiny};
+        reports.push_back(s.unscale(grads));
+        s.update();
+      }
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " scale " + std::to_string(scale));
+      EXPECT_EQ(reports[0].nonfinite, 0);
+      EXPECT_EQ(reports[1].nonfinite, 0);
+      EXPECT_EQ(reports[0].underflow_fraction, reports[1].underflow_fraction);
+      EXPECT_GT(reports[0].underflow_fraction, 0);
+      // The norm is dominated by the two huge values: sqrt(2^2 + 3^2) 1e20.
+      EXPECT_NEAR(reports[1].grad_norm / reports[0].grad_norm, 1, 1e-6);
+      EXPECT_NEAR(reports[0].grad_norm / (std::sqrt(13.0) * 1e20), 1, 1e-2);
+    }
   }
 }
 
