@@ -61,6 +61,14 @@ class Backend {
   virtual void softmax(const Tensor& x, const Tensor& y, bool log) = 0;
   // grad_x from y = softmax(x) (or log-softmax) and grad_y; all [R, C].
   virtual void softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor& grad_x, bool log) = 0;
+  // Attention probabilities from scores [B, T, S] (f32, or f64): probs [B, T, S] (any float dtype) =
+  // softmax over the last axis of scale * scores, computed in f32 (f64 for f64). Causal: row i sees
+  // columns j <= i + S - T, the others get probability 0 (a row that sees none is NaN, as 0 / 0).
+  virtual void attention_softmax(const Tensor& scores, double scale, bool causal, const Tensor& probs) = 0;
+  // grad_scores [B, T, S] (in its dtype) = scale * probs * (grad_probs - sum_j grad_probs * probs), from
+  // probs and grad_probs [B, T, S] (grad_probs f32 or f64); masked columns have probability 0, so 0.
+  virtual void attention_softmax_backward(const Tensor& probs, const Tensor& grad_probs, double scale,
+                                          const Tensor& grad_scores) = 0;
 
   // Cross-entropy per row of logits [N, C] (read in its dtype, computed in f32): probs [N, C] f32 gets
   // softmax(logits), kept for backward; losses [N] f32 gets -sum_c w_c log p_c with w the targets mixed

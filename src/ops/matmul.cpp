@@ -84,6 +84,24 @@ class LinearNode final : public Node {
 
 }  // namespace
 
+namespace detail {
+
+Tensor batched_product(const Tensor& a, const Tensor& b, const Tensor& bias, DType out_dtype) {
+  const std::int64_t k = a.size(-1);
+  Shape shape = a.shape();
+  shape.back() = b.size(-1);
+  Tensor out = Tensor::empty(shape, out_dtype, a.device());
+  NoGradGuard no_grad;
+  const Tensor a3 = as_batched(a);
+  Tensor b3 = as_batched(b);
+  if (b.dim() == 2) b3 = make_view(b3, {a3.size(0), k, b.size(-1)}, {0, b3.strides()[1], b3.strides()[2]}, b3.offset());
+  const Tensor o3 = make_view(out, {a3.size(0), a3.size(1), b.size(-1)}, {a3.size(1) * b.size(-1), b.size(-1), 1}, 0);
+  backend_of(a).matmul(a3, b3, bias, o3);
+  return out;
+}
+
+}  // namespace detail
+
 Tensor matmul_bias(const Tensor& a_in, const Tensor& b_in, const Tensor& bias);
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
@@ -116,17 +134,7 @@ Tensor matmul_bias(const Tensor& a_in, const Tensor& b_in, const Tensor& bias) {
   const DType dtype = detail::promote(a_in.dtype(), b_in.dtype());
   const Tensor a = cast(a_in, dtype);
   const Tensor b = cast(b_in, dtype);
-  Shape shape = a.shape();
-  shape.back() = b.size(-1);
-  Tensor out = Tensor::empty(shape, dtype, a.device());
-  {
-    NoGradGuard no_grad;
-    const Tensor a3 = as_batched(a);
-    Tensor b3 = as_batched(b);
-    if (b.dim() == 2) b3 = make_view(b3, {a3.size(0), k, b.size(-1)}, {0, b3.strides()[1], b3.strides()[2]}, b3.offset());
-    const Tensor o3 = make_view(out, {a3.size(0), a3.size(1), b.size(-1)}, {a3.size(1) * b.size(-1), b.size(-1), 1}, 0);
-    detail::backend_of(a).matmul(a3, b3, bias, o3);
-  }
+  const Tensor out = detail::batched_product(a, b, bias, dtype);
   if (needs_grad({&a, &b})) record(out, std::make_shared<MatmulNode>(a, b), {&a, &b});
   return out;
 }

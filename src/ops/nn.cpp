@@ -1,4 +1,4 @@
-// Layer-level ops: layer norm and embedding (with kernels of their own), dropout and causal attention
+// Layer-level ops: layer norm and embedding (with kernels of their own) and dropout
 // (composed from other ops, so their backward comes from those ops' rules).
 #include <cmath>
 #include <limits>
@@ -7,7 +7,6 @@
 
 #include "mantissa/numeric/convert.h"
 #include "mantissa/amp/autocast.h"
-#include "mantissa/ops/kernel_timer.h"
 #include "mantissa/ops/ops.h"
 #include "op_support.h"
 
@@ -116,31 +115,6 @@ Tensor dropout(const Tensor& x, double p, std::uint64_t seed, bool training) {
   }
   const Tensor m = Tensor::from_values(mask, x.shape(), DType::f32);
   return cast(mul(x, m), x.dtype());
-}
-
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
-  detail::check_computable(q, "attention");
-  if (q.dim() < 2 || k.dim() != q.dim() || v.dim() != q.dim() || k.size(-1) != q.size(-1) ||
-      v.size(-2) != k.size(-2)) {
-    throw std::invalid_argument("attention: q [..., T, D], k [..., S, D], v [..., S, Dv] expected, got " +
-                                shape_str(q.shape()) + ", " + shape_str(k.shape()) + ", " + shape_str(v.shape()));
-  }
-  const KernelRegion region("attention");
-  const std::int64_t t = q.size(-2);
-  const std::int64_t s = k.size(-2);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  const DType f = q.dtype() == DType::f64 ? DType::f64 : DType::f32;
-  Tensor scores = cast(mul(matmul(q, transpose(k, -1, -2)), scale), f);
-  if (causal) {
-    std::vector<double> mask(static_cast<std::size_t>(t * s), 0.0);
-    for (std::int64_t i = 0; i < t; ++i) {
-      for (std::int64_t j = i + s - t + 1; j < s; ++j) {
-        mask[static_cast<std::size_t>(i * s + j)] = -std::numeric_limits<double>::infinity();
-      }
-    }
-    scores = add(scores, Tensor::from_values(mask, {t, s}, f));
-  }
-  return matmul(cast(softmax(scores), v.dtype()), v);
 }
 
 }  // namespace mantissa

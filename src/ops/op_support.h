@@ -23,4 +23,8 @@ std::vector<int> normalize_axes(const std::vector<std::int64_t>& axes, std::int6
 
 inline Backend& backend_of(const Tensor& t) { return backend_for(t.device()); }
 
+// a [..., M, K] . b [..., K, N] (or b [K, N] shared by every batch) + bias [N], a and b of one dtype,
+// the result in out_dtype (the inputs' or f32); no autocast, no history (src/ops/matmul.cpp).
+Tensor batched_product(const Tensor& a, const Tensor& b, const Tensor& bias, DType out_dtype);
+
 }  // namespace mantissa::detail

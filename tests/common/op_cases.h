@@ -121,6 +121,11 @@ inline std::vector<Case> op_cases() {
   c.push_back({"dropout", {{{4, 6}, T}}, [](V x) { return dropout(x[0], 0.3, 1234); }, 1, 2});
   c.push_back({"attention_causal", {{{2, 4, 3}}, {{2, 4, 3}, T}, {{2, 4, 2}}},
                [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2]); }, 8, 3, N});
+  // Long enough rows for the vector loops and several threads; causal with fewer queries than keys.
+  c.push_back({"attention_causal_long", {{{1, 2, 33, 4}}, {{1, 2, 33, 4}}, {{1, 2, 33, 3}, T}},
+               [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2]); }, 33, 3, N});
+  c.push_back({"attention_causal_fewer_queries", {{{2, 3, 4}}, {{2, 6, 4}}, {{2, 6, 3}}},
+               [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2]); }, 8, 3, N});
   c.push_back({"attention_cross", {{{1, 2, 3, 4}}, {{1, 2, 5, 4}}, {{1, 2, 5, 3}}},
                [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], false); }, 10, 3, N});
   c.push_back({"conv2d", {{{2, 3, 6, 5}}, {{4, 3, 3, 3}}, {{4}}},

@@ -66,6 +66,15 @@ class CpuBackend final : public Backend {
     if (any_f64({&y})) return reference_backend().softmax_backward(y, grad_y, grad_x, log);
     if (!onednn_softmax_backward(y, grad_y, grad_x, log)) cpu_softmax_backward(y, grad_y, grad_x, log);
   }
+  void attention_softmax(const Tensor& scores, double scale, bool causal, const Tensor& probs) override {
+    FamilyTimer timer("softmax");
+    cpu_attention_softmax(scores, scale, causal, probs);
+  }
+  void attention_softmax_backward(const Tensor& probs, const Tensor& grad_probs, double scale,
+                                  const Tensor& grad_scores) override {
+    FamilyTimer timer("softmax");
+    cpu_attention_softmax_backward(probs, grad_probs, scale, grad_scores);
+  }
   GradientCheck scale_and_check(const Tensor& g, double factor, double underflow_below) override {
     FamilyTimer timer("loss_scaling");
     if (any_f64({&g})) return reference_backend().scale_and_check(g, factor, underflow_below);

@@ -43,6 +43,11 @@ void cpu_reduce(ReduceOp op, const Tensor& x, std::span<const int> axes, const T
 void cpu_softmax(const Tensor& x, const Tensor& y, bool log);
 void cpu_softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor& grad_x, bool log);
 
+// cpu_attention.cpp: scale, causal mask and softmax of attention scores in one f32 pass.
+void cpu_attention_softmax(const Tensor& scores, double scale, bool causal, const Tensor& probs);
+void cpu_attention_softmax_backward(const Tensor& probs, const Tensor& grad_probs, double scale,
+                                    const Tensor& grad_scores);
+
 // cpu_cross_entropy.cpp: fused softmax and loss, f32.
 void cpu_cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
                        double smoothing, const Tensor& probs, const Tensor& losses);
