@@ -110,5 +110,15 @@ Tensor autocast_input(const Tensor& x, AutocastOp op) {
   return x;
 }
 
+DType autocast_input_dtype(const Tensor& x, AutocastOp op) {
+  if (!tls.current || !tls.current->dtype || !x.defined()) return x.dtype();
+  switch (tls.current->policy.precision(op)) {
+    case AutocastPrecision::low: return x.dtype() == DType::f32 ? *tls.current->dtype : x.dtype();
+    case AutocastPrecision::f32: return x.dtype() == DType::f16 || x.dtype() == DType::bf16 ? DType::f32 : x.dtype();
+    case AutocastPrecision::input: return x.dtype();
+  }
+  return x.dtype();
+}
+
 }  // namespace detail
 }  // namespace mantissa

@@ -15,14 +15,15 @@ namespace {
 
 class LayerNormNode final : public Node {
  public:
-  LayerNormNode(const Tensor& x2, const Tensor& gamma, const Tensor& mean, const Tensor& rstd, double eps)
+  LayerNormNode(const Tensor& x2, const Tensor& gamma, const Tensor& mean, const Tensor& rstd, double eps,
+                DType y_dtype)
       : x_(save_for_backward(x2)), gamma_(save_for_backward(gamma)), mean_(save_for_backward(mean)),
-        rstd_(save_for_backward(rstd)), eps_(eps) {}
+        rstd_(save_for_backward(rstd)), eps_(eps), y_dtype_(y_dtype) {}
   std::string_view name() const override { return "layer_norm"; }
   void release() override { x_ = gamma_ = mean_ = rstd_ = Tensor(); }
   std::vector<Tensor> backward(const Tensor& g) override {
     const std::int64_t c = x_.size(1);
-    const Tensor g2 = reshape(contiguous(cast(g, x_.dtype())), {-1, c});
+    const Tensor g2 = reshape(contiguous(cast(g, y_dtype_)), {-1, c});
     Tensor gx = Tensor::empty(x_.shape(), x_.dtype(), x_.device());
     Tensor gg = Tensor::empty({c}, mean_.dtype(), x_.device());
     Tensor gb = Tensor::empty({c}, mean_.dtype(), x_.device());
@@ -33,6 +34,7 @@ class LayerNormNode final : public Node {
  private:
   Tensor x_, gamma_, mean_, rstd_;
   double eps_;
+  DType y_dtype_;  // the output's, which its gradient comes in
 };
 
 class EmbeddingNode final : public Node {
@@ -54,8 +56,11 @@ class EmbeddingNode final : public Node {
 }  // namespace
 
 Tensor layer_norm(const Tensor& x_in, const Tensor& gamma, const Tensor& beta, double eps) {
-  const Tensor x = detail::autocast_input(x_in, AutocastOp::layer_norm);
+  // Under autocast's f32 policy the result is f32, but the kernel reads a bf16 or f16 input as it is (it
+  // computes in f32 whatever it reads): no f32 copy of the input is made or kept for backward.
+  const Tensor& x = x_in;
   detail::check_computable(x, "layer_norm");
+  const DType y_dtype = detail::autocast_input_dtype(x_in, AutocastOp::layer_norm);
   detail::check_computable(gamma, "layer_norm");
   detail::check_computable(beta, "layer_norm");
   const std::int64_t c = x.size(-1);
@@ -65,7 +70,7 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& gamma, const Tensor& beta, d
   }
   const Tensor x2 = reshape(contiguous(x), {-1, c});
   const std::int64_t rows = x2.size(0);
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor y = Tensor::empty(x.shape(), y_dtype, x.device());
   // Statistics in f32, or f64 for f64 data (f32 statistics would limit the backward's precision there).
   const DType stats = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
   Tensor mean = Tensor::empty({rows}, stats, x.device());
@@ -75,7 +80,7 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& gamma, const Tensor& beta, d
     detail::backend_of(x).layer_norm(x2.detach(), gamma, beta, eps, reshape(y, {-1, c}), mean, rstd);
   }
   if (needs_grad({&x, &gamma, &beta})) {
-    record(y, std::make_shared<LayerNormNode>(x2.detach(), gamma, mean, rstd, eps), {&x, &gamma, &beta});
+    record(y, std::make_shared<LayerNormNode>(x2.detach(), gamma, mean, rstd, eps, y_dtype), {&x, &gamma, &beta});
   }
   return y;
 }

@@ -69,6 +69,9 @@ std::size_t autocast_cache_size();
 namespace detail {
 // What an op front-end calls on each floating input: x cast as the policy of the region says.
 Tensor autocast_input(const Tensor& x, AutocastOp op);
+// The dtype autocast_input would give x, without casting: for kernels that read a low-precision input
+// and compute in f32 anyway (norms), so that no f32 copy of the input is made.
+DType autocast_input_dtype(const Tensor& x, AutocastOp op);
 }  // namespace detail
 
 }  // namespace mantissa
