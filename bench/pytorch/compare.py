@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""mantissa against PyTorch, alternately in one session: for each model and precision, first a check
+that both compute the same first-step loss from the same weights and batch (mantissa exports them,
+bench.py loads them), then rounds of A B A B ... (a fresh process each, the same thread count), and
+the median of each side and of the pairwise speed ratios.
+
+  python3 bench/pytorch/compare.py --python .venv-torch/bin/python [--models gpt-small,gpt-wide,cnn]
+      [--rounds 3] [--steps 10] [--threads 2] [--json out.json]
+
+mantissa's fp32 runs against PyTorch fp32; mantissa's bf16 (autocast, and the low-precision model)
+against torch.autocast('cpu', bfloat16). Ratios above 1 mean mantissa is faster.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+# (label, mantissa flags, PyTorch precision)
+PAIRS = [
+    ("fp32", ["--precision", "fp32"], "fp32"),
+    ("bf16 autocast", ["--precision", "bf16", "--mode", "autocast"], "bf16"),
+    ("bf16 low-precision model", ["--precision", "bf16", "--mode", "low-precision-model"], "bf16"),
+]
+
+
+def env_for(threads):
+    env = dict(os.environ)
+    # Neither side uses OpenBLAS (mantissa: oneDNN; PyTorch: MKL and oneDNN), but a set
+    # OPENBLAS_CORETYPE can slow builds that do, so it is removed for both.
+    env.pop("OPENBLAS_CORETYPE", None)
+    env["OMP_NUM_THREADS"] = str(threads)
+    return env
+
+
+def run_json(cmd, threads):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env_for(threads))
+    if p.returncode != 0:
+        sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr.strip()}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main():
+    a = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    a.add_argument("--python", default=sys.executable, help="a Python with torch installed")
+    a.add_argument("--mantissa", default=os.path.join(ROOT, "build", "bin", "mantissa"))
+    a.add_argument("--models", default="gpt-small,gpt-wide,cnn")
+    a.add_argument("--rounds", type=int, default=3)
+    a.add_argument("--steps", type=int, default=10)
+    a.add_argument("--warmup", type=int, default=3)
+    a.add_argument("--threads", type=int, default=2)
+    a.add_argument("--json", help="write every measurement here")
+    args = a.parse_args()
+
+    bench_py = os.path.join(HERE, "bench.py")
+    common = ["--threads", str(args.threads), "--steps", str(args.steps), "--warmup", str(args.warmup)]
+    results = []
+    torch_info = None
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in args.models.split(","):
+            for label, mflags, tprec in PAIRS:
+                # Same thing computed: mantissa's initial weights and first batch, loaded by PyTorch.
+                init = os.path.join(tmp, f"{model}-{tprec}.safetensors")
+                m0 = run_json([args.mantissa, "bench", "--model", model, *mflags, "--steps", "1", "--warmup", "0",
+                               "--threads", str(args.threads), "--export", init, "--json"], args.threads)
+                t0 = run_json([args.python, bench_py, "--model", model, "--precision", tprec, "--init", init,
+                               "--steps", "1", "--warmup", "0", "--threads", str(args.threads)], args.threads)
+                torch_info = {k: t0[k] for k in ("torch", "mkldnn", "mkl", "fused_adamw")}
+                row = {"model": model, "pair": label, "mantissa_ms": [], "pytorch_ms": [], "ratios": [],
+                       "first_loss_mantissa": m0["first_loss"], "first_loss_pytorch": t0["first_loss"],
+                       "first_loss_rel_diff": t0["first_loss_rel_diff"]}
+                for r in range(args.rounds):
+                    m = run_json([args.mantissa, "bench", "--model", model, *mflags, *common, "--json"], args.threads)
+                    t = run_json([args.python, bench_py, "--model", model, "--precision", tprec, *common], args.threads)
+                    row["mantissa_ms"].append(m["ms_per_step"])
+                    row["pytorch_ms"].append(t["ms_per_step"])
+                    row["ratios"].append(t["ms_per_step"] / m["ms_per_step"])
+                    row["mantissa_peak_bytes"] = m["peak_bytes"]
+                    print(f"{model:<10} {label:<25} round {r + 1}: mantissa {m['ms_per_step']:8.1f} ms, "
+                          f"PyTorch {t['ms_per_step']:8.1f} ms, ratio {row['ratios'][-1]:.2f}", file=sys.stderr)
+                results.append(row)
+
+    print(f"\nPyTorch {torch_info['torch']} (oneDNN {torch_info['mkldnn']}, MKL {torch_info['mkl']}, "
+          f"fused AdamW {torch_info['fused_adamw']}); {args.threads} threads, median of {args.steps} steps "
+          f"after {args.warmup} warm-up, {args.rounds} alternating rounds\n")
+    print(f"{'model':<10} {'mantissa':<25} {'mantissa ms':>12} {'PyTorch ms':>11} {'speed-up':>9} "
+          f"{'pairs (min-max)':>16} {'1st-loss diff':>14}")
+    for row in results:
+        print(f"{row['model']:<10} {row['pair']:<25} {statistics.median(row['mantissa_ms']):12.1f} "
+              f"{statistics.median(row['pytorch_ms']):11.1f} {statistics.median(row['ratios']):9.2f} "
+              f"{min(row['ratios']):7.2f}-{max(row['ratios']):.2f} {row['first_loss_rel_diff']:14.1e}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"pytorch": torch_info, "threads": args.threads, "steps": args.steps, "rounds": args.rounds,
+                       "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
