@@ -73,15 +73,23 @@ void weight_view(const Tensor& w, Shape& shape, Shape& strides) {
   }
 }
 
-// rows x cols of a 2-D strided view starting at element `off` of t, as contiguous f32.
-void block_to_f32(const Tensor& t, std::int64_t off, std::int64_t s_row, std::int64_t s_col, std::int64_t rows,
-                  std::int64_t cols, float* dst) {
+// rows x cols of a 2-D strided view starting at element `off` of t, as f32 in `dst`, keeping the view's
+// orientation so that every read runs along contiguous memory: row-major unless the view's columns are
+// the contiguous ones (a transposed operand). Returns the block's (row, column) strides.
+std::pair<std::int64_t, std::int64_t> block_to_f32(const Tensor& t, std::int64_t off, std::int64_t s_row,
+                                                   std::int64_t s_col, std::int64_t rows, std::int64_t cols, float* dst) {
+  const bool column_major = s_row == 1 && s_col != 1;
+  const std::int64_t lines = column_major ? cols : rows;   // runs of contiguous elements
+  const std::int64_t length = column_major ? rows : cols;  // elements per run
+  const std::int64_t s_line = column_major ? s_col : s_row;
+  const std::int64_t s_elem = column_major ? s_row : s_col;
 #pragma omp parallel for schedule(static) if (rows * cols >= (1 << 15))
-  for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t c = 0; c < cols; c += kRowBlock) {
-      load_f32(t, off + r * s_row + c * s_col, s_col, std::min(kRowBlock, cols - c), dst + r * cols + c);
+  for (std::int64_t l = 0; l < lines; ++l) {
+    for (std::int64_t e = 0; e < length; e += kRowBlock) {
+      load_f32(t, off + l * s_line + e * s_elem, s_elem, std::min(kRowBlock, length - e), dst + l * length + e);
     }
   }
+  return column_major ? std::make_pair(std::int64_t{1}, rows) : std::make_pair(cols, std::int64_t{1});
 }
 
 void matmul_f16_blockwise(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out) {
@@ -95,27 +103,26 @@ void matmul_f16_blockwise(const Tensor& a, const Tensor& w, const Tensor& bias, 
   std::vector<float> a_blk(static_cast<std::size_t>(std::min(m, kRowsPerBlock) * std::min(k, kDepthPerBlock)));
   std::vector<float> w_blk(static_cast<std::size_t>(std::min(k, kDepthPerBlock) * n));
   std::vector<float> c_blk(static_cast<std::size_t>(std::min(m, kRowsPerBlock) * n));
+  std::vector<float> bias_f32(bias.defined() ? static_cast<std::size_t>(n) : 0);
+  for (std::int64_t c = 0; c < static_cast<std::int64_t>(bias_f32.size()); c += kRowBlock) {
+    load_f32(bias, c * bias.strides()[0], bias.strides()[0], std::min(kRowBlock, n - c), bias_f32.data() + c);
+  }
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t i0 = 0; i0 < m; i0 += kRowsPerBlock) {
       const std::int64_t mb = std::min(kRowsPerBlock, m - i0);
       for (std::int64_t p0 = 0; p0 < k; p0 += kDepthPerBlock) {
         const std::int64_t kb = std::min(kDepthPerBlock, k - p0);
-        block_to_f32(a, b * sa[0] + i0 * sa[1] + p0 * sa[2], sa[1], sa[2], mb, kb, a_blk.data());
-        block_to_f32(w, b * sw[0] + p0 * sw[1], sw[1], sw[2], kb, n, w_blk.data());
-        run_matmul({1, mb, kb}, {mb * kb, kb, 1}, a_blk.data(), {1, kb, n}, {kb * n, n, 1}, w_blk.data(), {1, mb, n},
+        const auto [ar, ac] = block_to_f32(a, b * sa[0] + i0 * sa[1] + p0 * sa[2], sa[1], sa[2], mb, kb, a_blk.data());
+        const auto [wr, wc] = block_to_f32(w, b * sw[0] + p0 * sw[1], sw[1], sw[2], kb, n, w_blk.data());
+        run_matmul({1, mb, kb}, {mb * kb, ar, ac}, a_blk.data(), {1, kb, n}, {kb * n, wr, wc}, w_blk.data(), {1, mb, n},
                    {mb * n, n, 1}, c_blk.data(), DType::f32, DType::f32, p0 > 0);
       }
-      if (bias.defined()) {
-        std::vector<float> bias_f32(static_cast<std::size_t>(n));
-        for (std::int64_t c = 0; c < n; c += kRowBlock) load_f32(bias, c * bias.strides()[0], bias.strides()[0], std::min(kRowBlock, n - c), bias_f32.data() + c);
-        for (std::int64_t r = 0; r < mb; ++r) {
-          for (std::int64_t c = 0; c < n; ++c) c_blk[static_cast<std::size_t>(r * n + c)] += bias_f32[static_cast<std::size_t>(c)];
-        }
-      }
+#pragma omp parallel for schedule(static) if (mb * n >= (1 << 15))
       for (std::int64_t r = 0; r < mb; ++r) {
+        float* row = c_blk.data() + r * n;
+        for (std::int64_t c = 0; c < static_cast<std::int64_t>(bias_f32.size()); ++c) row[c] += bias_f32[static_cast<std::size_t>(c)];
         for (std::int64_t c = 0; c < n; c += kRowBlock) {
-          store_f32(out, b * so[0] + (i0 + r) * so[1] + c * so[2], so[2], std::min(kRowBlock, n - c),
-                    c_blk.data() + r * n + c);
+          store_f32(out, b * so[0] + (i0 + r) * so[1] + c * so[2], so[2], std::min(kRowBlock, n - c), row + c);
         }
       }
     }
