@@ -73,6 +73,13 @@ void weight_view(const Tensor& w, Shape& shape, Shape& strides) {
   }
 }
 
+// The (row, column) strides of the f32 block that block_to_f32 makes of a rows x cols view.
+std::pair<std::int64_t, std::int64_t> block_orientation(std::int64_t s_row, std::int64_t s_col, std::int64_t rows,
+                                                        std::int64_t cols) {
+  const bool column_major = s_row == 1 && s_col != 1;
+  return column_major ? std::make_pair(std::int64_t{1}, rows) : std::make_pair(cols, std::int64_t{1});
+}
+
 // rows x cols of a 2-D strided view starting at element `off` of t, as f32 in `dst`, keeping the view's
 // orientation so that every read runs along contiguous memory: row-major unless the view's columns are
 // the contiguous ones (a transposed operand). Returns the block's (row, column) strides.
@@ -89,11 +96,54 @@ std::pair<std::int64_t, std::int64_t> block_to_f32(const Tensor& t, std::int64_t
       load_f32(t, off + l * s_line + e * s_elem, s_elem, std::min(kRowBlock, length - e), dst + l * length + e);
     }
   }
-  return column_major ? std::make_pair(std::int64_t{1}, rows) : std::make_pair(cols, std::int64_t{1});
+  return block_orientation(s_row, s_col, rows, cols);
+}
+
+// Many small products (attention's heads): a chunk of whole batch entries converted at a time and run
+// as one batched f32 matmul, so each call is big enough for oneDNN and the threads.
+constexpr std::int64_t kChunkFloats = 1 << 20;
+
+void matmul_f16_batched_chunks(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out) {
+  const std::int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
+  const Shape& sa = a.strides();
+  const Shape& sw = w.strides();
+  const Shape& so = out.strides();
+  const std::int64_t per_entry = m * k + k * n + m * n;
+  const std::int64_t chunk = std::clamp<std::int64_t>(kChunkFloats / per_entry, 1, batch);
+  std::vector<float> a_blk(static_cast<std::size_t>(chunk * m * k)), w_blk(static_cast<std::size_t>(chunk * k * n)),
+      c_blk(static_cast<std::size_t>(chunk * m * n)), bias_f32(bias.defined() ? static_cast<std::size_t>(n) : 0);
+  if (bias.defined()) load_f32(bias, 0, bias.strides()[0], n, bias_f32.data());
+  for (std::int64_t b0 = 0; b0 < batch; b0 += chunk) {
+    const std::int64_t nb = std::min(chunk, batch - b0);
+    // Every entry's block has the same orientation; the entries are converted in parallel (the
+    // conversion inside runs on its thread alone).
+    const auto as = block_orientation(sa[1], sa[2], m, k);
+    const auto ws = block_orientation(sw[1], sw[2], k, n);
+#pragma omp parallel for schedule(static) if (nb * per_entry >= (1 << 15))
+    for (std::int64_t b = 0; b < nb; ++b) {
+      block_to_f32(a, (b0 + b) * sa[0], sa[1], sa[2], m, k, a_blk.data() + b * m * k);
+      block_to_f32(w, (b0 + b) * sw[0], sw[1], sw[2], k, n, w_blk.data() + b * k * n);
+    }
+    run_matmul({nb, m, k}, {m * k, as.first, as.second}, a_blk.data(), {nb, k, n}, {k * n, ws.first, ws.second},
+               w_blk.data(), {nb, m, n}, {m * n, n, 1}, c_blk.data(), DType::f32, DType::f32, false);
+#pragma omp parallel for schedule(static) if (nb * m * n >= (1 << 15))
+    for (std::int64_t r = 0; r < nb * m; ++r) {
+      float* row = c_blk.data() + r * n;
+      for (std::int64_t c = 0; c < static_cast<std::int64_t>(bias_f32.size()); ++c) row[c] += bias_f32[static_cast<std::size_t>(c)];
+      const std::int64_t b = b0 + r / m, i = r % m;
+      for (std::int64_t c = 0; c < n; c += kRowBlock) {
+        store_f32(out, b * so[0] + i * so[1] + c * so[2], so[2], std::min(kRowBlock, n - c), row + c);
+      }
+    }
+  }
 }
 
 void matmul_f16_blockwise(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out) {
   const std::int64_t batch = out.size(0);
+  if (batch > 1 && out.size(1) * a.size(2) + a.size(2) * out.size(2) + out.size(1) * out.size(2) <= kChunkFloats / 4) {
+    matmul_f16_batched_chunks(a, w, bias, out);
+    return;
+  }
   const std::int64_t m = out.size(1);
   const std::int64_t n = out.size(2);
   const std::int64_t k = a.size(2);
