@@ -82,18 +82,13 @@ Tensor Gpt::forward(std::span<const std::int64_t> ids, std::int64_t batch, std::
     throw std::invalid_argument("gpt: " + std::to_string(t) + " tokens exceed the block size " + std::to_string(c_.block_size));
   }
   const auto scope = precision_scope();
-  const std::int64_t c = c_.n_embd, h = c_.n_head, d = c / h;
+  const std::int64_t c = c_.n_embd, h = c_.n_head;
   std::vector<std::int64_t> positions(static_cast<std::size_t>(t));
   for (std::int64_t i = 0; i < t; ++i) positions[static_cast<std::size_t>(i)] = i;
   Tensor x = add(wte_->forward(ids, {batch, t}), wpe_->forward(positions, {t}));
   for (const Block& b : blocks_) {
-    // Causal self-attention: q, k, v [batch, heads, t, d] from one projection, copied once into that
-    // layout so that the attention products see each head as one contiguous matrix.
-    const Tensor qkv =
-        contiguous(permute(reshape(b.qkv->forward(b.ln1->forward(x)), {batch, t, 3, h, d}), {2, 0, 3, 1, 4}));
-    const auto part = [&](std::int64_t i) { return reshape(slice(qkv, 0, i, i + 1), {batch, h, t, d}); };
-    const Tensor y = scaled_dot_product_attention(part(0), part(1), part(2), true);
-    x = add(x, b.proj->forward(reshape(permute(y, {0, 2, 1, 3}), {batch, t, c})));
+    // Causal self-attention on the fused q, k, v projection, heads read and written in place.
+    x = add(x, b.proj->forward(self_attention(b.qkv->forward(b.ln1->forward(x)), h)));
     x = add(x, b.fc_proj->forward(gelu(b.fc->forward(b.ln2->forward(x)))));
   }
   // The head is the token embedding, transposed (weight tying).

@@ -45,7 +45,88 @@ class AttentionNode final : public Node {
   double scale_;
 };
 
+// x [B, T, parts * H * D] seen as [parts, B, H, T, D] (a view, no copy).
+Tensor head_major_view(const Tensor& x, std::int64_t parts, std::int64_t heads) {
+  const std::int64_t nb = x.size(0), t = x.size(1), width = x.size(2), d = width / parts / heads;
+  return make_view(x, {parts, nb, heads, t, d}, {width / parts, t * width, d, width, 1}, x.offset());
+}
+
+// Part i of a contiguous [parts, B * H, T, D] tensor as [B * H, T, D], or transposed ([B * H, D, T]).
+Tensor part(const Tensor& x, std::int64_t i, bool transposed = false) {
+  const std::int64_t bh = x.size(1), t = x.size(2), d = x.size(3);
+  const std::int64_t off = x.offset() + i * bh * t * d;
+  return transposed ? make_view(x, {bh, d, t}, {t * d, 1, d}, off) : make_view(x, {bh, t, d}, {t * d, d, 1}, off);
+}
+
+// [B * H, R, C] transposed to [B * H, C, R] (a view).
+Tensor transposed(const Tensor& x) { return transpose(x, 1, 2); }
+
+class SelfAttentionNode final : public Node {
+ public:
+  SelfAttentionNode(const Tensor& heads, const Tensor& probs, std::int64_t batch, double scale)
+      : heads_(save_for_backward(heads)), probs_(save_for_backward(probs)), batch_(batch), scale_(scale) {}
+  std::string_view name() const override { return "self_attention"; }
+  void release() override { heads_ = probs_ = {}; }
+  std::vector<Tensor> backward(const Tensor& g_in) override {
+    const DType dtype = heads_.dtype();
+    const std::int64_t nb = batch_, h = heads_.size(1) / nb, t = heads_.size(2), d = heads_.size(3);
+    detail::Backend& backend = detail::backend_of(heads_);
+    // The output's gradient, head-major like the saved q, k, v.
+    const Tensor g = Tensor::empty({1, nb * h, t, d}, dtype, heads_.device());
+    backend.copy(head_major_view(contiguous(cast(g_in, dtype)), 1, h), reshape(g, {1, nb, h, t, d}));
+    // dP = g v^T (f32), dS = scale P (dP - rowsum(dP P)); dq = dS k, dk = dS^T q, dv = P^T g.
+    const Tensor grad_probs = Tensor::empty(probs_.shape(), score_dtype(dtype), probs_.device());
+    backend.matmul(part(g, 0), part(heads_, 2, true), Tensor(), grad_probs);
+    const Tensor grad_scores = Tensor::empty(probs_.shape(), dtype, probs_.device());
+    backend.attention_softmax_backward(probs_, grad_probs, scale_, grad_scores);
+    const Tensor grad_heads = Tensor::empty(heads_.shape(), dtype, heads_.device());
+    backend.matmul(grad_scores, part(heads_, 1), Tensor(), part(grad_heads, 0));
+    backend.matmul(transposed(grad_scores), part(heads_, 0), Tensor(), part(grad_heads, 1));
+    backend.matmul(transposed(probs_), part(g, 0), Tensor(), part(grad_heads, 2));
+    // One gradient for the fused projection, in its [B, T, 3 C] layout.
+    const Tensor grad_qkv = Tensor::empty(inputs[0].shape, dtype, heads_.device());
+    backend.copy(reshape(grad_heads, {3, nb, h, t, d}), head_major_view(grad_qkv, 3, h));
+    return {grad_qkv};
+  }
+
+ private:
+  Tensor heads_, probs_;  // q, k, v as [3, B * H, T, D]; the probabilities [B * H, T, T]
+  std::int64_t batch_;
+  double scale_;
+};
+
 }  // namespace
+
+Tensor self_attention(const Tensor& qkv_in, std::int64_t heads, bool causal) {
+  const KernelRegion region("attention");
+  detail::check_computable(qkv_in, "self_attention");
+  if (qkv_in.dim() != 3 || heads <= 0 || qkv_in.size(2) % (3 * heads) != 0) {
+    throw std::invalid_argument("self_attention: qkv [B, T, 3 C] with C a multiple of " + std::to_string(heads) +
+                                " heads expected, got " + shape_str(qkv_in.shape()));
+  }
+  const Tensor qkv = contiguous(detail::autocast_input(qkv_in, AutocastOp::matmul));
+  const DType dtype = qkv.dtype();
+  const std::int64_t nb = qkv.size(0), t = qkv.size(1), c = qkv.size(2) / 3, h = heads, d = c / h;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  detail::Backend& backend = detail::backend_of(qkv);
+  // q, k, v copied once into head-major order: each head one contiguous matrix, which oneDNN's fast
+  // batched kernels need (with the heads read in place it fell back to a 4x slower kernel).
+  const Tensor qkv_heads = Tensor::empty({3, nb * h, t, d}, dtype, qkv.device());
+  const Tensor scores = Tensor::empty({nb * h, t, t}, score_dtype(dtype), qkv.device());
+  const Tensor probs = Tensor::empty({nb * h, t, t}, dtype, qkv.device());
+  const Tensor out_heads = Tensor::empty({1, nb * h, t, d}, dtype, qkv.device());
+  const Tensor out = Tensor::empty({nb, t, c}, dtype, qkv.device());
+  {
+    NoGradGuard no_grad;
+    backend.copy(head_major_view(qkv, 3, h), reshape(qkv_heads, {3, nb, h, t, d}));
+    backend.matmul(part(qkv_heads, 0), part(qkv_heads, 1, true), Tensor(), scores);
+    backend.attention_softmax(scores, scale, causal, probs);
+    backend.matmul(probs, part(qkv_heads, 2), Tensor(), part(out_heads, 0));
+    backend.copy(reshape(out_heads, {1, nb, h, t, d}), head_major_view(out, 1, h));
+  }
+  if (needs_grad({&qkv})) record(out, std::make_shared<SelfAttentionNode>(qkv_heads, probs, nb, scale), {&qkv});
+  return out;
+}
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, bool causal) {
   const KernelRegion region("attention");

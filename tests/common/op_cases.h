@@ -126,6 +126,9 @@ inline std::vector<Case> op_cases() {
                [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2]); }, 33, 3, N});
   c.push_back({"attention_causal_fewer_queries", {{{2, 3, 4}}, {{2, 6, 4}}, {{2, 6, 3}}},
                [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2]); }, 8, 3, N});
+  c.push_back({"self_attention", {{{2, 5, 3 * 6}}}, [](V x) { return self_attention(x[0], 2); }, 5, 3, N});
+  c.push_back({"self_attention_long", {{{2, 33, 3 * 8}, Layout::strided}}, [](V x) { return self_attention(x[0], 2); },
+               33, 3, N});
   c.push_back({"attention_cross", {{{1, 2, 3, 4}}, {{1, 2, 5, 4}}, {{1, 2, 5, 3}}},
                [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], false); }, 10, 3, N});
   c.push_back({"conv2d", {{{2, 3, 6, 5}}, {{4, 3, 3, 3}}, {{4}}},

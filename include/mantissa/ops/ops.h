@@ -106,6 +106,11 @@ Tensor dropout(const Tensor& x, double p, std::uint64_t seed, bool training = tr
 // softmax(q k^T / sqrt(D) [+ causal mask]) v for q [..., T, D], k [..., S, D], v [..., S, Dv]; the two
 // products run in the inputs' dtype, the softmax in f32. Causal: position i sees keys j <= i + S - T.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal = true);
+// Self-attention on a fused projection: qkv [B, T, 3 C] holds q, k and v ([B, T, C] each, in that order)
+// for `heads` heads of C / heads features; returns [B, T, C], the heads side by side. The result of
+// scaled_dot_product_attention on the heads, with one copy of q, k, v into head-major order, and one
+// gradient for qkv (no slices, no zero-filled partial gradients to add up).
+Tensor self_attention(const Tensor& qkv, std::int64_t heads, bool causal = true);
 
 // ---- Convolution, pooling, batch norm (src/ops/conv.cpp), NCHW
 // x [N, C, H, W], w [O, C / groups, KH, KW], bias [O] (may be undefined); output [N, O, OH, OW].
