@@ -1,7 +1,9 @@
 // Convolution on oneDNN: forward, backward data and backward weights, f32 and bf16 (accumulating in
 // f32), over contiguous NCHW tensors. f16, which oneDNN 2.6 cannot convolve on CPUs without f16
 // arithmetic, goes through f32 copies of the operands and one rounding of the result.
+#include <mutex>
 #include <sstream>
+#include <unordered_map>
 #include <stdexcept>
 
 #include "cpu_kernels.h"
@@ -43,57 +45,110 @@ std::string conv_key(const char* kind, const ConvShapes& s, DType t) {
   return k.str();
 }
 
-struct Descs {
-  memory::desc src, weights, dst;
-};
-
-Descs descs(const ConvShapes& s, DType t, bool grouped) {
-  const memory::data_type dt = onednn_type(t);
-  return {memory::desc(s.src, dt, tag::nchw), memory::desc(s.weights, dt, grouped ? tag::goihw : tag::oihw),
-          memory::desc(s.dst, dt, tag::nchw)};
-}
-
-dnnl::convolution_forward::primitive_desc forward_pd(const ConvShapes& s, const Descs& d) {
-  return dnnl::convolution_forward::primitive_desc(
-      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, d.src,
-                                      d.weights, d.dst, s.strides, s.dilates, s.pad_l, s.pad_r),
-      onednn_engine());
-}
-
 // The three passes with every operand in one dtype that oneDNN convolves.
 enum class Pass { forward, backward_data, backward_weights };
 
-void run(Pass pass, const ConvShapes& s, DType t, bool grouped, void* src, void* weights, void* dst) {
-  const Descs d = descs(s, t, grouped);
+// A pass's primitive and the layouts it chose for source, weights and destination ("any": oneDNN's
+// blocked layouts, in which 2.6 has its fast direct and AMX kernels; on plain NCHW it falls back to
+// im2col + gemm, 3-8x slower here).
+struct ConvPrimitive {
+  dnnl::primitive prim;
+  memory::desc src, weights, dst;
+};
+
+const ConvPrimitive& conv_primitive(Pass pass, const ConvShapes& s, DType t, bool grouped) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, ConvPrimitive> cache;
   const char* names[] = {"conv_fwd", "conv_bwd_data", "conv_bwd_weights"};
-  const dnnl::primitive prim = cached_primitive(conv_key(names[static_cast<int>(pass)], s, t), [&]() -> dnnl::primitive {
-    const auto fwd = forward_pd(s, d);
-    switch (pass) {
-      case Pass::forward: return dnnl::convolution_forward(fwd);
-      case Pass::backward_data:
-        return dnnl::convolution_backward_data(dnnl::convolution_backward_data::primitive_desc(
-            dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, d.src, d.weights, d.dst,
-                                                  s.strides, s.dilates, s.pad_l, s.pad_r),
-            onednn_engine(), fwd));
-      case Pass::backward_weights:
-        return dnnl::convolution_backward_weights(dnnl::convolution_backward_weights::primitive_desc(
-            dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, d.src, d.weights, d.dst,
-                                                     s.strides, s.dilates, s.pad_l, s.pad_r),
-            onednn_engine(), fwd));
-    }
-    throw std::logic_error("conv pass");
-  });
-  dnnl::engine& eng = onednn_engine();
-  memory src_m(d.src, eng, src), w_m(d.weights, eng, weights), dst_m(d.dst, eng, dst);
+  const std::string key = conv_key(names[static_cast<int>(pass)], s, t) + (grouped ? "g" : "");
+  std::lock_guard lock(mutex);
+  if (const auto it = cache.find(key); it != cache.end()) return it->second;
+  const memory::data_type dt = onednn_type(t);
+  const memory::desc src(s.src, dt, tag::any), weights(s.weights, dt, tag::any), dst(s.dst, dt, tag::any);
+  const auto fwd = dnnl::convolution_forward::primitive_desc(
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, src,
+                                      weights, dst, s.strides, s.dilates, s.pad_l, s.pad_r),
+      onednn_engine());
+  ConvPrimitive c;
   switch (pass) {
     case Pass::forward:
-      execute_timed(prim, {{DNNL_ARG_SRC, src_m}, {DNNL_ARG_WEIGHTS, w_m}, {DNNL_ARG_DST, dst_m}});
+      c = {dnnl::convolution_forward(fwd), fwd.src_desc(), fwd.weights_desc(), fwd.dst_desc()};
+      break;
+    case Pass::backward_data: {
+      const auto pd = dnnl::convolution_backward_data::primitive_desc(
+          dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src, weights, dst, s.strides,
+                                                s.dilates, s.pad_l, s.pad_r),
+          onednn_engine(), fwd);
+      c = {dnnl::convolution_backward_data(pd), pd.diff_src_desc(), pd.weights_desc(), pd.diff_dst_desc()};
+      break;
+    }
+    case Pass::backward_weights: {
+      const auto pd = dnnl::convolution_backward_weights::primitive_desc(
+          dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src, weights, dst,
+                                                   s.strides, s.dilates, s.pad_l, s.pad_r),
+          onednn_engine(), fwd);
+      c = {dnnl::convolution_backward_weights(pd), pd.src_desc(), pd.diff_weights_desc(), pd.diff_dst_desc()};
+      break;
+    }
+  }
+  return cache.emplace(key, std::move(c)).first->second;
+}
+
+// An operand in the layout the primitive wants: the tensor's own memory when that is the plain layout,
+// else a temporary buffer, filled from the plain data (`input`) or copied back to it by finish().
+class Operand {
+ public:
+  Operand(const memory::desc& plain, const memory::desc& wanted, void* data, bool input)
+      : plain_(plain, onednn_engine(), data) {
+    if (wanted == plain) {
+      mem_ = plain_;
+      return;
+    }
+    buffer_ = Tensor::empty({static_cast<std::int64_t>((wanted.get_size() + 3) / 4)}, DType::f32);
+    mem_ = memory(wanted, onednn_engine(), buffer_.data());
+    if (input) reorder(plain_, mem_);
+  }
+  const memory& mem() const { return mem_; }
+  void finish() {
+    if (buffer_.defined()) reorder(mem_, plain_);
+  }
+
+ private:
+  static void reorder(const memory& from, const memory& to) {
+    // Keyed by both descriptors' bytes: equal layouts give equal bytes (oneDNN zero-fills them).
+    const auto bytes = [](const memory& m) {
+      const dnnl_memory_desc_t& d = m.get_desc().data;
+      return std::string(reinterpret_cast<const char*>(&d), sizeof d);
+    };
+    std::ostringstream key;
+    key << "conv_reorder" << bytes(from) << bytes(to);
+    const dnnl::primitive prim = cached_primitive(key.str(), [&] { return dnnl::reorder(from, to); });
+    execute_timed(prim, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+  }
+  memory plain_, mem_;
+  Tensor buffer_;
+};
+
+void run(Pass pass, const ConvShapes& s, DType t, bool grouped, void* src, void* weights, void* dst) {
+  const ConvPrimitive& c = conv_primitive(pass, s, t, grouped);
+  const memory::data_type dt = onednn_type(t);
+  const memory::desc plain_src(s.src, dt, tag::nchw), plain_w(s.weights, dt, grouped ? tag::goihw : tag::oihw),
+      plain_dst(s.dst, dt, tag::nchw);
+  Operand x(plain_src, c.src, src, pass != Pass::backward_data);
+  Operand w(plain_w, c.weights, weights, pass != Pass::backward_weights);
+  Operand y(plain_dst, c.dst, dst, pass != Pass::forward);
+  switch (pass) {
+    case Pass::forward:
+      execute_timed(c.prim, {{DNNL_ARG_SRC, x.mem()}, {DNNL_ARG_WEIGHTS, w.mem()}, {DNNL_ARG_DST, y.mem()}});
+      y.finish();
       break;
     case Pass::backward_data:
-      execute_timed(prim, {{DNNL_ARG_DIFF_DST, dst_m}, {DNNL_ARG_WEIGHTS, w_m}, {DNNL_ARG_DIFF_SRC, src_m}});
+      execute_timed(c.prim, {{DNNL_ARG_DIFF_DST, y.mem()}, {DNNL_ARG_WEIGHTS, w.mem()}, {DNNL_ARG_DIFF_SRC, x.mem()}});
+      x.finish();
       break;
     case Pass::backward_weights:
-      execute_timed(prim, {{DNNL_ARG_SRC, src_m}, {DNNL_ARG_DIFF_DST, dst_m}, {DNNL_ARG_DIFF_WEIGHTS, w_m}});
+      execute_timed(c.prim, {{DNNL_ARG_SRC, x.mem()}, {DNNL_ARG_DIFF_DST, y.mem()}, {DNNL_ARG_DIFF_WEIGHTS, w.mem()}});
+      w.finish();
       break;
   }
 }
