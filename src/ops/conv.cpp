@@ -62,13 +62,13 @@ class PoolNode final : public Node {
 
 class BatchNormNode final : public Node {
  public:
-  BatchNormNode(const Tensor& x3, const Tensor& gamma, const Tensor& mean, const Tensor& rstd)
+  BatchNormNode(const Tensor& x3, const Tensor& gamma, const Tensor& mean, const Tensor& rstd, DType y_dtype)
       : x_(save_for_backward(x3)), gamma_(save_for_backward(gamma)), mean_(save_for_backward(mean)),
-        rstd_(save_for_backward(rstd)) {}
+        rstd_(save_for_backward(rstd)), y_dtype_(y_dtype) {}
   std::string_view name() const override { return "batch_norm"; }
   void release() override { x_ = gamma_ = mean_ = rstd_ = Tensor(); }
   std::vector<Tensor> backward(const Tensor& g) override {
-    const Tensor g3 = reshape(contiguous(cast(g, x_.dtype())), x_.shape());
+    const Tensor g3 = reshape(contiguous(cast(g, y_dtype_)), x_.shape());
     Tensor gx = Tensor::empty(x_.shape(), x_.dtype(), x_.device());
     Tensor gg = Tensor::empty({x_.size(1)}, mean_.dtype(), x_.device());
     Tensor gb = Tensor::empty({x_.size(1)}, mean_.dtype(), x_.device());
@@ -78,6 +78,7 @@ class BatchNormNode final : public Node {
 
  private:
   Tensor x_, gamma_, mean_, rstd_;
+  DType y_dtype_;  // the output's, which its gradient comes in
 };
 
 }  // namespace
@@ -132,8 +133,11 @@ Tensor avg_pool2d(const Tensor& x, std::int64_t kernel, std::int64_t stride, std
 
 Tensor batch_norm(const Tensor& x_in, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
                   const Tensor& running_var, bool training, double momentum, double eps) {
-  const Tensor x = detail::autocast_input(x_in, AutocastOp::batch_norm);
-  detail::check_computable(x, "batch_norm");
+  detail::check_computable(x_in, "batch_norm");
+  // Training: under autocast's f32 policy the result is f32, but the kernel reads a bf16 or f16 input as
+  // it is (it computes in f32 whatever it reads), so no f32 copy of the input is made or kept.
+  const DType y_dtype = detail::autocast_input_dtype(x_in, AutocastOp::batch_norm);
+  const Tensor x = training ? x_in : detail::autocast_input(x_in, AutocastOp::batch_norm);
   if (x.dim() < 2) throw std::invalid_argument("batch_norm: x [N, C, ...] expected, got " + shape_str(x.shape()));
   const std::int64_t c = x.size(1);
   for (const Tensor* t : {&gamma, &beta, &running_mean, &running_var}) {
@@ -153,7 +157,7 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& gamma, const Tensor& beta, c
   const std::int64_t s = x.numel() / (x.size(0) * c);
   const Tensor x3 = reshape(contiguous(x), {x.size(0), c, s});
   if (x.size(0) * s < 2) throw std::invalid_argument("batch_norm: training needs more than one value per channel");
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor y = Tensor::empty(x.shape(), y_dtype, x.device());
   // Statistics in f32, or f64 for f64 data (f32 statistics would limit the backward's precision there).
   const DType stats = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
   Tensor mean = Tensor::empty({c}, stats, x.device());
@@ -168,7 +172,7 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& gamma, const Tensor& beta, c
     detail::backend_of(x).copy(add(mul(running_var, 1 - momentum), mul(var, momentum)), running_var);
   }
   if (needs_grad({&x, &gamma, &beta})) {
-    record(y, std::make_shared<BatchNormNode>(x3.detach(), gamma, mean, rstd), {&x, &gamma, &beta});
+    record(y, std::make_shared<BatchNormNode>(x3.detach(), gamma, mean, rstd, y_dtype), {&x, &gamma, &beta});
   }
   return y;
 }

@@ -1,6 +1,8 @@
 // Convolution on oneDNN: forward, backward data and backward weights, f32 and bf16 (accumulating in
-// f32), over contiguous NCHW tensors. f16, which oneDNN 2.6 cannot convolve on CPUs without f16
-// arithmetic, goes through f32 copies of the operands and one rounding of the result.
+// f32), over contiguous NCHW tensors. Each primitive runs in the layouts oneDNN picks (blocked, where its
+// direct and AMX kernels are), with the operands reordered from and to NCHW around it. f16, which
+// oneDNN 2.6 cannot convolve on CPUs without f16 arithmetic, goes through f32 copies of the operands and
+// one rounding of the result.
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
