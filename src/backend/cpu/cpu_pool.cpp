@@ -71,6 +71,38 @@ MANTISSA_VECTOR_CLONES void backward_apply(float* dy, const float* xhat, std::in
   for (std::int64_t k = 0; k < n; ++k) dy[k] = scale * (m * dy[k] - sum_dy - xhat[k] * sum_dy_xhat);
 }
 
+// 2x2 max pooling with stride 2 and no padding (the CNN's), in the taps' order of for_each_tap: a NaN
+// wins, and the gradient goes to the first maximum.
+bool is_max_2x2(const Pool2dParams& p, std::int64_t h, std::int64_t w, std::int64_t oh, std::int64_t ow) {
+  return p.max && p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 && p.pad_h == 0 &&
+         p.pad_w == 0 && oh == h / 2 && ow == w / 2;
+}
+
+MANTISSA_VECTOR_CLONES void max_pool_2x2(const float* in, float* out, std::int64_t w, std::int64_t oh, std::int64_t ow) {
+  for (std::int64_t y = 0; y < oh; ++y) {
+    const float* r0 = in + 2 * y * w;
+    const float* r1 = r0 + w;
+    for (std::int64_t x = 0; x < ow; ++x) {
+      float m = r0[2 * x];
+      for (const float v : {r0[2 * x + 1], r1[2 * x], r1[2 * x + 1]}) m = (v > m || v != v) ? v : m;
+      out[y * ow + x] = m;
+    }
+  }
+}
+
+MANTISSA_VECTOR_CLONES void max_pool_2x2_backward(const float* in, const float* g, float* gin, std::int64_t w,
+                                                  std::int64_t oh, std::int64_t ow) {
+  for (std::int64_t y = 0; y < oh; ++y) {
+    const std::int64_t r0 = 2 * y * w, r1 = r0 + w;
+    for (std::int64_t x = 0; x < ow; ++x) {
+      const std::int64_t taps[4] = {r0 + 2 * x, r0 + 2 * x + 1, r1 + 2 * x, r1 + 2 * x + 1};
+      std::int64_t best = taps[0];
+      for (int k = 1; k < 4; ++k) best = in[taps[k]] > in[best] ? taps[k] : best;
+      gin[best] += g[y * ow + x];
+    }
+  }
+}
+
 }  // namespace
 
 void cpu_pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out) {
@@ -84,6 +116,11 @@ void cpu_pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out) {
 #pragma omp for schedule(static)
     for (std::int64_t plane = 0; plane < planes; ++plane) {
       load_plane(x, plane, h * w, in.data());
+      if (is_max_2x2(p, h, w, oh, ow)) {
+        max_pool_2x2(in.data(), o.data(), w, oh, ow);
+        store_plane(out, plane, oh * ow, o.data());
+        continue;
+      }
       std::fill(o.begin(), o.end(), p.max ? -std::numeric_limits<float>::infinity() : 0.0f);
       for_each_tap(p, h, w, oh, ow, [&](std::int64_t oi, std::int64_t ii) {
         o[oi] = p.max ? (in[ii] > o[oi] || std::isnan(in[ii]) ? in[ii] : o[oi]) : o[oi] + in[ii];
@@ -110,7 +147,10 @@ void cpu_pool2d_backward(const Tensor& x, const Tensor& grad_out, const Pool2dPa
     for (std::int64_t plane = 0; plane < planes; ++plane) {
       load_plane(grad_out, plane, oh * ow, g.data());
       std::fill(gin.begin(), gin.end(), 0.0f);
-      if (p.max) {
+      if (is_max_2x2(p, h, w, oh, ow)) {
+        load_plane(x, plane, h * w, in.data());
+        max_pool_2x2_backward(in.data(), g.data(), gin.data(), w, oh, ow);
+      } else if (p.max) {
         // The first maximum of each window gets the gradient, as the reference does.
         load_plane(x, plane, h * w, in.data());
         std::fill(best.begin(), best.end(), -1);
