@@ -122,6 +122,15 @@ std::pair<std::int64_t, std::int64_t> block_to_f32(const Tensor& t, std::int64_t
   return block_orientation(s_row, s_col, rows, cols);
 }
 
+// The bias [n] in f32, or nothing.
+std::vector<float> bias_as_f32(const Tensor& bias, std::int64_t n) {
+  std::vector<float> out(bias.defined() ? static_cast<std::size_t>(n) : 0);
+  for (std::int64_t c = 0; c < static_cast<std::int64_t>(out.size()); c += kRowBlock) {
+    load_f32(bias, c * bias.strides()[0], bias.strides()[0], std::min(kRowBlock, n - c), out.data() + c);
+  }
+  return out;
+}
+
 // Many small products (attention's heads): a chunk of whole batch entries converted at a time and run
 // as one batched f32 matmul, so each call is big enough for oneDNN and the threads.
 constexpr std::int64_t kChunkFloats = 1 << 20;
@@ -134,8 +143,8 @@ void matmul_f16_batched_chunks(const Tensor& a, const Tensor& w, const Tensor& b
   const std::int64_t per_entry = m * k + k * n + m * n;
   const std::int64_t chunk = std::clamp<std::int64_t>(kChunkFloats / per_entry, 1, batch);
   std::vector<float> a_blk(static_cast<std::size_t>(chunk * m * k)), w_blk(static_cast<std::size_t>(chunk * k * n)),
-      c_blk(static_cast<std::size_t>(chunk * m * n)), bias_f32(bias.defined() ? static_cast<std::size_t>(n) : 0);
-  if (bias.defined()) load_f32(bias, 0, bias.strides()[0], n, bias_f32.data());
+      c_blk(static_cast<std::size_t>(chunk * m * n));
+  const std::vector<float> bias_f32 = bias_as_f32(bias, n);
   for (std::int64_t b0 = 0; b0 < batch; b0 += chunk) {
     const std::int64_t nb = std::min(chunk, batch - b0);
     // Every entry's block has the same orientation; the entries are converted in parallel (the
@@ -175,19 +184,23 @@ void matmul_f16_blockwise(const Tensor& a, const Tensor& w, const Tensor& bias, 
   const Shape& so = out.strides();
   std::vector<float> a_blk(static_cast<std::size_t>(std::min(m, kRowsPerBlock) * std::min(k, kDepthPerBlock)));
   std::vector<float> w_blk(static_cast<std::size_t>(std::min(k, kDepthPerBlock) * n));
+  std::vector<float> w_col(w_blk.size());
   std::vector<float> c_blk(static_cast<std::size_t>(std::min(m, kRowsPerBlock) * n));
-  std::vector<float> bias_f32(bias.defined() ? static_cast<std::size_t>(n) : 0);
-  for (std::int64_t c = 0; c < static_cast<std::int64_t>(bias_f32.size()); c += kRowBlock) {
-    load_f32(bias, c * bias.strides()[0], bias.strides()[0], std::min(kRowBlock, n - c), bias_f32.data() + c);
-  }
+  const std::vector<float> bias_f32 = bias_as_f32(bias, n);
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t i0 = 0; i0 < m; i0 += kRowsPerBlock) {
       const std::int64_t mb = std::min(kRowsPerBlock, m - i0);
       for (std::int64_t p0 = 0; p0 < k; p0 += kDepthPerBlock) {
         const std::int64_t kb = std::min(kDepthPerBlock, k - p0);
         const auto [ar, ac] = block_to_f32(a, b * sa[0] + i0 * sa[1] + p0 * sa[2], sa[1], sa[2], mb, kb, a_blk.data());
-        const auto [wr, wc] = block_to_f32(w, b * sw[0] + p0 * sw[1], sw[1], sw[2], kb, n, w_blk.data());
-        run_matmul({1, mb, kb}, {mb * kb, ar, ac}, a_blk.data(), {1, kb, n}, {kb * n, wr, wc}, w_blk.data(), {1, mb, n},
+        auto [wr, wc] = block_to_f32(w, b * sw[0] + p0 * sw[1], sw[1], sw[2], kb, n, w_blk.data());
+        const float* w_data = w_blk.data();
+        if (wc == 1 && kb * n >= kReorderElements) {  // row-major: into the layout f32 multiplies fastest
+          reorder_plain({1, kb, n}, {kb * n, n, 1}, w_blk.data(), {kb * n, 1, kb}, w_col.data(), DType::f32);
+          wr = 1, wc = kb;
+          w_data = w_col.data();
+        }
+        run_matmul({1, mb, kb}, {mb * kb, ar, ac}, a_blk.data(), {1, kb, n}, {kb * n, wr, wc}, w_data, {1, mb, n},
                    {mb * n, n, 1}, c_blk.data(), DType::f32, DType::f32, p0 > 0);
       }
 #pragma omp parallel for schedule(static) if (mb * n >= (1 << 15))
