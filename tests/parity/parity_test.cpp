@@ -132,10 +132,10 @@ std::vector<Case> large_cases() {
   std::vector<Case> c;
   c.push_back({"matmul_large", {{{600, 300}}, {{300, 130}, testing::Layout::transposed}},
                [](V x) { return matmul(x[0], x[1]); }, 600, 1, A});
-  // A row-major right operand of 65536+ elements: the f32 path reorders it first (cpu_matmul.cpp); the
-  // backward's products cover the transposed operands.
-  c.push_back({"matmul_row_major_weights_large", {{{96, 300}}, {{300, 230}}}, [](V x) { return matmul(x[0], x[1]); },
-               300, 1, A});
+  // A wide row-major right operand: the f32 path reorders it first (cpu_matmul.cpp, worth_reordering);
+  // the backward's products cover the transposed operands.
+  c.push_back({"matmul_row_major_weights_large", {{{512, 6}}, {{6, 2304}}}, [](V x) { return matmul(x[0], x[1]); },
+               6, 1, A});
   c.push_back({"linear_batched_large", {{{3, 70, 96}}, {{80, 96}}, {{80}}},
                [](V x) { return linear(x[0], x[1], x[2]); }, 210, 2, A});
   c.push_back({"gelu_large", {{{300, 257}}}, [](V x) { return gelu(x[0]); }});

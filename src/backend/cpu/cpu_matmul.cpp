@@ -63,9 +63,11 @@ void run_matmul(const Shape& as, const Shape& ast, const void* a, const Shape& w
   }
 }
 
-// Weights worth reordering: big enough for the product to dominate the copy.
-constexpr std::int64_t kReorderElements = 1 << 16;
-constexpr std::int64_t kReorderMinRows = 64;
+// Whether an f32 product of m rows with a row-major [k, n] weight gains from reordering the weight into
+// [n, k] storage first: for wide weights oneDNN 2.6's row-major kernel was 2-3x slower on this machine
+// (n >= 2304, m >= 512: 90-146 against 260-280 GFLOP/s); narrower ones ran at the same speed either
+// way, so there the copy only cost.
+bool worth_reordering(std::int64_t m, std::int64_t n) { return n >= 2304 && m >= 512; }
 
 // A [1, R, C] view copied into other strides (oneDNN's reorder: a blocked transpose for plain layouts).
 void reorder_plain(const Shape& shape, const Shape& from_strides, const void* src, const Shape& to_strides, void* dst,
@@ -195,7 +197,7 @@ void matmul_f16_blockwise(const Tensor& a, const Tensor& w, const Tensor& bias, 
         const auto [ar, ac] = block_to_f32(a, b * sa[0] + i0 * sa[1] + p0 * sa[2], sa[1], sa[2], mb, kb, a_blk.data());
         auto [wr, wc] = block_to_f32(w, b * sw[0] + p0 * sw[1], sw[1], sw[2], kb, n, w_blk.data());
         const float* w_data = w_blk.data();
-        if (wc == 1 && kb * n >= kReorderElements) {  // row-major: into the layout f32 multiplies fastest
+        if (wc == 1 && worth_reordering(mb, n)) {  // row-major: into the layout f32 multiplies fastest
           reorder_plain({1, kb, n}, {kb * n, n, 1}, w_blk.data(), {kb * n, 1, kb}, w_col.data(), DType::f32);
           wr = 1, wc = kb;
           w_data = w_col.data();
@@ -228,14 +230,12 @@ void cpu_matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tens
   }
   Shape ws, wst;
   weight_view(w, ws, wst);
-  // oneDNN 2.6's f32 matmul runs up to 2-3x faster with the weights stored [N, K] (column-major K x N)
-  // than [K, N] (90-136 against 270 GFLOP/s on this machine's shapes): a row-major f32 weight of one
-  // matrix is first reordered into the fast layout, which costs a fraction of the product's time.
-  // (bf16 on AMX gains nothing from it inside a training step, measured.)
+  // oneDNN 2.6's f32 matmul runs up to 2-3x faster with wide weights stored [N, K] (column-major K x N)
+  // than [K, N]: such a row-major f32 weight of one matrix is first reordered into the fast layout, which
+  // costs a fraction of the product's time. (bf16 on AMX gains nothing from it in a training step.)
   Tensor reordered;
   const void* w_data = w.data();
-  if (t == DType::f32 && ws[0] == 1 && wst[2] == 1 && wst[1] == ws[2] && ws[1] * ws[2] >= kReorderElements &&
-      a.size(1) >= kReorderMinRows) {
+  if (t == DType::f32 && ws[0] == 1 && wst[2] == 1 && wst[1] == ws[2] && worth_reordering(a.size(1), ws[2])) {
     reordered = Tensor::empty({ws[2], ws[1]}, t, w.device());
     const Shape column_major{ws[1] * ws[2], 1, ws[1]};
     reorder_plain(ws, wst, w.data(), column_major, reordered.data(), t);
