@@ -10,6 +10,8 @@
 #include <string>
 #include <sys/wait.h>
 
+#include <nlohmann/json.hpp>
+
 namespace {
 
 struct Result {
@@ -151,6 +153,55 @@ struct Scratch {
   ~Scratch() { std::filesystem::remove_all(dir); }
   std::string path(const std::string& name) const { return (dir / name).string(); }
 };
+
+TEST(BenchCommand, ModelStepsReportEveryFigureForEachPrecisionAndMode) {
+  Scratch s;
+  {
+    std::ofstream f(s.path("text.txt"));
+    for (int i = 0; i < 200; ++i) f << "pack my box with five dozen liquor jugs " << i << "\n";
+  }
+  // A tiny GPT in fp32 and bf16 (both master-weight modes): what is reported, never how fast.
+  const Result r = run("bench --model gpt-small --data " + s.path("text.txt") +
+                       " --n-layer 1 --n-head 2 --n-embd 32 --block-size 16 --batch-size 4 --steps 2 --warmup 1"
+                       " --precision fp32,bf16 --json --export " + s.path("init.safetensors"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.at("runs").size(), 3u);
+  for (const nlohmann::json& run : j.at("runs")) {
+    for (const char* key : {"ms_per_step", "ms_min", "ms_max", "items_per_second", "model_gflops", "peak_gflops",
+                            "fraction_of_peak", "data_ms_per_batch", "first_loss", "loss_scale"}) {
+      EXPECT_TRUE(run.contains(key)) << key;
+    }
+    EXPECT_GT(run.at("ms_per_step").get<double>(), 0);
+    EXPECT_GT(run.at("flops_per_step").get<double>(), 0);
+    for (const char* category : {"parameters", "gradients", "activations", "optimizer_state", "total"}) {
+      EXPECT_GT(run.at("peak_bytes").at(category).get<double>(), 0) << category;
+    }
+    EXPECT_TRUE(run.at("time_fraction").contains("attention"));
+    EXPECT_TRUE(run.at("time_fraction").contains("optimizer"));
+    // The same model, weights and batch: the first loss agrees to bf16's rounding.
+    EXPECT_NEAR(run.at("first_loss").get<double>(), j.at("runs")[0].at("first_loss").get<double>(), 0.02);
+    if (run.at("precision") != "fp32") {
+      EXPECT_TRUE(run.contains("speedup_vs_fp32"));
+    }
+  }
+  for (const char* file : {"init-f32.safetensors", "init-bf16.safetensors", "init-bf16-lpm.safetensors"}) {
+    EXPECT_TRUE(std::filesystem::exists(s.path(file))) << file;
+  }
+  // One precision gives one flat object; the CNN reports images and runs on Fashion-MNIST.
+  const Result cnn = run("bench --model cnn --width 4 --batch-size 8 --steps 1 --warmup 0 --precision fp16 "
+                         "--mode low-precision-model --json");
+  ASSERT_EQ(cnn.status, 0) << cnn.err;
+  const nlohmann::json c = nlohmann::json::parse(cnn.out);
+  EXPECT_EQ(c.at("mode"), "low-precision-model");
+  EXPECT_TRUE(c.at("time_fraction").contains("conv"));
+  for (const char* bad : {"bench --model resnet", "bench --model cnn --precision fp8", "bench --model cnn --steps 0",
+                          "bench --model cnn --mode fast", "bench --model gpt-wide --data /nonexistent"}) {
+    const Result e = run(bad);
+    EXPECT_NE(e.status, 0) << bad;
+    EXPECT_EQ(lines(e.err), 1) << bad << ": " << e.err;
+  }
+}
 
 TEST(TrainCommand, TrainsOnFashionMnistAndWritesMetricsAndSummary) {
   Scratch s;

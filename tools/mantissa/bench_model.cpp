@@ -87,11 +87,29 @@ std::vector<Variant> variants(const ModelBenchArgs& a) {
   return out;
 }
 
+// The real data set the batches come from, loaded once for every variant (before anything is timed or
+// printed, so a bad path is the only thing reported).
+struct BenchData {
+  std::optional<TextCorpus> corpus;
+  std::optional<ImageDataset> images;
+};
+
+BenchData load_data(const ModelBenchArgs& a) {
+  BenchData d;
+  if (a.model == "cnn") {
+    d.images = load_mnist_format(a.data.empty() ? kFashionMnistDir : std::filesystem::path(a.data), true);
+  } else {
+    d.corpus = TextCorpus::load(a.data.empty() ? kFortunesDir : std::filesystem::path(a.data));
+  }
+  return d;
+}
+
 // One model, its optimizer and loss scaler, and the batch it trains on; data comes from the real data
 // set, prepared before the step is timed.
 class Bench {
  public:
-  Bench(const ModelBenchArgs& a, const Variant& v) : a_(a), v_(v), text_(a.model != "cnn") {
+  Bench(const ModelBenchArgs& a, const Variant& v, const BenchData& data)
+      : a_(a), v_(v), text_(a.model != "cnn"), data_(data) {
     {
       MemoryCategoryScope params(MemoryCategory::parameters);
       if (text_) {
@@ -110,24 +128,19 @@ class Bench {
                                               .master = {true, Rounding::nearest_even, a.seed + 17, false}},
                                   true);
     scaler_ = std::make_unique<LossScaler>(LossScalerOptions::for_compute(v.precision));
-    if (text_) {
-      corpus_ = TextCorpus::load(a.data.empty() ? kFortunesDir : std::filesystem::path(a.data));
-    } else {
-      images_ = load_mnist_format(a.data.empty() ? kFashionMnistDir : std::filesystem::path(a.data), true);
-      order_.emplace(images_->size(), a.batch_size, a.seed);
-    }
+    if (!text_) order_.emplace(data.images->size(), a.batch_size, a.seed);
   }
 
   // Draws the next batch; returns the milliseconds it took.
   double next_batch() {
     const auto t0 = Clock::now();
     if (text_) {
-      TextCorpus::sample(corpus_->train, a_.batch_size, a_.block_size, rng_, ids_, targets_);
+      TextCorpus::sample(data_.corpus->train, a_.batch_size, a_.block_size, rng_, ids_, targets_);
     } else {
       const std::vector<std::int64_t> idx = order_->next();
       targets_.clear();
-      for (std::int64_t i : idx) targets_.push_back(images_->labels[static_cast<std::size_t>(i)]);
-      batch_images_ = cast(gather_rows(images_->images, idx), v_.low_precision_model ? v_.precision : DType::f32);
+      for (std::int64_t i : idx) targets_.push_back(data_.images->labels[static_cast<std::size_t>(i)]);
+      batch_images_ = cast(gather_rows(data_.images->images, idx), v_.low_precision_model ? v_.precision : DType::f32);
     }
     return ms_since(t0);
   }
@@ -179,8 +192,7 @@ class Bench {
   nn::Cnn* cnn_ = nullptr;
   std::unique_ptr<Adam> opt_;
   std::unique_ptr<LossScaler> scaler_;
-  std::optional<TextCorpus> corpus_;
-  std::optional<ImageDataset> images_;
+  const BenchData& data_;
   std::optional<BatchOrder> order_;
   std::mt19937_64 rng_{7};
   std::vector<std::int64_t> ids_, targets_;
@@ -212,14 +224,14 @@ Peak peak_for(DType precision, int threads) {
   return f32_peak(threads);
 }
 
-Result run_variant(const ModelBenchArgs& a, const Variant& v, bool several, int threads) {
+Result run_variant(const ModelBenchArgs& a, const Variant& v, const BenchData& data, bool several, int threads) {
   Result r;
   r.variant = v;
   const Peak peak = peak_for(v.precision, threads);
   r.peak_gflops = peak.gflops;
   r.peak_instruction = peak.instruction;
   reset_peak_memory();
-  Bench bench(a, v);
+  Bench bench(a, v, data);
   r.items_per_step = bench.items_per_step();
   bench.next_batch();
   r.first_loss = bench.loss();
@@ -346,12 +358,13 @@ int run_model_bench(ModelBenchArgs a) {
   apply_preset(a);
   if (a.steps <= 0 || a.warmup < 0) throw std::invalid_argument("bench: --steps must be positive, --warmup not negative");
   const std::vector<Variant> vs = variants(a);
+  const BenchData data = load_data(a);
   const int threads = a.threads > 0 ? a.threads : omp_get_max_threads();
   omp_set_num_threads(threads);
   std::vector<Result> results;
   for (const Variant& v : vs) {
     if (!a.json) fmt::print(stderr, "timing {} ...\n", v.label());
-    results.push_back(run_variant(a, v, vs.size() > 1, threads));
+    results.push_back(run_variant(a, v, data, vs.size() > 1, threads));
   }
   const Result* fp32 = nullptr;
   for (const Result& r : results) {
