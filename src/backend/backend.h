@@ -66,8 +66,9 @@ class Backend {
   // columns j <= i + S - T, the others get probability 0 (a row that sees none is NaN, as 0 / 0).
   virtual void attention_softmax(const Tensor& scores, double scale, bool causal, const Tensor& probs) = 0;
   // grad_scores [B, T, S] (in its dtype) = scale * probs * (grad_probs - sum_j grad_probs * probs), from
-  // probs and grad_probs [B, T, S] (grad_probs f32 or f64); masked columns have probability 0, so 0.
-  virtual void attention_softmax_backward(const Tensor& probs, const Tensor& grad_probs, double scale,
+  // probs and grad_probs [B, T, S] (grad_probs f32 or f64). Causal: only the columns each row sees are
+  // read (the others of grad_probs may be unwritten); the others get 0.
+  virtual void attention_softmax_backward(const Tensor& probs, const Tensor& grad_probs, double scale, bool causal,
                                           const Tensor& grad_scores) = 0;
 
   // Cross-entropy per row of logits [N, C] (read in its dtype, computed in f32): probs [N, C] f32 gets

@@ -21,9 +21,9 @@ DType score_dtype(DType inputs) { return inputs == DType::f64 ? DType::f64 : DTy
 
 class AttentionNode final : public Node {
  public:
-  AttentionNode(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs, double scale)
+  AttentionNode(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs, double scale, bool causal)
       : q_(save_for_backward(q)), k_(save_for_backward(k)), v_(save_for_backward(v)),
-        probs_(save_for_backward(probs)), scale_(scale) {}
+        probs_(save_for_backward(probs)), scale_(scale), causal_(causal) {}
   std::string_view name() const override { return "attention"; }
   void release() override {
     q_ = k_ = v_ = probs_ = {};
@@ -34,7 +34,8 @@ class AttentionNode final : public Node {
     // dP = g v^T in f32; dS = scale P (dP - rowsum(dP P)); dq = dS k, dk = dS^T q, dv = P^T g.
     const Tensor grad_probs = detail::batched_product(g, transpose(v_, -1, -2), Tensor(), score_dtype(dtype));
     const Tensor grad_scores = Tensor::empty(probs_.shape(), dtype, probs_.device());
-    detail::backend_of(probs_).attention_softmax_backward(as_3d(probs_), as_3d(grad_probs), scale_, as_3d(grad_scores));
+    detail::backend_of(probs_).attention_softmax_backward(as_3d(probs_), as_3d(grad_probs), scale_, causal_,
+                                                          as_3d(grad_scores));
     return {detail::batched_product(grad_scores, k_, Tensor(), dtype),
             detail::batched_product(transpose(grad_scores, -1, -2), q_, Tensor(), dtype),
             detail::batched_product(transpose(probs_, -1, -2), g, Tensor(), dtype)};
@@ -43,6 +44,7 @@ class AttentionNode final : public Node {
  private:
   Tensor q_, k_, v_, probs_;
   double scale_;
+  bool causal_;
 };
 
 // x [B, T, parts * H * D] seen as [parts, B, H, T, D] (a view, no copy).
@@ -63,8 +65,9 @@ Tensor transposed(const Tensor& x) { return transpose(x, 1, 2); }
 
 class SelfAttentionNode final : public Node {
  public:
-  SelfAttentionNode(const Tensor& heads, const Tensor& probs, std::int64_t batch, double scale)
-      : heads_(save_for_backward(heads)), probs_(save_for_backward(probs)), batch_(batch), scale_(scale) {}
+  SelfAttentionNode(const Tensor& heads, const Tensor& probs, std::int64_t batch, double scale, bool causal)
+      : heads_(save_for_backward(heads)), probs_(save_for_backward(probs)), batch_(batch), scale_(scale),
+        causal_(causal) {}
   std::string_view name() const override { return "self_attention"; }
   void release() override { heads_ = probs_ = {}; }
   std::vector<Tensor> backward(const Tensor& g_in) override {
@@ -78,7 +81,7 @@ class SelfAttentionNode final : public Node {
     const Tensor grad_probs = Tensor::empty(probs_.shape(), score_dtype(dtype), probs_.device());
     backend.matmul(part(g, 0), part(heads_, 2, true), Tensor(), grad_probs);
     const Tensor grad_scores = Tensor::empty(probs_.shape(), dtype, probs_.device());
-    backend.attention_softmax_backward(probs_, grad_probs, scale_, grad_scores);
+    backend.attention_softmax_backward(probs_, grad_probs, scale_, causal_, grad_scores);
     const Tensor grad_heads = Tensor::empty(heads_.shape(), dtype, heads_.device());
     backend.matmul(grad_scores, part(heads_, 1), Tensor(), part(grad_heads, 0));
     backend.matmul(transposed(grad_scores), part(heads_, 0), Tensor(), part(grad_heads, 1));
@@ -93,6 +96,7 @@ class SelfAttentionNode final : public Node {
   Tensor heads_, probs_;  // q, k, v as [3, B * H, T, D]; the probabilities [B * H, T, T]
   std::int64_t batch_;
   double scale_;
+  bool causal_;
 };
 
 }  // namespace
@@ -124,7 +128,7 @@ Tensor self_attention(const Tensor& qkv_in, std::int64_t heads, bool causal) {
     backend.matmul(probs, part(qkv_heads, 2), Tensor(), part(out_heads, 0));
     backend.copy(reshape(out_heads, {1, nb, h, t, d}), head_major_view(out, 1, h));
   }
-  if (needs_grad({&qkv})) record(out, std::make_shared<SelfAttentionNode>(qkv_heads, probs, nb, scale), {&qkv});
+  if (needs_grad({&qkv})) record(out, std::make_shared<SelfAttentionNode>(qkv_heads, probs, nb, scale, causal), {&qkv});
   return out;
 }
 
@@ -159,7 +163,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     detail::backend_of(q).attention_softmax(as_3d(scores), scale, causal, as_3d(probs));
     out = detail::batched_product(probs, v, Tensor(), dtype);
   }
-  if (needs_grad({&q, &k, &v})) record(out, std::make_shared<AttentionNode>(q, k, v, probs, scale), {&q, &k, &v});
+  if (needs_grad({&q, &k, &v})) record(out, std::make_shared<AttentionNode>(q, k, v, probs, scale, causal), {&q, &k, &v});
   return out;
 }
 

@@ -136,6 +136,9 @@ std::vector<Case> large_cases() {
   // the backward's products cover the transposed operands.
   c.push_back({"matmul_row_major_weights_large", {{{512, 6}}, {{6, 2304}}}, [](V x) { return matmul(x[0], x[1]); },
                6, 1, A});
+  // Rows of attention scores longer than a vector loop's tail, several threads.
+  c.push_back({"self_attention_large", {{{2, 130, 3 * 8}}}, [](V x) { return self_attention(x[0], 2); },
+               130, 3, Bound::normwise});
   c.push_back({"linear_batched_large", {{{3, 70, 96}}, {{80, 96}}, {{80}}},
                [](V x) { return linear(x[0], x[1], x[2]); }, 210, 2, A});
   c.push_back({"gelu_large", {{{300, 257}}}, [](V x) { return gelu(x[0]); }});

@@ -59,25 +59,33 @@ TEST(Attention, CausalPositionsIgnoreLaterKeys) {
 
 // self_attention on a fused projection is scaled_dot_product_attention on the heads split out of it,
 // forward and backward, in f64 (so the two agree to rounding).
+// self_attention on a fused projection is scaled_dot_product_attention on the heads split out of it,
+// forward and backward, in f64 (so the two agree to rounding), causal or not, short and long.
 TEST(Attention, SelfAttentionOnAFusedProjectionMatchesTheSplitHeads) {
-  const std::int64_t b = 2, t = 7, h = 3, d = 4, c = h * d;
-  const Tensor qkv = Tensor::randn({b, t, 3 * c}, DType::f64, 11).set_requires_grad();
-  const Tensor weights = Tensor::randn({b, t, c}, DType::f64, 12);
-  const Tensor fused = self_attention(qkv, h);
-  sum(mul(fused, weights)).backward();
-  const std::vector<double> fused_grad = qkv.grad().to_doubles();
+  for (const std::int64_t t : {7, 130}) {
+    for (const bool causal : {true, false}) {
+      SCOPED_TRACE("t " + std::to_string(t) + (causal ? " causal" : ""));
+      const std::int64_t b = 2, h = 3, d = 4, c = h * d;
+      const Tensor qkv = Tensor::randn({b, t, 3 * c}, DType::f64, 11).set_requires_grad();
+      const Tensor weights = Tensor::randn({b, t, c}, DType::f64, 12);
+      const Tensor fused = self_attention(qkv, h, causal);
+      sum(mul(fused, weights)).backward();
+      const std::vector<double> fused_grad = qkv.grad().to_doubles();
 
-  const Tensor qkv2 = qkv.detach().set_requires_grad();
-  const Tensor heads = permute(reshape(qkv2, {b, t, 3, h, d}), {2, 0, 3, 1, 4});  // [3, b, h, t, d]
-  const auto part = [&](std::int64_t i) { return reshape(slice(heads, 0, i, i + 1), {b, h, t, d}); };
-  const Tensor split = reshape(permute(scaled_dot_product_attention(part(0), part(1), part(2)), {0, 2, 1, 3}), {b, t, c});
-  sum(mul(split, weights)).backward();
+      const Tensor qkv2 = qkv.detach().set_requires_grad();
+      const Tensor heads = permute(reshape(qkv2, {b, t, 3, h, d}), {2, 0, 3, 1, 4});  // [3, b, h, t, d]
+      const auto part = [&](std::int64_t i) { return reshape(slice(heads, 0, i, i + 1), {b, h, t, d}); };
+      const Tensor split =
+          reshape(permute(scaled_dot_product_attention(part(0), part(1), part(2), causal), {0, 2, 1, 3}), {b, t, c});
+      sum(mul(split, weights)).backward();
 
-  const std::vector<double> x = fused.to_doubles(), y = split.to_doubles();
-  for (std::size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], 1e-12) << i;
-  const std::vector<double> gx = fused_grad, gy = qkv2.grad().to_doubles();
-  for (std::size_t i = 0; i < gx.size(); ++i) EXPECT_NEAR(gx[i], gy[i], 1e-12) << i;
-  EXPECT_THROW(self_attention(qkv, 5), std::invalid_argument);
+      const std::vector<double> x = fused.to_doubles(), y = split.to_doubles();
+      for (std::size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], y[i], 1e-12) << i;
+      const std::vector<double> gx = fused_grad, gy = qkv2.grad().to_doubles();
+      for (std::size_t i = 0; i < gx.size(); ++i) ASSERT_NEAR(gx[i], gy[i], 1e-12) << i;
+    }
+  }
+  EXPECT_THROW(self_attention(Tensor::randn({1, 4, 9}, DType::f32, 1), 2), std::invalid_argument);
 }
 
 TEST(LayerNorm, RowsComeOutWithMeanZeroAndUnitVarianceInBf16) {

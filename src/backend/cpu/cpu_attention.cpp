@@ -32,13 +32,19 @@ MANTISSA_VECTOR_CLONES void softmax_row(const float* s, float* p, std::int64_t n
   for (std::int64_t j = n; j < len; ++j) p[j] = n > 0 ? 0.0f : inv;
 }
 
-// g[j] = scale * p[j] * (dp[j] - sum_k p[k] dp[k]).
-MANTISSA_VECTOR_CLONES void softmax_backward_row(const float* p, const float* dp, float* g, std::int64_t len,
-                                                 float scale) {
+// g[j] = scale * p[j] * (dp[j] - sum_k p[k] dp[k]) for j < n (only those are read), g[n, len) = 0.
+MANTISSA_VECTOR_CLONES void softmax_backward_row(const float* p, const float* dp, float* g, std::int64_t n,
+                                                 std::int64_t len, float scale) {
   float dot = 0;
 #pragma omp simd reduction(+ : dot)
-  for (std::int64_t j = 0; j < len; ++j) dot += p[j] * dp[j];
-  for (std::int64_t j = 0; j < len; ++j) g[j] = scale * p[j] * (dp[j] - dot);
+  for (std::int64_t j = 0; j < n; ++j) dot += p[j] * dp[j];
+  for (std::int64_t j = 0; j < n; ++j) g[j] = scale * p[j] * (dp[j] - dot);
+  for (std::int64_t j = n; j < len; ++j) g[j] = 0.0f;
+}
+
+// How many leading columns row i of a [t, s] attention matrix sees.
+std::int64_t visible(bool causal, std::int64_t i, std::int64_t t, std::int64_t s) {
+  return causal ? std::clamp<std::int64_t>(i + s - t + 1, 0, s) : s;
 }
 
 bool rows_contiguous(const Tensor& t) { return t.strides()[2] == 1 && t.strides()[0] == t.size(1) * t.strides()[1]; }
@@ -57,20 +63,19 @@ void cpu_attention_softmax(const Tensor& scores, double scale, bool causal, cons
     std::vector<float> buf(static_cast<std::size_t>(s));
 #pragma omp for schedule(static)
     for (std::int64_t r = 0; r < rows; ++r) {
-      const std::int64_t i = r % t;
-      const std::int64_t n = causal ? std::clamp<std::int64_t>(i + s - t + 1, 0, s) : s;
+      const std::int64_t n = visible(causal, r % t, t, s);
       softmax_row(scores.data_as<float>() + r * scores.strides()[1], buf.data(), n, s, f);
       store_f32(probs, r * probs.strides()[1], 1, s, buf.data());
     }
   }
 }
 
-void cpu_attention_softmax_backward(const Tensor& probs, const Tensor& grad_probs, double scale,
+void cpu_attention_softmax_backward(const Tensor& probs, const Tensor& grad_probs, double scale, bool causal,
                                     const Tensor& grad_scores) {
-  const std::int64_t s = probs.size(2);
+  const std::int64_t t = probs.size(1), s = probs.size(2);
   if (grad_probs.dtype() != DType::f32 || !rows_contiguous(probs) || !rows_contiguous(grad_probs) ||
       !rows_contiguous(grad_scores)) {
-    return reference_attention_softmax_backward(probs, grad_probs, scale, grad_scores);
+    return reference_attention_softmax_backward(probs, grad_probs, scale, causal, grad_scores);
   }
   const std::int64_t rows = probs.size(0) * probs.size(1);
   const auto f = static_cast<float>(scale);
@@ -79,8 +84,9 @@ void cpu_attention_softmax_backward(const Tensor& probs, const Tensor& grad_prob
     std::vector<float> p(static_cast<std::size_t>(s)), g(static_cast<std::size_t>(s));
 #pragma omp for schedule(static)
     for (std::int64_t r = 0; r < rows; ++r) {
-      load_f32(probs, r * probs.strides()[1], 1, s, p.data());
-      softmax_backward_row(p.data(), grad_probs.data_as<float>() + r * grad_probs.strides()[1], g.data(), s, f);
+      const std::int64_t n = visible(causal, r % t, t, s);
+      load_f32(probs, r * probs.strides()[1], 1, n, p.data());
+      softmax_backward_row(p.data(), grad_probs.data_as<float>() + r * grad_probs.strides()[1], g.data(), n, s, f);
       store_f32(grad_scores, r * grad_scores.strides()[1], 1, s, g.data());
     }
   }

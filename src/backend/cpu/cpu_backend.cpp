@@ -70,10 +70,10 @@ class CpuBackend final : public Backend {
     FamilyTimer timer("softmax");
     cpu_attention_softmax(scores, scale, causal, probs);
   }
-  void attention_softmax_backward(const Tensor& probs, const Tensor& grad_probs, double scale,
+  void attention_softmax_backward(const Tensor& probs, const Tensor& grad_probs, double scale, bool causal,
                                   const Tensor& grad_scores) override {
     FamilyTimer timer("softmax");
-    cpu_attention_softmax_backward(probs, grad_probs, scale, grad_scores);
+    cpu_attention_softmax_backward(probs, grad_probs, scale, causal, grad_scores);
   }
   GradientCheck scale_and_check(const Tensor& g, double factor, double underflow_below) override {
     FamilyTimer timer("loss_scaling");

@@ -45,7 +45,7 @@ void cpu_softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor& g
 
 // cpu_attention.cpp: scale, causal mask and softmax of attention scores in one f32 pass.
 void cpu_attention_softmax(const Tensor& scores, double scale, bool causal, const Tensor& probs);
-void cpu_attention_softmax_backward(const Tensor& probs, const Tensor& grad_probs, double scale,
+void cpu_attention_softmax_backward(const Tensor& probs, const Tensor& grad_probs, double scale, bool causal,
                                     const Tensor& grad_scores);
 
 // cpu_cross_entropy.cpp: fused softmax and loss, f32.

@@ -134,9 +134,9 @@ class ReferenceBackend final : public Backend {
   void attention_softmax(const Tensor& scores, double scale, bool causal, const Tensor& probs) override {
     reference_attention_softmax(scores, scale, causal, probs);
   }
-  void attention_softmax_backward(const Tensor& probs, const Tensor& grad_probs, double scale,
+  void attention_softmax_backward(const Tensor& probs, const Tensor& grad_probs, double scale, bool causal,
                                   const Tensor& grad_scores) override {
-    reference_attention_softmax_backward(probs, grad_probs, scale, grad_scores);
+    reference_attention_softmax_backward(probs, grad_probs, scale, causal, grad_scores);
   }
 
   GradientCheck scale_and_check(const Tensor& g, double factor, double underflow_below) override {

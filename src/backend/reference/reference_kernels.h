@@ -19,7 +19,7 @@ void reference_cross_entropy_backward(const Tensor& probs, std::span<const std::
                                       std::int64_t ignore_index, double smoothing, const Tensor& grad_losses,
                                       const Tensor& grad_logits);
 void reference_attention_softmax(const Tensor& scores, double scale, bool causal, const Tensor& probs);
-void reference_attention_softmax_backward(const Tensor& probs, const Tensor& grad_probs, double scale,
+void reference_attention_softmax_backward(const Tensor& probs, const Tensor& grad_probs, double scale, bool causal,
                                           const Tensor& grad_scores);
 void reference_embedding(const Tensor& weight, std::span<const std::int64_t> ids, const Tensor& out);
 void reference_embedding_backward(std::span<const std::int64_t> ids, const Tensor& grad_out, const Tensor& grad_weight);

@@ -141,7 +141,7 @@ void reference_attention_softmax(const Tensor& scores, double scale, bool causal
   }
 }
 
-void reference_attention_softmax_backward(const Tensor& probs, const Tensor& grad_probs, double scale,
+void reference_attention_softmax_backward(const Tensor& probs, const Tensor& grad_probs, double scale, bool causal,
                                           const Tensor& grad_scores) {
   const std::int64_t nb = probs.size(0), t = probs.size(1), s = probs.size(2);
   const auto get = [](const Tensor& x, std::int64_t b, std::int64_t i, std::int64_t j) {
@@ -149,10 +149,11 @@ void reference_attention_softmax_backward(const Tensor& probs, const Tensor& gra
   };
   for (std::int64_t b = 0; b < nb; ++b) {
     for (std::int64_t i = 0; i < t; ++i) {
+      const std::int64_t n = visible(causal, i, t, s);
       double dot = 0;
-      for (std::int64_t j = 0; j < s; ++j) dot += get(probs, b, i, j) * get(grad_probs, b, i, j);
+      for (std::int64_t j = 0; j < n; ++j) dot += get(probs, b, i, j) * get(grad_probs, b, i, j);
       for (std::int64_t j = 0; j < s; ++j) {
-        const double g = scale * get(probs, b, i, j) * (get(grad_probs, b, i, j) - dot);
+        const double g = j < n ? scale * get(probs, b, i, j) * (get(grad_probs, b, i, j) - dot) : 0.0;
         store_element(grad_scores.dtype(), grad_scores.data(), at3(grad_scores, b, i, j), g);
       }
     }
