@@ -40,28 +40,32 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-// The named shapes, then the flags that override them.
+// The named shapes, for the sizes no flag set.
 void apply_preset(ModelBenchArgs& a) {
-  const auto set = [](std::int64_t& field, std::int64_t flag, std::int64_t preset) { field = flag > 0 ? flag : preset; };
+  const auto preset = [](std::int64_t& field, std::int64_t value) {
+    if (field <= 0) field = value;
+  };
   if (a.model == "gpt-small") {
-    set(a.n_layer, a.n_layer, 4), set(a.n_head, a.n_head, 4), set(a.n_embd, a.n_embd, 256);
-    set(a.block_size, a.block_size, 128), set(a.batch_size, a.batch_size, 16);
+    preset(a.n_layer, 4), preset(a.n_head, 4), preset(a.n_embd, 256), preset(a.block_size, 128);
+    preset(a.batch_size, 16);
   } else if (a.model == "gpt-wide") {
-    set(a.n_layer, a.n_layer, 4), set(a.n_head, a.n_head, 12), set(a.n_embd, a.n_embd, 768);
-    set(a.block_size, a.block_size, 256), set(a.batch_size, a.batch_size, 8);
+    preset(a.n_layer, 4), preset(a.n_head, 12), preset(a.n_embd, 768), preset(a.block_size, 256);
+    preset(a.batch_size, 8);
   } else if (a.model == "cnn") {
-    set(a.width, a.width, 32), set(a.batch_size, a.batch_size, 256);
+    preset(a.width, 32), preset(a.batch_size, 256);
   } else {
     throw std::invalid_argument("bench --model: '" + a.model + "' is not gpt-small, gpt-wide or cnn");
   }
 }
 
+// The command line's name of a compute precision.
+std::string precision_name(DType d) { return d == DType::f32 ? "fp32" : d == DType::bf16 ? "bf16" : "fp16"; }
+
 struct Variant {
   DType precision;
   bool low_precision_model;
   std::string label() const {
-    return std::string(precision == DType::f32 ? "fp32" : precision == DType::bf16 ? "bf16" : "fp16") +
-           (precision == DType::f32 ? "" : low_precision_model ? " lpm" : " autocast");
+    return precision_name(precision) + (precision == DType::f32 ? "" : low_precision_model ? " lpm" : " autocast");
   }
 };
 
@@ -279,7 +283,7 @@ Result run_variant(const ModelBenchArgs& a, const Variant& v, const BenchData& d
 nlohmann::json to_json(const Result& r, const Result* fp32) {
   const double ms = r.median_ms();
   const double gflops = r.flops_per_step / ms / 1e6;
-  nlohmann::json j = {{"precision", r.variant.precision == DType::f32 ? "fp32" : r.variant.precision == DType::bf16 ? "bf16" : "fp16"},
+  nlohmann::json j = {{"precision", precision_name(r.variant.precision)},
                       {"mode", r.variant.low_precision_model ? "low-precision-model" : "autocast"},
                       {"ms_per_step", ms},
                       {"ms_min", r.step_ms.front()},
