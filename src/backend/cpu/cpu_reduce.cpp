@@ -23,44 +23,55 @@ float segment_max(const float* v, std::int64_t n, float m) {
 
 namespace {
 
-// Reductions over the leading axes of a contiguous tensor (bias gradients: sum over the batch): rows of
-// the kept columns are added into per-column accumulators, in blocks of 256 rows whose partial sums
-// are then added (error growth near eps (256 + rows / 256) rather than eps rows). Threads split the
-// columns.
+// A block of rows (each `cols` apart) of the columns [c0, c0 + n) reduced into part[0, n): summed, or
+// their maximum (NaN wins).
+MANTISSA_VECTOR_CLONES void reduce_rows(bool max, const float* rows, std::int64_t count, std::int64_t stride,
+                                        std::int64_t n, float* part) {
+  for (std::int64_t r = 0; r < count; ++r) {
+    const float* row = rows + r * stride;
+    if (max) {
+      for (std::int64_t k = 0; k < n; ++k) part[k] = (std::isnan(row[k]) || row[k] > part[k]) ? row[k] : part[k];
+    } else {
+      for (std::int64_t k = 0; k < n; ++k) part[k] += row[k];
+    }
+  }
+}
+
+// Reductions over the leading axes of a contiguous tensor (bias gradients: sum over the batch). The rows
+// are cut into chunks of 256, each chunk's column sums computed on its own (chunks and column blocks
+// split across threads), then the chunks' sums added in chunk order: error growth near
+// eps (256 + rows / 256) rather than eps rows, and the same result whatever the thread count.
 void reduce_leading(ReduceOp op, const Tensor& x, std::int64_t rows, const Tensor& out) {
   const std::int64_t cols = x.numel() / rows;
   constexpr std::int64_t kBlockCols = 256;
-  constexpr std::int64_t kBlockRows = 256;
+  constexpr std::int64_t kChunkRows = 256;
+  const bool max = op == ReduceOp::max;
+  const float init = max ? -std::numeric_limits<float>::infinity() : 0.0f;
   const std::int64_t blocks = (cols + kBlockCols - 1) / kBlockCols;
-#pragma omp parallel for schedule(static) if (blocks > 1 && x.numel() >= (1 << 15))
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    const std::int64_t c0 = b * kBlockCols;
-    const std::int64_t n = std::min(kBlockCols, cols - c0);
-    alignas(64) float buf[kBlockCols];
-    alignas(64) float acc[kBlockCols];
-    alignas(64) float part[kBlockCols];
-    const float init = op == ReduceOp::max ? -std::numeric_limits<float>::infinity() : 0.0f;
-    std::fill(acc, acc + n, init);
-    std::fill(part, part + n, init);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      load_f32(x, r * cols + c0, 1, n, buf);
-      if (op == ReduceOp::max) {
-        for (std::int64_t k = 0; k < n; ++k) acc[k] = (std::isnan(buf[k]) || buf[k] > acc[k]) ? buf[k] : acc[k];
-        continue;
-      }
-      for (std::int64_t k = 0; k < n; ++k) part[k] += buf[k];
-      if ((r + 1) % kBlockRows == 0 || r + 1 == rows) {
-        for (std::int64_t k = 0; k < n; ++k) {
-          acc[k] += part[k];
-          part[k] = 0;
-        }
+  const std::int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
+  std::vector<float> partial(static_cast<std::size_t>(chunks * cols), init);
+#pragma omp parallel for collapse(2) schedule(static) if (chunks * blocks > 1 && x.numel() >= (1 << 15))
+  for (std::int64_t ch = 0; ch < chunks; ++ch) {
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      const std::int64_t c0 = b * kBlockCols, n = std::min(kBlockCols, cols - c0);
+      const std::int64_t r0 = ch * kChunkRows, count = std::min(kChunkRows, rows - r0);
+      alignas(64) float buf[kChunkRows * kBlockCols / 16];  // 16 rows at a time
+      float* part = partial.data() + ch * cols + c0;
+      for (std::int64_t r = 0; r < count; r += 16) {
+        const std::int64_t m = std::min<std::int64_t>(16, count - r);
+        for (std::int64_t i = 0; i < m; ++i) load_f32(x, (r0 + r + i) * cols + c0, 1, n, buf + i * kBlockCols);
+        reduce_rows(max, buf, m, kBlockCols, n, part);
       }
     }
-    if (op == ReduceOp::mean) {
-      for (std::int64_t k = 0; k < n; ++k) acc[k] /= static_cast<float>(rows);
-    }
-    store_f32(out, c0, 1, n, acc);
   }
+  std::vector<float> acc(partial.begin(), partial.begin() + cols);
+  for (std::int64_t ch = 1; ch < chunks; ++ch) {
+    reduce_rows(max, partial.data() + ch * cols, 1, cols, cols, acc.data());
+  }
+  if (op == ReduceOp::mean) {
+    for (float& v : acc) v /= static_cast<float>(rows);
+  }
+  for (std::int64_t c = 0; c < cols; c += kRowBlock) store_f32(out, c, 1, std::min(kRowBlock, cols - c), acc.data() + c);
 }
 
 }  // namespace
