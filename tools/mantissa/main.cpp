@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   add("train", "Train a model (mlp, cnn, gpt) on real data in fp32, bf16 or fp16", mantissa::cli::add_train);
   add("compare", "Train the same model in several precisions and compare them side by side", mantissa::cli::add_compare);
   add("info", "What this machine's kernels can do: instruction sets, AMX, oneDNN's dtypes", mantissa::cli::add_info);
-  add("bench", "Benchmarks: matmul against the machine's measured peak", mantissa::cli::add_bench);
+  add("bench", "Benchmarks: whole training steps per precision (--model), matmul against the measured peak, an MLP step", mantissa::cli::add_bench);
 
   try {
     app.parse(argc, argv);
