@@ -152,16 +152,18 @@ struct Scratch {
   Scratch() { std::filesystem::create_directories(dir); }
   ~Scratch() { std::filesystem::remove_all(dir); }
   std::string path(const std::string& name) const { return (dir / name).string(); }
+  // A small text corpus: `lines` numbered copies of `sentence`; returns its path.
+  std::string text(const std::string& sentence, int lines) const {
+    std::ofstream f(path("text.txt"));
+    for (int i = 0; i < lines; ++i) f << sentence << ' ' << i << '\n';
+    return path("text.txt");
+  }
 };
 
 TEST(BenchCommand, ModelStepsReportEveryFigureForEachPrecisionAndMode) {
   Scratch s;
-  {
-    std::ofstream f(s.path("text.txt"));
-    for (int i = 0; i < 200; ++i) f << "pack my box with five dozen liquor jugs " << i << "\n";
-  }
   // A tiny GPT in fp32 and bf16 (both master-weight modes): what is reported, never how fast.
-  const Result r = run("bench --model gpt-small --data " + s.path("text.txt") +
+  const Result r = run("bench --model gpt-small --data " + s.text("pack my box with five dozen liquor jugs", 200) +
                        " --n-layer 1 --n-head 2 --n-embd 32 --block-size 16 --batch-size 4 --steps 2 --warmup 1"
                        " --precision fp32,bf16 --json --export " + s.path("init.safetensors"));
   ASSERT_EQ(r.status, 0) << r.err;
@@ -229,11 +231,7 @@ TEST(TrainCommand, TrainsOnFashionMnistAndWritesMetricsAndSummary) {
 
 TEST(TrainCommand, TrainsAGptOnAnyTextFile) {
   Scratch s;
-  {
-    std::ofstream f(s.path("text.txt"));
-    for (int i = 0; i < 400; ++i) f << "the quick brown fox jumps over the lazy dog " << i << "\n";
-  }
-  const Result r = run("train --model gpt --data " + s.path("text.txt") +
+  const Result r = run("train --model gpt --data " + s.text("the quick brown fox jumps over the lazy dog", 400) +
                        " --n-layer 1 --n-head 2 --n-embd 32 --block-size 16 --batch-size 8 --steps 20 --eval-every 10 "
                        "--eval-batches 2 --lr 3e-3 --precision bf16 --mode low-precision-model --json");
   ASSERT_EQ(r.status, 0) << r.err;
