@@ -8,39 +8,10 @@
 #include "../reference/reference_kernels.h"
 #include "cpu_kernels.h"
 #include "rows.h"
-
-extern "C" {
-#pragma omp declare simd notinbranch
-float expf(float);  // libmvec's vector exp, see cpu_elementwise.cpp
-}
+#include "softmax_rows.h"
 
 namespace mantissa::detail {
 namespace {
-
-// p[0, n) = softmax(scale * s[0, n)), p[n, len) = 0; n == 0 gives NaN (0 / 0) throughout.
-MANTISSA_VECTOR_CLONES void softmax_row(const float* s, float* p, std::int64_t n, std::int64_t len, float scale) {
-  float mx = -std::numeric_limits<float>::infinity();
-  for (std::int64_t j = 0; j < n; ++j) mx = std::max(mx, scale * s[j]);
-  float total = 0;
-#pragma omp simd reduction(+ : total)
-  for (std::int64_t j = 0; j < n; ++j) {
-    p[j] = std::exp(scale * s[j] - mx);
-    total += p[j];
-  }
-  const float inv = n > 0 ? 1.0f / total : std::numeric_limits<float>::quiet_NaN();
-  for (std::int64_t j = 0; j < n; ++j) p[j] *= inv;
-  for (std::int64_t j = n; j < len; ++j) p[j] = n > 0 ? 0.0f : inv;
-}
-
-// g[j] = scale * p[j] * (dp[j] - sum_k p[k] dp[k]) for j < n (only those are read), g[n, len) = 0.
-MANTISSA_VECTOR_CLONES void softmax_backward_row(const float* p, const float* dp, float* g, std::int64_t n,
-                                                 std::int64_t len, float scale) {
-  float dot = 0;
-#pragma omp simd reduction(+ : dot)
-  for (std::int64_t j = 0; j < n; ++j) dot += p[j] * dp[j];
-  for (std::int64_t j = 0; j < n; ++j) g[j] = scale * p[j] * (dp[j] - dot);
-  for (std::int64_t j = n; j < len; ++j) g[j] = 0.0f;
-}
 
 // How many leading columns row i of a [t, s] attention matrix sees.
 std::int64_t visible(bool causal, std::int64_t i, std::int64_t t, std::int64_t s) {

@@ -4,7 +4,6 @@
 // oneDNN 2.6 cannot convolve on CPUs without f16 arithmetic, goes through f32 copies of the operands and
 // one rounding of the result.
 #include <mutex>
-#include <sstream>
 #include <unordered_map>
 #include <stdexcept>
 
@@ -38,12 +37,9 @@ ConvShapes conv_shapes(const Shape& xs, const Shape& ws, const Shape& os, const 
 }
 
 std::string conv_key(const char* kind, const ConvShapes& s, DType t) {
-  std::ostringstream k;
-  k << kind << int(t);
-  for (const memory::dims* d : {&s.src, &s.weights, &s.dst, &s.strides, &s.dilates, &s.pad_l, &s.pad_r}) {
-    k << '|';
-    for (auto v : *d) k << v << ',';
-  }
+  PrimitiveKey k(kind);
+  k.add(static_cast<std::int64_t>(t));
+  for (const memory::dims* d : {&s.src, &s.weights, &s.dst, &s.strides, &s.dilates, &s.pad_l, &s.pad_r}) k.add(*d);
   return k.str();
 }
 
@@ -118,12 +114,8 @@ class Operand {
  private:
   static void reorder(const memory& from, const memory& to) {
     // Keyed by both descriptors' bytes: equal layouts give equal bytes (oneDNN zero-fills them).
-    const auto bytes = [](const memory& m) {
-      const dnnl_memory_desc_t& d = m.get_desc().data;
-      return std::string(reinterpret_cast<const char*>(&d), sizeof d);
-    };
-    std::ostringstream key;
-    key << "conv_reorder" << bytes(from) << bytes(to);
+    PrimitiveKey key("conv_reorder");
+    key.add(from.get_desc()).add(to.get_desc());
     const dnnl::primitive prim = cached_primitive(key.str(), [&] { return dnnl::reorder(from, to); });
     execute_timed(prim, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
   }

@@ -1,6 +1,5 @@
-// Fused cross-entropy on the CPU. The forward computes softmax probabilities into an f32 buffer (on
-// oneDNN where it can) and each row's loss from the logits without further exponentials:
-//   lse = x_m - log p_m  (m the most likely class, whose probability cannot underflow)
+// Fused cross-entropy on the CPU. The forward computes, row by row in L1, the softmax probabilities
+// into an f32 buffer kept for backward, and the loss from the log-sum-exp of that same pass:
 //   loss = -(1 - eps) (x_t - lse) - eps / C (sum_c x_c - C lse)
 // The backward is one elementwise pass, (p - w) g. Rows are split across threads.
 #include <cmath>
@@ -8,16 +7,16 @@
 
 #include "cpu_kernels.h"
 #include "rows.h"
+#include "softmax_rows.h"
 
 namespace mantissa::detail {
 
 void cpu_cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
                        double smoothing, const Tensor& probs, const Tensor& losses) {
-  if (!onednn_softmax(logits, probs, false)) cpu_softmax(logits, probs, false);
   const std::int64_t n = logits.size(0);
   const std::int64_t c = logits.size(1);
   const auto eps = static_cast<float>(smoothing);
-  const float* p = probs.data_as<float>();
+  float* p = probs.data_as<float>();
   float* loss = losses.data_as<float>();
 #pragma omp parallel if (n > 1 && n * c >= (1 << 15))
   {
@@ -25,18 +24,15 @@ void cpu_cross_entropy(const Tensor& logits, std::span<const std::int64_t> targe
 #pragma omp for schedule(static)
     for (std::int64_t r = 0; r < n; ++r) {
       const std::int64_t t = targets[static_cast<std::size_t>(r)];
-      if (t == ignore_index) {
-        loss[r] = 0;
-        continue;
-      }
       for (std::int64_t at = 0; at < c; at += kRowBlock) {
         load_f32(logits, r * logits.strides()[0] + at * logits.strides()[1], logits.strides()[1],
                  std::min(kRowBlock, c - at), x.data() + at);
       }
-      const float* pr = p + r * c;
-      std::int64_t m = 0;
-      for (std::int64_t j = 1; j < c; ++j) m = pr[j] > pr[m] ? j : m;
-      const float lse = x[m] - std::log(pr[m]);
+      const float lse = softmax_row(x.data(), p + r * c, c, c, 1.0f);
+      if (t == ignore_index) {
+        loss[r] = 0;
+        continue;
+      }
       const float sum_x = sum_f32(x.data(), c);
       loss[r] = -(1 - eps) * (x[t] - lse) - eps / static_cast<float>(c) * (sum_x - static_cast<float>(c) * lse);
     }

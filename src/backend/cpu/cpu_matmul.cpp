@@ -4,7 +4,6 @@
 // accumulated in an f32 block of the output, then rounded once to f16: the numbers of hardware f16
 // with f32 accumulation, without a full f32 copy of either input.
 #include <algorithm>
-#include <sstream>
 #include <stdexcept>
 #include <vector>
 
@@ -19,17 +18,6 @@ namespace {
 constexpr std::int64_t kRowsPerBlock = 512;
 constexpr std::int64_t kDepthPerBlock = 256;
 
-std::string key_of(const char* kind, const Shape& as, const Shape& ast, const Shape& ws, const Shape& wst,
-                   const Shape& os, const Shape& ost, DType in, DType out, bool accumulate, int bias) {
-  std::ostringstream k;
-  k << kind << int(in) << ':' << int(out) << ':' << accumulate << ':' << bias;
-  for (const Shape* s : {&as, &ast, &ws, &wst, &os, &ost}) {
-    k << '|';
-    for (std::int64_t v : *s) k << v << ',';
-  }
-  return k.str();
-}
-
 // One oneDNN matmul on raw pointers with the given views; accumulate adds into dst (sum post-op); a
 // bias (contiguous [N], or null) is added by oneDNN before the output is rounded.
 void run_matmul(const Shape& as, const Shape& ast, const void* a, const Shape& ws, const Shape& wst, const void* w,
@@ -39,9 +27,10 @@ void run_matmul(const Shape& as, const Shape& ast, const void* a, const Shape& w
   const dnnl::memory::desc w_md = memory_desc(ws, wst, in);
   const dnnl::memory::desc o_md = memory_desc(os, ost, out_type);
   const dnnl::memory::desc b_md = bias ? memory_desc({1, 1, os[2]}, {os[2], os[2], 1}, bias->dtype()) : dnnl::memory::desc();
-  const std::string key =
-      key_of("matmul", as, ast, ws, wst, os, ost, in, out_type, accumulate, bias ? int(bias->dtype()) : -1);
-  const dnnl::primitive prim = cached_primitive(key, [&] {
+  PrimitiveKey key("matmul");
+  key.add(static_cast<std::int64_t>(in)).add(static_cast<std::int64_t>(out_type)).add(std::int64_t{accumulate});
+  key.add(bias ? static_cast<std::int64_t>(bias->dtype()) : -1).add(as).add(ast).add(ws).add(wst).add(os).add(ost);
+  const dnnl::primitive prim = cached_primitive(key.str(), [&] {
     dnnl::primitive_attr attr;
     if (accumulate) {
       dnnl::post_ops ops;
@@ -74,12 +63,8 @@ void reorder_plain(const Shape& shape, const Shape& from_strides, const void* sr
                    DType t) {
   const dnnl::memory::desc from = memory_desc(shape, from_strides, t);
   const dnnl::memory::desc to = memory_desc(shape, to_strides, t);
-  std::ostringstream key;
-  key << "reorder" << int(t);
-  for (const Shape* s : {&shape, &from_strides, &to_strides}) {
-    key << '|';
-    for (std::int64_t v : *s) key << v << ',';
-  }
+  PrimitiveKey key("reorder");
+  key.add(static_cast<std::int64_t>(t)).add(shape).add(from_strides).add(to_strides);
   const dnnl::primitive prim = cached_primitive(key.str(), [&] {
     return dnnl::reorder(dnnl::reorder::primitive_desc(onednn_engine(), from, onednn_engine(), to));
   });

@@ -6,7 +6,6 @@
 // inputs (relative error up to ~3e-6, the 1 + erf cancellation), and its f32 log-softmax is ~12 ulps off
 // forward and ~50 backward. These errors are far below bf16's resolution, so bf16 uses oneDNN for them
 // and f32 the accurate loops.
-#include <sstream>
 
 #include "cpu_kernels.h"
 #include "onednn_context.h"
@@ -55,8 +54,9 @@ dnnl::memory::desc flat_desc(const Tensor& t) {
 }
 
 std::string eltwise_key(const char* kind, const EltwiseAlg& e, const Tensor& t) {
-  std::ostringstream k;
-  k << kind << int(e.alg) << ':' << e.alpha << ':' << e.beta << ':' << int(t.dtype()) << ':' << t.numel();
+  PrimitiveKey k(kind);
+  k.add(static_cast<std::int64_t>(e.alg)).add(static_cast<double>(e.alpha)).add(static_cast<double>(e.beta));
+  k.add(static_cast<std::int64_t>(t.dtype())).add(t.numel());
   return k.str();
 }
 
@@ -96,8 +96,8 @@ bool onednn_unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tens
 namespace {
 
 std::string softmax_key(const char* kind, const Tensor& x, bool log) {
-  std::ostringstream k;
-  k << kind << log << ':' << int(x.dtype()) << ':' << x.size(0) << 'x' << x.size(1);
+  PrimitiveKey k(kind);
+  k.add(std::int64_t{log}).add(static_cast<std::int64_t>(x.dtype())).add(x.size(0)).add(x.size(1));
   return k.str();
 }
 

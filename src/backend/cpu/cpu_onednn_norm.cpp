@@ -3,7 +3,6 @@
 // keep rstd = 1 / sqrt(var + eps): the two are converted in a pass over the rows, which is tiny next to
 // the normalization.
 #include <cmath>
-#include <sstream>
 #include <vector>
 
 #include "cpu_kernels.h"
@@ -21,8 +20,8 @@ bool usable(const Tensor& x, const Tensor& gamma, const Tensor& other) {
 }
 
 std::string key(const char* kind, const Tensor& x, double eps) {
-  std::ostringstream k;
-  k << kind << int(x.dtype()) << ':' << x.size(0) << 'x' << x.size(1) << ':' << eps;
+  PrimitiveKey k(kind);
+  k.add(static_cast<std::int64_t>(x.dtype())).add(x.size(0)).add(x.size(1)).add(eps);
   return k.str();
 }
 

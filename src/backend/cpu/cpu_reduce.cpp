@@ -10,6 +10,7 @@
 
 #include "cpu_kernels.h"
 #include "rows.h"
+#include "softmax_rows.h"
 
 namespace mantissa::detail {
 namespace {
@@ -133,23 +134,16 @@ void cpu_softmax(const Tensor& x, const Tensor& y, bool log) {
   const bool parallel = rows > 1 && rows * cols >= (1 << 14);
 #pragma omp parallel if (parallel)
   {
-    std::vector<float> v(static_cast<std::size_t>(cols));
+    std::vector<float> v(static_cast<std::size_t>(cols)), p(static_cast<std::size_t>(cols));
 #pragma omp for schedule(static)
     for (std::int64_t r = 0; r < rows; ++r) {
       load_f32(x, r * x.strides()[0], x.strides()[1], cols, v.data());
-      const float mx = segment_max(v.data(), cols, -std::numeric_limits<float>::infinity());
-      for (float& e : v) e = std::exp(e - mx);
-      const float total = sum_f32(v.data(), cols);
+      const float lse = softmax_row(v.data(), p.data(), cols, cols, 1.0f);
       if (log) {
-        // log(exp(z) / total) = z - log(total), from z itself for accuracy: reload z.
-        load_f32(x, r * x.strides()[0], x.strides()[1], cols, v.data());
-        const float shift = mx + std::log(total);
-        for (float& e : v) e -= shift;
-      } else {
-        const float inv = 1.0f / total;
-        for (float& e : v) e *= inv;
+        // log(exp(z) / total) = z - log-sum-exp, from z itself for accuracy.
+        for (float& e : v) e -= lse;
       }
-      store_f32(y, r * y.strides()[0], y.strides()[1], cols, v.data());
+      store_f32(y, r * y.strides()[0], y.strides()[1], cols, log ? v.data() : p.data());
     }
   }
 }
@@ -167,14 +161,9 @@ void cpu_softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor& g
       load_f32(y, r * y.strides()[0], y.strides()[1], cols, yv.data());
       load_f32(grad_y, r * grad_y.strides()[0], grad_y.strides()[1], cols, gv.data());
       if (log) {
-        // gx = g - exp(y) * sum(g)
-        const float s = sum_f32(gv.data(), cols);
-        for (std::int64_t c = 0; c < cols; ++c) gv[c] -= std::exp(yv[c]) * s;
+        log_softmax_backward_row(yv.data(), gv.data(), cols);  // gx = g - exp(y) * sum(g)
       } else {
-        // gx = y * (g - sum(g * y))
-        float dot = 0;
-        for (std::int64_t c = 0; c < cols; ++c) dot += gv[c] * yv[c];
-        for (std::int64_t c = 0; c < cols; ++c) gv[c] = yv[c] * (gv[c] - dot);
+        softmax_backward_row(yv.data(), gv.data(), gv.data(), cols, cols, 1.0f);  // gx = y * (g - sum(g * y))
       }
       store_f32(grad_x, r * grad_x.strides()[0], grad_x.strides()[1], cols, gv.data());
     }

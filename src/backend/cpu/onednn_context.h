@@ -52,6 +52,35 @@ void count_matmul_flops(double flops);
 // Runs a primitive and waits for it, counting its wall time in kernel_times().
 void execute_timed(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args);
 
+// A primitive cache key: the kind's name, then numbers and shapes appended as raw bytes (each shape led
+// by its length, so different splits cannot collide). Formatting keys with ostringstream cost about
+// 13 us a matmul, more than a small product itself.
+class PrimitiveKey {
+ public:
+  explicit PrimitiveKey(const char* kind) : bytes_(kind) { bytes_.push_back('\0'); }
+  PrimitiveKey& add(std::int64_t v) {
+    bytes_.append(reinterpret_cast<const char*>(&v), sizeof v);
+    return *this;
+  }
+  PrimitiveKey& add(double v) {
+    bytes_.append(reinterpret_cast<const char*>(&v), sizeof v);
+    return *this;
+  }
+  PrimitiveKey& add(const std::vector<std::int64_t>& shape) {
+    add(static_cast<std::int64_t>(shape.size()));
+    bytes_.append(reinterpret_cast<const char*>(shape.data()), shape.size() * sizeof(std::int64_t));
+    return *this;
+  }
+  PrimitiveKey& add(const dnnl::memory::desc& md) {
+    bytes_.append(reinterpret_cast<const char*>(&md.data), sizeof md.data);
+    return *this;
+  }
+  const std::string& str() const { return bytes_; }
+
+ private:
+  std::string bytes_;
+};
+
 // The primitive cached under `key`, made by `make` the first time.
 dnnl::primitive cached_primitive(const std::string& key, const std::function<dnnl::primitive()>& make);
 
