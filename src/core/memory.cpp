@@ -1,4 +1,6 @@
 // Memory accounting by device and category, the allocator registry, and Storage.
+#include <sys/mman.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -51,10 +53,10 @@ class CpuAllocator final : public Allocator {
       }
     }
     if (p == nullptr) {
-      p = std::aligned_alloc(kAlignment, rounded);
+      p = fresh(rounded);
       if (p == nullptr) {
         release_cache();  // memory is short: give the cache back and try once more
-        p = std::aligned_alloc(kAlignment, rounded);
+        p = fresh(rounded);
         if (p == nullptr) throw std::bad_alloc();
       }
     }
@@ -91,6 +93,20 @@ class CpuAllocator final : public Allocator {
 
  private:
   static constexpr std::size_t kMaxCachedBytes = std::size_t{4} << 30;
+  static constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
+  // Blocks of 2 MiB or more start on a 2 MiB boundary and ask Linux for transparent huge pages (which
+  // this machine grants only on request): a large matmul's operands then need 512 times fewer TLB
+  // entries; f32 GEMMs of 8192x768x3072 ran 5-10% faster so.
+  static void* fresh(std::size_t bytes) {
+    if (bytes < kHugePage) return std::aligned_alloc(kAlignment, bytes);
+    void* p = nullptr;
+    if (posix_memalign(&p, kHugePage, bytes) != 0) return nullptr;
+#ifdef MADV_HUGEPAGE
+    madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);  // advice only: a refusal changes nothing
+#endif
+    return p;
+  }
   static std::size_t round(std::size_t bytes) {
     return bytes == 0 ? kAlignment : (bytes + kAlignment - 1) / kAlignment * kAlignment;
   }
