@@ -110,6 +110,12 @@ inline std::vector<Case> op_cases() {
                  const std::int64_t t[] = {3, -100, 4, 0};
                  return cross_entropy(x[0], t, Reduction::sum, -100, 0.1);
                }, 20, 1, N});
+  // Logits spread over +-120: most rows' target probabilities underflow f32, so the loss must come
+  // from another class (lse = x_m - log p_m).
+  c.push_back({"cross_entropy_confident", {{{8, 6}}}, [](V x) {
+                 const std::int64_t t[] = {0, 1, 2, 3, 4, 5, 0, 1};
+                 return cross_entropy(mul(x[0], 60.0), t);
+               }, 48, 2, N});
   c.push_back({"mse", {{{3, 4}}, {{3, 4}, T}}, [](V x) { return mse_loss(x[0], x[1]); }, 12, 1, N});
   c.push_back({"layer_norm", {{{2, 3, 6}}, {{6}}, {{6}}}, [](V x) { return layer_norm(x[0], x[1], x[2]); }, 12, 2, N});
   c.push_back({"layer_norm_strided", {{{4, 5}, S}, {{5}}, {{5}}}, [](V x) { return layer_norm(x[0], x[1], x[2]); },
