@@ -4,6 +4,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "mantissa/amp/autocast.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/ops/kernel_timer.h"
 #include "mantissa/ops/ops.h"
@@ -138,6 +139,9 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
                                 " for a tensor of dtype " + std::string(dtype_name(dtype())));
   }
   NoGradGuard no_grad;
+  // Each node's backward runs in the dtypes its forward recorded, not in those of a region backward()
+  // happens to be called in (an f32 layer's gradients would otherwise be bf16 products).
+  const Autocast autocast_off(std::nullopt);
   const std::shared_ptr<Node> root = gradient_node(*this);
 
   // Count, for every node reachable from the root, how many edges lead into it.

@@ -103,5 +103,24 @@ TEST(Autocast, RegionsNestSwitchOffAndTakePolicies) {
   EXPECT_THROW(Autocast(DType::e4m3), std::invalid_argument);
 }
 
+// Backward runs each op in the dtypes its forward used, whatever region backward() is called in (as
+// PyTorch's does): an f32 layer's gradients stay f32 products even inside a bf16 region.
+TEST(Autocast, BackwardInsideARegionKeepsTheForwardDtypes) {
+  const auto grads = [](bool backward_in_region) {
+    Tensor w = Tensor::randn({6, 5}, DType::f32, 8).set_requires_grad();
+    Tensor b = Tensor::randn({6}, DType::f32, 9).set_requires_grad();
+    Tensor x = Tensor::randn({3, 5}, DType::f32, 10).set_requires_grad();
+    const Tensor loss = sum(mul(linear(x, w, b), linear(x, w, b)));  // f32 forward, outside autocast
+    if (backward_in_region) {
+      Autocast region(DType::bf16);
+      loss.backward();
+    } else {
+      loss.backward();
+    }
+    return std::vector<std::vector<double>>{w.grad().to_doubles(), b.grad().to_doubles(), x.grad().to_doubles()};
+  };
+  EXPECT_EQ(grads(true), grads(false));
+}
+
 }  // namespace
 }  // namespace mantissa
