@@ -88,6 +88,9 @@ inline std::vector<Case> op_cases() {
   c.push_back({"variance", {{{3, 7}, T}}, [](V x) { return variance(x[0], {1}, false, 1); }, 14, 2, N});
   c.push_back({"reshape", {{{3, 4}, T}}, [](V x) { return mul(reshape(x[0], {2, -1}), reshape(x[0], {2, 6})); }});
   c.push_back({"permute", {{{2, 3, 4}}}, [](V x) { return permute(x[0], {2, 0, 1}); }});
+  // Layout-changing copies (oneDNN's reorder on the CPU): a transposed view made contiguous, a 3-D permute.
+  c.push_back({"contiguous_transposed", {{{33, 40}, T}}, [](V x) { return contiguous(x[0]); }});
+  c.push_back({"contiguous_permuted", {{{3, 17, 20}}}, [](V x) { return contiguous(permute(x[0], {2, 0, 1})); }});
   c.push_back({"slice", {{{6, 5}}}, [](V x) { return slice(x[0], 1, 1, -1, 2); }});
   c.push_back({"expand", {{{3, 1}}}, [](V x) { return expand(x[0], {2, 3, 4}); }});
   c.push_back({"concat", {{{2, 3}}, {{4, 3}, S}}, [](V x) {

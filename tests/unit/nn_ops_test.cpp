@@ -1,14 +1,35 @@
 // Semantics of the layer ops that the gradient and parity tables cannot show: dropout's statistics and
-// reproducibility, embedding's bounds, attention's causality, layer norm's output moments.
+// reproducibility, embedding's bounds, attention's causality, layer norm's output moments, and that
+// layout-changing copies move bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 #include "mantissa/ops/ops.h"
 
 namespace mantissa {
 namespace {
+
+// A copy that changes the layout moves bits: every 16-bit pattern (NaN payloads, signalling ones,
+// subnormals) comes through a transpose unchanged, and f32 NaN payloads too.
+TEST(Copy, LayoutChangesKeepEveryBitPattern) {
+  for (const DType d : {DType::bf16, DType::f16, DType::f32}) {
+    const Tensor a = Tensor::empty({256, 256}, d);
+    for (std::uint32_t i = 0; i < 256 * 256; ++i) {
+      if (d == DType::f32) {
+        static_cast<std::uint32_t*>(a.data())[i] = 0x7f800001U + i * 977U;  // NaNs with many payloads, then more
+      } else {
+        static_cast<std::uint16_t*>(a.data())[i] = static_cast<std::uint16_t>(i);
+      }
+    }
+    for (const Tensor& t : {contiguous(transpose(a, 0, 1)), contiguous(permute(reshape(a, {16, 16, 256}), {2, 0, 1}))}) {
+      const Tensor back = t.dim() == 2 ? contiguous(transpose(t, 0, 1)) : contiguous(permute(t, {1, 2, 0}));
+      EXPECT_EQ(std::memcmp(back.data(), a.data(), 256 * 256 * dtype_size(d)), 0) << dtype_name(d);
+    }
+  }
+}
 
 TEST(Dropout, DropsAboutPAndScalesTheRestAndRepeatsWithTheSeed) {
   const Tensor x = Tensor::full({100000}, 2.0, DType::f32);

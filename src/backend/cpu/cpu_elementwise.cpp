@@ -7,9 +7,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include "../unary_math.h"
 #include "cpu_kernels.h"
+#include "onednn_context.h"
 #include "mantissa/numeric/bulk.h"
 #include "rows.h"
 
@@ -158,6 +160,19 @@ void copy_rows(const Tensor& src, const Tensor& dst) {
   }
 }
 
+// The oneDNN type a same-dtype copy can move its elements as, bit for bit (f16 as bf16: oneDNN's
+// bf16-to-bf16 reorder moves the 16 bits untouched, its f16 one is a slow reference loop that also
+// quiets signalling NaNs); nullopt when it cannot (fp8, more than 12 dimensions, zero or negative strides).
+std::optional<DType> reorder_type(const Tensor& src, const Tensor& dst) {
+  const DType t = src.dtype();
+  if (t != dst.dtype() || (t != DType::f32 && t != DType::bf16 && t != DType::f16)) return std::nullopt;
+  if (src.numel() == 0 || src.dim() < 2 || src.dim() > DNNL_MAX_NDIMS) return std::nullopt;
+  for (std::size_t d = 0; d < src.shape().size(); ++d) {
+    if (src.strides()[d] <= 0 || dst.strides()[d] <= 0) return std::nullopt;
+  }
+  return t == DType::f16 ? DType::bf16 : t;
+}
+
 }  // namespace
 
 void cpu_copy(const Tensor& src, const Tensor& dst) {
@@ -179,6 +194,12 @@ void cpu_copy(const Tensor& src, const Tensor& dst) {
   }
   if (src.dtype() == dst.dtype() && src.dim() >= 2 && src.strides().back() == 1 && dst.strides().back() == 1) {
     copy_rows(src, dst);  // permuted copies of whole rows (attention's heads)
+    return;
+  }
+  if (const std::optional<DType> bits = reorder_type(src, dst)) {
+    // Other same-dtype layouts, such as a transposed view made contiguous: oneDNN's reorder moves
+    // tiles, where the segment loop below gathers element by element (and round-trips through f32).
+    onednn_reorder(src.shape(), src.strides(), src.data(), dst.strides(), dst.data(), *bits);
     return;
   }
   const std::array<const Tensor*, 2> ops{&src, &dst};

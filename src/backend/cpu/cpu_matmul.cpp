@@ -58,22 +58,6 @@ void run_matmul(const Shape& as, const Shape& ast, const void* a, const Shape& w
 // way, so there the copy only cost.
 bool worth_reordering(std::int64_t m, std::int64_t n) { return n >= 2304 && m >= 512; }
 
-// A [1, R, C] view copied into other strides (oneDNN's reorder: a blocked transpose for plain layouts).
-void reorder_plain(const Shape& shape, const Shape& from_strides, const void* src, const Shape& to_strides, void* dst,
-                   DType t) {
-  const dnnl::memory::desc from = memory_desc(shape, from_strides, t);
-  const dnnl::memory::desc to = memory_desc(shape, to_strides, t);
-  PrimitiveKey key("reorder");
-  key.add(static_cast<std::int64_t>(t)).add(shape).add(from_strides).add(to_strides);
-  const dnnl::primitive prim = cached_primitive(key.str(), [&] {
-    return dnnl::reorder(dnnl::reorder::primitive_desc(onednn_engine(), from, onednn_engine(), to));
-  });
-  dnnl::memory fm(from, onednn_engine(), const_cast<void*>(src));
-  dnnl::memory tm(to, onednn_engine(), dst);
-  execute_timed(prim, {{DNNL_ARG_FROM, fm}, {DNNL_ARG_TO, tm}});
-}
-
-// The [B, K, N] weights view as oneDNN wants it: a shared (stride-0) batch becomes a batch of 1.
 void weight_view(const Tensor& w, Shape& shape, Shape& strides) {
   shape = w.shape();
   strides = w.strides();
@@ -183,7 +167,7 @@ void matmul_f16_blockwise(const Tensor& a, const Tensor& w, const Tensor& bias, 
         auto [wr, wc] = block_to_f32(w, b * sw[0] + p0 * sw[1], sw[1], sw[2], kb, n, w_blk.data());
         const float* w_data = w_blk.data();
         if (wc == 1 && worth_reordering(mb, n)) {  // row-major: into the layout f32 multiplies fastest
-          reorder_plain({1, kb, n}, {kb * n, n, 1}, w_blk.data(), {kb * n, 1, kb}, w_col.data(), DType::f32);
+          onednn_reorder({1, kb, n}, {kb * n, n, 1}, w_blk.data(), {kb * n, 1, kb}, w_col.data(), DType::f32);
           wr = 1, wc = kb;
           w_data = w_col.data();
         }
@@ -223,7 +207,7 @@ void cpu_matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tens
   if (t == DType::f32 && ws[0] == 1 && wst[2] == 1 && wst[1] == ws[2] && worth_reordering(a.size(1), ws[2])) {
     reordered = Tensor::empty({ws[2], ws[1]}, t, w.device());
     const Shape column_major{ws[1] * ws[2], 1, ws[1]};
-    reorder_plain(ws, wst, w.data(), column_major, reordered.data(), t);
+    onednn_reorder(ws, wst, w.data(), column_major, reordered.data(), t);
     wst = column_major;
     w_data = reordered.data();
   }

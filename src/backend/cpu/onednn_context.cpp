@@ -151,6 +151,20 @@ dnnl::primitive cached_primitive(const std::string& key, const std::function<dnn
   return cache.emplace(key, p).first->second;
 }
 
+void onednn_reorder(const Shape& shape, const Shape& from_strides, const void* src, const Shape& to_strides, void* dst,
+                    DType t) {
+  const dnnl::memory::desc from = memory_desc(shape, from_strides, t);
+  const dnnl::memory::desc to = memory_desc(shape, to_strides, t);
+  PrimitiveKey key("reorder");
+  key.add(static_cast<std::int64_t>(t)).add(shape).add(from_strides).add(to_strides);
+  const dnnl::primitive prim = cached_primitive(key.str(), [&] {
+    return dnnl::reorder(dnnl::reorder::primitive_desc(onednn_engine(), from, onednn_engine(), to));
+  });
+  dnnl::memory fm(from, onednn_engine(), const_cast<void*>(src));
+  dnnl::memory tm(to, onednn_engine(), dst);
+  execute_timed(prim, {{DNNL_ARG_FROM, fm}, {DNNL_ARG_TO, tm}});
+}
+
 }  // namespace mantissa::detail
 
 namespace mantissa {

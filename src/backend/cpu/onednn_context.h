@@ -84,4 +84,9 @@ class PrimitiveKey {
 // The primitive cached under `key`, made by `make` the first time.
 dnnl::primitive cached_primitive(const std::string& key, const std::function<dnnl::primitive()>& make);
 
+// A view copied into other strides by oneDNN's reorder, which moves tiles (a blocked transpose when the
+// layouts differ in order). Strides must be positive; at most 12 dimensions.
+void onednn_reorder(const Shape& shape, const Shape& from_strides, const void* src, const Shape& to_strides, void* dst,
+                    DType t);
+
 }  // namespace mantissa::detail
