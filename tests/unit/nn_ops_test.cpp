@@ -1,6 +1,6 @@
 // Semantics of the layer ops that the gradient and parity tables cannot show: dropout's statistics and
 // reproducibility, embedding's bounds, attention's causality, layer norm's output moments, and that
-// layout-changing copies move bits.
+// layout-changing copies move bits, max pooling's ties.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -28,6 +28,17 @@ TEST(Copy, LayoutChangesKeepEveryBitPattern) {
       const Tensor back = t.dim() == 2 ? contiguous(transpose(t, 0, 1)) : contiguous(permute(t, {1, 2, 0}));
       EXPECT_EQ(std::memcmp(back.data(), a.data(), 256 * 256 * dtype_size(d)), 0) << dtype_name(d);
     }
+  }
+}
+
+// Max pooling's gradient goes to the first maximum of each window in reading order, on ties too (the
+// random inputs of the parity tables rarely tie).
+TEST(MaxPool2d, TiesSendTheGradientToTheFirstMaximum) {
+  for (const DType d : {DType::f32, DType::bf16}) {
+    // Two 2x2 windows side by side: all equal, then the maximum twice (second and third place).
+    Tensor x = Tensor::from_values({1, 1, 0, 2, 1, 1, 2, 1}, {1, 1, 2, 4}, d).set_requires_grad();
+    max_pool2d(x, 2, 2).backward(Tensor::from_values({5, 7}, {1, 1, 1, 2}, d));
+    EXPECT_EQ(x.grad().to_doubles(), (std::vector<double>{5, 0, 0, 7, 0, 0, 0, 0})) << dtype_name(d);
   }
 }
 

@@ -90,15 +90,31 @@ MANTISSA_VECTOR_CLONES void max_pool_2x2(const float* in, float* out, std::int64
   }
 }
 
+// Each input of the 2x2 windows gets its window's gradient if it is the window's first maximum, else 0:
+// written straight, without a scatter, so that the loop vectorizes. The windows tile rows [0, 2 oh) x
+// columns [0, 2 ow); the caller zeroes the rest.
 MANTISSA_VECTOR_CLONES void max_pool_2x2_backward(const float* in, const float* g, float* gin, std::int64_t w,
                                                   std::int64_t oh, std::int64_t ow) {
   for (std::int64_t y = 0; y < oh; ++y) {
-    const std::int64_t r0 = 2 * y * w, r1 = r0 + w;
+    const float* i0 = in + 2 * y * w;
+    const float* i1 = i0 + w;
+    float* g0 = gin + 2 * y * w;
+    float* g1 = g0 + w;
+    const float* gy = g + y * ow;
     for (std::int64_t x = 0; x < ow; ++x) {
-      const std::int64_t taps[4] = {r0 + 2 * x, r0 + 2 * x + 1, r1 + 2 * x, r1 + 2 * x + 1};
-      std::int64_t best = taps[0];
-      for (int k = 1; k < 4; ++k) best = in[taps[k]] > in[best] ? taps[k] : best;
-      gin[best] += g[y * ow + x];
+      const float a = i0[2 * x], b = i0[2 * x + 1], c = i1[2 * x], d = i1[2 * x + 1];
+      // The first maximum in reading order, as the reference picks it (a NaN is never greater).
+      const bool pick_b = b > a;
+      const float ab = pick_b ? b : a;
+      const bool pick_c = c > ab;
+      const float abc = pick_c ? c : ab;
+      const bool pick_d = d > abc;
+      const int k = pick_d ? 3 : (pick_c ? 2 : (pick_b ? 1 : 0));
+      const float v = gy[x];
+      g0[2 * x] = k == 0 ? v : 0.0f;
+      g0[2 * x + 1] = k == 1 ? v : 0.0f;
+      g1[2 * x] = k == 2 ? v : 0.0f;
+      g1[2 * x + 1] = k == 3 ? v : 0.0f;
     }
   }
 }
