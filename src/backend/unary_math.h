@@ -33,7 +33,7 @@ inline T unary_value(UnaryOp op, T x, T alpha) {
     case UnaryOp::exp: return std::exp(x);
     case UnaryOp::log: return std::log(x);
     case UnaryOp::sqrt: return std::sqrt(x);
-    case UnaryOp::relu: return x > T(0) ? x : T(0);
+    case UnaryOp::relu: return x > T(0) || x != x ? x : T(0);  // NaN stays NaN, as in PyTorch
     case UnaryOp::gelu: return x * gelu_cdf(x);
     case UnaryOp::silu: return x * sigmoid_of(x);
     case UnaryOp::tanh: return std::tanh(x);

@@ -1,13 +1,11 @@
-// Fused cross-entropy on the CPU. The forward computes the softmax probabilities into an f32 buffer
-// kept for backward, and each row's loss from its log-sum-exp:
+// Fused cross-entropy on the CPU. The forward computes, row by row in L1, the softmax probabilities
+// into an f32 buffer kept for backward, and the loss from the log-sum-exp of that same pass:
 //   loss = -(1 - eps) (x_t - lse) - eps / C (sum_c x_c - C lse)
-// Where oneDNN computes the softmax (f32 and bf16 logits), lse comes from one class's probability,
-// lse = x_j - log p_j, with j the target while p_t is a normal number (its log is then as exact as
-// p_t), else the most likely class (p_m >= 1/C cannot underflow). Otherwise one pass per row in L1
-// computes both. The backward is one elementwise pass, (p - w) g. Rows are split across threads.
+// A row with a NaN or +inf logit gets NaN probabilities and loss, as in the reference (oneDNN 2.6's
+// softmax made numbers of them, so a loss scaler could not see them). The backward is one elementwise
+// pass, (p - w) g. Rows are split across threads.
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <vector>
 
 #include "cpu_kernels.h"
@@ -32,45 +30,10 @@ float row_loss(float x_t, float lse, float sum_x, float eps, std::int64_t c) {
   return eps == 0 ? -(x_t - lse) : -(1 - eps) * (x_t - lse) - eps / cf * (sum_x - cf * lse);
 }
 
-// The losses from probabilities oneDNN computed.
-void losses_from_probs(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
-                       float eps, const float* p, float* loss) {
-  const std::int64_t n = logits.size(0);
-  const std::int64_t c = logits.size(1);
-#pragma omp parallel if (n > 1 && n * c >= (1 << 15))
-  {
-    std::vector<float> x(eps != 0 ? static_cast<std::size_t>(c) : 0);
-#pragma omp for schedule(static)
-    for (std::int64_t r = 0; r < n; ++r) {
-      const std::int64_t t = targets[static_cast<std::size_t>(r)];
-      if (t == ignore_index) {
-        loss[r] = 0;
-        continue;
-      }
-      const float* pr = p + r * c;
-      const std::int64_t j = pr[t] >= std::numeric_limits<float>::min() ? t : std::max_element(pr, pr + c) - pr;
-      float x_j = 0, x_t = 0;
-      load_f32(logits, r * logits.strides()[0] + j * logits.strides()[1], 1, 1, &x_j);
-      load_f32(logits, r * logits.strides()[0] + t * logits.strides()[1], 1, 1, &x_t);
-      float sum_x = 0;
-      if (eps != 0) {
-        load_row(logits, r, x.data());
-        sum_x = sum_f32(x.data(), c);
-      }
-      loss[r] = row_loss(x_t, x_j - std::log(pr[j]), sum_x, eps, c);
-    }
-  }
-}
-
 }  // namespace
 
 void cpu_cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
                        double smoothing, const Tensor& probs, const Tensor& losses) {
-  if (onednn_softmax(logits, probs, false)) {
-    losses_from_probs(logits, targets, ignore_index, static_cast<float>(smoothing), probs.data_as<float>(),
-                      losses.data_as<float>());
-    return;
-  }
   const std::int64_t n = logits.size(0);
   const std::int64_t c = logits.size(1);
   const auto eps = static_cast<float>(smoothing);

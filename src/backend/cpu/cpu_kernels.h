@@ -20,7 +20,6 @@ void cpu_unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor&
 // cpu_onednn_eltwise.cpp: oneDNN for contiguous f32/bf16 operands of one dtype; false when not taken.
 bool onednn_unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out);
 bool onednn_unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& grad_y, const Tensor& grad_x);
-bool onednn_softmax(const Tensor& x, const Tensor& y, bool log);
 bool onednn_softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor& grad_x, bool log);
 
 // cpu_onednn_norm.cpp: layer norm on oneDNN (contiguous f32/bf16, f32 gamma and beta); false when not taken.

@@ -1,11 +1,12 @@
-// Unary ops and softmax on oneDNN's eltwise and softmax primitives: vectorized exp, erf, tanh and the
-// rest, which plain loops get only with fast-math. Used for contiguous f32 and bf16 tensors (computed
-// in f32 inside oneDNN, rounded once); f16 and strided views take the f32 loops instead.
+// Unary ops and the softmax backward on oneDNN's eltwise and softmax primitives: vectorized erf, tanh
+// and the rest, which plain loops get only with fast-math. Used for contiguous f32 and bf16 tensors
+// (computed in f32 inside oneDNN, rounded once); f16 and strided views take the f32 loops instead.
 //
-// Exceptions in f32, found by the parity tests: oneDNN 2.6's gelu_erf loses accuracy for negative
-// inputs (relative error up to ~3e-6, the 1 + erf cancellation), and its f32 log-softmax is ~12 ulps off
-// forward and ~50 backward. These errors are far below bf16's resolution, so bf16 uses oneDNN for them
-// and f32 the accurate loops.
+// Exceptions, found by the parity tests: oneDNN 2.6's f32 gelu_erf loses accuracy for negative inputs
+// (relative error up to ~3e-6, the 1 + erf cancellation), and its f32 log-softmax backward is ~50 ulps
+// off: far below bf16's resolution, so bf16 uses oneDNN for them and f32 the accurate loops. Its relu,
+// exp and softmax forward turn NaN (and a row's inf, for softmax) into numbers, where the reference
+// keeps NaN: those run on mantissa's loops in every dtype.
 
 #include "cpu_kernels.h"
 #include "onednn_context.h"
@@ -69,6 +70,8 @@ dnnl::eltwise_forward::primitive_desc forward_pd(const EltwiseAlg& e, const dnnl
 
 bool onednn_unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out) {
   if (!usable({&x, &out}) || (op == UnaryOp::gelu && x.dtype() == DType::f32)) return false;
+  // oneDNN 2.6's relu and exp turn NaN into 0 or a number; mantissa's loops keep it NaN.
+  if (op == UnaryOp::relu || op == UnaryOp::exp) return false;
   const EltwiseAlg e = eltwise_alg(op, alpha);
   const dnnl::memory::desc md = flat_desc(x);
   const dnnl::primitive prim =
@@ -110,19 +113,6 @@ dnnl::softmax_v2_forward::primitive_desc softmax_pd(const dnnl::memory::desc& sr
 }
 
 }  // namespace
-
-bool onednn_softmax(const Tensor& x, const Tensor& y, bool log) {
-  // The output may be f32 for a bf16 input (cross-entropy keeps f32 probabilities).
-  const bool f32_out = y.dtype() == DType::f32 && x.dtype() == DType::bf16 && y.is_contiguous();
-  if (!usable({&x}) || !(f32_out || usable({&x, &y})) || (log && x.dtype() == DType::f32)) return false;
-  const dnnl::memory::desc md = memory_desc(x);
-  const dnnl::memory::desc y_md = memory_desc(y);
-  const std::string key = softmax_key("softmax_fwd", x, log) + (f32_out ? ":f32out" : "");
-  const dnnl::primitive prim = cached_primitive(key, [&] { return dnnl::softmax_v2_forward(softmax_pd(md, y_md, log)); });
-  dnnl::engine& eng = onednn_engine();
-  execute_timed(prim, {{DNNL_ARG_SRC, dnnl::memory(md, eng, x.data())}, {DNNL_ARG_DST, dnnl::memory(y_md, eng, y.data())}});
-  return true;
-}
 
 bool onednn_softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor& grad_x, bool log) {
   if (!usable({&y, &grad_y, &grad_x}) || (log && y.dtype() == DType::f32)) return false;

@@ -72,7 +72,7 @@ MANTISSA_VECTOR_CLONES void backward_apply(float* dy, const float* xhat, std::in
 }
 
 // 2x2 max pooling with stride 2 and no padding (the CNN's), in the taps' order of for_each_tap: a NaN
-// wins, and the gradient goes to the first maximum.
+// wins, and the gradient goes to the first NaN, else to the first maximum.
 bool is_max_2x2(const Pool2dParams& p, std::int64_t h, std::int64_t w, std::int64_t oh, std::int64_t ow) {
   return p.max && p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 && p.pad_h == 0 &&
          p.pad_w == 0 && oh == h / 2 && ow == w / 2;
@@ -103,12 +103,12 @@ MANTISSA_VECTOR_CLONES void max_pool_2x2_backward(const float* in, const float* 
     const float* gy = g + y * ow;
     for (std::int64_t x = 0; x < ow; ++x) {
       const float a = i0[2 * x], b = i0[2 * x + 1], c = i1[2 * x], d = i1[2 * x + 1];
-      // The first maximum in reading order, as the reference picks it (a NaN is never greater).
-      const bool pick_b = b > a;
+      // The first NaN, else the first maximum, in reading order (as the reference picks).
+      const bool pick_b = a == a && (b > a || b != b);
       const float ab = pick_b ? b : a;
-      const bool pick_c = c > ab;
+      const bool pick_c = ab == ab && (c > ab || c != c);
       const float abc = pick_c ? c : ab;
-      const bool pick_d = d > abc;
+      const bool pick_d = abc == abc && (d > abc || d != d);
       const int k = pick_d ? 3 : (pick_c ? 2 : (pick_b ? 1 : 0));
       const float v = gy[x];
       g0[2 * x] = k == 0 ? v : 0.0f;
@@ -167,11 +167,12 @@ void cpu_pool2d_backward(const Tensor& x, const Tensor& grad_out, const Pool2dPa
         load_plane(x, plane, h * w, in.data());
         max_pool_2x2_backward(in.data(), g.data(), gin.data(), w, oh, ow);
       } else if (p.max) {
-        // The first maximum of each window gets the gradient, as the reference does.
+        // The first NaN, else the first maximum, of each window gets the gradient, as in the reference.
         load_plane(x, plane, h * w, in.data());
         std::fill(best.begin(), best.end(), -1);
         for_each_tap(p, h, w, oh, ow, [&](std::int64_t oi, std::int64_t ii) {
-          if (best[oi] < 0 || in[ii] > in[best[oi]]) best[oi] = ii;
+          const float b = best[oi] < 0 ? 0.0f : in[best[oi]];
+          if (best[oi] < 0 || (b == b && (in[ii] > b || in[ii] != in[ii]))) best[oi] = ii;
         });
         for (std::int64_t oi = 0; oi < oh * ow; ++oi) {
           if (best[oi] >= 0) gin[best[oi]] += g[oi];

@@ -104,7 +104,8 @@ void reference_pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out,
               if (ih < 0 || ih >= x.size(2) || iw < 0 || iw >= x.size(3)) continue;
               const double v = X.get(n, c, ih, iw);
               total += v;
-              if (v > best || best_at < 0) {
+              // A NaN wins (the first one), else the first maximum.
+              if (best_at < 0 || (best == best && (v > best || v != v))) {
                 best = v;
                 best_at = X.index(n, c, ih, iw);
               }

@@ -1,0 +1,138 @@
+// NaN and infinities through the cpu backend as through the reference: the same outputs are NaN, and
+// the same are infinite with the same sign. A loss scaler can only skip a step whose overflow reaches
+// the loss or the gradients; an op that turns NaN into a number hides it (oneDNN 2.6's relu, exp and
+// softmax did).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "mantissa/autograd/node.h"
+#include "mantissa/ops/backend_select.h"
+#include "mantissa/ops/ops.h"
+
+namespace mantissa {
+namespace {
+
+struct SpecialCase {
+  std::string name;
+  std::function<Tensor(const Tensor&)> fn;  // of a [4, 32] tensor
+};
+
+std::vector<SpecialCase> special_cases() {
+  const std::vector<std::int64_t> targets{1, 7, 0, 31};
+  return {
+      {"relu", [](const Tensor& x) { return relu(x); }},
+      {"gelu", [](const Tensor& x) { return gelu(x); }},
+      {"silu", [](const Tensor& x) { return silu(x); }},
+      {"tanh", [](const Tensor& x) { return tanh(x); }},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},
+      {"exp", [](const Tensor& x) { return exp(x); }},
+      {"log", [](const Tensor& x) { return log(x); }},
+      {"sqrt", [](const Tensor& x) { return sqrt(x); }},
+      {"abs", [](const Tensor& x) { return abs(x); }},
+      {"pow", [](const Tensor& x) { return pow(x, 2.0); }},
+      {"add_scalar", [](const Tensor& x) { return add(x, 1.5); }},
+      {"softmax", [](const Tensor& x) { return softmax(x); }},
+      {"log_softmax", [](const Tensor& x) { return log_softmax(x); }},
+      {"cross_entropy_rows", [targets](const Tensor& x) { return cross_entropy(slice(x, 0, 0, 1, 1), {targets.data(), 1}); }},
+      {"cross_entropy", [targets](const Tensor& x) { return cross_entropy(x, targets); }},
+      {"sum", [](const Tensor& x) { return sum(x, {1}); }},
+      {"amax", [](const Tensor& x) { return amax(x, {1}); }},
+      {"layer_norm",
+       [](const Tensor& x) { return layer_norm(x, Tensor::full({32}, 1, DType::f32), Tensor::zeros({32}, DType::f32)); }},
+      {"max_pool2d", [](const Tensor& x) { return max_pool2d(reshape(x, {1, 4, 4, 8}), 2, 2); }},
+      {"matmul", [](const Tensor& x) { return matmul(x, transpose(x, 0, 1)); }},
+  };
+}
+
+// Row 0 holds a NaN, row 1 a +inf, row 2 a -inf, row 3 a NaN and a +inf side by side (a 2x2 pooling
+// window); the rest are ordinary values of both signs.
+Tensor special_input(DType dtype) {
+  std::vector<double> v(4 * 32);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 2 * std::sin(0.7 * static_cast<double>(i));
+  const double inf = std::numeric_limits<double>::infinity();
+  v[5] = std::numeric_limits<double>::quiet_NaN();
+  v[40] = inf;
+  v[70] = -inf;
+  v[100] = std::numeric_limits<double>::quiet_NaN();
+  v[101] = inf;
+  return Tensor::from_values(v, {4, 32}, dtype);
+}
+
+class SpecialValues : public ::testing::TestWithParam<DType> {};
+
+TEST_P(SpecialValues, PropagateAsInTheReference) {
+  const DType dtype = GetParam();
+  for (const SpecialCase& c : special_cases()) {
+    NoGradGuard no_grad;
+    std::vector<double> want, got;
+    {
+      CpuBackendScope scope(CpuBackend::reference);
+      want = c.fn(special_input(dtype)).to_doubles();
+    }
+    {
+      CpuBackendScope scope(CpuBackend::onednn);
+      got = c.fn(special_input(dtype)).to_doubles();
+    }
+    ASSERT_EQ(want.size(), got.size()) << c.name;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(std::isnan(want[i]), std::isnan(got[i])) << c.name << " element " << i << ": want " << want[i] << ", got " << got[i];
+      if (std::isinf(want[i])) {
+        EXPECT_EQ(want[i], got[i]) << c.name << " element " << i;
+      }
+    }
+  }
+}
+
+// What both backends agree on, pinned: relu and max pooling keep NaN (PyTorch's semantics), wherever
+// it sits in a pooling window.
+TEST(SpecialValues, ReluAndMaxPoolingKeepNaN) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const CpuBackend backend : {CpuBackend::reference, CpuBackend::onednn}) {
+    CpuBackendScope scope(backend);
+    for (const DType d : {DType::f32, DType::bf16, DType::f16}) {
+      const std::vector<double> r = relu(Tensor::from_values({nan, -1, 2, -std::numeric_limits<double>::infinity()}, {4}, d)).to_doubles();
+      EXPECT_TRUE(std::isnan(r[0])) << dtype_name(d);
+      EXPECT_EQ(r[1], 0);
+      EXPECT_EQ(r[2], 2);
+      EXPECT_EQ(r[3], 0);
+      const Tensor x = Tensor::from_values({1, nan, 3, 2}, {1, 1, 2, 2}, d).set_requires_grad();
+      const Tensor y = max_pool2d(x, 2, 2);
+      EXPECT_TRUE(std::isnan(y.to_doubles()[0])) << dtype_name(d);
+      y.backward(Tensor::full({1, 1, 1, 1}, 1, d));
+      EXPECT_EQ(x.grad().to_doubles(), (std::vector<double>{0, 1, 0, 0})) << dtype_name(d);  // to the NaN
+    }
+  }
+}
+
+// The cpu backend's relu works on the bits of 16-bit formats: every pattern against the reference.
+TEST(SpecialValues, ReluOfEvery16BitPatternMatchesTheReference) {
+  for (const DType d : {DType::bf16, DType::f16}) {
+    const Tensor x = Tensor::empty({1 << 16}, d);
+    for (std::uint32_t i = 0; i < (1U << 16); ++i) static_cast<std::uint16_t*>(x.data())[i] = static_cast<std::uint16_t>(i);
+    std::vector<double> want, got;
+    {
+      CpuBackendScope scope(CpuBackend::reference);
+      want = relu(x).to_doubles();
+    }
+    got = relu(x).to_doubles();
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      if (std::isnan(want[i])) {
+        EXPECT_TRUE(std::isnan(got[i])) << dtype_name(d) << " pattern " << i;
+      } else {
+        EXPECT_EQ(want[i], got[i]) << dtype_name(d) << " pattern " << i;
+        EXPECT_EQ(std::signbit(want[i]), std::signbit(got[i])) << dtype_name(d) << " pattern " << i;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, SpecialValues, ::testing::Values(DType::f32, DType::bf16, DType::f16),
+                         [](const ::testing::TestParamInfo<DType>& p) { return std::string(dtype_name(p.param)); });
+
+}  // namespace
+}  // namespace mantissa
