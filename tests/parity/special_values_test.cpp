@@ -45,6 +45,17 @@ std::vector<SpecialCase> special_cases() {
       {"layer_norm",
        [](const Tensor& x) { return layer_norm(x, Tensor::full({32}, 1, DType::f32), Tensor::zeros({32}, DType::f32)); }},
       {"max_pool2d", [](const Tensor& x) { return max_pool2d(reshape(x, {1, 4, 4, 8}), 2, 2); }},
+      {"avg_pool2d", [](const Tensor& x) { return avg_pool2d(reshape(x, {1, 4, 4, 8}), 2, 2); }},
+      {"batch_norm",
+       [](const Tensor& x) {
+         return batch_norm(reshape(x, {2, 4, 16}), Tensor::full({4}, 1, DType::f32), Tensor::zeros({4}, DType::f32),
+                           Tensor::zeros({4}, DType::f32), Tensor::full({4}, 1, DType::f32), true);
+       }},
+      {"attention", [](const Tensor& x) {
+         const Tensor q = reshape(x, {1, 4, 32});
+         return scaled_dot_product_attention(q, q, q);
+       }},
+      {"mse_loss", [](const Tensor& x) { return mse_loss(x, Tensor::zeros(x.shape(), x.dtype())); }},
       {"matmul", [](const Tensor& x) { return matmul(x, transpose(x, 0, 1)); }},
   };
 }
