@@ -62,9 +62,10 @@ std::vector<SpecialCase> special_cases() {
 
 // Row 0 holds a NaN, row 1 a +inf, row 2 a -inf, row 3 a NaN and a +inf side by side (a 2x2 pooling
 // window); the rest are ordinary values of both signs.
-Tensor special_input(DType dtype) {
+Tensor special_input(DType dtype, bool with_specials = true) {
   std::vector<double> v(4 * 32);
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = 2 * std::sin(0.7 * static_cast<double>(i));
+  if (!with_specials) return Tensor::from_values(v, {4, 32}, dtype);
   const double inf = std::numeric_limits<double>::infinity();
   v[5] = std::numeric_limits<double>::quiet_NaN();
   v[40] = inf;
@@ -94,6 +95,37 @@ TEST_P(SpecialValues, PropagateAsInTheReference) {
       EXPECT_EQ(std::isnan(want[i]), std::isnan(got[i])) << c.name << " element " << i << ": want " << want[i] << ", got " << got[i];
       if (std::isinf(want[i])) {
         EXPECT_EQ(want[i], got[i]) << c.name << " element " << i;
+      }
+    }
+  }
+}
+
+// The same for gradients: special values in the input (ordinary upstream gradient), then ordinary inputs
+// with special values in the upstream gradient (inf, -inf, NaN at its first elements).
+TEST_P(SpecialValues, GradientsPropagateAsInTheReference) {
+  const DType dtype = GetParam();
+  for (const SpecialCase& c : special_cases()) {
+    for (const bool special_input_values : {true, false}) {
+      std::vector<std::vector<double>> grads;
+      for (const CpuBackend backend : {CpuBackend::reference, CpuBackend::onednn}) {
+        CpuBackendScope scope(backend);
+        Tensor x = special_input(dtype, special_input_values);
+        x.set_requires_grad();
+        const Tensor y = c.fn(x);
+        std::vector<double> g(static_cast<std::size_t>(y.numel()));
+        for (std::size_t i = 0; i < g.size(); ++i) g[i] = std::cos(1.3 * static_cast<double>(i));
+        if (!special_input_values) {
+          const double inf = std::numeric_limits<double>::infinity();
+          const double specials[] = {inf, -inf, std::numeric_limits<double>::quiet_NaN()};
+          for (std::size_t i = 0; i < g.size() && i < 3; ++i) g[i] = specials[i];
+        }
+        y.backward(Tensor::from_values(g, y.shape(), y.dtype()));
+        grads.push_back(x.grad().to_doubles());
+      }
+      for (std::size_t i = 0; i < grads[0].size(); ++i) {
+        EXPECT_EQ(std::isnan(grads[0][i]), std::isnan(grads[1][i]))
+            << c.name << (special_input_values ? " (special inputs)" : " (special gradients)") << " element " << i
+            << ": want " << grads[0][i] << ", got " << grads[1][i];
       }
     }
   }

@@ -69,7 +69,7 @@ void cpu_cross_entropy_backward(const Tensor& probs, std::span<const std::int64_
       if (t != ignore_index) load_f32(grad_losses, r * grad_losses.strides()[0], 1, 1, &scale);
       const float* pr = p + r * c;
       for (std::int64_t j = 0; j < c; ++j) g[j] = (pr[j] - uniform) * scale;
-      if (t != ignore_index) g[t] -= keep * scale;
+      if (t != ignore_index) g[t] = (pr[t] - uniform - keep) * scale;  // (p - w) g, w = 1 - eps + eps / C
       for (std::int64_t at = 0; at < c; at += kRowBlock) {
         store_f32(grad_logits, r * grad_logits.strides()[0] + at * grad_logits.strides()[1], grad_logits.strides()[1],
                   std::min(kRowBlock, c - at), g.data() + at);

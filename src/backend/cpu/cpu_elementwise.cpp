@@ -73,7 +73,7 @@ template <UnaryOp Op>
 
 template <UnaryOp Op>
 [[gnu::always_inline]] inline void unary_backward_loop(const float* x, const float* g, float* out, std::int64_t n, float alpha) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = g[i] * unary_derivative(Op, x[i], alpha);
+  for (std::int64_t i = 0; i < n; ++i) out[i] = unary_gradient(Op, x[i], g[i], alpha);
 }
 
 MANTISSA_VECTOR_CLONES void run_binary(BinaryOp op, const float* a, const float* b, float* out, std::int64_t n) {
@@ -180,6 +180,26 @@ void relu_bits(const Bits* x, Bits* y, std::int64_t n, Bits inf) {
   for (std::int64_t at = 0; at < n; at += kChunk) relu_bits_loop(x + at, y + at, std::min(kChunk, n - at), inf);
 }
 
+// Its backward on bits: g where x > 0 (sign clear, not zero, not NaN), else +0 (unary_gradient's rule).
+template <class Bits>
+MANTISSA_VECTOR_CLONES void relu_backward_bits_loop(const Bits* x, const Bits* g, Bits* out, std::int64_t n, Bits inf) {
+  constexpr Bits kSign = Bits(Bits(1) << (8 * sizeof(Bits) - 1));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const Bits v = x[i];
+    const bool positive = (v & kSign) == 0 && v != 0 && v <= inf;
+    out[i] = positive ? g[i] : Bits(0);
+  }
+}
+
+template <class Bits>
+void relu_backward_bits(const Bits* x, const Bits* g, Bits* out, std::int64_t n, Bits inf) {
+  constexpr std::int64_t kChunk = 1 << 14;
+#pragma omp parallel for schedule(static) if (n >= kParallelElements)
+  for (std::int64_t at = 0; at < n; at += kChunk) {
+    relu_backward_bits_loop(x + at, g + at, out + at, std::min(kChunk, n - at), inf);
+  }
+}
+
 // The oneDNN type a same-dtype copy can move its elements as, bit for bit (f16 as bf16: oneDNN's
 // bf16-to-bf16 reorder moves the 16 bits untouched, its f16 one is a slow reference loop that also
 // quiets signalling NaNs); nullopt when it cannot (fp8, more than 12 dimensions, zero or negative strides).
@@ -259,6 +279,22 @@ void cpu_unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out) {
 }
 
 void cpu_unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& grad_y, const Tensor& grad_x) {
+  if (op == UnaryOp::relu && x.dtype() == grad_y.dtype() && x.dtype() == grad_x.dtype() && x.is_contiguous() &&
+      grad_y.is_contiguous() && grad_x.is_contiguous()) {
+    const auto n = x.numel();
+    switch (x.dtype()) {
+      case DType::f32:
+        return relu_backward_bits(x.data_as<std::uint32_t>(), grad_y.data_as<std::uint32_t>(),
+                                  grad_x.data_as<std::uint32_t>(), n, 0x7f800000U);
+      case DType::bf16:
+        return relu_backward_bits(x.data_as<std::uint16_t>(), grad_y.data_as<std::uint16_t>(),
+                                  grad_x.data_as<std::uint16_t>(), n, std::uint16_t{0x7f80});
+      case DType::f16:
+        return relu_backward_bits(x.data_as<std::uint16_t>(), grad_y.data_as<std::uint16_t>(),
+                                  grad_x.data_as<std::uint16_t>(), n, std::uint16_t{0x7c00});
+      default: break;
+    }
+  }
   const std::array<const Tensor*, 3> ops{&x, &grad_y, &grad_x};
   const auto a = static_cast<float>(alpha);
   for_segments(x.shape(), ops, [&](const std::int64_t* off, const std::int64_t* inner, std::int64_t n, auto& buf) {

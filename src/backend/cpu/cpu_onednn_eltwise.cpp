@@ -3,10 +3,11 @@
 // (computed in f32 inside oneDNN, rounded once); f16 and strided views take the f32 loops instead.
 //
 // Exceptions, found by the parity tests: oneDNN 2.6's f32 gelu_erf loses accuracy for negative inputs
-// (relative error up to ~3e-6, the 1 + erf cancellation), and its f32 log-softmax backward is ~50 ulps
-// off: far below bf16's resolution, so bf16 uses oneDNN for them and f32 the accurate loops. Its relu,
-// exp and softmax forward turn NaN (and a row's inf, for softmax) into numbers, where the reference
-// keeps NaN: those run on mantissa's loops in every dtype.
+// (relative error up to ~3e-6, the 1 + erf cancellation): far below bf16's resolution, so bf16 uses
+// oneDNN for it and f32 the accurate loop. Its relu, exp (forward and backward), softmax forward and
+// log-softmax backward turn NaN (and a softmax row's inf) into numbers, where the reference keeps NaN
+// (and its f32 log-softmax backward is ~50 ulps off), and its pow and relu backward disagree with the
+// reference on infinities: those run on mantissa's loops in every dtype.
 
 #include "cpu_kernels.h"
 #include "onednn_context.h"
@@ -83,6 +84,9 @@ bool onednn_unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out) 
 
 bool onednn_unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& grad_y, const Tensor& grad_x) {
   if (!usable({&x, &grad_y, &grad_x}) || (op == UnaryOp::gelu && x.dtype() == DType::f32)) return false;
+  // exp's backward, like its forward, makes NaN a number; pow's makes NaN of x = +-inf; relu's
+  // multiplies the gradient by 0 where x <= 0 (NaN for an inf gradient, where PyTorch passes 0).
+  if (op == UnaryOp::exp || op == UnaryOp::pow_scalar || op == UnaryOp::relu) return false;
   const EltwiseAlg e = eltwise_alg(op, alpha);
   const dnnl::memory::desc md = flat_desc(x);
   const dnnl::primitive prim = cached_primitive(eltwise_key("eltwise_bwd", e, x), [&] {
@@ -115,7 +119,8 @@ dnnl::softmax_v2_forward::primitive_desc softmax_pd(const dnnl::memory::desc& sr
 }  // namespace
 
 bool onednn_softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor& grad_x, bool log) {
-  if (!usable({&y, &grad_y, &grad_x}) || (log && y.dtype() == DType::f32)) return false;
+  // Log-softmax's backward: ~50 ulps off in f32, and NaN rows come out as numbers in bf16.
+  if (!usable({&y, &grad_y, &grad_x}) || log) return false;
   const dnnl::memory::desc md = memory_desc(y);
   const dnnl::primitive prim = cached_primitive(softmax_key("softmax_bwd", y, log), [&] {
     return dnnl::softmax_v2_backward(dnnl::softmax_v2_backward::primitive_desc(

@@ -49,8 +49,9 @@ class ReferenceBackend final : public Backend {
   void unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& grad_y,
                       const Tensor& grad_x) override {
     for_each_offset(x.shape(), {x.strides(), grad_y.strides(), grad_x.strides()}, [&](const std::int64_t* o) {
-      const double d = unary_derivative(op, load_element(x.dtype(), x.data(), o[0]), alpha);
-      store_element(grad_x.dtype(), grad_x.data(), o[2], d * load_element(grad_y.dtype(), grad_y.data(), o[1]));
+      const double g = unary_gradient(op, load_element(x.dtype(), x.data(), o[0]),
+                                      load_element(grad_y.dtype(), grad_y.data(), o[1]), alpha);
+      store_element(grad_x.dtype(), grad_x.data(), o[2], g);
     });
   }
 
