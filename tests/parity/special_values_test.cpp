@@ -20,6 +20,11 @@ namespace {
 struct SpecialCase {
   std::string name;
   std::function<Tensor(const Tensor&)> fn;  // of a [4, 32] tensor
+  // oneDNN 2.6.3's bf16 convolution (AMX, blocked layouts) multiplies zero padding of its blocks by the
+  // inputs next to a window, so an infinite input makes NaN of neighbouring outputs too (0 * inf). For
+  // such a case the cpu backend must be NaN wherever the reference is NaN, and the same inf or NaN
+  // wherever it is infinite: more NaN, never less, so a loss scaler still sees every overflow.
+  bool may_spread_nan = false;
 };
 
 std::vector<SpecialCase> special_cases() {
@@ -57,6 +62,10 @@ std::vector<SpecialCase> special_cases() {
        }},
       {"mse_loss", [](const Tensor& x) { return mse_loss(x, Tensor::zeros(x.shape(), x.dtype())); }},
       {"matmul", [](const Tensor& x) { return matmul(x, transpose(x, 0, 1)); }},
+      {"linear", [](const Tensor& x) { return linear(x, slice(x, 0, 1, 3, 1), Tensor::full({2}, 0.5, x.dtype())); }},
+      {"conv2d",
+       [](const Tensor& x) { return conv2d(reshape(x, {2, 2, 4, 8}), Tensor::full({1, 2, 3, 3}, 0.25, x.dtype())); },
+       true},
   };
 }
 
@@ -92,9 +101,14 @@ TEST_P(SpecialValues, PropagateAsInTheReference) {
     }
     ASSERT_EQ(want.size(), got.size()) << c.name;
     for (std::size_t i = 0; i < want.size(); ++i) {
-      EXPECT_EQ(std::isnan(want[i]), std::isnan(got[i])) << c.name << " element " << i << ": want " << want[i] << ", got " << got[i];
+      const std::string what = c.name + " element " + std::to_string(i) + ": want " + std::to_string(want[i]) +
+                               ", got " + std::to_string(got[i]);
+      if (c.may_spread_nan && std::isnan(got[i])) {
+        continue;  // allowed: see SpecialCase
+      }
+      EXPECT_EQ(std::isnan(want[i]), std::isnan(got[i])) << what;
       if (std::isinf(want[i])) {
-        EXPECT_EQ(want[i], got[i]) << c.name << " element " << i;
+        EXPECT_EQ(want[i], got[i]) << what;
       }
     }
   }
