@@ -89,7 +89,7 @@ inline T binary_value(BinaryOp op, T a, T b) {
 }
 
 // The gradient reaching x from g: g times the derivative, except relu, which passes g where x > 0 and
-// 0 elsewhere even when g is inf or NaN (as oneDNN and PyTorch do; 0 * inf would be NaN).
+// 0 elsewhere even when g is inf or NaN (PyTorch's rule; 0 * inf, oneDNN's, would be NaN).
 template <class T>
 inline T unary_gradient(UnaryOp op, T x, T g, T alpha) {
   if (op == UnaryOp::relu) return x > T(0) ? g : T(0);

@@ -90,9 +90,9 @@ MANTISSA_VECTOR_CLONES void max_pool_2x2(const float* in, float* out, std::int64
   }
 }
 
-// Each input of the 2x2 windows gets its window's gradient if it is the window's first maximum, else 0:
-// written straight, without a scatter, so that the loop vectorizes. The windows tile rows [0, 2 oh) x
-// columns [0, 2 ow); the caller zeroes the rest.
+// Each input of the 2x2 windows gets its window's gradient if it is the window's first NaN, else its
+// first maximum, and 0 otherwise: four plain stores a window instead of a scatter (gin[best] += g). The
+// windows tile rows [0, 2 oh) x columns [0, 2 ow); the caller zeroes the rest.
 MANTISSA_VECTOR_CLONES void max_pool_2x2_backward(const float* in, const float* g, float* gin, std::int64_t w,
                                                   std::int64_t oh, std::int64_t ow) {
   for (std::int64_t y = 0; y < oh; ++y) {
