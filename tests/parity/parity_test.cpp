@@ -148,9 +148,14 @@ std::vector<Case> large_cases() {
   c.push_back({"softmax_large", {{{200, 513}}}, [](V x) { return softmax(x[0]); }, 513});
   c.push_back({"conv2d_large", {{{4, 16, 14, 14}}, {{32, 16, 3, 3}}},
                [](V x) { return conv2d(x[0], x[1], {}, {1, 1, 1, 1, 1, 1, 1}); }, 144, 1, A});
-  c.push_back({"batch_norm_large", {{{32, 24, 7, 7}}, {{24}}, {{24}}}, [](V x) {
+  // 33 images: the cpu kernel's chunks of 8 images, the last one short, across threads.
+  c.push_back({"batch_norm_large", {{{33, 24, 7, 7}}, {{24}}, {{24}}}, [](V x) {
                  return batch_norm(x[0], x[1], x[2], Tensor::zeros({24}, DType::f32), Tensor::full({24}, 1, DType::f32), true);
-               }, 1568, 2, Bound::normwise});
+               }, 1617, 2, Bound::normwise});
+  // Data far from zero (mean ~1000, spread 1): the statistics must not cancel away.
+  c.push_back({"batch_norm_offset", {{{9, 3, 4, 4}, testing::Layout::contiguous, 1000, 1001}, {{3}}, {{3}}}, [](V x) {
+                 return batch_norm(x[0], x[1], x[2], Tensor::zeros({3}, DType::f32), Tensor::full({3}, 1, DType::f32), true);
+               }, 144, 2, Bound::normwise});
   // Parameters kept in f32 while the data is in the test's dtype: oneDNN's layer norm path for bf16.
   c.push_back({"layer_norm_f32_params_large", {{{64, 384}}, {{384}}, {{384}}}, [](V x) {
                  return layer_norm(x[0], cast(x[1], DType::f32), cast(x[2], DType::f32));
