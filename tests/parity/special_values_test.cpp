@@ -166,6 +166,34 @@ TEST(SpecialValues, ReluAndMaxPoolingKeepNaN) {
   }
 }
 
+// Wide 2x2 max pooling (the cpu backend's vector path takes 8 windows at a time, a scalar loop the rest)
+// on values from {0, 1, NaN}: ties and NaN in every arrangement; forward and gradients as the reference.
+TEST(SpecialValues, MaxPoolingTiesAndNaNOnWideRows) {
+  std::vector<double> v(2 * 3 * 6 * 38);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::size_t r = (i * 2654435761U) % 97;
+    v[i] = r < 8 ? nan : (r < 52 ? 1.0 : 0.0);
+  }
+  for (const DType d : {DType::f32, DType::bf16, DType::f16}) {
+    std::vector<std::vector<double>> outs, grads;
+    for (const CpuBackend backend : {CpuBackend::reference, CpuBackend::onednn}) {
+      CpuBackendScope scope(backend);
+      Tensor x = Tensor::from_values(v, {2, 3, 6, 38}, d).set_requires_grad();
+      const Tensor y = max_pool2d(x, 2, 2);
+      std::vector<double> g(static_cast<std::size_t>(y.numel()));
+      for (std::size_t i = 0; i < g.size(); ++i) g[i] = 1 + static_cast<double>(i % 7);
+      y.backward(Tensor::from_values(g, y.shape(), d));
+      outs.push_back(y.to_doubles());
+      grads.push_back(x.grad().to_doubles());
+    }
+    for (std::size_t i = 0; i < outs[0].size(); ++i) {
+      EXPECT_TRUE(std::isnan(outs[0][i]) ? std::isnan(outs[1][i]) : outs[0][i] == outs[1][i]) << dtype_name(d) << " output " << i;
+    }
+    EXPECT_EQ(grads[0], grads[1]) << dtype_name(d);
+  }
+}
+
 // The cpu backend's relu works on the bits of 16-bit formats: every pattern against the reference.
 TEST(SpecialValues, ReluOfEvery16BitPatternMatchesTheReference) {
   for (const DType d : {DType::bf16, DType::f16}) {

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "cpu_kernels.h"
+#include "mantissa/numeric/bulk.h"
+#include "pool_avx512.h"
 #include "rows.h"
 
 namespace mantissa::detail {
@@ -114,14 +116,14 @@ MANTISSA_VECTOR_CLONES void max_pool_2x2(const float* in, float* out, std::int64
 // first maximum, and 0 otherwise: four plain stores a window instead of a scatter (gin[best] += g). The
 // windows tile rows [0, 2 oh) x columns [0, 2 ow); the caller zeroes the rest.
 MANTISSA_VECTOR_CLONES void max_pool_2x2_backward(const float* in, const float* g, float* gin, std::int64_t w,
-                                                  std::int64_t oh, std::int64_t ow) {
+                                                  std::int64_t oh, std::int64_t ow, std::int64_t first_window) {
   for (std::int64_t y = 0; y < oh; ++y) {
     const float* i0 = in + 2 * y * w;
     const float* i1 = i0 + w;
     float* g0 = gin + 2 * y * w;
     float* g1 = g0 + w;
     const float* gy = g + y * ow;
-    for (std::int64_t x = 0; x < ow; ++x) {
+    for (std::int64_t x = first_window; x < ow; ++x) {
       const float a = i0[2 * x], b = i0[2 * x + 1], c = i1[2 * x], d = i1[2 * x + 1];
       // The first NaN, else the first maximum, in reading order (as the reference picks).
       const bool pick_b = a == a && (b > a || b != b);
@@ -174,6 +176,7 @@ void cpu_pool2d_backward(const Tensor& x, const Tensor& grad_out, const Pool2dPa
   const std::int64_t planes = x.size(0) * x.size(1);
   const std::int64_t h = x.size(2), w = x.size(3), oh = grad_out.size(2), ow = grad_out.size(3);
   const float window = static_cast<float>(p.kernel_h * p.kernel_w);
+  const bool avx512 = active_isa() >= Isa::avx512;
 #pragma omp parallel if (planes > 1 && x.numel() >= (1 << 15))
   {
     std::vector<float> in(static_cast<std::size_t>(h * w));
@@ -186,7 +189,9 @@ void cpu_pool2d_backward(const Tensor& x, const Tensor& grad_out, const Pool2dPa
       std::fill(gin.begin(), gin.end(), 0.0f);
       if (is_max_2x2(p, h, w, oh, ow)) {
         load_plane(x, plane, h * w, in.data());
-        max_pool_2x2_backward(in.data(), g.data(), gin.data(), w, oh, ow);
+        const std::int64_t vector_windows = avx512 ? ow / 8 * 8 : 0;
+        if (vector_windows > 0) max_pool_2x2_backward_avx512(in.data(), g.data(), gin.data(), w, oh, ow, vector_windows);
+        max_pool_2x2_backward(in.data(), g.data(), gin.data(), w, oh, ow, vector_windows);
       } else if (p.max) {
         // The first NaN, else the first maximum, of each window gets the gradient, as in the reference.
         load_plane(x, plane, h * w, in.data());
