@@ -25,6 +25,24 @@ void store_plane(const Tensor& t, std::int64_t plane, std::int64_t size, const f
   }
 }
 
+// Plane `plane` of a contiguous tensor as f32 to read: the tensor's own memory when it is f32, else
+// converted into scratch.
+const float* read_plane(const Tensor& t, std::int64_t plane, std::int64_t size, float* scratch) {
+  if (t.dtype() == DType::f32) return t.data_as<float>() + plane * size;
+  load_plane(t, plane, size, scratch);
+  return scratch;
+}
+
+// Where to compute plane `plane` of a contiguous output: its own memory when f32 (then finish_plane
+// does nothing), else scratch, which finish_plane rounds into it.
+float* write_plane(const Tensor& t, std::int64_t plane, std::int64_t size, float* scratch) {
+  return t.dtype() == DType::f32 ? t.data_as<float>() + plane * size : scratch;
+}
+
+void finish_plane(const Tensor& t, std::int64_t plane, std::int64_t size, const float* computed) {
+  if (t.dtype() != DType::f32) store_plane(t, plane, size, computed);
+}
+
 // For each output position of one plane, calls fn(out_index, in_index) for every in-bounds window tap.
 template <class Fn>
 void for_each_tap(const Pool2dParams& p, std::int64_t h, std::int64_t w, std::int64_t oh, std::int64_t ow, Fn&& fn) {
@@ -58,30 +76,31 @@ MANTISSA_VECTOR_CLONES void shifted_sums(const float* v, std::int64_t n, float k
   s2 += b;
 }
 
-// v = ((v - k) - d) rs g + b: the mean as a shift k (a value of the data, so v - k is exact for v near
+// out = ((v - k) - d) rs g + b: the mean as a shift k (a value of the data, so v - k is exact for v near
 // it) plus a small d, which keeps the mean's digits that one f32 would round away (data at 1000 with a
-// spread of 1 lost 4 of them).
-MANTISSA_VECTOR_CLONES void normalize(float* v, std::int64_t n, float k, float d, float rs, float g, float b) {
-  for (std::int64_t i = 0; i < n; ++i) v[i] = ((v[i] - k) - d) * rs * g + b;
+// spread of 1 lost 4 of them). out may be v.
+MANTISSA_VECTOR_CLONES void normalize(const float* v, float* out, std::int64_t n, float k, float d, float rs, float g,
+                                      float b) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = ((v[i] - k) - d) * rs * g + b;
 }
 
-// x becomes x-hat; returns sum(dy) and sum(dy x-hat).
-MANTISSA_VECTOR_CLONES void backward_sums(float* x, const float* dy, std::int64_t n, float mu, float rs,
+// sum(dy) and sum(dy x-hat), x-hat = (x - mu) rs.
+MANTISSA_VECTOR_CLONES void backward_sums(const float* x, const float* dy, std::int64_t n, float mu, float rs,
                                           float& sum_dy, float& sum_dy_xhat) {
   float a = 0, b = 0;
 #pragma omp simd reduction(+ : a, b)
   for (std::int64_t k = 0; k < n; ++k) {
-    x[k] = (x[k] - mu) * rs;
     a += dy[k];
-    b += dy[k] * x[k];
+    b += dy[k] * ((x[k] - mu) * rs);
   }
   sum_dy = a;
   sum_dy_xhat = b;
 }
 
-MANTISSA_VECTOR_CLONES void backward_apply(float* dy, const float* xhat, std::int64_t n, float scale, float m,
-                                           float sum_dy, float sum_dy_xhat) {
-  for (std::int64_t k = 0; k < n; ++k) dy[k] = scale * (m * dy[k] - sum_dy - xhat[k] * sum_dy_xhat);
+// dx = scale (m dy - sum_dy - x-hat sum_dy_xhat); dx may be dy.
+MANTISSA_VECTOR_CLONES void backward_apply(const float* x, const float* dy, float* dx, std::int64_t n, float mu,
+                                           float rs, float scale, float m, float sum_dy, float sum_dy_xhat) {
+  for (std::int64_t k = 0; k < n; ++k) dx[k] = scale * (m * dy[k] - sum_dy - ((x[k] - mu) * rs) * sum_dy_xhat);
 }
 
 // 2x2 max pooling with stride 2 and no padding (the CNN's), in the taps' order of for_each_tap: a NaN
@@ -221,7 +240,7 @@ namespace {
 constexpr std::int64_t kImagesPerChunk = 8;
 
 // per_plane(x plane, dy plane, ch, sums[k * c + ch], sums2[k * c + ch]) over the images of chunk k, chunks
-// split across threads; the planes are f32 scratch copies, which per_plane may overwrite.
+// split across threads; the planes are f32, read in place or converted.
 template <class PerPlane>
 void chunk_sums(const Tensor& x, const Tensor* dy, std::vector<double>& sums, std::vector<double>* sums2,
                 PerPlane&& per_plane) {
@@ -236,10 +255,10 @@ void chunk_sums(const Tensor& x, const Tensor* dy, std::vector<double>& sums, st
     for (std::int64_t k = 0; k < chunks; ++k) {
       for (std::int64_t i = k * kImagesPerChunk; i < std::min(n, (k + 1) * kImagesPerChunk); ++i) {
         for (std::int64_t ch = 0; ch < c; ++ch) {
-          load_plane(x, i * c + ch, s, xv.data());
-          if (dy != nullptr) load_plane(*dy, i * c + ch, s, gv.data());
+          const float* xp = read_plane(x, i * c + ch, s, xv.data());
+          const float* gp = dy != nullptr ? read_plane(*dy, i * c + ch, s, gv.data()) : nullptr;
           const auto at = static_cast<std::size_t>(k * c + ch);
-          per_plane(xv.data(), gv.data(), ch, sums[at], sums2 != nullptr ? (*sums2)[at] : sums[at]);
+          per_plane(xp, gp, ch, sums[at], sums2 != nullptr ? (*sums2)[at] : sums[at]);
         }
       }
     }
@@ -288,9 +307,11 @@ void cpu_batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, do
 #pragma omp for schedule(static)
     for (std::int64_t plane = 0; plane < n * c; ++plane) {
       const auto ch = static_cast<std::size_t>(plane % c);
-      load_plane(x, plane, s, v.data());
-      normalize(v.data(), s, shift[ch], offset[ch], rs[ch], g[ch], b[ch]);
-      store_plane(y, plane, s, v.data());
+      float* out = write_plane(y, plane, s, v.data());
+      const float* in = x.dtype() == DType::f32 ? x.data_as<float>() + plane * s : out;
+      if (in == out) load_plane(x, plane, s, out);
+      normalize(in, out, s, shift[ch], offset[ch], rs[ch], g[ch], b[ch]);
+      finish_plane(y, plane, s, out);
     }
   }
   std::copy(mu.begin(), mu.end(), mean.data_as<float>());
@@ -306,7 +327,7 @@ void cpu_batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor&
   const float* rs = rstd.data_as<float>();
   std::vector<double> dy_sums, dy_xhat_sums;
   chunk_sums(x, &grad_y, dy_sums, &dy_xhat_sums,
-             [&](float* xv, const float* gv, std::int64_t ch, double& a, double& b) {
+             [&](const float* xv, const float* gv, std::int64_t ch, double& a, double& b) {
                float sum_dy = 0, sum_dy_xhat = 0;
                backward_sums(xv, gv, s, mu[ch], rs[ch], sum_dy, sum_dy_xhat);
                a += sum_dy;
@@ -321,13 +342,12 @@ void cpu_batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor&
     for (std::int64_t plane = 0; plane < n * c; ++plane) {
       const std::int64_t ch = plane % c;
       const auto u = static_cast<std::size_t>(ch);
-      load_plane(x, plane, s, xv.data());
-      load_plane(grad_y, plane, s, gv.data());
-      float unused_a = 0, unused_b = 0;
-      backward_sums(xv.data(), gv.data(), s, mu[ch], rs[ch], unused_a, unused_b);  // x becomes x-hat
-      backward_apply(gv.data(), xv.data(), s, g[u] * rs[ch] / m, m, static_cast<float>(t_dy[u]),
+      const float* xp = read_plane(x, plane, s, xv.data());
+      const float* gp = read_plane(grad_y, plane, s, gv.data());
+      float* out = write_plane(grad_x, plane, s, gv.data());  // gv may be both: dx may be dy
+      backward_apply(xp, gp, out, s, mu[ch], rs[ch], g[u] * rs[ch] / m, m, static_cast<float>(t_dy[u]),
                      static_cast<float>(t_dy_xhat[u]));
-      store_plane(grad_x, plane, s, gv.data());
+      finish_plane(grad_x, plane, s, out);
     }
   }
   for (std::int64_t ch = 0; ch < c; ++ch) {
