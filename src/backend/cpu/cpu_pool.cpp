@@ -173,20 +173,20 @@ void cpu_pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out) {
     std::vector<float> scratch(static_cast<std::size_t>(4 * ow));
 #pragma omp for schedule(static)
     for (std::int64_t plane = 0; plane < planes; ++plane) {
-      load_plane(x, plane, h * w, in.data());
+      const float* ip = read_plane(x, plane, h * w, in.data());
+      float* op = write_plane(out, plane, oh * ow, o.data());
       if (is_max_2x2(p, h, w, oh, ow)) {
-        max_pool_2x2(in.data(), o.data(), w, oh, ow, scratch.data());
-        store_plane(out, plane, oh * ow, o.data());
-        continue;
+        max_pool_2x2(ip, op, w, oh, ow, scratch.data());
+      } else {
+        std::fill(op, op + oh * ow, p.max ? -std::numeric_limits<float>::infinity() : 0.0f);
+        for_each_tap(p, h, w, oh, ow, [&](std::int64_t oi, std::int64_t ii) {
+          op[oi] = p.max ? (ip[ii] > op[oi] || std::isnan(ip[ii]) ? ip[ii] : op[oi]) : op[oi] + ip[ii];
+        });
+        if (!p.max) {
+          for (std::int64_t oi = 0; oi < oh * ow; ++oi) op[oi] /= window;
+        }
       }
-      std::fill(o.begin(), o.end(), p.max ? -std::numeric_limits<float>::infinity() : 0.0f);
-      for_each_tap(p, h, w, oh, ow, [&](std::int64_t oi, std::int64_t ii) {
-        o[oi] = p.max ? (in[ii] > o[oi] || std::isnan(in[ii]) ? in[ii] : o[oi]) : o[oi] + in[ii];
-      });
-      if (!p.max) {
-        for (float& v : o) v /= window;
-      }
-      store_plane(out, plane, oh * ow, o.data());
+      finish_plane(out, plane, oh * ow, op);
     }
   }
 }
@@ -204,28 +204,28 @@ void cpu_pool2d_backward(const Tensor& x, const Tensor& grad_out, const Pool2dPa
     std::vector<std::int64_t> best(static_cast<std::size_t>(oh * ow));
 #pragma omp for schedule(static)
     for (std::int64_t plane = 0; plane < planes; ++plane) {
-      load_plane(grad_out, plane, oh * ow, g.data());
-      std::fill(gin.begin(), gin.end(), 0.0f);
+      const float* gp = read_plane(grad_out, plane, oh * ow, g.data());
+      const float* ip = p.max ? read_plane(x, plane, h * w, in.data()) : nullptr;
+      float* gi = write_plane(grad_x, plane, h * w, gin.data());
+      std::fill(gi, gi + h * w, 0.0f);
       if (is_max_2x2(p, h, w, oh, ow)) {
-        load_plane(x, plane, h * w, in.data());
         const std::int64_t vector_windows = avx512 ? ow / 8 * 8 : 0;
-        if (vector_windows > 0) max_pool_2x2_backward_avx512(in.data(), g.data(), gin.data(), w, oh, ow, vector_windows);
-        max_pool_2x2_backward(in.data(), g.data(), gin.data(), w, oh, ow, vector_windows);
+        if (vector_windows > 0) max_pool_2x2_backward_avx512(ip, gp, gi, w, oh, ow, vector_windows);
+        max_pool_2x2_backward(ip, gp, gi, w, oh, ow, vector_windows);
       } else if (p.max) {
         // The first NaN, else the first maximum, of each window gets the gradient, as in the reference.
-        load_plane(x, plane, h * w, in.data());
         std::fill(best.begin(), best.end(), -1);
         for_each_tap(p, h, w, oh, ow, [&](std::int64_t oi, std::int64_t ii) {
-          const float b = best[oi] < 0 ? 0.0f : in[best[oi]];
-          if (best[oi] < 0 || (b == b && (in[ii] > b || in[ii] != in[ii]))) best[oi] = ii;
+          const float b = best[oi] < 0 ? 0.0f : ip[best[oi]];
+          if (best[oi] < 0 || (b == b && (ip[ii] > b || ip[ii] != ip[ii]))) best[oi] = ii;
         });
         for (std::int64_t oi = 0; oi < oh * ow; ++oi) {
-          if (best[oi] >= 0) gin[best[oi]] += g[oi];
+          if (best[oi] >= 0) gi[best[oi]] += gp[oi];
         }
       } else {
-        for_each_tap(p, h, w, oh, ow, [&](std::int64_t oi, std::int64_t ii) { gin[ii] += g[oi] / window; });
+        for_each_tap(p, h, w, oh, ow, [&](std::int64_t oi, std::int64_t ii) { gi[ii] += gp[oi] / window; });
       }
-      store_plane(grad_x, plane, h * w, gin.data());
+      finish_plane(grad_x, plane, h * w, gi);
     }
   }
 }
