@@ -105,6 +105,8 @@ std::vector<float> bias_as_f32(const Tensor& bias, std::int64_t n) {
 // Many small products (attention's heads): a chunk of whole batch entries converted at a time and run
 // as one batched f32 matmul, so each call is big enough for oneDNN and the threads.
 constexpr std::int64_t kChunkFloats = 1 << 20;
+// Weights up to this many elements (4 MiB in f32) are converted once per product, not once per row block.
+constexpr std::int64_t kWeightFloats = 1 << 20;
 
 void matmul_f16_batched_chunks(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out) {
   const std::int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
@@ -154,25 +156,43 @@ void matmul_f16_blockwise(const Tensor& a, const Tensor& w, const Tensor& bias, 
   const Shape& sw = w.strides();
   const Shape& so = out.strides();
   std::vector<float> a_blk(static_cast<std::size_t>(std::min(m, kRowsPerBlock) * std::min(k, kDepthPerBlock)));
-  std::vector<float> w_blk(static_cast<std::size_t>(std::min(k, kDepthPerBlock) * n));
-  std::vector<float> w_col(w_blk.size());
   std::vector<float> c_blk(static_cast<std::size_t>(std::min(m, kRowsPerBlock) * n));
   const std::vector<float> bias_f32 = bias_as_f32(bias, n);
+  // The weight's depth blocks in f32, each converted (and reordered where that pays) once per matrix and
+  // reused by every row block; a weight over kWeightFloats is converted block by block as it is used.
+  const bool keep_weight = k * n <= kWeightFloats;
+  struct WeightBlock {
+    std::vector<float> data;
+    std::int64_t row_stride = 0, col_stride = 0;
+  };
+  std::vector<WeightBlock> weight((k + kDepthPerBlock - 1) / kDepthPerBlock);
+  std::vector<float> w_tmp;
+  const auto convert_weight_block = [&](std::int64_t b, std::int64_t p0, WeightBlock& blk) {
+    const std::int64_t kb = std::min(kDepthPerBlock, k - p0);
+    blk.data.resize(static_cast<std::size_t>(kb * n));
+    auto [wr, wc] = block_to_f32(w, b * sw[0] + p0 * sw[1], sw[1], sw[2], kb, n, blk.data.data());
+    if (wc == 1 && worth_reordering(std::min(m, kRowsPerBlock), n)) {  // row-major: into the layout f32 multiplies fastest
+      w_tmp.resize(blk.data.size());
+      onednn_reorder({1, kb, n}, {kb * n, n, 1}, blk.data.data(), {kb * n, 1, kb}, w_tmp.data(), DType::f32);
+      std::swap(blk.data, w_tmp);
+      wr = 1, wc = kb;
+    }
+    blk.row_stride = wr;
+    blk.col_stride = wc;
+  };
   for (std::int64_t b = 0; b < batch; ++b) {
+    if (keep_weight) {
+      for (std::int64_t p0 = 0; p0 < k; p0 += kDepthPerBlock) convert_weight_block(b, p0, weight[static_cast<std::size_t>(p0 / kDepthPerBlock)]);
+    }
     for (std::int64_t i0 = 0; i0 < m; i0 += kRowsPerBlock) {
       const std::int64_t mb = std::min(kRowsPerBlock, m - i0);
       for (std::int64_t p0 = 0; p0 < k; p0 += kDepthPerBlock) {
         const std::int64_t kb = std::min(kDepthPerBlock, k - p0);
         const auto [ar, ac] = block_to_f32(a, b * sa[0] + i0 * sa[1] + p0 * sa[2], sa[1], sa[2], mb, kb, a_blk.data());
-        auto [wr, wc] = block_to_f32(w, b * sw[0] + p0 * sw[1], sw[1], sw[2], kb, n, w_blk.data());
-        const float* w_data = w_blk.data();
-        if (wc == 1 && worth_reordering(mb, n)) {  // row-major: into the layout f32 multiplies fastest
-          onednn_reorder({1, kb, n}, {kb * n, n, 1}, w_blk.data(), {kb * n, 1, kb}, w_col.data(), DType::f32);
-          wr = 1, wc = kb;
-          w_data = w_col.data();
-        }
-        run_matmul({1, mb, kb}, {mb * kb, ar, ac}, a_blk.data(), {1, kb, n}, {kb * n, wr, wc}, w_data, {1, mb, n},
-                   {mb * n, n, 1}, c_blk.data(), DType::f32, DType::f32, p0 > 0);
+        WeightBlock& blk = weight[static_cast<std::size_t>(keep_weight ? p0 / kDepthPerBlock : 0)];
+        if (!keep_weight) convert_weight_block(b, p0, blk);
+        run_matmul({1, mb, kb}, {mb * kb, ar, ac}, a_blk.data(), {1, kb, n}, {kb * n, blk.row_stride, blk.col_stride},
+                   blk.data.data(), {1, mb, n}, {mb * n, n, 1}, c_blk.data(), DType::f32, DType::f32, p0 > 0);
       }
 #pragma omp parallel for schedule(static) if (mb * n >= (1 << 15))
       for (std::int64_t r = 0; r < mb; ++r) {
