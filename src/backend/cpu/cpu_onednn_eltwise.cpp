@@ -102,18 +102,10 @@ bool onednn_unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tens
 
 namespace {
 
-std::string softmax_key(const char* kind, const Tensor& x, bool log) {
-  PrimitiveKey k(kind);
-  k.add(std::int64_t{log}).add(static_cast<std::int64_t>(x.dtype())).add(x.size(0)).add(x.size(1));
+std::string softmax_key(const Tensor& x) {
+  PrimitiveKey k("softmax_bwd");
+  k.add(static_cast<std::int64_t>(x.dtype())).add(x.size(0)).add(x.size(1));
   return k.str();
-}
-
-dnnl::softmax_v2_forward::primitive_desc softmax_pd(const dnnl::memory::desc& src, const dnnl::memory::desc& dst,
-                                                    bool log) {
-  return dnnl::softmax_v2_forward::primitive_desc(
-      dnnl::softmax_v2_forward::desc(dnnl::prop_kind::forward_training,
-                                     log ? algorithm::softmax_log : algorithm::softmax_accurate, src, dst, 1),
-      onednn_engine());
 }
 
 }  // namespace
@@ -122,10 +114,12 @@ bool onednn_softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor
   // Log-softmax's backward: ~50 ulps off in f32, and NaN rows come out as numbers in bf16.
   if (!usable({&y, &grad_y, &grad_x}) || log) return false;
   const dnnl::memory::desc md = memory_desc(y);
-  const dnnl::primitive prim = cached_primitive(softmax_key("softmax_bwd", y, log), [&] {
+  const dnnl::primitive prim = cached_primitive(softmax_key(y), [&] {
+    const dnnl::softmax_v2_forward::primitive_desc hint(
+        dnnl::softmax_v2_forward::desc(dnnl::prop_kind::forward_training, algorithm::softmax_accurate, md, md, 1),
+        onednn_engine());
     return dnnl::softmax_v2_backward(dnnl::softmax_v2_backward::primitive_desc(
-        dnnl::softmax_v2_backward::desc(log ? algorithm::softmax_log : algorithm::softmax_accurate, md, md, md, 1),
-        onednn_engine(), softmax_pd(md, md, log)));
+        dnnl::softmax_v2_backward::desc(algorithm::softmax_accurate, md, md, md, 1), onednn_engine(), hint));
   });
   dnnl::engine& eng = onednn_engine();
   execute_timed(prim, {{DNNL_ARG_DST, dnnl::memory(md, eng, y.data())},
