@@ -7,7 +7,8 @@ packages=(
   cmake g++ make              # the build
   libcli11-dev                # command-line parsing of the mantissa command
   libfmt-dev                  # formatted output (tables)
-  libdnnl-dev                 # oneDNN: CPU matmul and convolution
+  libdnnl-dev                 # oneDNN: CPU matmul, convolution, norms, eltwise, reorder
+  ocl-icd-opencl-dev          # OpenCL headers and library: oneDNN's CMake package requires them (only recommended by libdnnl-dev)
   nlohmann-json3-dev          # JSON output (benchmarks, later metrics and checkpoints)
   zlib1g-dev                  # gzipped IDX data
   dataset-fashion-mnist       # the default image data set
