@@ -26,13 +26,13 @@ std::string slurp(const std::filesystem::path& p) {
   return s.str();
 }
 
-// Runs `mantissa ARGS` with INPUT on standard input.
-Result run(const std::string& args, const std::string& input = "") {
+// Runs `mantissa ARGS` with INPUT on standard input, with ENV (NAME=VALUE ...) added to its environment.
+Result run(const std::string& args, const std::string& input = "", const std::string& env = "") {
   const auto dir = std::filesystem::temp_directory_path() /
                    ("mantissa_cli_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "in") << input;
-  const std::string cmd = std::string(MANTISSA_CLI) + " " + args + " <" + (dir / "in").string() + " >" +
+  const std::string cmd = "env " + env + " " + std::string(MANTISSA_CLI) + " " + args + " <" + (dir / "in").string() + " >" +
                           (dir / "out").string() + " 2>" + (dir / "err").string();
   const int raw = std::system(cmd.c_str());
   Result r{WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(dir / "out"), slurp(dir / "err")};
@@ -116,13 +116,33 @@ TEST(FormatsCommand, ListsEveryFormatWithItsNumbers) {
   EXPECT_EQ(lines(r.out), 7);
 }
 
-TEST(InfoCommand, ReportsKernelsAndOneDnnCapabilities) {
+TEST(InfoCommand, ReportsKernelsAndThePathOfEachFamilyAndDtype) {
   const Result r = run("info --json");
   ASSERT_EQ(r.status, 0) << r.err;
-  for (const char* key : {"\"conversion_kernels\"", "\"onednn_version\"", "\"onednn_matmul\"", "\"amx_bf16\"",
-                          "\"portable\":true"}) {
-    EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
+  const auto info = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(info["conversion_kernels"]["portable"].get<bool>());
+  EXPECT_TRUE(info.contains("onednn_version") && info.contains("amx_bf16"));
+  for (const char* kind : {"matmul", "convolution", "eltwise", "layer_norm", "softmax", "reorder"}) {
+    for (const char* t : {"f32", "bf16", "f16"}) {
+      EXPECT_FALSE(info["paths"][kind][t].get<std::string>().empty()) << kind << " " << t;
+    }
+    // oneDNN runs every family in f32 on every x86-64 CPU.
+    EXPECT_TRUE(info["onednn"][kind]["f32"].get<bool>()) << kind;
   }
+}
+
+TEST(InfoCommand, SaysWhichFallbackRunsWhereTheCpuIsCappedToAvx2) {
+  // oneDNN 2.6 has no bf16 below AVX-512: the capped run reports the f32-block and loop paths.
+  const Result r = run("info --json", "", "ONEDNN_MAX_CPU_ISA=AVX2 MANTISSA_ISA=avx2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto info = nlohmann::json::parse(r.out);
+  EXPECT_NE(info["conversion_kernels_active"], "avx512");
+  EXPECT_NE(info["conversion_kernels_active"], "avx512_bf16");
+  EXPECT_FALSE(info["onednn"]["matmul"]["bf16"].get<bool>());
+  EXPECT_FALSE(info["onednn"]["convolution"]["bf16"].get<bool>());
+  EXPECT_EQ(info["paths"]["matmul"]["bf16"], "oneDNN f32 on blocks converted to f32, rounded once");
+  EXPECT_EQ(info["paths"]["convolution"]["bf16"], "oneDNN f32 on f32 copies, rounded once");
+  EXPECT_EQ(info["paths"]["layer_norm"]["bf16"], "loops in f32, rounded once");
 }
 
 TEST(BenchCommand, MatmulAndMlpReportTheirFiguresAsJson) {

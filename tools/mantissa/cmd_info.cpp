@@ -1,5 +1,6 @@
 // `mantissa info`: what this machine's kernels can do, so a user knows which paths their numbers came
-// from: conversion kernel levels, AMX, and which dtypes oneDNN implements here (and the fallbacks).
+// from: conversion kernel levels, AMX, and for each oneDNN primitive kind and dtype whether oneDNN runs
+// it here or which fallback does.
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -14,7 +15,8 @@ namespace mantissa::cli {
 namespace {
 
 int run_info(bool json) {
-  const CpuCapabilities c = cpu_capabilities();
+  const OnednnVersion v = onednn_version();
+  constexpr DType kTypes[] = {DType::f32, DType::bf16, DType::f16};
   nlohmann::json out;
   for (Isa isa : {Isa::portable, Isa::avx2, Isa::avx512, Isa::avx512_bf16}) {
     out["conversion_kernels"][std::string(isa_name(isa))] = isa_supported(isa);
@@ -22,9 +24,13 @@ int run_info(bool json) {
   out["conversion_kernels_active"] = std::string(isa_name(active_isa()));
   out["amx_bf16"] = amx_bf16_usable();
   out["threads"] = omp_get_max_threads();
-  out["onednn_version"] = fmt::format("{}.{}.{}", c.onednn_major, c.onednn_minor, c.onednn_patch);
-  out["onednn_matmul"] = {{"f32", c.matmul_f32}, {"bf16", c.matmul_bf16}, {"f16", c.matmul_f16}};
-  out["onednn_conv"] = {{"f32", c.conv_f32}, {"bf16", c.conv_bf16}, {"f16", c.conv_f16}};
+  out["onednn_version"] = fmt::format("{}.{}.{}", v.major, v.minor, v.patch);
+  for (OnednnPrimitive kind : kOnednnPrimitives) {
+    for (DType t : kTypes) {
+      out["onednn"][onednn_primitive_name(kind)][dtype_name(t)] = onednn_supports(kind, t);
+      out["paths"][onednn_primitive_name(kind)][dtype_name(t)] = cpu_path(kind, t);
+    }
+  }
   if (json) {
     fmt::print("{}\n", out.dump());
     return 0;
@@ -34,11 +40,12 @@ int run_info(bool json) {
              "yes", yes(isa_supported(Isa::avx2)), yes(isa_supported(Isa::avx512)), yes(isa_supported(Isa::avx512_bf16)));
   fmt::print("AMX bf16 tiles: {}\n", yes(amx_bf16_usable()));
   fmt::print("threads: {}\n", omp_get_max_threads());
-  fmt::print("oneDNN {}.{}.{}\n", c.onednn_major, c.onednn_minor, c.onednn_patch);
-  fmt::print("  matmul: f32 {}, bf16 {}, f16 {}{}\n", yes(c.matmul_f32), yes(c.matmul_bf16), yes(c.matmul_f16),
-             c.matmul_f16 ? "" : "  (f16: converted to f32 block by block, rounded once)");
-  fmt::print("  conv:   f32 {}, bf16 {}, f16 {}{}\n", yes(c.conv_f32), yes(c.conv_bf16), yes(c.conv_f16),
-             c.conv_f16 ? "" : "  (f16: through f32 copies, rounded once)");
+  fmt::print("oneDNN {}.{}.{}: the path each kernel family takes here, per dtype\n", v.major, v.minor, v.patch);
+  for (OnednnPrimitive kind : kOnednnPrimitives) {
+    for (DType t : kTypes) {
+      fmt::print("  {:<12} {:<5} {}\n", onednn_primitive_name(kind), dtype_name(t), cpu_path(kind, t));
+    }
+  }
   return 0;
 }
 

@@ -2,6 +2,8 @@
 // loops in f64/f32, the oracle the tests compare with).
 #pragma once
 
+#include "mantissa/core/dtype.h"
+
 namespace mantissa {
 
 enum class CpuBackend : unsigned char { onednn, reference };
@@ -21,13 +23,24 @@ class CpuBackendScope {
   CpuBackend saved_;
 };
 
-// What the CPU backend runs on this machine, probed once: which dtypes oneDNN's matmul and convolution
-// implement here (the others run a documented fallback), and oneDNN's own version.
-struct CpuCapabilities {
-  bool matmul_f32, matmul_bf16, matmul_f16;
-  bool conv_f32, conv_bf16, conv_f16;
-  int onednn_major, onednn_minor, onednn_patch;
+// The oneDNN primitive kinds the CPU backend runs ops on.
+enum class OnednnPrimitive : unsigned char { matmul, convolution, eltwise, layer_norm, softmax, reorder };
+inline constexpr OnednnPrimitive kOnednnPrimitives[] = {OnednnPrimitive::matmul,     OnednnPrimitive::convolution,
+                                                       OnednnPrimitive::eltwise,    OnednnPrimitive::layer_norm,
+                                                       OnednnPrimitive::softmax,    OnednnPrimitive::reorder};
+const char* onednn_primitive_name(OnednnPrimitive kind);
+
+// Whether oneDNN runs `kind` with every operand in `t` on this CPU, probed once (for reorder: whether
+// it moves every bit pattern untouched). Where it does not, the CPU backend takes a fallback with the
+// same numbers (see cpu_path); ONEDNN_MAX_CPU_ISA caps what oneDNN may use.
+bool onednn_supports(OnednnPrimitive kind, DType t);
+
+// The path the CPU backend takes here for `kind`'s ops in `t`, in a few words, for `mantissa info`.
+const char* cpu_path(OnednnPrimitive kind, DType t);
+
+struct OnednnVersion {
+  int major, minor, patch;
 };
-CpuCapabilities cpu_capabilities();
+OnednnVersion onednn_version();
 
 }  // namespace mantissa

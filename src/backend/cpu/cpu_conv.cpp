@@ -1,8 +1,8 @@
 // Convolution on oneDNN: forward, backward data and backward weights, f32 and bf16 (accumulating in
 // f32), over contiguous NCHW tensors. Each primitive runs in the layouts oneDNN picks (blocked, where its
-// direct and AMX kernels are), with the operands reordered from and to NCHW around it. f16, which
-// oneDNN 2.6 cannot convolve on CPUs without f16 arithmetic, goes through f32 copies of the operands and
-// one rounding of the result.
+// direct and AMX kernels are), with the operands reordered from and to NCHW around it. A dtype that
+// oneDNN 2.6 cannot convolve here (f16 on CPUs without f16 arithmetic, bf16 on AVX2-only CPUs) goes
+// through f32 copies of the operands and one rounding of the result.
 #include <mutex>
 #include <unordered_map>
 #include <stdexcept>
@@ -147,11 +147,12 @@ void run(Pass pass, const ConvShapes& s, DType t, bool grouped, void* src, void*
   }
 }
 
-// Runs a pass in the operands' dtype, or through f32 copies when oneDNN lacks it (f16 here).
+// Runs a pass in the operands' dtype, or through f32 copies when oneDNN lacks it (f16 on CPUs without
+// f16 arithmetic, bf16 on AVX2-only ones).
 void conv_pass(Pass pass, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p) {
   const ConvShapes s = conv_shapes(x.shape(), w.shape(), y.shape(), p);
   const DType t = x.dtype();
-  if (onednn_conv_supports(t)) {
+  if (onednn_supports(OnednnPrimitive::convolution, t)) {
     run(pass, s, t, p.groups > 1, x.data(), w.data(), y.data());
     return;
   }

@@ -116,9 +116,29 @@ MANTISSA_VECTOR_CLONES void run_unary_backward(UnaryOp op, const float* x, const
   dispatch_unary(op, [&]<UnaryOp Op>() { unary_backward_loop<Op>(x, g, out, n, alpha); });
 }
 
-// A same-dtype copy whose last dimension is contiguous on both sides: one memcpy per row, the rows
-// walked with a running multi-index (no division per row; rows of a few dozen elements made the
-// per-row offset arithmetic cost more than the copy), split across threads.
+// Copies one row of n elements of `size` bytes, `from_stride` and `to_stride` elements apart, bit for bit.
+void copy_row(const std::byte* from, std::int64_t from_stride, std::byte* to, std::int64_t to_stride, std::int64_t n,
+              std::size_t size) {
+  if (from_stride == 1 && to_stride == 1) {
+    std::memcpy(to, from, static_cast<std::size_t>(n) * size);
+    return;
+  }
+  const auto strided = [&]<class Bits>() {
+    const auto* f = reinterpret_cast<const Bits*>(from);
+    auto* t = reinterpret_cast<Bits*>(to);
+    for (std::int64_t i = 0; i < n; ++i) t[i * to_stride] = f[i * from_stride];
+  };
+  switch (size) {
+    case 1: return strided.template operator()<std::uint8_t>();
+    case 2: return strided.template operator()<std::uint16_t>();
+    case 4: return strided.template operator()<std::uint32_t>();
+    default: return strided.template operator()<std::uint64_t>();
+  }
+}
+
+// A same-dtype copy, bit for bit: one copy_row per row (a memcpy where the last dimension is contiguous
+// on both sides), the rows walked with a running multi-index (no division per row; rows of a few dozen
+// elements made the per-row offset arithmetic cost more than the copy), split across threads.
 void copy_rows(const Tensor& src, const Tensor& dst) {
   const Shape& shape = src.shape();
   const int outer = static_cast<int>(shape.size()) - 1;
@@ -126,7 +146,6 @@ void copy_rows(const Tensor& src, const Tensor& dst) {
   std::int64_t rows = 1;
   for (int d = 0; d < outer; ++d) rows *= shape[static_cast<std::size_t>(d)];
   if (rows == 0 || len == 0) return;
-  const std::size_t bytes = static_cast<std::size_t>(len) * dtype_size(src.dtype());
   const std::size_t size = dtype_size(src.dtype());
   const auto* from = static_cast<const std::byte*>(src.data());
   auto* to = static_cast<std::byte*>(dst.data());
@@ -146,7 +165,8 @@ void copy_rows(const Tensor& src, const Tensor& dst) {
       d_off += idx[u] * ds[u];
     }
     for (std::int64_t r = begin; r < end; ++r) {
-      std::memcpy(to + static_cast<std::size_t>(d_off) * size, from + static_cast<std::size_t>(so) * size, bytes);
+      copy_row(from + static_cast<std::size_t>(so) * size, ss.back(), to + static_cast<std::size_t>(d_off) * size,
+               ds.back(), len, size);
       for (int d = outer - 1; d >= 0; --d) {  // next row: increment the index, carrying
         const auto u = static_cast<std::size_t>(d);
         so += ss[u];
@@ -201,8 +221,9 @@ void relu_backward_bits(const Bits* x, const Bits* g, Bits* out, std::int64_t n,
 }
 
 // The oneDNN type a same-dtype copy can move its elements as, bit for bit (f16 as bf16: oneDNN's
-// bf16-to-bf16 reorder moves the 16 bits untouched, its f16 one is a slow reference loop that also
-// quiets signalling NaNs); nullopt when it cannot (fp8, more than 12 dimensions, zero or negative strides).
+// bf16-to-bf16 reorder moves the 16 bits untouched where the CPU has AVX-512, its f16 one is a slow
+// reference loop that also quiets signalling NaNs); nullopt when it cannot (fp8, more than 12 dimensions,
+// zero or negative strides, or a reorder that is not bit for bit on this CPU: AVX2's goes through f32).
 std::optional<DType> reorder_type(const Tensor& src, const Tensor& dst) {
   const DType t = src.dtype();
   if (t != dst.dtype() || (t != DType::f32 && t != DType::bf16 && t != DType::f16)) return std::nullopt;
@@ -210,7 +231,9 @@ std::optional<DType> reorder_type(const Tensor& src, const Tensor& dst) {
   for (std::size_t d = 0; d < src.shape().size(); ++d) {
     if (src.strides()[d] <= 0 || dst.strides()[d] <= 0) return std::nullopt;
   }
-  return t == DType::f16 ? DType::bf16 : t;
+  const DType bits = t == DType::f16 ? DType::bf16 : t;
+  if (!onednn_supports(OnednnPrimitive::reorder, bits)) return std::nullopt;
+  return bits;
 }
 
 }  // namespace
@@ -240,6 +263,10 @@ void cpu_copy(const Tensor& src, const Tensor& dst) {
     // Other same-dtype layouts, such as a transposed view made contiguous: oneDNN's reorder moves
     // tiles, where the segment loop below gathers element by element (and round-trips through f32).
     onednn_reorder(src.shape(), src.strides(), src.data(), dst.strides(), dst.data(), *bits);
+    return;
+  }
+  if (src.dtype() == dst.dtype() && src.dim() >= 1) {
+    copy_rows(src, dst);  // the rest of the same-dtype copies: element by element, bit for bit
     return;
   }
   const std::array<const Tensor*, 2> ops{&src, &dst};

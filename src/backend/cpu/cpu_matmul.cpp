@@ -1,8 +1,9 @@
-// Matrix products on oneDNN. f32 and bf16 go straight to oneDNN's matmul on the strided views (bf16
-// products accumulate in f32 inside oneDNN, as AVX512-BF16's vdpbf16ps does). f16, which this CPU
-// cannot multiply, is converted to f32 block by block (512 rows of A by 256 of K at a time) and
-// accumulated in an f32 block of the output, then rounded once to f16: the numbers of hardware f16
-// with f32 accumulation, without a full f32 copy of either input.
+// Matrix products on oneDNN. f32, and bf16 where oneDNN multiplies it on this CPU (AVX-512 and up), go
+// straight to oneDNN's matmul on the strided views (bf16 products accumulate in f32 inside oneDNN, as
+// AVX512-BF16's vdpbf16ps does). A dtype oneDNN cannot multiply here (f16 on these CPUs; bf16 on an
+// AVX2-only CPU) is converted to f32 block by block (512 rows of A by 256 of K at a time) and
+// accumulated in an f32 block of the output, then rounded once: the numbers of hardware bf16/f16 with
+// f32 accumulation (every bf16 and f16 value is exact in f32), without a full f32 copy of either input.
 #include <algorithm>
 #include <stdexcept>
 #include <vector>
@@ -108,7 +109,7 @@ constexpr std::int64_t kChunkFloats = 1 << 20;
 // Weights up to this many elements (4 MiB in f32) are converted once per product, not once per row block.
 constexpr std::int64_t kWeightFloats = 1 << 20;
 
-void matmul_f16_batched_chunks(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out) {
+void matmul_via_f32_batched_chunks(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out) {
   const std::int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
   const Shape& sa = a.strides();
   const Shape& sw = w.strides();
@@ -143,10 +144,10 @@ void matmul_f16_batched_chunks(const Tensor& a, const Tensor& w, const Tensor& b
   }
 }
 
-void matmul_f16_blockwise(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out) {
+void matmul_via_f32_blockwise(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out) {
   const std::int64_t batch = out.size(0);
   if (batch > 1 && out.size(1) * a.size(2) + a.size(2) * out.size(2) + out.size(1) * out.size(2) <= kChunkFloats / 4) {
-    matmul_f16_batched_chunks(a, w, bias, out);
+    matmul_via_f32_batched_chunks(a, w, bias, out);
     return;
   }
   const std::int64_t m = out.size(1);
@@ -210,12 +211,9 @@ void matmul_f16_blockwise(const Tensor& a, const Tensor& w, const Tensor& bias, 
 
 void cpu_matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out) {
   const DType t = a.dtype();
-  if (t == DType::f16 && !onednn_matmul_supports(DType::f16)) {
-    matmul_f16_blockwise(a, w, bias, out);
+  if (!onednn_supports(OnednnPrimitive::matmul, t)) {
+    matmul_via_f32_blockwise(a, w, bias, out);
     return;
-  }
-  if (!onednn_matmul_supports(t)) {
-    throw std::runtime_error("oneDNN has no " + std::string(dtype_name(t)) + " matmul on this CPU");
   }
   Shape ws, wst;
   weight_view(w, ws, wst);

@@ -1,6 +1,7 @@
 // Unary ops and the softmax backward on oneDNN's eltwise and softmax primitives: vectorized erf, tanh
 // and the rest, which plain loops get only with fast-math. Used for contiguous f32 and bf16 tensors
-// (computed in f32 inside oneDNN, rounded once); f16 and strided views take the f32 loops instead.
+// (computed in f32 inside oneDNN, rounded once) where oneDNN runs the dtype on this CPU (onednn_probe.cpp);
+// f16, strided views and bf16 on AVX2-only CPUs take the f32 loops instead.
 //
 // Exceptions, found by the parity tests: oneDNN 2.6's f32 gelu_erf loses accuracy for negative inputs
 // (relative error up to ~3e-6, the 1 + erf cancellation): far below bf16's resolution, so bf16 uses
@@ -42,9 +43,9 @@ EltwiseAlg eltwise_alg(UnaryOp op, double a) {
   return {algorithm::eltwise_linear, 1.0f, 0.0f};
 }
 
-bool usable(std::initializer_list<const Tensor*> ts) {
+bool usable(OnednnPrimitive kind, std::initializer_list<const Tensor*> ts) {
   const DType t = (*ts.begin())->dtype();
-  if (t != DType::f32 && t != DType::bf16) return false;
+  if ((t != DType::f32 && t != DType::bf16) || !onednn_supports(kind, t)) return false;
   for (const Tensor* x : ts) {
     if (x->dtype() != t || !x->is_contiguous() || x->numel() == 0) return false;
   }
@@ -70,7 +71,7 @@ dnnl::eltwise_forward::primitive_desc forward_pd(const EltwiseAlg& e, const dnnl
 }  // namespace
 
 bool onednn_unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out) {
-  if (!usable({&x, &out}) || (op == UnaryOp::gelu && x.dtype() == DType::f32)) return false;
+  if (!usable(OnednnPrimitive::eltwise, {&x, &out}) || (op == UnaryOp::gelu && x.dtype() == DType::f32)) return false;
   // oneDNN 2.6's relu and exp turn NaN into 0 or a number; mantissa's loops keep it NaN.
   if (op == UnaryOp::relu || op == UnaryOp::exp) return false;
   const EltwiseAlg e = eltwise_alg(op, alpha);
@@ -83,7 +84,7 @@ bool onednn_unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out) 
 }
 
 bool onednn_unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& grad_y, const Tensor& grad_x) {
-  if (!usable({&x, &grad_y, &grad_x}) || (op == UnaryOp::gelu && x.dtype() == DType::f32)) return false;
+  if (!usable(OnednnPrimitive::eltwise, {&x, &grad_y, &grad_x}) || (op == UnaryOp::gelu && x.dtype() == DType::f32)) return false;
   // exp's backward, like its forward, makes NaN a number; pow's makes NaN of x = +-inf; relu's
   // multiplies the gradient by 0 where x <= 0 (NaN for an inf gradient, where PyTorch passes 0).
   if (op == UnaryOp::exp || op == UnaryOp::pow_scalar || op == UnaryOp::relu) return false;
@@ -112,7 +113,7 @@ std::string softmax_key(const Tensor& x) {
 
 bool onednn_softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor& grad_x, bool log) {
   // Log-softmax's backward: ~50 ulps off in f32, and NaN rows come out as numbers in bf16.
-  if (!usable({&y, &grad_y, &grad_x}) || log) return false;
+  if (!usable(OnednnPrimitive::softmax, {&y, &grad_y, &grad_x}) || log) return false;
   const dnnl::memory::desc md = memory_desc(y);
   const dnnl::primitive prim = cached_primitive(softmax_key(y), [&] {
     const dnnl::softmax_v2_forward::primitive_desc hint(

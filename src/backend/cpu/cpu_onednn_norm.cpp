@@ -1,5 +1,6 @@
 // Layer norm on oneDNN's layer_normalization primitives, for contiguous f32 and bf16 tensors with f32
-// scale and shift (computed in f32, rounded once). oneDNN keeps the variance where mantissa's kernels
+// scale and shift (computed in f32, rounded once), where oneDNN runs the dtype on this CPU (else the
+// loops of cpu_norm.cpp). oneDNN keeps the variance where mantissa's kernels
 // keep rstd = 1 / sqrt(var + eps): the two are converted in a pass over the rows, which is tiny next to
 // the normalization.
 #include <cmath>
@@ -15,7 +16,8 @@ using dnnl::memory;
 const auto kFlags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
 
 bool usable(const Tensor& x, const Tensor& gamma, const Tensor& other) {
-  return (x.dtype() == DType::f32 || x.dtype() == DType::bf16) && x.is_contiguous() && other.dtype() == x.dtype() &&
+  return (x.dtype() == DType::f32 || x.dtype() == DType::bf16) && onednn_supports(OnednnPrimitive::layer_norm, x.dtype()) &&
+         x.is_contiguous() && other.dtype() == x.dtype() &&
          other.is_contiguous() && gamma.dtype() == DType::f32 && gamma.is_contiguous() && x.numel() > 0;
 }
 

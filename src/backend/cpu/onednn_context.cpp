@@ -40,63 +40,6 @@ dnnl::memory::desc memory_desc(const Shape& shape, const Shape& strides, DType t
 dnnl::memory::desc memory_desc(const Tensor& t) { return memory_desc(t.shape(), t.strides(), t.dtype()); }
 
 namespace {
-
-// Whether a primitive kind runs with each compute dtype, probed once (creating a primitive
-// descriptor throws where oneDNN has no implementation for this CPU).
-class ProbeTable {
- public:
-  template <class Probe>
-  explicit ProbeTable(Probe probe) : f32_(probe(DType::f32)), bf16_(probe(DType::bf16)), f16_(probe(DType::f16)) {}
-  bool supports(DType t) const {
-    return t == DType::f32 ? f32_ : t == DType::bf16 ? bf16_ : t == DType::f16 ? f16_ : false;
-  }
-
- private:
-  bool f32_, bf16_, f16_;
-};
-
-}  // namespace
-
-bool onednn_matmul_supports(DType t) {
-  static const ProbeTable table([](DType d) {
-    try {
-      const dnnl::memory::desc md({2, 16, 16}, onednn_type(d), dnnl::memory::format_tag::abc);
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(md, md, md), onednn_engine());
-      return true;
-    } catch (const dnnl::error&) {
-      return false;
-    }
-  });
-  return table.supports(t);
-}
-
-bool onednn_conv_supports(DType t) {
-  static const ProbeTable table([](DType d) {
-    try {
-      using tag = dnnl::memory::format_tag;
-      const auto dt = onednn_type(d);
-      const dnnl::memory::desc src({1, 16, 8, 8}, dt, tag::nchw);
-      const dnnl::memory::desc w({16, 16, 3, 3}, dt, tag::oihw);
-      const dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                               src, w, src, {1, 1}, {0, 0}, {1, 1}, {1, 1});
-      const dnnl::convolution_forward::primitive_desc fwd(fd, onednn_engine());
-      dnnl::convolution_backward_data::primitive_desc(
-          dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src, w, src, {1, 1}, {0, 0},
-                                                {1, 1}, {1, 1}),
-          onednn_engine(), fwd);
-      dnnl::convolution_backward_weights::primitive_desc(
-          dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src, w, src, {1, 1}, {0, 0},
-                                                   {1, 1}, {1, 1}),
-          onednn_engine(), fwd);
-      return true;
-    } catch (const dnnl::error&) {
-      return false;
-    }
-  });
-  return table.supports(t);
-}
-
-namespace {
 std::atomic<long long> onednn_nanoseconds{0};
 std::atomic<long> onednn_calls{0};
 }  // namespace
@@ -168,15 +111,6 @@ void onednn_reorder(const Shape& shape, const Shape& from_strides, const void* s
 }  // namespace mantissa::detail
 
 namespace mantissa {
-
-CpuCapabilities cpu_capabilities() {
-  using detail::onednn_conv_supports;
-  using detail::onednn_matmul_supports;
-  const dnnl_version_t* v = dnnl_version();
-  return {onednn_matmul_supports(DType::f32), onednn_matmul_supports(DType::bf16), onednn_matmul_supports(DType::f16),
-          onednn_conv_supports(DType::f32),   onednn_conv_supports(DType::bf16),   onednn_conv_supports(DType::f16),
-          v->major, v->minor, v->patch};
-}
 
 KernelTimes kernel_times() {
   KernelTimes t{static_cast<double>(detail::onednn_nanoseconds.load()) * 1e-9, detail::onednn_calls.load(), {}};

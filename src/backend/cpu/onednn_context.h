@@ -1,6 +1,6 @@
-// The oneDNN engine and stream the CPU backend runs on, the probe of which dtypes oneDNN implements on
-// this CPU, and a cache of primitives keyed by shape, strides and dtypes (creating a primitive costs
-// 0.2-0.6 ms; a cached one about 10 us less than that, every step).
+// The oneDNN engine and stream the CPU backend runs on, and a cache of primitives keyed by shape, strides
+// and dtypes (creating a primitive costs 0.2-0.6 ms; a cached one about 10 us less than that, every step).
+// Which primitives run with which dtype here: onednn_supports() (onednn_probe.cpp).
 #pragma once
 
 #include <chrono>
@@ -13,6 +13,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "mantissa/core/tensor.h"
+#include "mantissa/ops/backend_select.h"
 
 namespace mantissa::detail {
 
@@ -22,10 +23,6 @@ dnnl::stream& onednn_stream();
 // oneDNN's data type for a dtype; f64 and fp8 have none here.
 dnnl::memory::data_type onednn_type(DType t);
 
-// Whether oneDNN's matmul runs with this input dtype on this CPU (probed once, at first use).
-bool onednn_matmul_supports(DType t);
-// Whether oneDNN's convolution (forward and both backward passes) runs with this dtype on this CPU.
-bool onednn_conv_supports(DType t);
 
 // A strided memory descriptor for a tensor view.
 dnnl::memory::desc memory_desc(const Tensor& t);
