@@ -33,25 +33,29 @@ ImageDataset load_mnist_format(const std::filesystem::path& dir, bool train, dou
   const std::filesystem::path label_path = find_file(dir, prefix + "-labels-idx1-ubyte");
   const IdxArray images = read_idx(image_path);
   const IdxArray labels = read_idx(label_path);
-  if (images.dims.size() != 3) throw DataError(image_path.string() + ": expected [N, H, W] images");
+  if (images.dims.size() != 3 && images.dims.size() != 4) {
+    throw DataError(image_path.string() + ": expected [N, H, W] or [N, C, H, W] images, not " +
+                    std::to_string(images.dims.size()) + " dimensions");
+  }
   if (labels.dims.size() != 1) throw DataError(label_path.string() + ": expected [N] labels");
   if (labels.dims[0] != images.dims[0]) {
     throw DataError(label_path.string() + ": " + std::to_string(labels.dims[0]) + " labels for " +
                     std::to_string(images.dims[0]) + " images in " + image_path.string());
   }
   ImageDataset d;
-  const std::int64_t n = images.dims[0], h = images.dims[1], w = images.dims[2];
+  const bool planar = images.dims.size() == 4;
+  const std::int64_t n = images.dims[0], c = planar ? images.dims[1] : 1;
+  const std::int64_t h = images.dims[planar ? 2 : 1], w = images.dims[planar ? 3 : 2];
+  if (n == 0) throw DataError(image_path.string() + ": holds no images");
+  if (c == 0 || h == 0 || w == 0) throw DataError(image_path.string() + ": images of zero size");
   MemoryCategoryScope scope(MemoryCategory::data);
-  d.images = Tensor::empty({n, 1, h, w}, DType::f32);
+  d.images = Tensor::empty({n, c, h, w}, DType::f32);
   float* px = d.images.data_as<float>();
   const auto scale = static_cast<float>(1.0 / (255.0 * stddev));
   const auto shift = static_cast<float>(mean / stddev);
   for (std::size_t i = 0; i < images.data.size(); ++i) px[i] = static_cast<float>(images.data[i]) * scale - shift;
   d.labels.assign(labels.data.begin(), labels.data.end());
-  const auto max_label = *std::max_element(labels.data.begin(), labels.data.end());
-  if (max_label >= d.classes) {
-    throw DataError(label_path.string() + ": label " + std::to_string(max_label) + " outside 0..9");
-  }
+  d.classes = *std::max_element(labels.data.begin(), labels.data.end()) + 1;
   return d;
 }
 

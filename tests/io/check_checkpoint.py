@@ -29,8 +29,9 @@ def main(path):
         if key not in meta:
             problems.append("metadata lacks " + key)
     run = json.loads(meta["run"])
-    shapes = {"model/fc0.weight": [run["hidden"], 784], "model/fc1.weight": [run["hidden"], run["hidden"]],
-              "model/fc2.weight": [10, run["hidden"]]}
+    inputs = run["channels"] * run["height"] * run["width"]
+    shapes = {"model/fc0.weight": [run["hidden"], inputs], "model/fc1.weight": [run["hidden"], run["hidden"]],
+              "model/fc2.weight": [run["classes"], run["hidden"]]}
     weights = sorted(k for k in header if k.startswith("model/") and k.endswith(".weight"))
     for i, name in enumerate(weights):
         e = header[name]

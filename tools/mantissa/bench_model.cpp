@@ -121,7 +121,8 @@ class Bench {
         gpt_ = m.get();
         model_ = std::move(m);
       } else {
-        auto m = std::make_unique<nn::Cnn>(nn::CnnConfig{.width = a.width, .seed = a.seed});
+        auto m = std::make_unique<nn::Cnn>(nn::CnnConfig{.in_channels = data.images->channels(), .width = a.width,
+                                                           .classes = data.images->classes, .seed = a.seed});
         cnn_ = m.get();
         model_ = std::move(m);
       }

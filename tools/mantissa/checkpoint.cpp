@@ -63,8 +63,10 @@ void save_checkpoint(const std::filesystem::path& path, const nn::Module& model,
   write_safetensors(path, tensors, meta);
 }
 
-CheckpointState load_checkpoint(const std::filesystem::path& path, nn::Module& model, Optimizer& optimizer) {
+CheckpointState load_checkpoint(const std::filesystem::path& path, nn::Module& model, Optimizer& optimizer,
+                                const std::function<void(const std::map<std::string, std::string>&)>& check) {
   const Safetensors f = read_safetensors(path);
+  if (check) check(f.metadata);
   const auto fail = [&](const std::string& what) { throw CheckpointError(path.string() + ": " + what); };
   const auto load_into = [&](const std::string& key, const Tensor& target) {
     const Tensor* t = f.find(key);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -24,8 +25,10 @@ struct CheckpointState {
 void save_checkpoint(const std::filesystem::path& path, const nn::Module& model, const Optimizer& optimizer,
                      const CheckpointState& state);
 // Loads into an already built model and optimizer; throws CheckpointError naming the file and the
-// tensor or field that does not fit.
-CheckpointState load_checkpoint(const std::filesystem::path& path, nn::Module& model, Optimizer& optimizer);
+// tensor or field that does not fit. `check`, when given, sees the metadata first (and may throw), so a
+// run with other settings is told which setting differs rather than which tensor.
+CheckpointState load_checkpoint(const std::filesystem::path& path, nn::Module& model, Optimizer& optimizer,
+                                const std::function<void(const std::map<std::string, std::string>&)>& check = {});
 
 // ckpt-<step>.safetensors in dir, newest last.
 std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& dir);

@@ -115,21 +115,73 @@ void inject_inf(const Tensor& g) {
   }
 }
 
-// What a checkpoint must agree on with the run resuming from it.
-std::string signature(const TrainConfig& c) {
-  std::ostringstream s;
-  s << "--model " << c.model << " --precision " << dtype_name(c.precision)
-    << " --mode " << (c.low_precision_model ? "low-precision-model" : "autocast") << " --optimizer " << c.optimizer
-    << " --hidden " << c.hidden << " --layers " << c.layers << " --width " << c.width << " --n-layer " << c.n_layer
-    << " --n-head " << c.n_head << " --n-embd " << c.n_embd << " --block-size " << c.block_size << " --batch-size "
-    << c.batch_size << " --seed " << c.seed;
-  return s.str();
+// The sizes a model takes from its data: image channels, height and width and the class count (the
+// largest label of either split + 1), or the GPT's 256-byte vocabulary.
+struct DataShape {
+  std::int64_t channels = 0, height = 0, width = 0, classes = 0;
+  std::string input() const {
+    return std::to_string(channels) + "x" + std::to_string(height) + "x" + std::to_string(width);
+  }
+};
+
+DataShape image_shape(const ImageDataset& train, const ImageDataset& test, const std::string& dir) {
+  if (test.channels() != train.channels() || test.height() != train.height() || test.width() != train.width()) {
+    throw DataError(dir + ": the test images are " + shape_str(test.images.shape()) + ", the training images " +
+                    shape_str(train.images.shape()) + " (each image must have the same size)");
+  }
+  return {train.channels(), train.height(), train.width(), std::max(train.classes, test.classes)};
+}
+
+// What a checkpoint must agree on with the run resuming from it, as (name, value): the flags that shape
+// the model, its precision and its data order, and the sizes taken from the data.
+using Signature = std::vector<std::pair<std::string, std::string>>;
+
+Signature signature(const TrainConfig& c, const DataShape& d) {
+  const auto n = [](std::int64_t v) { return std::to_string(v); };
+  Signature s{{"--model", c.model}, {"--precision", std::string(dtype_name(c.precision))},
+              {"--mode", c.low_precision_model ? "low-precision-model" : "autocast"}, {"--optimizer", c.optimizer}};
+  if (c.model == "gpt") {
+    s.insert(s.end(), {{"--n-layer", n(c.n_layer)}, {"--n-head", n(c.n_head)}, {"--n-embd", n(c.n_embd)},
+                       {"--block-size", n(c.block_size)}, {"vocabulary", "256"}});
+  } else {
+    if (c.model == "mlp") s.insert(s.end(), {{"--hidden", n(c.hidden)}, {"--layers", n(c.layers)}});
+    if (c.model == "cnn") s.emplace_back("--width", n(c.width));
+    s.insert(s.end(), {{"image size (CxHxW)", d.input()}, {"classes", n(d.classes)}});
+  }
+  s.insert(s.end(), {{"--batch-size", n(c.batch_size)}, {"--seed", std::to_string(c.seed)}});
+  return s;
+}
+
+std::string signature_json(const Signature& s) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : s) j[k] = v;
+  return j.dump();
+}
+
+// Throws naming every setting where the checkpoint's run and this one differ.
+void check_signature(const std::filesystem::path& path, const std::string& stored, const Signature& ours) {
+  nlohmann::json theirs;
+  try {
+    theirs = nlohmann::json::parse(stored);
+  } catch (const nlohmann::json::exception&) {
+  }
+  if (!theirs.is_object()) {
+    throw CheckpointError(path.string() + ": written by another version of mantissa (its settings: " + stored + ")");
+  }
+  std::string diff;
+  for (const auto& [k, v] : ours) {
+    const auto it = theirs.find(k);
+    const std::string was = it != theirs.end() && it->is_string() ? it->get<std::string>() : "(none)";
+    if (was != v) diff += (diff.empty() ? "" : ", ") + k + " " + was + " (this run: " + v + ")";
+  }
+  if (!diff.empty()) throw CheckpointError(path.string() + ": written by a run with " + diff);
 }
 
 // Every setting of the run, for the checkpoint's metadata (people and tools read it; resume checks the
 // signature above).
-std::string config_json(const TrainConfig& c) {
-  return nlohmann::json{{"model", c.model}, {"data", c.data}, {"precision", std::string(dtype_name(c.precision))},
+std::string config_json(const TrainConfig& c, const DataShape& d) {
+  return nlohmann::json{{"model", c.model}, {"channels", d.channels}, {"height", d.height}, {"width", d.width},
+                        {"classes", d.classes}, {"data", c.data}, {"precision", std::string(dtype_name(c.precision))},
                         {"mode", c.low_precision_model ? "low-precision-model" : "autocast"},
                         {"loss_scale", c.loss_scale}, {"init_scale", c.init_scale}, {"growth_factor", c.growth_factor},
                         {"backoff_factor", c.backoff_factor}, {"growth_interval", c.growth_interval},
@@ -137,7 +189,7 @@ std::string config_json(const TrainConfig& c) {
                         {"lr", c.lr}, {"weight_decay", c.weight_decay}, {"momentum", c.momentum}, {"clip", c.clip},
                         {"schedule", c.schedule}, {"warmup", c.warmup}, {"stochastic_rounding", c.stochastic_rounding},
                         {"steps", c.steps}, {"batch_size", c.batch_size}, {"grad_accum", c.grad_accum},
-                        {"seed", c.seed}, {"hidden", c.hidden}, {"layers", c.layers}, {"width", c.width},
+                        {"seed", c.seed}, {"hidden", c.hidden}, {"layers", c.layers}, {"cnn_width", c.width},
                         {"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"block_size", c.block_size}}
       .dump();
 }
@@ -169,6 +221,15 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
     train_set = load_mnist_format(data_path, true);
     test_set = load_mnist_format(data_path, false);
   }
+  DataShape shape;
+  if (!text) {
+    shape = image_shape(*train_set, *test_set, data_path);
+    // The CNN pools twice by 2: a side under 4 pixels would leave nothing to pool.
+    if (c.model == "cnn" && (shape.height < 4 || shape.width < 4)) {
+      throw DataError(data_path + ": the CNN needs images of at least 4x4 pixels (it pools twice by 2); these are " +
+                      std::to_string(shape.height) + "x" + std::to_string(shape.width));
+    }
+  }
   if (c.epochs > 0) {
     if (text) throw std::invalid_argument("--epochs applies to image data; give a text model --steps");
     const std::int64_t per_step = c.batch_size * c.grad_accum;
@@ -182,11 +243,13 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   {
     MemoryCategoryScope params(MemoryCategory::parameters);
     if (c.model == "mlp") {
-      auto m = std::make_unique<nn::Mlp>(nn::MlpConfig{.in = 784, .hidden = c.hidden, .layers = c.layers, .seed = c.seed});
+      auto m = std::make_unique<nn::Mlp>(nn::MlpConfig{.in = shape.channels * shape.height * shape.width, .hidden = c.hidden,
+                                                           .layers = c.layers, .classes = shape.classes, .seed = c.seed});
       classify = [p = m.get()](const Tensor& x) { return p->forward(x); };
       model = std::move(m);
     } else if (c.model == "cnn") {
-      auto m = std::make_unique<nn::Cnn>(nn::CnnConfig{.width = c.width, .seed = c.seed});
+      auto m = std::make_unique<nn::Cnn>(nn::CnnConfig{.in_channels = shape.channels, .width = c.width,
+                                                           .classes = shape.classes, .seed = c.seed});
       classify = [p = m.get()](const Tensor& x) { return p->forward(x); };
       model = std::move(m);
     } else {
@@ -246,8 +309,8 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
         r.val_loss += cross_entropy(logits, y, Reduction::sum).item();
         const std::vector<double> l = logits.to_doubles();
         for (std::size_t i = 0; i < y.size(); ++i) {
-          const auto row = l.begin() + static_cast<std::ptrdiff_t>(i * 10);
-          right += (std::max_element(row, row + 10) - row) == y[i] ? 1 : 0;
+          const auto row = l.begin() + static_cast<std::ptrdiff_t>(i) * shape.classes;
+          right += (std::max_element(row, row + shape.classes) - row) == y[i] ? 1 : 0;
         }
       }
       r.val_loss /= static_cast<double>(n);
@@ -263,15 +326,16 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
     if (c.checkpoint_dir.empty()) throw std::invalid_argument("--resume needs --checkpoint-dir");
     const std::vector<std::filesystem::path> all = list_checkpoints(c.checkpoint_dir);
     if (all.empty()) throw CheckpointError(c.checkpoint_dir + ": no checkpoint to resume from");
-    const CheckpointState st = load_checkpoint(all.back(), *model, *opt);
+    const CheckpointState st = load_checkpoint(all.back(), *model, *opt, [&](const auto& meta) {
+      const auto it = meta.find("config");
+      if (it == meta.end()) throw CheckpointError(all.back().string() + ": has no 'config' in its metadata");
+      check_signature(all.back(), it->second, signature(c, shape));
+    });
     const auto get = [&](const std::string& k) -> const std::string& {
       const auto it = st.extra.find(k);
       if (it == st.extra.end()) throw CheckpointError(all.back().string() + ": has no '" + k + "' in its metadata");
       return it->second;
     };
-    if (get("config") != signature(c)) {
-      throw CheckpointError(all.back().string() + ": written by a run with " + get("config") + "; this run has " + signature(c));
-    }
     scaler.load_state(st.scaler);
     if (text) {
       std::istringstream in(get("text_rng"));
@@ -282,7 +346,7 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
     result.first_step = st.step + 1;
   }
   const auto save = [&](std::int64_t step) {
-    CheckpointState st{step, scaler.state(), {{"config", signature(c)}, {"run", config_json(c)}}};
+    CheckpointState st{step, scaler.state(), {{"config", signature_json(signature(c, shape))}, {"run", config_json(c, shape)}}};
     if (text) {
       std::ostringstream out;
       out << text_rng;

@@ -29,16 +29,20 @@ IdxArray read_idx(const std::filesystem::path& path);
 // Writes one (gzipped when the name ends in .gz), for tests and tools.
 void write_idx(const std::filesystem::path& path, const IdxArray& array);
 
-// Images [N, 1, H, W] as f32, scaled to [0, 1] then normalized with the given mean and standard
-// deviation, and one label per image.
+// Images [N, C, H, W] as f32, scaled to [0, 1] then normalized with the given mean and standard
+// deviation, and one label per image. `classes` is the largest label + 1 (IDX files carry no count).
 struct ImageDataset {
   Tensor images;
   std::vector<std::int64_t> labels;
-  std::int64_t classes = 10;
+  std::int64_t classes = 0;
   std::int64_t size() const { return static_cast<std::int64_t>(labels.size()); }
+  std::int64_t channels() const { return images.size(1); }
+  std::int64_t height() const { return images.size(2); }
+  std::int64_t width() const { return images.size(3); }
 };
 
-// The MNIST layout in `dir`: {train,t10k}-images-idx3-ubyte[.gz] and the matching labels.
+// The MNIST layout in `dir`: {train,t10k}-images-idx3-ubyte[.gz] and the matching labels. Images of any
+// size: [N, H, W] (one channel, as MNIST) or [N, C, H, W] in the images file; labels 0..255.
 // Fashion-MNIST's pixel mean and standard deviation (training set) are the defaults.
 ImageDataset load_mnist_format(const std::filesystem::path& dir, bool train, double mean = 0.2860,
                                double stddev = 0.3530);
