@@ -73,6 +73,7 @@ EncodeKernel pick_encode(Format f, const CastOptions& o, Isa isa) {
     return f == Format::fp16() && fixed_rounding ? detail::encode_fp16_avx512 : detail::encode_avx512;
   }
   if (isa >= Isa::avx2) {
+    if (f == Format::bf16() && o.rounding == Rounding::nearest_even && !o.saturate) return detail::encode_bf16_avx2;
     return f == Format::fp16() && fixed_rounding ? detail::encode_fp16_f16c : detail::encode_avx2;
   }
   return detail::encode_portable;
@@ -84,7 +85,10 @@ DecodeKernel pick_decode(Format f, Isa isa, bool has_table) {
     if (f == Format::bf16()) return detail::decode_bf16_avx512;
     if (has_table) return detail::decode_8bit_avx512;
   }
-  if (isa >= Isa::avx2) return f == Format::fp16() ? detail::decode_fp16_f16c : detail::decode_avx2;
+  if (isa >= Isa::avx2) {
+    if (f == Format::bf16()) return detail::decode_bf16_avx2;
+    return f == Format::fp16() ? detail::decode_fp16_f16c : detail::decode_avx2;
+  }
   return detail::decode_portable;
 }
 

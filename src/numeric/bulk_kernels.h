@@ -41,6 +41,8 @@ void encode_fp16_f16c(const EncodeJob& job);
 void decode_fp16_f16c(const DecodeJob& job);
 void encode_avx2(const EncodeJob& job);
 void decode_avx2(const DecodeJob& job);
+void encode_bf16_avx2(const EncodeJob& job);  // nearest even, not saturating
+void decode_bf16_avx2(const DecodeJob& job);
 
 // AVX-512 (F, BW, VL, DQ): every format and rounding mode.
 void encode_avx512(const EncodeJob& job);

@@ -1,8 +1,8 @@
 // Matrix products on oneDNN. f32, and bf16 where oneDNN multiplies it on this CPU (AVX-512 and up), go
 // straight to oneDNN's matmul on the strided views (bf16 products accumulate in f32 inside oneDNN, as
 // AVX512-BF16's vdpbf16ps does). A dtype oneDNN cannot multiply here (f16 on these CPUs; bf16 on an
-// AVX2-only CPU) is converted to f32 block by block (512 rows of A by 256 of K at a time) and
-// accumulated in an f32 block of the output, then rounded once: the numbers of hardware bf16/f16 with
+// AVX2-only CPU) is converted to f32 block by block (row blocks of A of about 8 MiB in f32, the weight
+// once per product) and multiplied into an f32 block of the output, then rounded once: the numbers of hardware bf16/f16 with
 // f32 accumulation (every bf16 and f16 value is exact in f32), without a full f32 copy of either input.
 #include <algorithm>
 #include <stdexcept>
@@ -15,9 +15,6 @@
 
 namespace mantissa::detail {
 namespace {
-
-constexpr std::int64_t kRowsPerBlock = 512;
-constexpr std::int64_t kDepthPerBlock = 256;
 
 // One oneDNN matmul on raw pointers with the given views; accumulate adds into dst (sum post-op); a
 // bias (contiguous [N], or null) is added by oneDNN before the output is rounded.
@@ -106,8 +103,6 @@ std::vector<float> bias_as_f32(const Tensor& bias, std::int64_t n) {
 // Many small products (attention's heads): a chunk of whole batch entries converted at a time and run
 // as one batched f32 matmul, so each call is big enough for oneDNN and the threads.
 constexpr std::int64_t kChunkFloats = 1 << 20;
-// Weights up to this many elements (4 MiB in f32) are converted once per product, not once per row block.
-constexpr std::int64_t kWeightFloats = 1 << 20;
 
 void matmul_via_f32_batched_chunks(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out) {
   const std::int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
@@ -144,6 +139,13 @@ void matmul_via_f32_batched_chunks(const Tensor& a, const Tensor& w, const Tenso
   }
 }
 
+// The depth (K) of each converted block: all of K where the weight fits in kMaxWeightFloats, so that
+// every oneDNN call is one full product of a row block (splitting K into accumulating calls of 256 ran
+// the products at half the f32 speed on AVX2); 256 for larger weights, converted as they are used.
+constexpr std::int64_t kMaxWeightFloats = 1 << 24;  // 64 MiB in f32
+// Rows of A per block: about this many f32 values of A, and at least 64 rows.
+constexpr std::int64_t kBlockFloats = 1 << 21;  // 8 MiB
+
 void matmul_via_f32_blockwise(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out) {
   const std::int64_t batch = out.size(0);
   if (batch > 1 && out.size(1) * a.size(2) + a.size(2) * out.size(2) + out.size(1) * out.size(2) <= kChunkFloats / 4) {
@@ -156,51 +158,52 @@ void matmul_via_f32_blockwise(const Tensor& a, const Tensor& w, const Tensor& bi
   const Shape& sa = a.strides();
   const Shape& sw = w.strides();
   const Shape& so = out.strides();
-  std::vector<float> a_blk(static_cast<std::size_t>(std::min(m, kRowsPerBlock) * std::min(k, kDepthPerBlock)));
-  std::vector<float> c_blk(static_cast<std::size_t>(std::min(m, kRowsPerBlock) * n));
+  const bool keep_weight = k * n <= kMaxWeightFloats;
+  const std::int64_t depth = keep_weight ? k : std::min<std::int64_t>(k, 256);
+  const std::int64_t rows = std::clamp<std::int64_t>(kBlockFloats / std::max<std::int64_t>(depth, 1), 64, std::max<std::int64_t>(m, 1));
+  // Scratch as tensors, so that memory_stats() counts it (temporary).
+  Tensor a_blk = Tensor::empty({std::min(m, rows) * depth}, DType::f32);
+  Tensor c_blk = Tensor::empty({std::min(m, rows) * n}, DType::f32);
   const std::vector<float> bias_f32 = bias_as_f32(bias, n);
-  // The weight's depth blocks in f32, each converted (and reordered where that pays) once per matrix and
-  // reused by every row block; a weight over kWeightFloats is converted block by block as it is used.
-  const bool keep_weight = k * n <= kWeightFloats;
+  // The weight in f32, converted (and reordered where that pays) once per matrix and reused by every row
+  // block; a weight over kMaxWeightFloats is converted block by block as it is used.
   struct WeightBlock {
-    std::vector<float> data;
+    Tensor data;
     std::int64_t row_stride = 0, col_stride = 0;
   };
-  std::vector<WeightBlock> weight((k + kDepthPerBlock - 1) / kDepthPerBlock);
-  std::vector<float> w_tmp;
-  const auto convert_weight_block = [&](std::int64_t b, std::int64_t p0, WeightBlock& blk) {
-    const std::int64_t kb = std::min(kDepthPerBlock, k - p0);
-    blk.data.resize(static_cast<std::size_t>(kb * n));
-    auto [wr, wc] = block_to_f32(w, b * sw[0] + p0 * sw[1], sw[1], sw[2], kb, n, blk.data.data());
-    if (wc == 1 && worth_reordering(std::min(m, kRowsPerBlock), n)) {  // row-major: into the layout f32 multiplies fastest
-      w_tmp.resize(blk.data.size());
-      onednn_reorder({1, kb, n}, {kb * n, n, 1}, blk.data.data(), {kb * n, 1, kb}, w_tmp.data(), DType::f32);
-      std::swap(blk.data, w_tmp);
+  WeightBlock blk;
+  const auto convert_weight_block = [&](std::int64_t b, std::int64_t p0) {
+    const std::int64_t kb = std::min(depth, k - p0);
+    if (!blk.data.defined() || blk.data.numel() < kb * n) blk.data = Tensor::empty({kb * n}, DType::f32);
+    auto [wr, wc] = block_to_f32(w, b * sw[0] + p0 * sw[1], sw[1], sw[2], kb, n, blk.data.data_as<float>());
+    if (wc == 1 && worth_reordering(std::min(m, rows), n)) {  // row-major: into the layout f32 multiplies fastest
+      Tensor reordered = Tensor::empty({kb * n}, DType::f32);
+      onednn_reorder({1, kb, n}, {kb * n, n, 1}, blk.data.data(), {kb * n, 1, kb}, reordered.data(), DType::f32);
+      blk.data = reordered;
       wr = 1, wc = kb;
     }
     blk.row_stride = wr;
     blk.col_stride = wc;
   };
   for (std::int64_t b = 0; b < batch; ++b) {
-    if (keep_weight) {
-      for (std::int64_t p0 = 0; p0 < k; p0 += kDepthPerBlock) convert_weight_block(b, p0, weight[static_cast<std::size_t>(p0 / kDepthPerBlock)]);
-    }
-    for (std::int64_t i0 = 0; i0 < m; i0 += kRowsPerBlock) {
-      const std::int64_t mb = std::min(kRowsPerBlock, m - i0);
-      for (std::int64_t p0 = 0; p0 < k; p0 += kDepthPerBlock) {
-        const std::int64_t kb = std::min(kDepthPerBlock, k - p0);
-        const auto [ar, ac] = block_to_f32(a, b * sa[0] + i0 * sa[1] + p0 * sa[2], sa[1], sa[2], mb, kb, a_blk.data());
-        WeightBlock& blk = weight[static_cast<std::size_t>(keep_weight ? p0 / kDepthPerBlock : 0)];
-        if (!keep_weight) convert_weight_block(b, p0, blk);
+    // A weight shared by every batch entry (stride 0) is converted once.
+    if (keep_weight && (b == 0 || sw[0] != 0)) convert_weight_block(b, 0);
+    for (std::int64_t i0 = 0; i0 < m; i0 += rows) {
+      const std::int64_t mb = std::min(rows, m - i0);
+      for (std::int64_t p0 = 0; p0 < k; p0 += depth) {
+        const std::int64_t kb = std::min(depth, k - p0);
+        const auto [ar, ac] = block_to_f32(a, b * sa[0] + i0 * sa[1] + p0 * sa[2], sa[1], sa[2], mb, kb, a_blk.data_as<float>());
+        if (!keep_weight) convert_weight_block(b, p0);
         run_matmul({1, mb, kb}, {mb * kb, ar, ac}, a_blk.data(), {1, kb, n}, {kb * n, blk.row_stride, blk.col_stride},
                    blk.data.data(), {1, mb, n}, {mb * n, n, 1}, c_blk.data(), DType::f32, DType::f32, p0 > 0);
       }
+      float* c = c_blk.data_as<float>();
 #pragma omp parallel for schedule(static) if (mb * n >= (1 << 15))
       for (std::int64_t r = 0; r < mb; ++r) {
-        float* row = c_blk.data() + r * n;
-        for (std::int64_t c = 0; c < static_cast<std::int64_t>(bias_f32.size()); ++c) row[c] += bias_f32[static_cast<std::size_t>(c)];
-        for (std::int64_t c = 0; c < n; c += kRowBlock) {
-          store_f32(out, b * so[0] + (i0 + r) * so[1] + c * so[2], so[2], std::min(kRowBlock, n - c), row + c);
+        float* row = c + r * n;
+        for (std::int64_t col = 0; col < static_cast<std::int64_t>(bias_f32.size()); ++col) row[col] += bias_f32[static_cast<std::size_t>(col)];
+        for (std::int64_t col = 0; col < n; col += kRowBlock) {
+          store_f32(out, b * so[0] + (i0 + r) * so[1] + col * so[2], so[2], std::min(kRowBlock, n - col), row + col);
         }
       }
     }
