@@ -41,6 +41,7 @@ AutocastPolicy AutocastPolicy::defaults() {
   p.table_[static_cast<std::size_t>(AutocastOp::matmul)] = AutocastPrecision::low;
   p.table_[static_cast<std::size_t>(AutocastOp::linear)] = AutocastPrecision::low;
   p.table_[static_cast<std::size_t>(AutocastOp::conv2d)] = AutocastPrecision::low;
+  p.table_[static_cast<std::size_t>(AutocastOp::batch_norm)] = AutocastPrecision::input;
   return p;
 }
 

@@ -35,6 +35,30 @@ TEST(Autocast, EachOpCategoryRunsInItsPrecision) {
   EXPECT_EQ(matmul(a, w).dtype(), DType::f32);
 }
 
+TEST(Autocast, BatchNormKeepsALowPrecisionInputsDtypeAndComputesInF32) {
+  // As PyTorch's autocast on CUDA: batch norm runs in its input's dtype with f32 parameters and
+  // statistics, so a conv's bf16 output is normalized without an f32 copy saved for backward. The
+  // result is the f32 computation rounded once.
+  const Tensor x = Tensor::randn({4, 3, 5, 5}, DType::bf16, 11);
+  Tensor gamma = Tensor::randn({3}, DType::f32, 12).set_requires_grad();
+  Tensor beta = Tensor::randn({3}, DType::f32, 13).set_requires_grad();
+  Tensor mean = Tensor::zeros({3}, DType::f32), var = Tensor::full({3}, 1, DType::f32);
+  Tensor y;
+  {
+    Autocast region(DType::bf16);
+    y = batch_norm(x, gamma, beta, mean, var, true, 0.1, 1e-5);
+  }
+  EXPECT_EQ(y.dtype(), DType::bf16);
+  Tensor mean32 = Tensor::zeros({3}, DType::f32), var32 = Tensor::full({3}, 1, DType::f32);
+  const Tensor want = cast(batch_norm(cast(x, DType::f32), gamma.detach(), beta.detach(), mean32, var32, true, 0.1, 1e-5),
+                           DType::bf16);
+  EXPECT_EQ(y.to_doubles(), want.to_doubles());
+  EXPECT_EQ(mean.to_doubles(), mean32.to_doubles());  // the running statistics stay f32, the same
+  sum(cast(y, DType::f32)).backward();
+  EXPECT_EQ(gamma.grad().dtype(), DType::f32);
+  EXPECT_EQ(beta.grad().dtype(), DType::f32);
+}
+
 TEST(Autocast, ProductsAccumulateInF32) {
   // 1 + 4095 terms of 2^-9: in bf16 each 2^-9 would be lost against 1 (half an ulp is 2^-8); in f32
   // the sum is 8.998..., which bf16 rounds to 9.

@@ -1,9 +1,10 @@
 // Autocast: inside a region, each op runs in the precision that is safe for it (PyTorch AMP's rules):
 //   low precision: matmul, linear, conv2d (and so the products inside attention): f32 inputs are cast
 //     to bf16/f16, products accumulate in f32, outputs are low precision;
-//   f32: softmax, log-softmax, layer and batch norm, the losses, exp, log, pow, sqrt and the reductions
+//   f32: softmax, log-softmax, layer norm, the losses, exp, log, pow, sqrt and the reductions
 //     sum, mean, variance: low-precision inputs are cast to f32, outputs are f32;
-//   everything else runs in its inputs' dtype, and binary ops promote to the wider input.
+//   everything else runs in its inputs' dtype (batch norm too, as on CUDA: computed in f32 with f32
+//     parameters and statistics, rounded once), and binary ops promote to the wider input.
 // Regions nest (the innermost wins) and can switch autocast off inside. The policy (which op goes
 // where) can be replaced per region and printed. Within the outermost region, each f32 parameter is
 // cast to the low dtype once, however often it is used (the cast is cached until the region ends).

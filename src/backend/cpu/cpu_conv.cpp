@@ -148,7 +148,8 @@ void run(Pass pass, const ConvShapes& s, DType t, bool grouped, void* src, void*
 }
 
 // Runs a pass in the operands' dtype, or through f32 copies when oneDNN lacks it (f16 on CPUs without
-// f16 arithmetic, bf16 on AVX2-only ones).
+// f16 arithmetic, bf16 on AVX2-only ones). (oneDNN 2.6's reorders could convert bf16 while changing
+// the layout, but on AVX2 they ran 10x slower than this copy and flush subnormals.)
 void conv_pass(Pass pass, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p) {
   const ConvShapes s = conv_shapes(x.shape(), w.shape(), y.shape(), p);
   const DType t = x.dtype();
@@ -156,10 +157,17 @@ void conv_pass(Pass pass, const Tensor& x, const Tensor& w, const Tensor& y, con
     run(pass, s, t, p.groups > 1, x.data(), w.data(), y.data());
     return;
   }
+
   // The pass writes one operand (y forward, x backward data, w backward weights) from the other two.
-  Tensor xf = pass == Pass::backward_data ? Tensor::empty(x.shape(), DType::f32) : contiguous_copy(cast(x, DType::f32));
-  Tensor wf = pass == Pass::backward_weights ? Tensor::empty(w.shape(), DType::f32) : contiguous_copy(cast(w, DType::f32));
-  Tensor yf = pass == Pass::forward ? Tensor::empty(y.shape(), DType::f32) : contiguous_copy(cast(y, DType::f32));
+  // Each input converted to f32 in one pass (the operands are contiguous NCHW), the output allocated.
+  const auto as_f32 = [](const Tensor& operand, bool written) {
+    Tensor f = Tensor::empty(operand.shape(), DType::f32, operand.device());
+    if (!written) cpu_copy(operand, f);
+    return f;
+  };
+  Tensor xf = as_f32(x, pass == Pass::backward_data);
+  Tensor wf = as_f32(w, pass == Pass::backward_weights);
+  Tensor yf = as_f32(y, pass == Pass::forward);
   run(pass, s, DType::f32, p.groups > 1, xf.data(), wf.data(), yf.data());
   const Tensor& written = pass == Pass::forward ? yf : pass == Pass::backward_data ? xf : wf;
   const Tensor& target = pass == Pass::forward ? y : pass == Pass::backward_data ? x : w;
