@@ -152,6 +152,10 @@ std::vector<Case> large_cases() {
   c.push_back({"softmax_large", {{{200, 513}}}, [](V x) { return softmax(x[0]); }, 513});
   c.push_back({"conv2d_large", {{{4, 16, 14, 14}}, {{32, 16, 3, 3}}},
                [](V x) { return conv2d(x[0], x[1], {}, {1, 1, 1, 1, 1, 1, 1}); }, 144, 1, A});
+  // Channels that do not fill the blocks of 8 and planes of more than 512 positions: the bf16 fallback's
+  // conversion into and out of oneDNN's nChw8c layout (AVX2), padding and spans included.
+  c.push_back({"conv2d_ragged_channels_large", {{{2, 12, 24, 25}}, {{20, 12, 3, 3}}},
+               [](V x) { return conv2d(x[0], x[1], {}, {1, 1, 1, 1, 1, 1, 1}); }, 108, 1, A});
   // 33 images: the cpu kernel's chunks of 8 images, the last one short, across threads.
   c.push_back({"batch_norm_large", {{{33, 24, 7, 7}}, {{24}}, {{24}}}, [](V x) {
                  return batch_norm(x[0], x[1], x[2], Tensor::zeros({24}, DType::f32), Tensor::full({24}, 1, DType::f32), true);
