@@ -13,6 +13,7 @@
 #include <chrono>
 
 #include "mantissa/numeric/bulk.h"
+#include "mantissa/ops/backend_select.h"
 
 namespace mantissa::cli {
 namespace {
@@ -142,7 +143,7 @@ double measure(int threads, Kernel kernel, double flops_per_iteration) {
 }  // namespace
 
 Peak f32_peak(int threads) {
-  if (isa_supported(Isa::avx512)) {
+  if (active_isa() >= Isa::avx512) {  // MANTISSA_ISA=avx2 measures the AVX2 peak, as oneDNN capped runs
     return {measure(threads, fma_avx512, 2.0 * 16 * kChains) / 1e9, "vfmadd231ps zmm"};
   }
   return {measure(threads, fma_avx2, 2.0 * 8 * kChains) / 1e9, "vfmadd231ps ymm"};
@@ -154,7 +155,7 @@ bool amx_bf16_usable() {
 }
 
 std::optional<Peak> amx_bf16_peak(int threads) {
-  if (!amx_bf16_usable()) return std::nullopt;
+  if (!amx_bf16_usable() || !onednn_supports(OnednnPrimitive::matmul, DType::bf16)) return std::nullopt;
   // Each TDPBF16PS: 16 x 16 outputs x 32 products x 2 flops; four per iteration. Fewer iterations: each
   // instruction does 256 times the work of a vector one.
   return Peak{measure(threads, [](long n) { return dpbf16_amx(n / 64); }, 4.0 * 16 * 16 * 32 * 2 / 64) / 1e9,
@@ -162,7 +163,7 @@ std::optional<Peak> amx_bf16_peak(int threads) {
 }
 
 std::optional<Peak> bf16_peak(int threads) {
-  if (!isa_supported(Isa::avx512_bf16)) return std::nullopt;
+  if (active_isa() < Isa::avx512_bf16 || !onednn_supports(OnednnPrimitive::matmul, DType::bf16)) return std::nullopt;
   // vdpbf16ps zmm: 16 lanes x 2 products x (multiply + add) = 64 flops.
   return Peak{measure(threads, dpbf16_avx512, 64.0 * kChains) / 1e9, "vdpbf16ps zmm"};
 }

@@ -13,9 +13,10 @@ struct Peak {
   std::string instruction;  // what was timed, e.g. "vfmadd231ps zmm"
 };
 
-// f32 multiply-add peak on `threads` threads (AVX-512, else AVX2 FMA).
+// f32 multiply-add peak on `threads` threads (AVX-512, else AVX2 FMA; MANTISSA_ISA=avx2 asks for AVX2).
 Peak f32_peak(int threads);
-// bf16 dot-product peak (AVX512-BF16), or nothing on CPUs without it.
+// bf16 dot-product peak (AVX512-BF16), or nothing on CPUs without it or where oneDNN multiplies bf16 in
+// f32 (capped with ONEDNN_MAX_CPU_ISA / MANTISSA_ISA): the f32 peak is then the one that applies.
 std::optional<Peak> bf16_peak(int threads);
 // bf16 tile matrix-multiply peak (AMX), or nothing on CPUs (or kernels) without it. oneDNN uses AMX for
 // bf16 matmul where it exists, so that is the peak its bf16 figures compare with.
