@@ -5,10 +5,12 @@ bench.py loads them), then rounds of A B A B ... (a fresh process each, the same
 the median of each side and of the pairwise speed ratios.
 
   python3 bench/pytorch/compare.py --python .venv-torch/bin/python [--models gpt-small,gpt-wide,cnn]
-      [--rounds 3] [--steps 10] [--threads 2] [--json out.json]
+      [--rounds 3] [--steps 10] [--threads 2] [--cap avx2] [--pairs fp32,bf16-autocast] [--json out.json]
 
 mantissa's fp32 runs against PyTorch fp32; mantissa's bf16 (autocast, and the low-precision model)
-against torch.autocast('cpu', bfloat16). Ratios above 1 mean mantissa is faster.
+against torch.autocast('cpu', bfloat16). Ratios above 1 mean mantissa is faster. --cap avx2 runs both
+sides as on an AVX2-only CPU: oneDNN capped for both (ONEDNN_MAX_CPU_ISA=AVX2), PyTorch's own kernels and
+MKL capped too (ATEN_CPU_CAPABILITY=avx2, MKL_ENABLE_INSTRUCTIONS=AVX2), mantissa's (MANTISSA_ISA=avx2).
 """
 import argparse
 import json
@@ -21,6 +23,12 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
+# Environment that makes both sides run as on a CPU with at most this instruction set.
+CAPS = {
+    "avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+             "MANTISSA_ISA": "avx2"},
+}
+
 # (label, mantissa flags, PyTorch precision)
 PAIRS = [
     ("fp32", ["--precision", "fp32"], "fp32"),
@@ -29,8 +37,12 @@ PAIRS = [
 ]
 
 
+CAP = {}
+
+
 def env_for(threads):
     env = dict(os.environ)
+    env.update(CAP)
     # Neither side uses OpenBLAS (mantissa: oneDNN; PyTorch: MKL and oneDNN), but a set
     # OPENBLAS_CORETYPE can slow builds that do, so it is removed for both.
     env.pop("OPENBLAS_CORETYPE", None)
@@ -54,8 +66,15 @@ def main():
     a.add_argument("--steps", type=int, default=10)
     a.add_argument("--warmup", type=int, default=3)
     a.add_argument("--threads", type=int, default=2)
+    a.add_argument("--cap", choices=sorted(CAPS), help="run both sides as on a CPU with only this instruction set")
+    a.add_argument("--pairs", default="fp32,bf16-autocast,bf16-low-precision-model",
+                   help="which of fp32, bf16-autocast, bf16-low-precision-model to run")
     a.add_argument("--json", help="write every measurement here")
     args = a.parse_args()
+    if args.cap:
+        CAP.update(CAPS[args.cap])
+    wanted = args.pairs.split(",")
+    pairs = [p for p in PAIRS if p[0].replace(" ", "-") in wanted]
 
     bench_py = os.path.join(HERE, "bench.py")
     common = ["--threads", str(args.threads), "--steps", str(args.steps), "--warmup", str(args.warmup)]
@@ -63,7 +82,7 @@ def main():
     torch_info = None
     with tempfile.TemporaryDirectory() as tmp:
         for model in args.models.split(","):
-            for label, mflags, tprec in PAIRS:
+            for label, mflags, tprec in pairs:
                 # Same thing computed: mantissa's initial weights and first batch, loaded by PyTorch.
                 init = os.path.join(tmp, f"{model}-{tprec}.safetensors")
                 m0 = run_json([args.mantissa, "bench", "--model", model, *mflags, "--steps", "1", "--warmup", "0",
@@ -87,7 +106,8 @@ def main():
 
     print(f"\nPyTorch {torch_info['torch']} (oneDNN {torch_info['mkldnn']}, MKL {torch_info['mkl']}, "
           f"fused AdamW {torch_info['fused_adamw']}); {args.threads} threads, median of {args.steps} steps "
-          f"after {args.warmup} warm-up, {args.rounds} alternating rounds\n")
+          f"after {args.warmup} warm-up, {args.rounds} alternating rounds"
+          f"{', capped to ' + args.cap if args.cap else ''}\n")
     print(f"{'model':<10} {'mantissa':<25} {'mantissa ms':>12} {'PyTorch ms':>11} {'speed-up':>9} "
           f"{'pairs (min-max)':>16} {'1st-loss diff':>14}")
     for row in results:
@@ -96,7 +116,7 @@ def main():
               f"{min(row['ratios']):7.2f}-{max(row['ratios']):.2f} {row['first_loss_rel_diff']:14.1e}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"pytorch": torch_info, "threads": args.threads, "steps": args.steps, "rounds": args.rounds,
+            json.dump({"pytorch": torch_info, "threads": args.threads, "cap": args.cap, "steps": args.steps, "rounds": args.rounds,
                        "results": results}, f, indent=1)
 
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <optional>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -122,6 +123,55 @@ const float* decode_table(Format f) {
   return tables[static_cast<std::size_t>(f.exp_bits())].data();
 }
 
+// The parameters and kernel of the last conversion this thread set up, reused while the format, the
+// options and the kernel level stay the same: rows of a few dozen elements (attention's heads) made the
+// set-up cost more than the conversion.
+struct EncodeSetup {
+  std::optional<Format> format;
+  Rounding rounding{};
+  bool saturate = false;
+  Isa isa{};
+  detail::EncodeParams params{};
+  std::uint32_t overflow = 0;
+  EncodeKernel kernel = nullptr;
+};
+
+const EncodeSetup& encode_setup(Format format, const CastOptions& options) {
+  thread_local EncodeSetup last;
+  const Isa isa = active_isa();
+  if (last.format != format || last.rounding != options.rounding || last.saturate != options.saturate || last.isa != isa) {
+    last.format = format;
+    last.rounding = options.rounding;
+    last.saturate = options.saturate;
+    last.isa = isa;
+    last.params = detail::make_encode_params(format, options);
+    last.overflow = options.rounding == Rounding::toward_zero ? last.params.max_finite : last.params.on_overflow;
+    last.kernel = pick_encode(format, options, isa);
+  }
+  return last;
+}
+
+struct DecodeSetup {
+  std::optional<Format> format;
+  Isa isa{};
+  detail::DecodeParams params{};
+  const float* table = nullptr;
+  DecodeKernel kernel = nullptr;
+};
+
+const DecodeSetup& decode_setup(Format format) {
+  thread_local DecodeSetup last;
+  const Isa isa = active_isa();
+  if (last.format != format || last.isa != isa) {
+    last.format = format;
+    last.isa = isa;
+    last.params = detail::make_decode_params(format);
+    last.table = decode_table(format);
+    last.kernel = pick_decode(format, isa, last.table != nullptr);
+  }
+  return last;
+}
+
 }  // namespace
 
 std::string_view isa_name(Isa isa) {
@@ -148,14 +198,14 @@ void set_isa(Isa isa) {
 
 void encode_array(Format format, const float* src, void* dst, std::size_t n, const CastOptions& options,
                   std::uint64_t first_index) {
+  const EncodeSetup& setup = encode_setup(format, options);
   EncodeJob base{};
-  base.params = detail::make_encode_params(format, options);
-  base.overflow = options.rounding == Rounding::toward_zero ? base.params.max_finite
-                                                            : base.params.on_overflow;
+  base.params = setup.params;
+  base.overflow = setup.overflow;
   base.storage_bytes = format.storage_bytes();
   base.src = src;
   base.dst = dst;
-  const EncodeKernel kernel = pick_encode(format, options, active_isa());
+  const EncodeKernel kernel = setup.kernel;
   for_chunks(n, [&](std::size_t begin, std::size_t end) {
     // Split where the counter's high half changes, so each job has one stochastic key.
     while (begin < end) {
@@ -174,13 +224,14 @@ void encode_array(Format format, const float* src, void* dst, std::size_t n, con
 }
 
 void decode_array(Format format, const void* src, float* dst, std::size_t n) {
+  const DecodeSetup& setup = decode_setup(format);
   DecodeJob base{};
-  base.params = detail::make_decode_params(format);
+  base.params = setup.params;
   base.storage_bytes = format.storage_bytes();
   base.src = src;
   base.dst = dst;
-  base.table = decode_table(format);
-  const DecodeKernel kernel = pick_decode(format, active_isa(), base.table != nullptr);
+  base.table = setup.table;
+  const DecodeKernel kernel = setup.kernel;
   for_chunks(n, [&](std::size_t begin, std::size_t end) {
     DecodeJob job = base;
     job.begin = begin;
