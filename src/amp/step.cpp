@@ -7,8 +7,9 @@
 namespace mantissa {
 
 StepReport scaled_step(LossScaler& scaler, Optimizer& optimizer, double max_grad_norm) {
+  // Parameters with an f32 master copy are unscaled in f32, in a master gradient (Apex O2).
   std::vector<Tensor> grads;
-  for (const Tensor& g : optimizer.gradients()) {
+  for (const Tensor& g : optimizer.step_gradients()) {
     if (g.defined()) grads.push_back(g);
   }
   if (grads.empty()) {

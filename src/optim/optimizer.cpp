@@ -55,8 +55,27 @@ std::vector<Tensor> Optimizer::gradients() const {
   return g;
 }
 
+std::vector<Tensor> Optimizer::step_gradients() {
+  NoGradGuard no_grad;
+  master_grads_.assign(params_.size(), Tensor());
+  std::vector<Tensor> out;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const Tensor g = params_[i].grad();
+    if (g.defined() && has_master_[i]) {
+      MemoryCategoryScope scope(MemoryCategory::gradients);
+      master_grads_[i] = Tensor::empty(g.shape(), DType::f32, g.device());
+      detail::backend_for(g.device()).copy(g, master_grads_[i]);  // exact: every bf16/f16 value is an f32
+      out.push_back(master_grads_[i]);
+    } else {
+      out.push_back(g);
+    }
+  }
+  return out;
+}
+
 void Optimizer::zero_grad() {
   for (const Tensor& p : params_) p.zero_grad();
+  master_grads_.clear();
 }
 
 Tensor& Optimizer::state_tensor_or_zeros(std::size_t slot, std::size_t i) {
@@ -72,7 +91,8 @@ void Optimizer::step() {
   NoGradGuard no_grad;
   ++step_;
   for (std::size_t i = 0; i < params_.size(); ++i) {
-    const Tensor g = params_[i].grad();
+    const bool from_master = i < master_grads_.size() && master_grads_[i].defined();
+    const Tensor g = from_master ? master_grads_[i] : params_[i].grad();
     if (!g.defined()) continue;
     if (g.shape() != params_[i].shape()) {
       throw std::logic_error("optimizer: gradient of parameter " + std::to_string(i) + " has shape " +
@@ -84,6 +104,7 @@ void Optimizer::step() {
           .round_into(targets_[i], params_[i], master_.writeback, master_.seed + static_cast<std::uint64_t>(step_));
     }
   }
+  master_grads_.clear();
 }
 
 OptimizerState Optimizer::state() const {
@@ -127,6 +148,7 @@ void Optimizer::load_state(const OptimizerState& state) {
           .round_into(targets_[i], params_[i], master_.writeback, master_.seed + static_cast<std::uint64_t>(step_));
     }
   }
+  master_grads_.clear();
 }
 
 Sgd::Sgd(std::vector<Tensor> params, SgdOptions options)

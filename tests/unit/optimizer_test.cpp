@@ -174,6 +174,31 @@ TEST(ScaledStep, AnInfInOneGradientElementSkipsTheStepAndChangesNothing) {
   EXPECT_THROW(scaled_step(scaler, opt), std::logic_error);  // stepping before backward
 }
 
+TEST(ScaledStep, LowPrecisionModelsUnscaleInF32AsApexO2) {
+  // An f16 parameter with an f32 master (low-precision-model mode): true gradients of 1e-8 and 3e-7,
+  // scaled by 2^16 into f16's normal range. Unscaling in f16 would give 0 (1e-8 is under half of f16's
+  // smallest subnormal) and 2.98e-7 (3e-7 rounded to f16's subnormal grid); unscaling in f32 keeps both
+  // to the f16 rounding of the scaled value (11 bits). SGD with lr 1 moves the master by the gradient.
+  const double scale = 65536;
+  Tensor w = Tensor::from_values({0.0, 0.0}, {2}, DType::f16).set_requires_grad();  // f32 holds -1e-8 next to 0
+  Sgd opt({w}, SgdOptions{.lr = 1.0});
+  LossScalerOptions o = LossScalerOptions::for_compute(DType::f16);
+  o.kind = LossScaling::fixed;
+  o.init_scale = scale;
+  LossScaler scaler(o);
+  const double truth[] = {1e-8, 3e-7};
+  w.set_grad(Tensor::from_values({truth[0] * scale, truth[1] * scale}, {2}, DType::f16));
+  const std::vector<double> scaled = w.grad().to_doubles();  // what f16 holds of the scaled gradient
+  ASSERT_FALSE(scaled_step(scaler, opt).skipped);
+  const std::vector<double> master = opt.target(0).to_doubles();
+  for (int i = 0; i < 2; ++i) {
+    const double moved = -master[static_cast<std::size_t>(i)];
+    EXPECT_NEAR(moved, scaled[static_cast<std::size_t>(i)] / scale, 1e-3 * truth[i]) << i;  // the f32 division
+    EXPECT_NEAR(moved, truth[i], std::ldexp(truth[i], -10)) << i;
+  }
+  EXPECT_EQ(w.grad().dtype(), DType::f16);  // the model's own gradient keeps its dtype
+}
+
 TEST(ScaledStep, AccumulationAndClippingGiveTheUnscaledF32Update) {
   // Two micro-batches of a scaled loss (each half the batch, loss halved), accumulated, unscaled once
   // after the last, clipped by global norm: the same update as one unscaled f32 step on the whole batch.

@@ -52,8 +52,14 @@ class Optimizer {
   const std::vector<Tensor>& params() const { return params_; }
   // The f32 tensor parameter i's updates apply to: its master copy, or the parameter itself.
   const Tensor& target(std::size_t i) const { return targets_[i]; }
-  // The parameters' gradients in order (undefined where none), e.g. for the loss scaler.
+  // The parameters' gradients in order (undefined where none).
   std::vector<Tensor> gradients() const;
+  // The gradients the next step() will apply, in order (undefined where none), for the loss scaler to
+  // unscale and check in place: for a parameter with an f32 master copy, an f32 copy of its gradient
+  // (Apex O2's master gradient, made here, counted as gradient memory), so that unscaling divides in f32
+  // and a small true gradient survives (in f16, 1e-8 unscaled to 0); else the parameter's own gradient.
+  // The copies live until step() or zero_grad().
+  std::vector<Tensor> step_gradients();
 
   OptimizerState state() const;
   // Restores a state() of an optimizer over parameters of the same shapes; throws naming what differs.
@@ -78,6 +84,7 @@ class Optimizer {
   DType state_dtype_;
   std::vector<std::string> slot_names_;
   std::vector<std::vector<Tensor>> state_;  // [slot][parameter]
+  std::vector<Tensor> master_grads_;        // from step_gradients(), for parameters with a master copy
   std::int64_t step_ = 0;
 };
 
