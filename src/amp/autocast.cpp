@@ -19,9 +19,25 @@ struct Region {
 struct ThreadState {
   std::optional<Region> current;
   int depth = 0;
-  // Parameter -> its cast for this region's dtype, cleared when the outermost region ends. The entry
-  // holds the parameter too, so its address cannot be reused by another tensor while cached.
-  std::unordered_map<const TensorImpl*, std::pair<std::shared_ptr<TensorImpl>, Tensor>> cache;
+  // (parameter, dtype) -> its cast, cleared when the outermost region ends. The entry holds the parameter
+  // too, so its address cannot be reused by another tensor while cached, and the storage version the cast
+  // was made from, so that a parameter updated in place inside the region is cast again.
+  struct CacheKey {
+    const TensorImpl* tensor;
+    DType dtype;
+    bool operator==(const CacheKey&) const = default;
+  };
+  struct CacheKeyHash {
+    std::size_t operator()(const CacheKey& k) const {
+      return std::hash<const void*>()(k.tensor) ^ (static_cast<std::size_t>(k.dtype) << 1);
+    }
+  };
+  struct CachedCast {
+    std::shared_ptr<TensorImpl> parameter;
+    std::uint64_t version;
+    Tensor cast;
+  };
+  std::unordered_map<CacheKey, CachedCast, CacheKeyHash> cache;
 };
 
 thread_local ThreadState tls;
@@ -73,8 +89,6 @@ Autocast::Autocast(std::optional<DType> dtype, AutocastPolicy policy) : saved_(s
     throw std::invalid_argument("autocast: the region's dtype must be bf16 or f16, got " + std::string(dtype_name(*dtype)));
   }
   saved_->region = tls.current;
-  // A region of another dtype cannot reuse casts made for the outer one.
-  if (tls.current && tls.current->dtype != dtype) tls.cache.clear();
   tls.current = Region{dtype, policy};
   ++tls.depth;
 }
@@ -95,11 +109,13 @@ Tensor autocast_input(const Tensor& x, AutocastOp op) {
   switch (tls.current->policy.precision(op)) {
     case AutocastPrecision::low: {
       if (x.dtype() != DType::f32) return x;
-      // Parameters (leaves that require grad) are cast once per region.
+      // Parameters (leaves that require grad) are cast once per region and dtype, and again after an
+      // in-place update.
       if (x.is_leaf() && x.requires_grad()) {
-        auto it = tls.cache.find(x.impl());
-        if (it == tls.cache.end()) it = tls.cache.emplace(x.impl(), std::make_pair(x.impl_ptr(), cast(x, low))).first;
-        return it->second.second;
+        const std::uint64_t version = x.storage()->version();
+        auto [it, fresh] = tls.cache.try_emplace(ThreadState::CacheKey{x.impl(), low});
+        if (fresh || it->second.version != version) it->second = {x.impl_ptr(), version, cast(x, low)};
+        return it->second.cast;
       }
       return cast(x, low);
     }

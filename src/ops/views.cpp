@@ -190,6 +190,7 @@ void copy_into(const Tensor& dst, const Tensor& src) {
   }
   NoGradGuard no_grad;
   detail::backend_of(dst).copy(src, dst);
+  dst.storage()->bump_version();
 }
 
 Tensor cast(const Tensor& x, DType dtype) {

@@ -102,7 +102,9 @@ void Optimizer::step() {
     if (has_master_[i]) {
       detail::backend_for(params_[i].device())
           .round_into(targets_[i], params_[i], master_.writeback, master_.seed + static_cast<std::uint64_t>(step_));
+      targets_[i].storage()->bump_version();
     }
+    params_[i].storage()->bump_version();  // casts made from the old values (autocast's cache) are stale
   }
   master_grads_.clear();
 }

@@ -8,6 +8,7 @@
 
 #include "mantissa/amp/autocast.h"
 #include "mantissa/ops/ops.h"
+#include "mantissa/optim/optimizer.h"
 
 namespace mantissa {
 namespace {
@@ -125,6 +126,34 @@ TEST(Autocast, RegionsNestSwitchOffAndTakePolicies) {
   EXPECT_NE(table.find("matmul"), std::string::npos);
   EXPECT_NE(table.find("softmax         its inputs' dtype"), std::string::npos) << table;
   EXPECT_THROW(Autocast(DType::e4m3), std::invalid_argument);
+}
+
+TEST(Autocast, NestedRegionsWithParametersUseCastsOfTheirOwnDtype) {
+  // The cast cache is keyed on (parameter, dtype): after a nested bf16 region, the outer f16 region
+  // gets its f16 cast again (a cache keyed on the parameter alone returned the bf16 cast, and linear
+  // then promoted to f32).
+  Tensor w = Tensor::randn({3, 4}, DType::f32, 21).set_requires_grad();
+  const Tensor x = Tensor::randn({2, 4}, DType::f32, 22);
+  Autocast outer(DType::f16);
+  EXPECT_EQ(linear(x, w).dtype(), DType::f16);
+  {
+    Autocast inner(DType::bf16);
+    EXPECT_EQ(linear(x, w).dtype(), DType::bf16);
+  }
+  EXPECT_EQ(linear(x, w).dtype(), DType::f16);
+  EXPECT_EQ(autocast_cache_size(), 2u);  // one cast per dtype, each made once
+  EXPECT_EQ(linear(x, w).to_doubles(), linear(x, w).to_doubles());
+}
+
+TEST(Autocast, AParameterUpdatedInPlaceInsideARegionIsCastAgain) {
+  Tensor w = Tensor::full({2, 2}, 1.0, DType::f32).set_requires_grad();
+  const Tensor x = Tensor::full({1, 2}, 1.0, DType::f32);
+  Sgd opt({w}, SgdOptions{.lr = 1.0});
+  Autocast region(DType::bf16);
+  EXPECT_EQ(linear(x, w).to_doubles(), (std::vector<double>{2, 2}));
+  w.set_grad(Tensor::full({2, 2}, 0.5, DType::f32));
+  opt.step();  // w = 0.5 everywhere, in place
+  EXPECT_EQ(linear(x, w).to_doubles(), (std::vector<double>{1, 1}));  // not the cast of the old w
 }
 
 // Backward runs each op in the dtypes its forward used, whatever region backward() is called in (as

@@ -7,7 +7,8 @@
 //     parameters and statistics, rounded once), and binary ops promote to the wider input.
 // Regions nest (the innermost wins) and can switch autocast off inside. The policy (which op goes
 // where) can be replaced per region and printed. Within the outermost region, each f32 parameter is
-// cast to the low dtype once, however often it is used (the cast is cached until the region ends).
+// cast to each low dtype once, however often it is used, and again after an in-place update (the casts
+// are cached by parameter and dtype, with the storage version they were made from, until the region ends).
 //
 //   { Autocast bf16(DType::bf16);  loss = cross_entropy(model(x), y); }   // forward in the region
 //   loss.backward();                                                     // gradients arrive in f32

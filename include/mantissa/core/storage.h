@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "mantissa/core/device.h"
@@ -32,8 +33,13 @@ class StorageImpl {
   MemoryCategory category() const { return category_; }
   // Moves the bytes to another category in the accounting.
   void set_category(MemoryCategory category);
+  // Counts writes that change the contents in place after the fact (an optimizer step, a checkpoint
+  // load), so that a copy derived from the old contents (autocast's cached casts) can tell it is stale.
+  std::uint64_t version() const { return version_; }
+  void bump_version() { ++version_; }
 
  private:
+  std::uint64_t version_ = 0;
   void* data_;
   std::size_t bytes_;
   Device device_;
