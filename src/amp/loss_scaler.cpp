@@ -19,6 +19,16 @@ LossScalerOptions LossScalerOptions::for_compute(DType compute) {
   return o;
 }
 
+LossScalerOptions LossScalerOptions::deepspeed() {
+  LossScalerOptions o;
+  o.kind = LossScaling::dynamic;
+  o.init_scale = 65536.0;
+  o.growth_interval = 1000;
+  o.hysteresis = 2;
+  o.min_scale = 1.0;
+  return o;
+}
+
 LossScaler::LossScaler(LossScalerOptions options) : options_(options) {
   if (options_.kind == LossScaling::dynamic) {
     if (!(options_.growth_factor > 1) || !(options_.backoff_factor > 0 && options_.backoff_factor < 1)) {
@@ -27,8 +37,8 @@ LossScaler::LossScaler(LossScalerOptions options) : options_(options) {
     if (options_.growth_interval < 1 || options_.hysteresis < 1) {
       throw std::invalid_argument("loss scaler: growth interval and hysteresis must be at least 1");
     }
-    if (!(options_.min_scale > 0) || options_.min_scale > options_.max_scale) {
-      throw std::invalid_argument("loss scaler: need 0 < min scale <= max scale");
+    if (!(options_.min_scale >= 0) || !(options_.min_scale <= options_.max_scale) || std::isinf(options_.min_scale)) {
+      throw std::invalid_argument("loss scaler: need 0 <= min scale <= max scale, min scale finite");
     }
   }
   if (options_.kind != LossScaling::none && !(options_.init_scale > 0 && std::isfinite(options_.init_scale))) {
@@ -78,7 +88,7 @@ StepReport LossScaler::unscale(std::span<const Tensor> gradients) {
   unscaled_ = true;
   last_overflow_ = r.skipped;
   // A collapse is reported at the step that shows it, before update() counts it.
-  if (r.skipped && options_.kind == LossScaling::dynamic && state_.scale <= options_.min_scale &&
+  if (r.skipped && options_.kind == LossScaling::dynamic && at_floor() &&
       state_.floor_overflows + 1 >= options_.floor_patience) {
     r.warning = "loss scale collapsed: " + std::to_string(state_.floor_overflows + 1) +
                 " overflowing steps in a row at the floor scale " + std::to_string(state_.scale) +
@@ -102,18 +112,19 @@ void LossScaler::update() {
   if (options_.kind != LossScaling::dynamic) return;
   LossScalerState& s = state_;
   if (last_overflow_) {
-    // PyTorch: back off and restart the growth count. Hysteresis: only every N-th overflow backs off.
+    // PyTorch: back off and restart the growth count. DeepSpeed's hysteresis: back off only with one
+    // left, else use one up (it is not re-armed here, so overflows past it back off each time).
     s.growth_tracker = 0;
-    if (s.scale <= options_.min_scale) {
-      ++s.floor_overflows;
-    }
-    if (--s.hysteresis_left <= 0) {
+    if (at_floor()) ++s.floor_overflows;
+    if (s.hysteresis_left <= 1) {
       s.scale = std::max(s.scale * options_.backoff_factor, options_.min_scale);
-      s.hysteresis_left = options_.hysteresis;
+    } else {
+      --s.hysteresis_left;
     }
     return;
   }
   s.floor_overflows = 0;
+  if (options_.consecutive_hysteresis) s.hysteresis_left = options_.hysteresis;
   // PyTorch: after growth_interval good steps in a row, grow, unless that would not be finite (the
   // scale multiplies f32 losses, so finite in f32).
   if (++s.growth_tracker == options_.growth_interval) {
@@ -123,6 +134,8 @@ void LossScaler::update() {
     s.hysteresis_left = options_.hysteresis;
   }
 }
+
+bool LossScaler::at_floor() const { return state_.scale <= std::max(options_.min_scale, 1.0); }
 
 void LossScaler::load_state(const LossScalerState& state) {
   if (!(state.scale > 0) || !std::isfinite(state.scale) || state.growth_tracker < 0 || state.hysteresis_left < 1) {

@@ -319,6 +319,31 @@ TEST(TrainCommand, ImageModelsTakeTheirShapeFromTheData) {
   EXPECT_EQ(run("train --model mlp --data " + s.path("tiny") + " --steps 2 --eval-every 2").status, 0);
 }
 
+TEST(TrainCommand, TheScaleBacksOffAtInjectedOverflowsAsEachRecipeSays) {
+  // Overflows injected at steps 5, 6 and 7 of an fp16 run. GradScaler (dynamic): each halves the scale.
+  // DeepSpeed (hysteresis 2, re-armed only on growth): the first is tolerated, then each halves it.
+  Scratch s;
+  const auto scales = [&](const std::string& recipe) {
+    const Result r = run("train --model mlp --steps 9 --eval-every 9 --precision fp16 --inject-nonfinite 5,6,7 "
+                         "--loss-scale " + recipe + " --metrics " + s.path(recipe + ".jsonl"));
+    EXPECT_EQ(r.status, 0) << r.err;
+    std::vector<double> out;
+    std::vector<bool> skipped;
+    std::istringstream lines_in(slurp(s.path(recipe + ".jsonl")));
+    for (std::string line; std::getline(lines_in, line);) {
+      const auto j = nlohmann::json::parse(line);
+      if (!j.contains("loss_scale")) continue;  // an evaluation
+      out.push_back(j.at("loss_scale").get<double>());
+      skipped.push_back(j.at("skipped").get<bool>());
+    }
+    EXPECT_EQ(skipped, (std::vector<bool>{false, false, false, false, true, true, true, false, false})) << recipe;
+    return out;
+  };
+  // The scale each step's gradients carried.
+  EXPECT_EQ(scales("dynamic"), (std::vector<double>{65536, 65536, 65536, 65536, 65536, 32768, 16384, 8192, 8192}));
+  EXPECT_EQ(scales("deepspeed"), (std::vector<double>{65536, 65536, 65536, 65536, 65536, 65536, 32768, 16384, 16384}));
+}
+
 TEST(TrainCommand, TrainsAGptOnAnyTextFile) {
   Scratch s;
   const Result r = run("train --model gpt --data " + s.text("the quick brown fox jumps over the lazy dog", 400) +

@@ -38,6 +38,15 @@ TEST(LossScaler, DefaultsAreGradScalers) {
   EXPECT_EQ(o.growth_factor, 2.0);
   EXPECT_EQ(o.backoff_factor, 0.5);
   EXPECT_EQ(o.growth_interval, 2000);
+  EXPECT_EQ(o.hysteresis, 1);  // GradScaler has no hysteresis, no floor and no ceiling
+  EXPECT_EQ(o.min_scale, 0.0);
+  EXPECT_EQ(o.max_scale, kInf);
+  const LossScalerOptions ds = LossScalerOptions::deepspeed();  // DeepSpeed's DynamicLossScaler defaults
+  EXPECT_EQ(ds.init_scale, 65536.0);
+  EXPECT_EQ(ds.growth_interval, 1000);
+  EXPECT_EQ(ds.hysteresis, 2);
+  EXPECT_EQ(ds.min_scale, 1.0);
+  EXPECT_FALSE(ds.consecutive_hysteresis);
   EXPECT_EQ(LossScalerOptions::for_compute(DType::f16).kind, LossScaling::dynamic);
   EXPECT_EQ(LossScalerOptions::for_compute(DType::bf16).kind, LossScaling::none);
   EXPECT_EQ(LossScaler(LossScalerOptions::for_compute(DType::bf16)).scale(), 1.0);
@@ -68,7 +77,10 @@ TEST(LossScaler, GrowthThatWouldReachInfinityIsIgnored) {
   EXPECT_EQ(s.state().growth_tracker, 0);
 }
 
-TEST(LossScaler, HysteresisToleratesOverflowsBeforeBackingOff) {
+TEST(LossScaler, HysteresisFollowsDeepSpeed) {
+  // DeepSpeed's DynamicLossScaler.update_scale with delayed_shift 2, scale_window 2: an overflow with
+  // hysteresis left backs nothing off and uses one up; with one left it backs off and stays at one, so
+  // further overflows back off each time; the scale growing re-arms it.
   LossScalerOptions o;
   o.hysteresis = 2;
   o.growth_interval = 2;
@@ -76,10 +88,16 @@ TEST(LossScaler, HysteresisToleratesOverflowsBeforeBackingOff) {
   StepReport r;
   EXPECT_EQ(step(s, true, &r), 65536);  // first overflow tolerated (still skipped)
   EXPECT_TRUE(r.skipped);
-  EXPECT_EQ(step(s, true), 32768);  // second backs off and re-arms
-  EXPECT_EQ(step(s, true), 32768);
-  EXPECT_EQ(run(s, {false, false}), (std::vector<double>{32768, 65536}));  // growth re-arms too
-  EXPECT_EQ(step(s, true), 65536);
+  EXPECT_EQ(step(s, true), 32768);  // none left: back off
+  EXPECT_EQ(step(s, true), 16384);  // still none left (no re-arming on backoff): back off again
+  EXPECT_EQ(run(s, {false, false}), (std::vector<double>{16384, 32768}));  // growth re-arms
+  EXPECT_EQ(step(s, true), 32768);   // tolerated again
+  EXPECT_EQ(step(s, false), 32768);  // a good step alone does not re-arm
+  EXPECT_EQ(step(s, true), 16384);
+  // consecutive_hysteresis: every good step re-arms.
+  o.consecutive_hysteresis = true;
+  LossScaler c(o);
+  EXPECT_EQ(run(c, {true, false, true, false, true}), (std::vector<double>{65536, 65536, 65536, 65536, 65536}));
 }
 
 TEST(LossScaler, FloorAndCeilingBoundTheScaleAndACollapseIsReported) {
@@ -108,7 +126,7 @@ TEST(LossScaler, FloorAndCeilingBoundTheScaleAndACollapseIsReported) {
 
   LossScalerOptions c;
   c.init_scale = 65536;
-  c.max_scale = 131072;
+  c.max_scale = 131072;  // a ceiling, asked for
   c.growth_interval = 1;
   LossScaler capped(c);
   EXPECT_EQ(run(capped, {false, false, false}), (std::vector<double>{131072, 131072, 131072}));

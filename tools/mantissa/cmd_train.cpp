@@ -149,13 +149,13 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
   app.add_option("--precision", a.precision, "fp32, bf16 or fp16")->capture_default_str();
   app.add_option("--mode", a.mode, "autocast (f32 parameters) or low-precision-model (bf16/fp16 parameters, f32 master copies)")
       ->capture_default_str();
-  app.add_option("--loss-scale", c.loss_scale, "dynamic, static:N or none (default: dynamic for fp16, none otherwise)");
+  app.add_option("--loss-scale", c.loss_scale, "dynamic (PyTorch's GradScaler), deepspeed (DeepSpeed's: window 1000, hysteresis 2, floor 1), static:N or none (default: dynamic for fp16, none otherwise)");
   app.add_option("--init-scale", c.init_scale, "Initial dynamic loss scale")->capture_default_str();
   app.add_option("--growth-interval", c.growth_interval, "Good steps in a row before the scale grows")->capture_default_str();
   app.add_option("--growth-factor", c.growth_factor, "Factor the scale grows by")->capture_default_str();
   app.add_option("--backoff-factor", c.backoff_factor, "Factor the scale shrinks by on overflow")->capture_default_str();
-  app.add_option("--hysteresis", c.hysteresis, "Overflows tolerated before backing off")->capture_default_str();
-  app.add_option("--min-scale", c.min_scale, "Floor of the dynamic scale")->capture_default_str();
+  app.add_option("--hysteresis", c.hysteresis, "DeepSpeed's hysteresis: overflows before the scale backs off (re-armed when it grows)")->capture_default_str();
+  app.add_option("--min-scale", c.min_scale, "Floor of the dynamic scale (0: none, as GradScaler)")->capture_default_str();
   app.add_option("--optimizer", c.optimizer, "adamw, adam or sgd")->capture_default_str();
   app.add_option("--lr", c.lr, "Peak learning rate")->capture_default_str();
   app.add_option("--weight-decay", c.weight_decay, "Weight decay (decoupled for adamw)")->capture_default_str();

@@ -37,6 +37,10 @@ LossScalerOptions scaler_options(const TrainConfig& c) {
     // the precision's default kind, with the flags' parameters
   } else if (s == "dynamic") {
     o.kind = LossScaling::dynamic;
+  } else if (s == "deepspeed") {
+    LossScalerOptions d = LossScalerOptions::deepspeed();  // DeepSpeed's defaults, whatever the scaling flags say
+    d.compute = c.precision;
+    return d;
   } else if (s == "none") {
     o.kind = LossScaling::none;
   } else if (s.rfind("static:", 0) == 0) {
@@ -54,7 +58,7 @@ LossScalerOptions scaler_options(const TrainConfig& c) {
     o.init_scale = v;
     return o;
   } else {
-    throw std::invalid_argument("--loss-scale: '" + s + "' is not dynamic, static:N or none");
+    throw std::invalid_argument("--loss-scale: '" + s + "' is not dynamic, deepspeed, static:N or none");
   }
   if (o.kind == LossScaling::dynamic) {
     o.init_scale = c.init_scale;

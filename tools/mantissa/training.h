@@ -18,8 +18,8 @@ struct TrainConfig {
   std::string data;           // default: Fashion-MNIST (mlp, cnn) or the fortunes (gpt)
   DType precision = DType::f32;
   bool low_precision_model = false;  // --mode low-precision-model
-  std::string loss_scale;            // dynamic, static:N, none; default: dynamic for fp16, else none
-  double init_scale = 65536, growth_factor = 2, backoff_factor = 0.5, min_scale = 1;
+  std::string loss_scale;            // dynamic, deepspeed, static:N, none; default: dynamic for fp16, else none
+  double init_scale = 65536, growth_factor = 2, backoff_factor = 0.5, min_scale = 0;  // GradScaler's
   std::int64_t growth_interval = 2000;
   int hysteresis = 1;
   std::string optimizer = "adamw";  // adamw, adam, sgd

@@ -1,10 +1,12 @@
 // Loss scaling: multiplies the loss so that small fp16 gradients do not flush to zero, then divides the
 // gradients back in one fused pass that also finds overflow; a step with any inf or NaN is skipped.
 //
-// Dynamic scaling follows PyTorch's GradScaler exactly (defaults included: initial scale 2^16, growth 2
-// after 2000 good steps in a row, backoff 0.5 on overflow, growth that would reach infinity ignored), with
-// three additions users of fp16 ask for: hysteresis (DeepSpeed's: tolerate N overflows before backing
-// off), a floor and a ceiling, and a clear report when the scale sits at its floor and keeps overflowing.
+// Dynamic scaling follows PyTorch's GradScaler exactly, defaults included (initial scale 2^16, growth 2
+// after 2000 good steps in a row, backoff 0.5 on overflow, growth that would reach infinity ignored, no
+// floor, no ceiling, no hysteresis). Options add what users of fp16 ask for: DeepSpeed's hysteresis
+// (tolerate N - 1 overflows before backing off; re-armed when the scale grows), a floor and a ceiling,
+// and a clear report when the scale sits at its floor (or at 1 or below) and keeps overflowing.
+// LossScalerOptions::deepspeed() gives DeepSpeed's DynamicLossScaler with its defaults.
 //
 //   scaler.scale_loss(loss).backward();
 //   const StepReport r = scaler.unscale(gradients);    // once per step, after the last micro-batch
@@ -13,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -33,13 +36,17 @@ struct LossScalerOptions {
   double growth_factor = 2.0;
   double backoff_factor = 0.5;
   std::int64_t growth_interval = 2000;
-  // Overflows tolerated before the scale backs off; 1 backs off on each (PyTorch), DeepSpeed uses 2.
+  // DeepSpeed's hysteresis ("delayed shift"): an overflow backs off only when the hysteresis left is 1,
+  // and otherwise uses one up; the scale growing re-arms it (or every good step, with
+  // consecutive_hysteresis). 1 backs off on each overflow (PyTorch); DeepSpeed's default is 2.
   int hysteresis = 1;
-  // The scale never goes below the floor (PyTorch has none, and its scale can collapse to tiny values)
-  // nor above the ceiling.
-  double min_scale = 1.0;
-  double max_scale = 16777216.0;  // 2^24
-  // Overflowing steps in a row at the floor before the report says the scale has collapsed.
+  bool consecutive_hysteresis = false;
+  // The scale never goes below the floor nor above the ceiling. PyTorch has neither (0 and infinity, the
+  // defaults), and its scale can collapse to tiny values; DeepSpeed's floor is 1.
+  double min_scale = 0.0;
+  double max_scale = std::numeric_limits<double>::infinity();
+  // Overflowing steps in a row at the floor (or at a scale of 1 or below, where a scale no longer helps)
+  // before the report says the scale has collapsed.
   int floor_patience = 8;
   // Throw LossScaleCollapse then, instead of reporting a warning.
   bool error_on_collapse = false;
@@ -48,6 +55,9 @@ struct LossScalerOptions {
 
   // The defaults users expect per compute dtype: dynamic for f16, none for bf16 (fp32's range) and f32.
   static LossScalerOptions for_compute(DType compute);
+  // DeepSpeed's DynamicLossScaler with its defaults: initial 2^16 (initial_scale_power 16), growth 2
+  // after 1000 good steps (loss_scale_window), backoff 0.5, hysteresis 2, floor 1 (min_loss_scale).
+  static LossScalerOptions deepspeed();
 };
 
 // What unscale() found, for the step's telemetry.
@@ -98,6 +108,8 @@ class LossScaler {
   void load_state(const LossScalerState& state);
 
  private:
+  // Whether the scale is at its floor, or at 1 or below (where scaling no longer keeps anything).
+  bool at_floor() const;
   LossScalerOptions options_;
   LossScalerState state_;
   bool unscaled_ = false;
