@@ -432,6 +432,40 @@ TEST(TrainCommand, MismatchedOrDamagedCheckpointsAreRefusedAndKept) {
   EXPECT_NE(none.err.find("no checkpoint"), std::string::npos) << none.err;
 }
 
+TEST(TrainCommand, ResumeNamesChangedTrainingSettingsUnlessAllowed) {
+  Scratch s;
+  const std::string dir = s.path("ckpt");
+  ASSERT_EQ(run("train --model mlp --steps 4 --eval-every 4 --lr 1e-3 --checkpoint-dir " + dir).status, 0);
+  const Result changed = run("train --model mlp --steps 8 --eval-every 8 --lr 2e-3 --clip 1 --grad-accum 2 "
+                             "--loss-scale static:8 --stochastic-rounding --checkpoint-dir " + dir + " --resume");
+  EXPECT_EQ(changed.status, 1);
+  EXPECT_EQ(lines(changed.err), 1) << changed.err;
+  for (const char* what : {"--lr 0.001 (this run: 0.002)", "--clip 0 (this run: 1)", "--grad-accum 1 (this run: 2)",
+                           "--stochastic-rounding off (this run: on)", "--loss-scale none (this run: static:8)"}) {
+    EXPECT_NE(changed.err.find(what), std::string::npos) << what << " in " << changed.err;
+  }
+  const Result allowed = run("train --model mlp --steps 8 --eval-every 8 --lr 2e-3 --resume-allow lr --checkpoint-dir " +
+                             dir + " --resume");
+  EXPECT_EQ(allowed.status, 0) << allowed.err;
+  EXPECT_EQ(run("train --model mlp --steps 8 --resume-allow hidden --checkpoint-dir " + dir + " --resume").status, 2);  // usage
+}
+
+TEST(TrainCommand, WarmupAppliesToTheConstantScheduleToo) {
+  Scratch s;
+  const Result r = run("train --model mlp --steps 6 --eval-every 6 --lr 1e-3 --schedule constant --warmup 4 --metrics " +
+                       s.path("m.jsonl"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::vector<double> lrs;
+  std::istringstream in(slurp(s.path("m.jsonl")));
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("lr")) lrs.push_back(j.at("lr").get<double>());
+  }
+  const std::vector<double> want{0.25e-3, 0.5e-3, 0.75e-3, 1e-3, 1e-3, 1e-3};
+  ASSERT_EQ(lrs.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(lrs[i], want[i], 1e-12) << i;
+}
+
 TEST(CompareCommand, RunsEachPrecisionAndDrawsTheCurves) {
   Scratch s;
   const Result r = run("compare --model mlp --steps 30 --eval-every 30 --precisions fp32,bf16,fp16 --json --plot " +

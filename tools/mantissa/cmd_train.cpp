@@ -161,7 +161,7 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
   app.add_option("--weight-decay", c.weight_decay, "Weight decay (decoupled for adamw)")->capture_default_str();
   app.add_option("--momentum", c.momentum, "SGD momentum")->capture_default_str();
   app.add_option("--schedule", c.schedule, "cosine (linear warm-up, then cosine to lr/10) or constant")->capture_default_str();
-  app.add_option("--warmup", c.warmup, "Warm-up steps")->capture_default_str();
+  app.add_option("--warmup", c.warmup, "Warm-up steps (linear from 0, with either schedule)")->capture_default_str();
   app.add_option("--clip", c.clip, "Clip gradients to this global norm after unscaling (0: off)")->capture_default_str();
   app.add_flag("--stochastic-rounding", c.stochastic_rounding, "Write master weights back with stochastic rounding");
   app.add_option("--steps", c.steps, "Optimizer steps")->capture_default_str();
@@ -183,6 +183,10 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
   app.add_option("--checkpoint-every", c.checkpoint_every, "Steps between checkpoints (0: only at the end)")->capture_default_str();
   app.add_option("--keep", c.keep, "Checkpoints kept (the newest)")->capture_default_str();
   app.add_flag("--resume", c.resume, "Continue from the newest checkpoint in --checkpoint-dir, exactly");
+  app.add_option("--resume-allow", c.resume_allow,
+                 "Settings --resume may find changed, on purpose: lr, schedule, warmup, weight-decay, momentum, clip, "
+                 "grad-accum, stochastic-rounding, loss-scale")
+      ->delimiter(',');
   app.add_option("--inject-nonfinite", a.inject, "STEP[,STEP...]: put an inf into a gradient at these steps");
 }
 

@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -69,6 +70,25 @@ LossScalerOptions scaler_options(const TrainConfig& c) {
     o.min_scale = c.min_scale;
   }
   return o;
+}
+
+// The shortest decimal that reads back as the same double.
+std::string exact_number(double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+// The loss scaling a run uses, in words, for the resume check.
+std::string loss_scale_name(const LossScalerOptions& o) {
+  switch (o.kind) {
+    case LossScaling::none: return "none";
+    case LossScaling::fixed: return "static:" + exact_number(o.init_scale);
+    case LossScaling::dynamic: break;
+  }
+  return "dynamic(init " + exact_number(o.init_scale) + ", growth " + exact_number(o.growth_factor) + " every " +
+         std::to_string(o.growth_interval) + ", backoff " + exact_number(o.backoff_factor) + ", hysteresis " +
+         std::to_string(o.hysteresis) + ", floor " + exact_number(o.min_scale) + ")";
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& c, std::vector<Tensor> params) {
@@ -153,7 +173,24 @@ Signature signature(const TrainConfig& c, const DataShape& d) {
     s.insert(s.end(), {{"image size (CxHxW)", d.input()}, {"classes", n(d.classes)}});
   }
   s.insert(s.end(), {{"--batch-size", n(c.batch_size)}, {"--seed", std::to_string(c.seed)}});
+  // Settings a run may change on resume on purpose (--resume-allow): what the optimizer, the schedule
+  // and the loss scaler do from here on.
+  const auto x = [](double v) { return exact_number(v); };
+  const LossScalerOptions o = scaler_options(c);
+  s.insert(s.end(), {{"--lr", x(c.lr)}, {"--schedule", c.schedule}, {"--warmup", n(c.warmup)},
+                     {"--weight-decay", x(c.weight_decay)}, {"--momentum", x(c.momentum)}, {"--clip", x(c.clip)},
+                     {"--grad-accum", n(c.grad_accum)}, {"--stochastic-rounding", c.stochastic_rounding ? "on" : "off"},
+                     {"--loss-scale", loss_scale_name(o)}});
   return s;
+}
+
+// The settings --resume-allow may name.
+bool changeable_on_resume(const std::string& key) {
+  for (const char* k : {"--lr", "--schedule", "--warmup", "--weight-decay", "--momentum", "--clip", "--grad-accum",
+                        "--stochastic-rounding", "--loss-scale"}) {
+    if (key == k) return true;
+  }
+  return false;
 }
 
 std::string signature_json(const Signature& s) {
@@ -162,8 +199,9 @@ std::string signature_json(const Signature& s) {
   return j.dump();
 }
 
-// Throws naming every setting where the checkpoint's run and this one differ.
-void check_signature(const std::filesystem::path& path, const std::string& stored, const Signature& ours) {
+// Throws naming every setting where the checkpoint's run and this one differ, except those allowed.
+void check_signature(const std::filesystem::path& path, const std::string& stored, const Signature& ours,
+                     const std::vector<std::string>& allowed) {
   nlohmann::json theirs;
   try {
     theirs = nlohmann::json::parse(stored);
@@ -176,9 +214,14 @@ void check_signature(const std::filesystem::path& path, const std::string& store
   for (const auto& [k, v] : ours) {
     const auto it = theirs.find(k);
     const std::string was = it != theirs.end() && it->is_string() ? it->get<std::string>() : "(none)";
-    if (was != v) diff += (diff.empty() ? "" : ", ") + k + " " + was + " (this run: " + v + ")";
+    const bool allow = std::find(allowed.begin(), allowed.end(), k.substr(2)) != allowed.end();
+    if (was != v && !allow) diff += (diff.empty() ? "" : ", ") + k + " " + was + " (this run: " + v + ")";
   }
-  if (!diff.empty()) throw CheckpointError(path.string() + ": written by a run with " + diff);
+  if (!diff.empty()) {
+    throw CheckpointError(path.string() + ": written by a run with " + diff +
+                          " (--resume-allow NAME,... accepts a changed --lr, --schedule, --warmup, --weight-decay, "
+                          "--momentum, --clip, --grad-accum, --stochastic-rounding or --loss-scale)");
+  }
 }
 
 // Every setting of the run, for the checkpoint's metadata (people and tools read it; resume checks the
@@ -211,6 +254,12 @@ std::map<std::string, std::int64_t> peaks() {
 TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   TrainConfig c = config;
   check(c);
+  for (const std::string& name : c.resume_allow) {
+    if (!changeable_on_resume("--" + name)) {
+      throw std::invalid_argument("--resume-allow: '" + name + "' is not one of lr, schedule, warmup, weight-decay, "
+                                  "momentum, clip, grad-accum, stochastic-rounding, loss-scale");
+    }
+  }
   if (c.threads > 0) omp_set_num_threads(c.threads);
   const bool text = c.model == "gpt";
   const std::string data_path = !c.data.empty() ? c.data : text ? kFortunesDir.string() : kFashionMnistDir.string();
@@ -265,8 +314,8 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   if (c.low_precision_model) model->to_dtype(low);
   std::unique_ptr<Optimizer> opt = make_optimizer(c, model->parameters());
   LossScaler scaler(scaler_options(c));
-  const LrSchedule schedule = c.schedule == "cosine" ? LrSchedule::warmup_cosine(c.lr, c.warmup, c.steps, 0.1 * c.lr)
-                                                     : LrSchedule::constant(c.lr);
+  // constant: the warm-up, then the learning rate (a cosine from lr to lr).
+  const LrSchedule schedule = LrSchedule::warmup_cosine(c.lr, c.warmup, c.steps, c.schedule == "cosine" ? 0.1 * c.lr : c.lr);
   const DType input_dtype = c.low_precision_model ? low : DType::f32;
   const auto region = [&]() -> std::unique_ptr<Autocast> {
     return low == DType::f32 ? nullptr : std::make_unique<Autocast>(low);
@@ -333,7 +382,7 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
     const CheckpointState st = load_checkpoint(all.back(), *model, *opt, [&](const auto& meta) {
       const auto it = meta.find("config");
       if (it == meta.end()) throw CheckpointError(all.back().string() + ": has no 'config' in its metadata");
-      check_signature(all.back(), it->second, signature(c, shape));
+      check_signature(all.back(), it->second, signature(c, shape), c.resume_allow);
     });
     const auto get = [&](const std::string& k) -> const std::string& {
       const auto it = st.extra.find(k);

@@ -36,6 +36,7 @@ struct TrainConfig {
   std::int64_t checkpoint_every = 0;           // 0: only at the end
   int keep = 3;                                // checkpoints kept
   bool resume = false;                         // continue from the newest checkpoint in checkpoint_dir
+  std::vector<std::string> resume_allow;       // settings that may differ from the checkpoint's ("lr", ...)
   // Model sizes.
   std::int64_t hidden = 256, layers = 2, width = 32;
   std::int64_t n_layer = 4, n_head = 4, n_embd = 256, block_size = 128;
