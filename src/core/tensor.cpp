@@ -14,9 +14,17 @@
 
 namespace mantissa {
 
+// Element counts are checked: a negative size, or a product past 2^60 (whose byte count could wrap),
+// is an error naming the shape, never a wrapped number.
 std::int64_t numel_of(const Shape& shape) {
   std::int64_t n = 1;
-  for (std::int64_t s : shape) n *= s;
+  for (std::int64_t s : shape) {
+    if (s < 0) throw std::invalid_argument("shape " + shape_str(shape) + " has a negative size");
+    if (s != 0 && n > (std::int64_t{1} << 60) / s) {
+      throw std::length_error("shape " + shape_str(shape) + " has more than 2^60 elements");
+    }
+    n *= s;
+  }
   return n;
 }
 
@@ -41,7 +49,8 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
     if (s < 0) throw std::invalid_argument("negative dimension in shape " + shape_str(shape));
   }
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = allocate_storage(static_cast<std::size_t>(numel_of(shape)) * dtype_size(dtype), device);
+  const std::int64_t n = numel_of(shape);  // checked: at most 2^60, so the byte count (8 bytes at most each) fits
+  impl->storage = allocate_storage(static_cast<std::size_t>(n) * dtype_size(dtype), device);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;

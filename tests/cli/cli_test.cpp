@@ -395,6 +395,8 @@ TEST(TrainCommand, ResumeContinuesBitIdentically) {
     }
     const std::string dir = s.path("ckpt");
     std::filesystem::remove_all(dir);
+    std::filesystem::remove(s.path("a.jsonl"));  // metrics are appended
+    std::filesystem::remove(s.path("b.jsonl"));
     const std::string base = "train --model " + model + " --steps 30 --eval-every 30 --checkpoint-every 10 --checkpoint-dir " + dir;
     const Result whole = run(base + " --metrics " + s.path("a.jsonl"));
     ASSERT_EQ(whole.status, 0) << whole.err;
@@ -464,6 +466,47 @@ TEST(TrainCommand, WarmupAppliesToTheConstantScheduleToo) {
   const std::vector<double> want{0.25e-3, 0.5e-3, 0.75e-3, 1e-3, 1e-3, 1e-3};
   ASSERT_EQ(lrs.size(), want.size());
   for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(lrs[i], want[i], 1e-12) << i;
+}
+
+TEST(TrainCommand, OutOfRangeValuesAreOneLineErrorsNeverCrashesOrSilentResults) {
+  // Each was a crash (SIGFPE, SIGSEGV) or a silently wrong run before it was checked.
+  for (const char* args : {"train --model gpt --n-head 0", "train --model cnn --width 0",
+                           "train --steps 99999999999999999999", "train --epochs 99999999999999999999",
+                           "train --lr inf", "train --weight-decay nan", "train --momentum 1",
+                           "train --model gpt --eval-batches 0", "train --model gpt --block-size 0",
+                           "train --threads -3", "train --precision fp16 --loss-scale static:1e300",
+                           "train --model gpt --n-head 3", "train --resume-allow hidden",
+                           "bench matmul --m 4611686018427387904"}) {
+    const Result r = run(std::string(args) + " --steps 1");
+    EXPECT_TRUE(r.status == 1 || r.status == 2) << args << ": status " << r.status;
+    EXPECT_EQ(lines(r.err), 1) << args << ": " << r.err;
+    EXPECT_EQ(r.err.rfind("mantissa: ", 0), 0u) << args << ": " << r.err;
+  }
+}
+
+TEST(Output, AFailedWriteToStandardOutputIsAnError) {
+  const int raw = std::system((std::string(MANTISSA_CLI) + " formats > /dev/full 2>/dev/null").c_str());
+  EXPECT_EQ(WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, 1);
+}
+
+TEST(TrainCommand, MetricsAreAppendedLiveToARegularFileOnly) {
+  Scratch s;
+  const std::string m = s.path("m.jsonl");
+  { std::ofstream(m) << "{\"mine\":1}\n"; }
+  ASSERT_EQ(run("train --model mlp --steps 3 --eval-every 3 --metrics " + m).status, 0);
+  const std::string after = slurp(m);
+  EXPECT_EQ(after.rfind("{\"mine\":1}\n", 0), 0u);  // what was there is kept
+  EXPECT_EQ(lines(after), 1 + 3 + 1);
+  for (const char* bad : {"/dev/full", "/tmp"}) {
+    const Result r = run(std::string("train --steps 1 --metrics ") + bad);
+    EXPECT_EQ(r.status, 2) << bad;
+    EXPECT_NE(r.err.find("not a regular file"), std::string::npos) << r.err;
+  }
+  // A killed run keeps the lines of the steps it finished (each is flushed as it is written).
+  const std::string k = s.path("killed.jsonl");
+  (void)std::system(("timeout -s KILL 6 " + std::string(MANTISSA_CLI) + " train --model mlp --steps 1000000 --metrics " + k +
+               " >/dev/null 2>&1").c_str());
+  EXPECT_GT(lines(slurp(k)), 0);
 }
 
 TEST(CompareCommand, RunsEachPrecisionAndDrawsTheCurves) {

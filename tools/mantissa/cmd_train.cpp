@@ -1,10 +1,12 @@
 // `mantissa train`: one training run from the command line, with a progress line, JSON-lines metrics
-// (written to PATH.partial and renamed when the run ends, so an existing file is never left half-written)
-// and an optional JSON summary on standard output.
+// (appended to the file and flushed line by line, so a killed run keeps what it measured and a user can
+// follow it live; only a regular file is written) and an optional JSON summary on standard output.
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -49,16 +51,42 @@ nlohmann::json peak_json(const std::map<std::string, std::int64_t>& peaks) {
   return j;
 }
 
+// The metrics file: JSON lines appended to a regular file (made if missing), each flushed at once; a
+// failed write is an error naming the file.
+class MetricsFile {
+ public:
+  explicit MetricsFile(const std::string& path) : path_(path) {
+    if (path.empty()) return;
+    std::error_code ec;
+    const auto st = std::filesystem::status(path, ec);
+    if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st)) {
+      throw std::invalid_argument("--metrics " + path + ": not a regular file (a directory, device or pipe)");
+    }
+    file_ = std::fopen(path.c_str(), "a");
+    if (file_ == nullptr) throw std::runtime_error(path + ": cannot write the metrics file: " + std::strerror(errno));
+  }
+  ~MetricsFile() {
+    if (file_ != nullptr) std::fclose(file_);
+  }
+  MetricsFile(const MetricsFile&) = delete;
+  MetricsFile& operator=(const MetricsFile&) = delete;
+  void write(const nlohmann::json& line) {
+    if (file_ == nullptr) return;
+    const std::string text = line.dump() + "\n";
+    if (std::fwrite(text.data(), 1, text.size(), file_) != text.size() || std::fflush(file_) != 0) {
+      throw std::runtime_error(path_ + ": writing the metrics failed: " + std::strerror(errno));
+    }
+  }
+
+ private:
+  std::string path_;
+  std::FILE* file_ = nullptr;
+};
+
 int run_train(TrainRunArgs& a) {
   const TrainConfig c = resolve(a.train);
 
-  const std::filesystem::path metrics_path = a.metrics;
-  const std::filesystem::path partial = a.metrics + ".partial";
-  std::ofstream metrics;
-  if (!a.metrics.empty()) {
-    metrics.open(partial, std::ios::trunc);
-    if (!metrics) throw std::runtime_error(partial.string() + ": cannot write the metrics file");
-  }
+  MetricsFile metrics(a.metrics);
   const bool tty = isatty(fileno(stderr)) != 0;
   std::int64_t every = 0;  // progress lines off a terminal: about 20 a run
   std::int64_t first = -1;
@@ -68,13 +96,10 @@ int run_train(TrainRunArgs& a) {
       first = r.step;
       every = std::max<std::int64_t>(1, total / 20);
     }
-    if (metrics.is_open()) {
-      nlohmann::json j = {{"step", r.step}, {"loss", r.loss}, {"lr", r.lr}, {"loss_scale", r.loss_scale},
-                          {"skipped", r.skipped}, {"grad_norm", r.grad_norm}, {"nonfinite", r.nonfinite},
-                          {"underflow_fraction", r.underflow_fraction}, {"throughput", r.throughput},
-                          {"peak_bytes", peak_json(r.peak_bytes)}};
-      metrics << j.dump() << '\n';
-    }
+    metrics.write({{"step", r.step}, {"loss", r.loss}, {"lr", r.lr}, {"loss_scale", r.loss_scale},
+                   {"skipped", r.skipped}, {"grad_norm", r.grad_norm}, {"nonfinite", r.nonfinite},
+                   {"underflow_fraction", r.underflow_fraction}, {"throughput", r.throughput},
+                   {"peak_bytes", peak_json(r.peak_bytes)}});
     if (tty || r.step % every == 0 || r.step == total || r.skipped) {
       // ETA from the mean step time so far.
       const double eta = r.elapsed_seconds / static_cast<double>(r.step - first + 1) * static_cast<double>(total - r.step);
@@ -85,30 +110,14 @@ int run_train(TrainRunArgs& a) {
     }
   };
   cb.on_eval = [&](const EvalRecord& r) {
-    if (metrics.is_open()) {
-      nlohmann::json j = {{"step", r.step}, {"val_loss", r.val_loss}};
-      if (r.val_accuracy) j["val_accuracy"] = *r.val_accuracy;
-      metrics << j.dump() << '\n';
-    }
+    nlohmann::json j = {{"step", r.step}, {"val_loss", r.val_loss}};
+    if (r.val_accuracy) j["val_accuracy"] = *r.val_accuracy;
+    metrics.write(j);
     std::fprintf(stderr, "%seval step %lld: val_loss %.4f%s\n", tty ? "\n" : "", static_cast<long long>(r.step), r.val_loss,
                  r.val_accuracy ? fmt::format(" val_accuracy {:.2f}%", 100 * *r.val_accuracy).c_str() : "");
   };
 
-  TrainResult result;
-  try {
-    result = train(c, cb);
-  } catch (...) {
-    if (metrics.is_open()) {
-      metrics.close();
-      std::filesystem::remove(partial);
-    }
-    throw;
-  }
-  if (metrics.is_open()) {
-    metrics.close();
-    if (!metrics) throw std::runtime_error(partial.string() + ": writing the metrics failed");
-    std::filesystem::rename(partial, metrics_path);
-  }
+  TrainResult result = train(c, cb);
   for (const std::string& w : result.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   const EvalRecord& last = result.evals.back();
   if (a.json) {
@@ -193,7 +202,7 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
 Run add_train(CLI::App& app) {
   auto a = std::make_shared<TrainRunArgs>();
   add_train_options(app, a->train);
-  app.add_option("--metrics", a->metrics, "Write JSON lines (one per step and per evaluation) to PATH");
+  app.add_option("--metrics", a->metrics, "Append JSON lines (one per step and per evaluation) to PATH, flushed as the run goes");
   app.add_flag("--json", a->json, "Print the final summary as one JSON object on standard output");
   return [a] { return run_train(*a); };
 }

@@ -1,8 +1,12 @@
 // The `mantissa` command: parses the subcommand and its flags, runs it, and turns every error into one
-// line on standard error with exit status 2.
+// line on standard error: exit status 2 for a bad flag or input, 1 for a failure (bad data, a failed
+// write, standard output included).
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <map>
+#include <new>
 #include <string>
 
 #include "commands.h"
@@ -33,11 +37,22 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mantissa: %s\n", e.what());
     return mantissa::cli::kBadInput;
   }
+  // What a command printed must have reached standard output (a full disk, a closed pipe): else fail.
+  const auto flushed = [](int status) {
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      std::fprintf(stderr, "mantissa: writing standard output failed: %s\n", std::strerror(errno));
+      return status == 0 ? 1 : status;
+    }
+    return status;
+  };
   try {
-    for (CLI::App* sub : app.get_subcommands()) return runs.at(sub)();
+    for (CLI::App* sub : app.get_subcommands()) return flushed(runs.at(sub)());
   } catch (const std::invalid_argument& e) {  // a bad flag value or input: a usage error
     std::fprintf(stderr, "mantissa: %s\n", e.what());
     return mantissa::cli::kBadInput;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "mantissa: out of memory (the sizes asked for need more than this machine has)\n");
+    return 1;
   } catch (const std::exception& e) {  // a bad data file, a failed write, ...
     std::fprintf(stderr, "mantissa: %s\n", e.what());
     return 1;

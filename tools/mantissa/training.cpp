@@ -53,8 +53,8 @@ LossScalerOptions scaler_options(const TrainConfig& c) {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used == 0 || used != s.size() - 7 || !(v > 0)) {
-      throw std::invalid_argument("--loss-scale: '" + s + "' is not static:N with N a positive number");
+    if (used == 0 || used != s.size() - 7 || !(v > 0) || !(v <= std::numeric_limits<float>::max())) {
+      throw std::invalid_argument("--loss-scale: '" + s + "' is not static:N with N a positive number finite in f32");
     }
     o.init_scale = v;
     return o;
@@ -106,14 +106,54 @@ std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& c, std::vector<Tens
   throw std::invalid_argument("--optimizer: '" + c.optimizer + "' is not adamw, adam or sgd");
 }
 
+// Every setting in its range, so that no value is silently wrong or crashes the run later: counts within
+// bounds that cannot overflow (a value past the type's range saturates when parsed, so the bounds also
+// catch those), finite real numbers.
 void check(const TrainConfig& c) {
-  const auto positive = [](std::int64_t v, const char* flag) {
-    if (v <= 0) throw std::invalid_argument(std::string(flag) + " must be positive, got " + std::to_string(v));
+  const auto in_range = [](std::int64_t v, std::int64_t lo, std::int64_t hi, const char* flag) {
+    if (v < lo || v > hi) {
+      throw std::invalid_argument(std::string(flag) + " must be in " + std::to_string(lo) + ".." + std::to_string(hi) +
+                                  ", got " + std::to_string(v));
+    }
   };
-  positive(c.steps, "--steps");
-  positive(c.batch_size, "--batch-size");
-  positive(c.grad_accum, "--grad-accum");
-  positive(c.eval_every, "--eval-every");
+  constexpr std::int64_t kMaxSteps = 1'000'000'000'000;  // 10^12: beyond any run, far from overflowing
+  constexpr std::int64_t kMaxSize = 1 << 20;
+  in_range(c.steps, 1, kMaxSteps, "--steps");
+  in_range(c.epochs, 0, 1'000'000, "--epochs");
+  in_range(c.batch_size, 1, kMaxSize, "--batch-size");
+  in_range(c.grad_accum, 1, kMaxSize, "--grad-accum");
+  in_range(c.eval_every, 1, kMaxSteps, "--eval-every");
+  in_range(c.eval_batches, 1, kMaxSize, "--eval-batches");
+  in_range(c.checkpoint_every, 0, kMaxSteps, "--checkpoint-every");
+  in_range(c.keep, 1, 1 << 20, "--keep");
+  in_range(c.threads, 0, 4096, "--threads");
+  in_range(c.warmup, 0, kMaxSteps, "--warmup");
+  in_range(c.hidden, 1, 1 << 16, "--hidden");
+  in_range(c.layers, 0, 1024, "--layers");
+  in_range(c.width, 1, 1 << 14, "--width");
+  in_range(c.n_layer, 1, 1024, "--n-layer");
+  in_range(c.n_head, 1, 1 << 12, "--n-head");
+  in_range(c.n_embd, 1, 1 << 16, "--n-embd");
+  in_range(c.block_size, 1, 1 << 16, "--block-size");
+  if (c.n_embd % c.n_head != 0) {
+    throw std::invalid_argument("--n-embd " + std::to_string(c.n_embd) + " is not a multiple of --n-head " +
+                                std::to_string(c.n_head));
+  }
+  in_range(c.growth_interval, 1, kMaxSteps, "--growth-interval");
+  in_range(c.hysteresis, 1, 1 << 20, "--hysteresis");
+  const auto real = [](double v, bool ok, const char* flag, const char* what) {
+    if (!std::isfinite(v) || !ok) throw std::invalid_argument(std::string(flag) + " must be " + what + ", got " + exact_number(v));
+  };
+  real(c.lr, c.lr > 0, "--lr", "a finite positive number");
+  real(c.weight_decay, c.weight_decay >= 0, "--weight-decay", "finite and at least 0");
+  real(c.momentum, c.momentum >= 0 && c.momentum < 1, "--momentum", "in [0, 1)");
+  real(c.clip, c.clip >= 0, "--clip", "finite and at least 0 (0: no clipping)");
+  real(c.init_scale, c.init_scale > 0 && c.init_scale <= std::numeric_limits<float>::max(), "--init-scale",
+       "positive and finite in f32");
+  real(c.growth_factor, c.growth_factor > 1, "--growth-factor", "above 1");
+  real(c.backoff_factor, c.backoff_factor > 0 && c.backoff_factor < 1, "--backoff-factor", "in (0, 1)");
+  real(c.min_scale, c.min_scale >= 0 && c.min_scale <= std::numeric_limits<float>::max(), "--min-scale",
+       "finite and at least 0");
   if (c.model != "mlp" && c.model != "cnn" && c.model != "gpt") {
     throw std::invalid_argument("--model: '" + c.model + "' is not mlp, cnn or gpt");
   }
@@ -123,10 +163,10 @@ void check(const TrainConfig& c) {
   if (c.low_precision_model && c.precision == DType::f32) {
     throw std::invalid_argument("--mode low-precision-model needs --precision bf16 or fp16");
   }
-  if (!(c.lr > 0)) throw std::invalid_argument("--lr must be positive");
   if (c.schedule != "cosine" && c.schedule != "constant") {
     throw std::invalid_argument("--schedule: '" + c.schedule + "' is not cosine or constant");
   }
+  scaler_options(c);  // --loss-scale's own checks
 }
 
 // Writes an inf into the first element of a gradient, in its dtype.
@@ -270,6 +310,14 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   std::optional<TextCorpus> corpus;
   if (text) {
     corpus = TextCorpus::load(data_path);
+    // Checked now, not at the first evaluation: each split must hold one window of block + 1 bytes.
+    for (const auto& [split, bytes] : {std::pair<const char*, std::size_t>{"training", corpus->train.size()},
+                                       {"validation", corpus->validation.size()}}) {
+      if (static_cast<std::int64_t>(bytes) <= c.block_size) {
+        throw DataError(data_path + ": the " + split + " text (" + std::to_string(bytes) + " bytes) is shorter than one window of " +
+                        std::to_string(c.block_size + 1) + " bytes (--block-size + 1); use more text or a smaller --block-size");
+      }
+    }
   } else {
     train_set = load_mnist_format(data_path, true);
     test_set = load_mnist_format(data_path, false);
@@ -286,7 +334,8 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   if (c.epochs > 0) {
     if (text) throw std::invalid_argument("--epochs applies to image data; give a text model --steps");
     const std::int64_t per_step = c.batch_size * c.grad_accum;
-    c.steps = c.epochs * ((train_set->size() + per_step - 1) / per_step);
+    c.steps = c.epochs * ((train_set->size() + per_step - 1) / per_step);  // at most 10^6 * 2^31: no overflow
+    if (c.steps > 1'000'000'000'000) throw std::invalid_argument("--epochs: " + std::to_string(c.steps) + " steps is too many");
   }
 
   // Model.
