@@ -18,7 +18,14 @@ std::filesystem::path find_file(const std::filesystem::path& dir, const std::str
   throw DataError((dir / stem).string() + "[.gz]: no such file (expected the MNIST layout in " + dir.string() + ")");
 }
 
+// A whole regular file: a device or a pipe (/dev/zero) would be read until memory ran out.
 std::vector<std::uint8_t> read_bytes(const std::filesystem::path& path) {
+  constexpr std::uintmax_t kMaxBytes = std::uintmax_t{1} << 30;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) throw DataError(path.string() + ": not a regular file");
+  if (std::filesystem::file_size(path, ec) > kMaxBytes) {
+    throw DataError(path.string() + ": larger than 1 GiB (the text is read into memory whole)");
+  }
   std::ifstream f(path, std::ios::binary);
   if (!f) throw DataError(path.string() + ": cannot open");
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};

@@ -1,6 +1,7 @@
 // IDX files through zlib, which reads gzipped and plain files alike, and writes gzipped ones.
 #include <zlib.h>
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -38,6 +39,15 @@ class GzFile {
       done += static_cast<std::size_t>(got);
     }
   }
+  // Reads up to n bytes; returns how many (0 at the end of the data).
+  std::size_t read_some(void* out, std::size_t n) {
+    const int got = gzread(f_, out, static_cast<unsigned>(std::min<std::size_t>(n, 1U << 30)));
+    if (got < 0) {
+      int code = 0;
+      fail(path_, std::string("corrupt compressed data (") + gzerror(f_, &code) + ")");
+    }
+    return static_cast<std::size_t>(got);
+  }
   bool at_end() {
     char c;
     return gzread(f_, &c, 1) == 0;
@@ -65,7 +75,9 @@ IdxArray read_idx(const std::filesystem::path& path) {
   f.read(magic, 4, "the header");
   if (magic[0] != 0 || magic[1] != 0) fail(path, "not an IDX file (bad magic number)");
   if (magic[2] != 0x08) {
-    fail(path, "IDX element type 0x" + std::to_string(magic[2]) + " is not supported (only unsigned bytes, 0x08)");
+    char type[8];
+    std::snprintf(type, sizeof type, "0x%02x", magic[2]);
+    fail(path, std::string("IDX element type ") + type + " is not supported (only unsigned bytes, 0x08)");
   }
   const int rank = magic[3];
   if (rank < 1 || rank > 4) fail(path, "IDX rank " + std::to_string(rank) + " is not in 1..4");
@@ -80,8 +92,20 @@ IdxArray read_idx(const std::filesystem::path& path) {
     count *= n;
     if (count > (std::int64_t{1} << 34)) fail(path, "the array would be larger than 16 GiB");
   }
-  a.data.resize(static_cast<std::size_t>(count));
-  f.read(a.data.data(), a.data.size(), "the data");
+  // The array grows as the data arrives: a header claiming more than the file holds costs what the file
+  // holds, not what the header claims (a 59-byte gzip asked for 16 GiB up front).
+  const auto total = static_cast<std::size_t>(count);
+  constexpr std::size_t kChunk = std::size_t{16} << 20;
+  std::size_t done = 0;
+  while (done < total) {
+    a.data.resize(done + std::min(kChunk, total - done));
+    const std::size_t got = f.read_some(a.data.data() + done, a.data.size() - done);
+    if (got == 0) {
+      fail(path, "truncated: the data ends after " + std::to_string(done) + " of the " + std::to_string(total) +
+                     " bytes its header describes");
+    }
+    done += got;
+  }
   if (!f.at_end()) fail(path, "has bytes after the data its header describes");
   return a;
 }

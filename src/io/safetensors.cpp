@@ -106,6 +106,8 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<std:
 }
 
 Safetensors read_safetensors(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) fail(path, ec ? "cannot open" : "not a regular file");
   std::ifstream f(path, std::ios::binary);
   if (!f) fail(path, "cannot open");
   const auto file_size = static_cast<std::uint64_t>(std::filesystem::file_size(path));
@@ -142,10 +144,14 @@ Safetensors read_safetensors(const std::filesystem::path& path) {
       const DType t = dtype_of(path, entry["dtype"].get<std::string>());
       const Shape shape = entry["shape"].get<Shape>();
       const auto offsets = entry["data_offsets"].get<std::vector<std::uint64_t>>();
+      // The element count, bounded by the file's data as it is multiplied out (a shape whose count would
+      // wrap, such as 2^62 + 1 elements, is refused before anything is allocated).
       std::uint64_t count = 1;
       for (std::int64_t d : shape) {
         if (d < 0) fail(path, "tensor '" + name + "' has a negative dimension");
-        count *= static_cast<std::uint64_t>(d);
+        const auto u = static_cast<std::uint64_t>(d);
+        if (u != 0 && count > data_size / u) fail(path, "tensor '" + name + "' has a shape larger than the file");
+        count *= u;
       }
       if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size ||
           offsets[1] - offsets[0] != count * dtype_size(t)) {
@@ -162,10 +168,16 @@ Safetensors read_safetensors(const std::filesystem::path& path) {
       fail(path, "tensor '" + name + "' has a malformed entry");
     }
   }
-  // Keep the file's order (by offset), which is the order the writer used.
+  // Keep the file's order (by offset), which is the order the writer used; tensors may not overlap.
   std::vector<std::pair<std::string, Tensor>> sorted;
   std::sort(order.begin(), order.end());
-  for (const auto& [off, name] : order) sorted.emplace_back(name, *out.find(name));
+  std::uint64_t end = 0;
+  for (const auto& [off, name] : order) {
+    const Tensor& t = *out.find(name);
+    if (off < end) fail(path, "tensor '" + name + "' overlaps the tensor before it");
+    end = off + static_cast<std::uint64_t>(t.numel()) * dtype_size(t.dtype());
+    sorted.emplace_back(name, t);
+  }
   out.tensors = std::move(sorted);
   return out;
 }

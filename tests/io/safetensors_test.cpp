@@ -82,6 +82,24 @@ TEST(Safetensors, DamagedFilesAreRefusedNamingTheFile) {
   }
   expect_refused(s.dir / "json.safetensors", "not valid JSON");
   expect_refused(s.dir / "absent.safetensors", "cannot open");
+  // Crafted headers: a shape whose element count wraps (2^62 + 1 elements over 4 bytes of data), two
+  // tensors over the same bytes, and a path that is not a regular file.
+  const auto crafted = [&](const char* name, const std::string& header, std::size_t data_bytes) {
+    std::ofstream f(s.dir / name, std::ios::binary);
+    char n[8] = {};
+    for (int i = 0; i < 8; ++i) n[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+    f.write(n, 8);
+    f << header << std::string(data_bytes, '\0');
+    return s.dir / name;
+  };
+  expect_refused(crafted("wrap.safetensors",
+                         R"({"w":{"dtype":"F32","shape":[4611686018427387905,4],"data_offsets":[0,4]}})", 4),
+                 "shape larger than the file");
+  expect_refused(crafted("overlap.safetensors",
+                         R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                         12),
+                 "overlaps");
+  expect_refused("/dev/zero", "not a regular file");
   // A failed write (a bad name) leaves an existing file as it was.
   const auto before = fs::file_size(p);
   EXPECT_THROW(write_safetensors(p, {{"", sample()[0].second}}), CheckpointError);

@@ -58,7 +58,7 @@ TEST(Idx, BadFilesGiveOneLineNamingTheFile) {
     const char h[] = {0, 0, 0x0D, 1, 0, 0, 0, 1, 0, 0, 0, 0};
     f.write(h, sizeof h);
   }
-  expect_data_error(d / "type.idx", "not supported");
+  expect_data_error(d / "type.idx", "IDX element type 0x0d is not supported");
   write_idx(d / "whole.idx", sample_array());
   fs::resize_file(d / "whole.idx", fs::file_size(d / "whole.idx") - 5);
   expect_data_error(d / "whole.idx", "truncated");
@@ -80,6 +80,14 @@ TEST(Idx, BadFilesGiveOneLineNamingTheFile) {
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("bad.idx.gz"), std::string::npos) << e.what();
   }
+  // A header claiming 16 GiB over a 16-byte file: refused as truncated after reading what is there (the
+  // array grows with the data, so nothing near 16 GiB is allocated).
+  {
+    std::ofstream f(d / "claims.idx", std::ios::binary);
+    const char h[] = {0, 0, 0x08, 3, static_cast<char>(0x80), 0, 0, 0, 0, 0, 0, 8, 0, 0, 0, 1};
+    f.write(h, sizeof h);
+  }
+  expect_data_error(d / "claims.idx", "ends after 0 of the 17179869184 bytes");
   EXPECT_THROW(load_mnist_format(d / "nowhere", true), DataError);
   EXPECT_THROW(load_mnist_format(d, true), DataError);  // a directory without the files
   fs::remove_all(d);
@@ -142,6 +150,12 @@ TEST(TextCorpus, LoadsTheFortunesAndSamplesNextByteTargets) {
     for (int t = 0; t + 1 < 16; ++t) EXPECT_EQ(out[static_cast<std::size_t>(b * 16 + t)], in[static_cast<std::size_t>(b * 16 + t + 1)]);
   }
   EXPECT_THROW(TextCorpus::load("/nonexistent/text"), DataError);
+  try {  // a device would be read until memory ran out
+    TextCorpus::load("/dev/zero");
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("/dev/zero: not a regular file"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
