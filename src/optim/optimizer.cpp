@@ -123,8 +123,22 @@ OptimizerState Optimizer::state() const {
   return s;
 }
 
-void Optimizer::load_state(const OptimizerState& state) {
+void Optimizer::load_state(const OptimizerState& state, bool complete) {
   NoGradGuard no_grad;
+  if (state.step < 0) throw std::invalid_argument("optimizer state: step " + std::to_string(state.step) + " is negative");
+  if (complete && state.step > 0) {
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      std::vector<std::string> wanted;
+      if (has_master_[i]) wanted.push_back("master." + std::to_string(i));
+      for (std::size_t k = 0; k < slot_names_.size(); ++k) {
+        if (slot_in_use(k)) wanted.push_back(slot_names_[k] + "." + std::to_string(i));
+      }
+      for (const std::string& w : wanted) {
+        const bool found = std::any_of(state.tensors.begin(), state.tensors.end(), [&](const auto& e) { return e.first == w; });
+        if (!found) throw std::invalid_argument("optimizer state: '" + w + "' is missing");
+      }
+    }
+  }
   for (const auto& [key, saved] : state.tensors) {
     const auto dot = key.rfind('.');
     const std::string name = key.substr(0, dot);
@@ -140,6 +154,10 @@ void Optimizer::load_state(const OptimizerState& state) {
       if (slot_names_[k] == name) target = &state_tensor_or_zeros(k, i);
     }
     if (target == nullptr) throw std::invalid_argument("optimizer state: '" + key + "' is not state of this optimizer");
+    if (saved.dtype() != target->dtype()) {
+      throw std::invalid_argument("optimizer state: '" + key + "' is " + std::string(dtype_name(saved.dtype())) + ", this optimizer keeps " +
+                                  std::string(dtype_name(target->dtype())));
+    }
     detail::backend_for(target->device()).copy(saved, *target);
   }
   step_ = state.step;

@@ -509,6 +509,37 @@ TEST(TrainCommand, MetricsAreAppendedLiveToARegularFileOnly) {
   EXPECT_GT(lines(slurp(k)), 0);
 }
 
+TEST(TrainCommand, ResumeRefusesCheckpointsWithMissingWrongOrNonFiniteState) {
+  // Each of these resumed before (with zeros for the missing moments, val loss 65 instead of 2.2; with a
+  // summary of -995 steps; with NaN weights); each is now one line naming the file and what is wrong, and
+  // the checkpoint is left as it was.
+  Scratch s;
+  const std::string good = s.path("good"), file = "/ckpt-00000010.safetensors";
+  const std::string run_flags = "train --model mlp --precision bf16 --mode low-precision-model --eval-every 20 ";
+  ASSERT_EQ(run(run_flags + "--steps 10 --checkpoint-dir " + good).status, 0);
+  const std::string editor = std::string("python3 ") + MANTISSA_SOURCE_DIR + "/tests/io/edit_checkpoint.py ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"drop-prefix optim/", "'master.0' is missing"},
+      {"drop-prefix optim/m.", "'m.0' is missing"},
+      {"retype optim/m.0 BF16", "'m.0' is bf16, this optimizer keeps f32"},
+      {"set-meta step -995", "step -995 is not a step"},
+      {"nan model/fc0.weight", "'model/fc0.weight' holds NaN"},
+      {"nan optim/master.0", "'optim/master.0' holds NaN"}};
+  for (const auto& [edit, message] : cases) {
+    const std::string dir = s.path("bad");
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    ASSERT_EQ(std::system((editor + good + file + " " + dir + file + " " + edit).c_str()), 0) << edit;
+    const auto before = slurp(dir + file);
+    const Result r = run(run_flags + "--steps 20 --checkpoint-dir " + dir + " --resume");
+    EXPECT_EQ(r.status, 1) << edit << ": " << r.err;
+    EXPECT_EQ(lines(r.err), 1) << edit << ": " << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << edit << ": " << r.err;
+    EXPECT_NE(r.err.find(file.substr(1)), std::string::npos) << edit << ": " << r.err;
+    EXPECT_EQ(slurp(dir + file), before) << edit;
+  }
+}
+
 TEST(CompareCommand, RunsEachPrecisionAndDrawsTheCurves) {
   Scratch s;
   const Result r = run("compare --model mlp --steps 30 --eval-every 30 --precisions fp32,bf16,fp16 --json --plot " +

@@ -2,6 +2,7 @@
 #include "checkpoint.h"
 
 #include <algorithm>
+#include <cmath>
 #include <charconv>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -81,6 +82,10 @@ CheckpointState load_checkpoint(const std::filesystem::path& path, nn::Module& m
   };
   for (const auto& [name, t] : model.named_parameters()) load_into("model/" + name, t);
   for (const auto& [name, t] : model.named_buffers()) load_into("model/" + name, t);
+  // Weights and optimizer state must be numbers: NaN or inf would only show up as a ruined run.
+  for (const auto& [name, t] : f.tensors) {
+    if (!std::isfinite(sum(cast(t, DType::f64)).item())) fail("'" + name + "' holds NaN or infinite values");
+  }
   CheckpointState state;
   try {
     OptimizerState os;
@@ -88,8 +93,9 @@ CheckpointState load_checkpoint(const std::filesystem::path& path, nn::Module& m
     for (const auto& [name, t] : f.tensors) {
       if (name.rfind("optim/", 0) == 0) os.tensors.emplace_back(name.substr(6), t);
     }
-    optimizer.load_state(os);
+    optimizer.load_state(os, /*complete=*/true);
     state.step = std::stoll(f.metadata.at("step"));
+    if (state.step < 1 || os.step < 1) fail("step " + f.metadata.at("step") + " is not a step a run saves after (1 or more)");
     const nlohmann::json s = nlohmann::json::parse(f.metadata.at("loss_scaler"));
     state.scaler.scale = std::stod(s.at("scale").get<std::string>());
     state.scaler.growth_tracker = s.at("growth_tracker").get<std::int64_t>();

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -122,7 +123,7 @@ int run_train(TrainRunArgs& a) {
   const EvalRecord& last = result.evals.back();
   if (a.json) {
     nlohmann::json j = {{"final_val_loss", last.val_loss}, {"wall_seconds", result.wall_seconds},
-                        {"steps", result.total_steps - result.first_step + 1}, {"skipped_steps", result.skipped_steps},
+                        {"steps", std::max<std::int64_t>(0, result.total_steps - result.first_step + 1)}, {"skipped_steps", result.skipped_steps},
                         {"peak_bytes", peak_json(result.peak_bytes)}};
     j["final_val_accuracy"] = last.val_accuracy ? nlohmann::json(*last.val_accuracy) : nlohmann::json(nullptr);
     fmt::print("{}\n", j.dump());
@@ -130,7 +131,7 @@ int run_train(TrainRunArgs& a) {
     const double mib = 1 << 20;
     fmt::print("final: val_loss {:.4f}{}, {} steps ({} skipped) in {:.1f} s, peak memory {:.1f} MiB (+ {:.1f} MiB of data)\n",
                last.val_loss, last.val_accuracy ? fmt::format(", val_accuracy {:.2f}%", 100 * *last.val_accuracy) : "",
-               result.total_steps - result.first_step + 1, result.skipped_steps, result.wall_seconds,
+               std::max<std::int64_t>(0, result.total_steps - result.first_step + 1), result.skipped_steps, result.wall_seconds,
                static_cast<double>(result.peak_bytes["total"] - result.peak_bytes["data"]) / mib,
                static_cast<double>(result.peak_bytes["data"]) / mib);
   }

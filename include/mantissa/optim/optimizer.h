@@ -62,14 +62,20 @@ class Optimizer {
   std::vector<Tensor> step_gradients();
 
   OptimizerState state() const;
-  // Restores a state() of an optimizer over parameters of the same shapes; throws naming what differs.
-  void load_state(const OptimizerState& state);
+  // Restores a state() of an optimizer over parameters of the same shapes and dtypes; throws naming what
+  // differs. With `complete`, a state past step 0 must also hold every tensor a step makes when every
+  // parameter has a gradient (each master copy and each slot in use), so that a checkpoint missing some
+  // cannot resume with zeros in their place.
+  void load_state(const OptimizerState& state, bool complete = false);
 
  protected:
   // `slots` names the optimizer's per-parameter state tensors ("momentum", "m", "v").
   Optimizer(std::vector<Tensor> params, double lr, MasterWeightOptions master, DType state_dtype,
             std::vector<std::string> slots);
   virtual void update(std::size_t i, const Tensor& target, const Tensor& grad) = 0;
+  // Whether the update creates state tensor `slot` for a parameter with a gradient (SGD without momentum
+  // keeps none).
+  virtual bool slot_in_use(std::size_t slot) const { return slot < slot_names_.size(); }
   // State tensor `slot` (an index into the names given) of parameter i; undefined until created.
   Tensor& state_tensor(std::size_t slot, std::size_t i) { return state_[slot][i]; }
   // The same, created as zeros (shaped like parameter i, in the state dtype) if it does not exist yet.
@@ -102,6 +108,7 @@ class Sgd final : public Optimizer {
   Sgd(std::vector<Tensor> params, SgdOptions options = {});
 
  private:
+  bool slot_in_use(std::size_t) const override { return options_.momentum != 0; }
   void update(std::size_t i, const Tensor& target, const Tensor& grad) override;
   SgdOptions options_;
 };
