@@ -540,6 +540,19 @@ TEST(TrainCommand, ResumeRefusesCheckpointsWithMissingWrongOrNonFiniteState) {
   }
 }
 
+TEST(CompareCommand, EachPrecisionCheckpointsApartAndABadPlotPathStopsAtStart) {
+  Scratch s;
+  const std::string dir = s.path("ck");
+  ASSERT_EQ(run("compare --model mlp --steps 4 --eval-every 4 --precisions fp32,bf16 --plot '' --checkpoint-dir " + dir).status, 0);
+  for (const char* p : {"fp32", "bf16"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir + "/" + p + "/ckpt-00000004.safetensors")) << p;  // fp16 overwrote fp32 before
+  }
+  const Result bad = run("compare --model mlp --steps 100000 --plot " + s.path("no/such/dir.svg"));
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("cannot write the picture"), std::string::npos) << bad.err;
+  EXPECT_EQ(bad.err.find("=="), std::string::npos) << "trained before failing: " << bad.err;
+}
+
 TEST(CompareCommand, RunsEachPrecisionAndDrawsTheCurves) {
   Scratch s;
   const Result r = run("compare --model mlp --steps 30 --eval-every 30 --precisions fp32,bf16,fp16 --json --plot " +

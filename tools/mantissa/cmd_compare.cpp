@@ -58,11 +58,25 @@ int run_compare(const CompareArgs& a) {
     names.push_back(p);
   }
   if (names.empty()) throw std::invalid_argument("--precisions: no precision given");
+  // The picture's path is checked before training, not after minutes of it: an existing target must be a
+  // regular file (it is replaced by a rename), and the directory must take a new file.
+  const std::string tmp = a.plot + ".partial";
+  if (!a.plot.empty()) {
+    std::error_code ec;
+    const auto st = std::filesystem::status(a.plot, ec);
+    if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st)) {
+      throw std::invalid_argument("--plot " + a.plot + ": not a regular file (a directory, device or pipe)");
+    }
+    if (!std::ofstream(tmp)) throw std::runtime_error(a.plot + ": cannot write the picture here");
+    std::filesystem::remove(tmp);
+  }
   std::vector<PrecisionRun> runs;
   for (const std::string& name : names) {
     TrainConfig c = base;
     c.precision = parse_dtype(name);
     c.low_precision_model = base.low_precision_model && c.precision != DType::f32;
+    // Each precision's checkpoints in a directory of its own (DIR/fp32, DIR/bf16, ...).
+    if (!c.checkpoint_dir.empty()) c.checkpoint_dir = (std::filesystem::path(base.checkpoint_dir) / name).string();
     std::fprintf(stderr, "== %s\n", name.c_str());
     TrainCallbacks cb;
     const std::int64_t every = std::max<std::int64_t>(1, c.steps / 5);
@@ -113,8 +127,15 @@ int run_compare(const CompareArgs& a) {
       for (const StepRecord& st : runs[i].result.steps) s.points.emplace_back(static_cast<double>(st.step), st.loss_scale);
       scale.series.push_back(s);
     }
-    const std::string tmp = a.plot + ".partial";
-    std::ofstream(tmp) << svg_chart({loss, scale});
+    {
+      std::ofstream out(tmp);
+      out << svg_chart({loss, scale});
+      out.close();
+      if (!out) {
+        std::filesystem::remove(tmp);
+        throw std::runtime_error(a.plot + ": writing the picture failed");
+      }
+    }
     std::filesystem::rename(tmp, a.plot);
     if (!a.json) fmt::print("picture: {}\n", a.plot);
   }
