@@ -8,6 +8,7 @@
 #include <sstream>
 #include <vector>
 #include <string>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <nlohmann/json.hpp>
@@ -551,6 +552,22 @@ TEST(CompareCommand, EachPrecisionCheckpointsApartAndABadPlotPathStopsAtStart) {
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.err.find("cannot write the picture"), std::string::npos) << bad.err;
   EXPECT_EQ(bad.err.find("=="), std::string::npos) << "trained before failing: " << bad.err;
+}
+
+TEST(TrainCommand, CheckpointsAreOrderedByStepNumberAndOnlyRegularFilesCount) {
+  Scratch s;
+  const std::string dir = s.path("ck");
+  ASSERT_EQ(run("train --model mlp --steps 10 --eval-every 10 --checkpoint-dir " + dir).status, 0);
+  const std::string ten = dir + "/ckpt-00000010.safetensors";
+  // Past step 99,999,999 the names grow a digit: as strings, 100000000 sorts before 99999999.
+  std::filesystem::copy_file(ten, dir + "/ckpt-99999999.safetensors");
+  std::filesystem::copy_file(ten, dir + "/ckpt-100000000.safetensors");
+  ASSERT_EQ(::mkfifo((dir + "/ckpt-999999999.safetensors").c_str(), 0600), 0);  // a pipe is no checkpoint
+  const Result r = run("train --model mlp --steps 20 --eval-every 20 --keep 2 --checkpoint-dir " + dir + " --resume");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/ckpt-100000000.safetensors"));  // the newest is kept
+  EXPECT_TRUE(std::filesystem::exists(dir + "/ckpt-99999999.safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/ckpt-00000020.safetensors"));  // pruned: oldest by step
 }
 
 TEST(CompareCommand, RunsEachPrecisionAndDrawsTheCurves) {

@@ -28,13 +28,24 @@ std::filesystem::path checkpoint_path(const std::filesystem::path& dir, std::int
 }
 
 std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& dir) {
-  std::vector<std::filesystem::path> out;
-  if (!std::filesystem::is_directory(dir)) return out;
+  // Regular files named ckpt-STEP.safetensors, in step order (by number: past step 99,999,999 the names
+  // grow a digit and would sort before older ones as strings); anything else (a pipe, a stray name) is
+  // not a checkpoint.
+  std::vector<std::pair<std::int64_t, std::filesystem::path>> found;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return {};
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     const std::string n = e.path().filename().string();
-    if (n.rfind("ckpt-", 0) == 0 && e.path().extension() == ".safetensors") out.push_back(e.path());
+    if (n.rfind("ckpt-", 0) != 0 || e.path().extension() != ".safetensors" || !e.is_regular_file(ec)) continue;
+    const std::string digits = n.substr(5, n.size() - 5 - std::string(".safetensors").size());
+    std::int64_t step = 0;
+    const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+    if (r.ec != std::errc() || r.ptr != digits.data() + digits.size() || digits.empty()) continue;
+    found.emplace_back(step, e.path());
   }
-  std::sort(out.begin(), out.end());
+  std::sort(found.begin(), found.end());
+  std::vector<std::filesystem::path> out;
+  for (auto& [step, path] : found) out.push_back(std::move(path));
   return out;
 }
 
