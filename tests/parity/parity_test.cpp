@@ -9,9 +9,9 @@
 //   accumulation over `reduction` terms and the f32 functions' own error (kFunctionUlps), relative to
 //   the case's bound M: eps_f32 (reduction + kFunctionUlps) M;
 // - gradients, normwise per input: the forward's roundings plus kBackwardRoundings more in the input
-//   dtype, and the same f32 accumulation term, relative to the largest reference gradient; for
-//   normwise-bound cases also times the largest output magnitude (at least 1), since their backward
-//   rules read the forward's outputs, whose absolute errors grow with them (log-probabilities).
+//   dtype, and the same f32 accumulation term, relative to the largest reference gradient: the
+//   gradient's own magnitude. (Scaling it by the largest output as well let a loss's value (60 for
+//   cross_entropy_confident) widen the bound until an all-zero bf16 gradient passed.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -117,11 +117,6 @@ TEST_P(Parity, CpuBackendMatchesReference) {
     const std::vector<double> gg = got.grads[k].to_doubles();
     double scale = 0;
     for (double v : rg) scale = std::max(scale, std::fabs(v));
-    if (c.bound == Bound::normwise) {
-      double out_max = 1;
-      for (double v : r) out_max = std::max(out_max, std::fabs(v));
-      scale *= out_max;
-    }
     const double tol = ((c.roundings + kBackwardRoundings) * dtype_epsilon(dtype) + accumulate) * scale;
     for (std::size_t i = 0; i < rg.size(); ++i) {
       ASSERT_NEAR(gg[i], rg[i], tol) << "gradient of input " << k << " element " << i;
