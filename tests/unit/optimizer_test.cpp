@@ -137,6 +137,41 @@ TEST(MasterWeights, StochasticWriteBackIsUnbiased) {
   EXPECT_NEAR(mean, 1 + 0.3 * ulp, 6 * ulp * std::sqrt(0.21 / n));
 }
 
+TEST(MasterWeights, StochasticWriteBackDrawsAnewEachStepAndResumesWithTheSameDraws) {
+  // Masters halfway between two bf16 values and no update (lr 0): each step's write-back draws from
+  // (seed + step, element), so consecutive steps round differently; an optimizer restored from a state
+  // writes the parameters back exactly as the saved run did at that step, and the same afterwards.
+  const int n = 1024;
+  const double half_ulp = std::ldexp(1.0, -8);
+  const auto run = [&](int steps, std::uint64_t seed) {
+    Tensor w = Tensor::full({n}, 1.0, DType::bf16).set_requires_grad();
+    Sgd opt({w}, {.lr = half_ulp, .master = {.writeback = Rounding::stochastic, .seed = seed}});
+    w.set_grad(Tensor::full({n}, -1.0, DType::bf16));
+    opt.step();  // master 1 + half an ulp
+    std::vector<std::vector<std::uint8_t>> bits;
+    opt.set_lr(0);
+    for (int s = 0; s < steps; ++s) {
+      opt.step();
+      bits.push_back(bytes_of(w));
+    }
+    return std::make_pair(bits, opt.state());
+  };
+  const auto [bits, state] = run(3, 5);
+  EXPECT_NE(bits[0], bits[1]);  // a per-step seed: with one seed for every step these were equal
+  EXPECT_NE(bits[1], bits[2]);
+  EXPECT_NE(run(1, 6).first[0], bits[0]);  // and the seed matters
+  // Restore the state after step 4 (1 + 3) into fresh parameters: the same bits as the run had then.
+  Tensor w2 = Tensor::full({n}, 0.0, DType::bf16).set_requires_grad();
+  Sgd restored({w2}, {.lr = 0, .master = {.writeback = Rounding::stochastic, .seed = 5}});
+  restored.load_state(state);
+  EXPECT_EQ(bytes_of(w2), bits[2]);
+  // And the next step draws as the original's next step would.
+  const auto [longer, unused] = run(4, 5);
+  w2.set_grad(Tensor::full({n}, -1.0, DType::bf16));
+  restored.step();
+  EXPECT_EQ(bytes_of(w2), longer[3]);
+}
+
 TEST(ScaledStep, AnInfInOneGradientElementSkipsTheStepAndChangesNothing) {
   Tensor a = Tensor::uniform({64, 32}, DType::bf16, 1, -1, 1).set_requires_grad();
   Tensor b = Tensor::uniform({32}, DType::f32, 2, -1, 1).set_requires_grad();
