@@ -41,10 +41,11 @@ Data make_data() {
 
 enum class Mode { autocast, low_precision_model, pure_low_precision };
 
-// Every step's loss within kCurveUlps of the f32 run's, and the final loss (mean of the last 20 steps)
-// within kFinalUlps; an ulp here is the format's epsilon, relative to the f32 loss. Measured on this
-// machine: bf16 0.7 / 0.1 ulps, fp16 2.7 / 0.4 ulps; bf16 without master weights 6.9 / 3.8 ulps.
-constexpr double kCurveUlps = 8;
+// Every step's loss within curve_ulps of the f32 run's, and the final loss (mean of the last 20 steps)
+// within kFinalUlps; an ulp here is the format's epsilon, relative to the f32 loss. Measured (natively
+// and capped to AVX2): bf16 0.7 / 0.1 ulps, fp16 2.7 / 0.4 ulps; bf16 without master weights 6.9 / 3.8
+// ulps, which both bounds reject (an 8-ulp step bound let it pass).
+double curve_ulps(DType low) { return low == DType::bf16 ? 3 : 6; }
 constexpr double kFinalUlps = 2;
 
 double final_difference(const std::vector<double>& got, const std::vector<double>& f32) {
@@ -103,7 +104,7 @@ TEST(MixedPrecisionTraining, LowPrecisionRunsFollowTheF32LossCurve) {
       double worst = 0;
       for (int s = 0; s < kSteps; ++s) worst = std::max(worst, std::fabs(got[s] - f32[s]) / f32[s]);
       const char* name = mode == Mode::autocast ? " autocast" : " low-precision-model";
-      EXPECT_LE(worst, kCurveUlps * dtype_epsilon(low)) << dtype_name(low) << name;
+      EXPECT_LE(worst, curve_ulps(low) * dtype_epsilon(low)) << dtype_name(low) << name;
       EXPECT_LE(final_difference(got, f32), kFinalUlps * dtype_epsilon(low))
           << dtype_name(low) << name << ": final loss " << mean_of_last(got, 20) << " vs f32 " << mean_of_last(f32, 20);
     }
@@ -114,6 +115,7 @@ TEST(MixedPrecisionTraining, LowPrecisionRunsFollowTheF32LossCurve) {
   for (int s = 0; s < kSteps; ++s) worst = std::max(worst, std::fabs(pure[s] - f32[s]) / f32[s]);
   EXPECT_GT(final_difference(pure, f32), kFinalUlps * dtype_epsilon(DType::bf16))
       << "pure bf16: final " << mean_of_last(pure, 20) << " vs f32 " << mean_of_last(f32, 20) << ", worst step " << worst;
+  EXPECT_GT(worst, curve_ulps(DType::bf16) * dtype_epsilon(DType::bf16)) << "pure bf16: worst step " << worst;
 }
 
 }  // namespace
