@@ -524,6 +524,8 @@ TEST(TrainCommand, ResumeRefusesCheckpointsWithMissingWrongOrNonFiniteState) {
       {"drop-prefix optim/m.", "'m.0' is missing"},
       {"retype optim/m.0 BF16", "'m.0' is bf16, this optimizer keeps f32"},
       {"set-meta step -995", "step -995 is not a step"},
+      {"set-meta step 1e3", "metadata 'step' is not an integer: '1e3'"},
+      {"set-meta data_position 99999999", "batch order: position out of range"},
       {"nan model/fc0.weight", "'model/fc0.weight' holds NaN"},
       {"nan optim/master.0", "'optim/master.0' holds NaN"}};
   for (const auto& [edit, message] : cases) {

@@ -21,6 +21,19 @@ std::string exact(double v) {  // shortest decimal that reads back as the same d
 
 }  // namespace
 
+std::int64_t metadata_integer(const std::filesystem::path& path, const std::map<std::string, std::string>& meta,
+                              const std::string& key) {
+  const auto it = meta.find(key);
+  if (it == meta.end()) throw CheckpointError(path.string() + ": has no '" + key + "' in its metadata");
+  const std::string& v = it->second;
+  std::int64_t out = 0;
+  const auto r = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (r.ec != std::errc() || r.ptr != v.data() + v.size() || v.empty()) {
+    throw CheckpointError(path.string() + ": metadata '" + key + "' is not an integer: '" + v.substr(0, 40) + "'");
+  }
+  return out;
+}
+
 std::filesystem::path checkpoint_path(const std::filesystem::path& dir, std::int64_t step) {
   char name[40];
   std::snprintf(name, sizeof name, "ckpt-%08lld.safetensors", static_cast<long long>(step));
@@ -100,15 +113,17 @@ CheckpointState load_checkpoint(const std::filesystem::path& path, nn::Module& m
   CheckpointState state;
   try {
     OptimizerState os;
-    os.step = std::stoll(f.metadata.at("optim_step"));
+    os.step = metadata_integer(path, f.metadata, "optim_step");
     for (const auto& [name, t] : f.tensors) {
       if (name.rfind("optim/", 0) == 0) os.tensors.emplace_back(name.substr(6), t);
     }
     optimizer.load_state(os, /*complete=*/true);
-    state.step = std::stoll(f.metadata.at("step"));
+    state.step = metadata_integer(path, f.metadata, "step");
     if (state.step < 1 || os.step < 1) fail("step " + f.metadata.at("step") + " is not a step a run saves after (1 or more)");
     const nlohmann::json s = nlohmann::json::parse(f.metadata.at("loss_scaler"));
-    state.scaler.scale = std::stod(s.at("scale").get<std::string>());
+    const std::string scale = s.at("scale").get<std::string>();
+    const auto r = std::from_chars(scale.data(), scale.data() + scale.size(), state.scaler.scale);
+    if (r.ec != std::errc() || r.ptr != scale.data() + scale.size()) fail("loss scale '" + scale.substr(0, 40) + "' is not a number");
     state.scaler.growth_tracker = s.at("growth_tracker").get<std::int64_t>();
     state.scaler.hysteresis_left = s.at("hysteresis_left").get<int>();
     state.scaler.floor_overflows = s.at("floor_overflows").get<int>();
@@ -116,8 +131,10 @@ CheckpointState load_checkpoint(const std::filesystem::path& path, nn::Module& m
     state.scaler.skipped = s.at("skipped").get<std::int64_t>();
   } catch (const CheckpointError&) {
     throw;
-  } catch (const std::exception& e) {
-    fail(std::string("missing or malformed training state (") + e.what() + ")");
+  } catch (const std::invalid_argument& e) {  // what the optimizer refused, named there
+    fail(e.what());
+  } catch (const std::exception& e) {  // a missing or mistyped field of the loss scaler's JSON
+    fail(std::string("missing or malformed loss-scaler state (") + e.what() + ")");
   }
   state.extra = f.metadata;
   return state;

@@ -24,6 +24,11 @@ struct CheckpointState {
 
 void save_checkpoint(const std::filesystem::path& path, const nn::Module& model, const Optimizer& optimizer,
                      const CheckpointState& state);
+// Metadata field `key` of the checkpoint at `path` as an integer, or a CheckpointError naming the file,
+// the field and what it holds instead.
+std::int64_t metadata_integer(const std::filesystem::path& path, const std::map<std::string, std::string>& meta,
+                              const std::string& key);
+
 // Loads into an already built model and optimizer; throws CheckpointError naming the file and the
 // tensor or field that does not fit. `check`, when given, sees the metadata first (and may throw), so a
 // run with other settings is told which setting differs rather than which tensor.

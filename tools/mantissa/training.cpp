@@ -438,12 +438,17 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
       if (it == st.extra.end()) throw CheckpointError(all.back().string() + ": has no '" + k + "' in its metadata");
       return it->second;
     };
-    scaler.load_state(st.scaler);
-    if (text) {
-      std::istringstream in(get("text_rng"));
-      in >> text_rng;
-    } else {
-      order->seek(std::stoll(get("data_epoch")), std::stoll(get("data_position")));
+    try {
+      scaler.load_state(st.scaler);
+      if (text) {
+        std::istringstream in(get("text_rng"));
+        in >> text_rng;
+        if (!in) throw std::invalid_argument("metadata 'text_rng' is not a generator state");
+      } else {
+        order->seek(metadata_integer(all.back(), st.extra, "data_epoch"), metadata_integer(all.back(), st.extra, "data_position"));
+      }
+    } catch (const std::invalid_argument& e) {  // bad data in the file, not a bad flag: exit 1, naming it
+      throw CheckpointError(all.back().string() + ": " + e.what());
     }
     result.first_step = st.step + 1;
   }
