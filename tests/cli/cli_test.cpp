@@ -144,7 +144,7 @@ TEST(InfoCommand, SaysWhichFallbackRunsWhereTheCpuIsCappedToAvx2) {
   EXPECT_FALSE(info["onednn"]["matmul"]["bf16"].get<bool>());
   EXPECT_FALSE(info["onednn"]["convolution"]["bf16"].get<bool>());
   EXPECT_EQ(info["paths"]["matmul"]["bf16"], "oneDNN f32 on blocks converted to f32, rounded once");
-  EXPECT_EQ(info["paths"]["convolution"]["bf16"], "oneDNN f32 on f32 copies, rounded once");
+  EXPECT_EQ(info["paths"]["convolution"]["bf16"], "oneDNN f32, operands converted as they change layout, rounded once");
   EXPECT_EQ(info["paths"]["layer_norm"]["bf16"], "loops in f32, rounded once");
 }
 
@@ -430,7 +430,6 @@ TEST(TrainCommand, KilledAtRandomMomentsWhileCheckpointingItResumesBitIdenticall
   std::printf("kill timings seed %llu (MANTISSA_TEST_SEED replays it)\n", static_cast<unsigned long long>(seed));
   std::mt19937_64 rng(seed);
   const std::string killed = s.path("killed");
-  std::filesystem::create_directories(killed);
   const auto has_checkpoint = [&] {
     for (const auto& e : std::filesystem::directory_iterator(killed)) {
       if (e.path().extension() == ".safetensors") return true;
@@ -438,18 +437,24 @@ TEST(TrainCommand, KilledAtRandomMomentsWhileCheckpointingItResumesBitIdenticall
     return false;
   };
   int kills = 0;
-  for (int attempt = 0; attempt < 40; ++attempt) {
-    const bool resume = has_checkpoint();
-    // Between 20% and 70% of an uninterrupted run's time: the first attempt is always killed, and later
-    // ones, with less left to do, finish in the end.
-    const double after = whole * (0.2 + 0.5 * static_cast<double>(rng() % 1000) / 1000);
-    const std::string cmd = "timeout -s KILL " + std::to_string(after) + " " + std::string(MANTISSA_CLI) + " " + flags +
-                            killed + (resume ? " --resume" : "") + " >/dev/null 2>" + s.path("err");
-    const int raw = std::system(cmd.c_str());
-    const int status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    if (status == 0) break;
-    ASSERT_EQ(status, 137) << "not killed but failed: " << slurp(s.path("err"));  // timeout's code for KILL
-    ++kills;
+  // A machine busier than when `whole` was measured can finish a run before any kill: then start over,
+  // with the kill times scaled down by half, a few times.
+  for (double scale = 1; kills == 0 && scale > 0.05; scale /= 2) {
+    std::filesystem::remove_all(killed);
+    std::filesystem::create_directories(killed);
+    for (int attempt = 0; attempt < 40; ++attempt) {
+      const bool resume = has_checkpoint();
+      // Between 20% and 70% of an uninterrupted run's time: the first attempt is killed, and later ones,
+      // with less left to do, finish in the end.
+      const double after = scale * whole * (0.2 + 0.5 * static_cast<double>(rng() % 1000) / 1000);
+      const std::string cmd = "timeout -s KILL " + std::to_string(after) + " " + std::string(MANTISSA_CLI) + " " +
+                              flags + killed + (resume ? " --resume" : "") + " >/dev/null 2>" + s.path("err");
+      const int raw = std::system(cmd.c_str());
+      const int status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+      if (status == 0) break;
+      ASSERT_EQ(status, 137) << "not killed but failed: " << slurp(s.path("err"));  // timeout's code for KILL
+      ++kills;
+    }
   }
   std::printf("killed %d times, then finished\n", kills);
   EXPECT_GT(kills, 0) << "never killed: the runs were faster than the kill times";

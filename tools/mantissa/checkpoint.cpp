@@ -11,15 +11,12 @@
 #include "mantissa/ops/ops.h"
 
 namespace mantissa::cli {
-namespace {
 
-std::string exact(double v) {  // shortest decimal that reads back as the same double
+std::string exact_number(double v) {
   char buf[32];
   const auto r = std::to_chars(buf, buf + sizeof buf, v);
   return std::string(buf, r.ptr);
 }
-
-}  // namespace
 
 std::int64_t metadata_integer(const std::filesystem::path& path, const std::map<std::string, std::string>& meta,
                               const std::string& key) {
@@ -78,7 +75,7 @@ void save_checkpoint(const std::filesystem::path& path, const nn::Module& model,
   meta["step"] = std::to_string(state.step);
   meta["optim_step"] = std::to_string(os.step);
   const LossScalerState& s = state.scaler;
-  meta["loss_scaler"] = nlohmann::json{{"scale", exact(s.scale)},
+  meta["loss_scaler"] = nlohmann::json{{"scale", exact_number(s.scale)},
                                        {"growth_tracker", s.growth_tracker},
                                        {"hysteresis_left", s.hysteresis_left},
                                        {"floor_overflows", s.floor_overflows},

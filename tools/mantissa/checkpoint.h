@@ -24,6 +24,9 @@ struct CheckpointState {
 
 void save_checkpoint(const std::filesystem::path& path, const nn::Module& model, const Optimizer& optimizer,
                      const CheckpointState& state);
+// The shortest decimal that reads back as the same double (for metadata and messages).
+std::string exact_number(double v);
+
 // Metadata field `key` of the checkpoint at `path` as an integer, or a CheckpointError naming the file,
 // the field and what it holds instead.
 std::int64_t metadata_integer(const std::filesystem::path& path, const std::map<std::string, std::string>& meta,

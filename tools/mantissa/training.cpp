@@ -72,12 +72,6 @@ LossScalerOptions scaler_options(const TrainConfig& c) {
   return o;
 }
 
-// The shortest decimal that reads back as the same double.
-std::string exact_number(double v) {
-  char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
-}
 
 // The loss scaling a run uses, in words, for the resume check.
 std::string loss_scale_name(const LossScalerOptions& o) {

@@ -1,8 +1,8 @@
 // Convolution on oneDNN: forward, backward data and backward weights, f32 and bf16 (accumulating in
 // f32), over contiguous NCHW tensors. Each primitive runs in the layouts oneDNN picks (blocked, where its
 // direct and AMX kernels are), with the operands reordered from and to NCHW around it. A dtype that
-// oneDNN 2.6 cannot convolve here (f16 on CPUs without f16 arithmetic, bf16 on AVX2-only CPUs) goes
-// through f32 copies of the operands and one rounding of the result.
+// oneDNN 2.6 cannot convolve here (f16 on CPUs without f16 arithmetic, bf16 on AVX2-only CPUs) runs on
+// the f32 primitive, converted on the way in and rounded once on the way out.
 #include <algorithm>
 #include <mutex>
 #include <unordered_map>
@@ -247,35 +247,14 @@ void run(Pass pass, const ConvShapes& s, DType t, DType data, bool grouped, void
   }
 }
 
-// Runs a pass in the operands' dtype, or through f32 copies when oneDNN lacks it (f16 on CPUs without
-// f16 arithmetic, bf16 on AVX2-only ones). (oneDNN 2.6's reorders could convert bf16 while changing
-// the layout, but on AVX2 they ran 10x slower than this copy and flush subnormals.)
+// Runs a pass in the operands' dtype; where oneDNN lacks it (f16 on CPUs without f16 arithmetic, bf16
+// on AVX2-only ones), the f32 primitive with the operands converted as they enter and leave oneDNN's
+// layouts (Operand). (oneDNN 2.6's own converting reorders ran 10x slower on AVX2 and flush subnormals.)
 void conv_pass(Pass pass, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p) {
   const ConvShapes s = conv_shapes(x.shape(), w.shape(), y.shape(), p);
   const DType t = x.dtype();
-  if (onednn_supports(OnednnPrimitive::convolution, t)) {
-    run(pass, s, t, t, p.groups > 1, x.data(), w.data(), y.data());
-    return;
-  }
-  if (t == DType::bf16) {  // AVX2: the f32 primitive, the operands converted as they change layout
-    run(pass, s, DType::f32, t, p.groups > 1, x.data(), w.data(), y.data());
-    return;
-  }
-
-  // The pass writes one operand (y forward, x backward data, w backward weights) from the other two.
-  // Each input converted to f32 in one pass (the operands are contiguous NCHW), the output allocated.
-  const auto as_f32 = [](const Tensor& operand, bool written) {
-    Tensor f = Tensor::empty(operand.shape(), DType::f32, operand.device());
-    if (!written) cpu_copy(operand, f);
-    return f;
-  };
-  Tensor xf = as_f32(x, pass == Pass::backward_data);
-  Tensor wf = as_f32(w, pass == Pass::backward_weights);
-  Tensor yf = as_f32(y, pass == Pass::forward);
-  run(pass, s, DType::f32, DType::f32, p.groups > 1, xf.data(), wf.data(), yf.data());
-  const Tensor& written = pass == Pass::forward ? yf : pass == Pass::backward_data ? xf : wf;
-  const Tensor& target = pass == Pass::forward ? y : pass == Pass::backward_data ? x : w;
-  cpu_copy(written, target);
+  const DType compute = onednn_supports(OnednnPrimitive::convolution, t) ? t : DType::f32;
+  run(pass, s, compute, t, p.groups > 1, x.data(), w.data(), y.data());
 }
 
 }  // namespace

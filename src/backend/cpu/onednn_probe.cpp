@@ -165,7 +165,7 @@ const char* cpu_path(OnednnPrimitive kind, DType t) {
     case OnednnPrimitive::matmul:
       return native ? "oneDNN" : "oneDNN f32 on blocks converted to f32, rounded once";
     case OnednnPrimitive::convolution:
-      return native ? "oneDNN" : "oneDNN f32 on f32 copies, rounded once";
+      return native ? "oneDNN" : "oneDNN f32, operands converted as they change layout, rounded once";
     case OnednnPrimitive::eltwise:
       return native ? "oneDNN, rounded once (relu, exp, pow: loops)" : "loops in f32, rounded once";
     case OnednnPrimitive::layer_norm:
