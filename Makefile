@@ -3,7 +3,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build demo test sanitize bench install clean
+.PHONY: all deps configure build demo test sanitize fuzz bench install clean
 
 all: build
 
@@ -23,8 +23,10 @@ demo: build
 	@$(BUILD)/bin/mantissa compare --model cnn --steps 150 --batch-size 128 --lr 3e-3 --warmup 20 --eval-every 150 \
 	  --plot mantissa-compare.svg
 
+# Every test, then a short run of each fuzz target (FUZZ_SECONDS each; `make fuzz` alone runs longer).
 test: build
 	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
 
 # The whole suite (both CPU variants) built with AddressSanitizer and UndefinedBehaviorSanitizer in
 # build-asan/; any finding, leaks included, fails the case. CI runs it after `make test`. (The installed-
@@ -35,6 +37,17 @@ sanitize: deps
 	  -DCMAKE_CXX_FLAGS="$(SANITIZE)" -DCMAKE_EXE_LINKER_FLAGS="$(SANITIZE)" -DCMAKE_SHARED_LINKER_FLAGS="$(SANITIZE)" >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	@ctest --test-dir build-asan --output-on-failure -j $(JOBS) -E '^install\.'
+
+# The fuzz targets (fuzz/) built as libFuzzer programs with clang, ASan and UBSan in build-fuzz/, each run
+# for FUZZ_SECONDS from its seed corpus; a finding fails the run and is saved in build-fuzz/findings/.
+FUZZ_SECONDS ?= 60
+TEST_FUZZ_SECONDS ?= 8
+FUZZ_FLAGS := -fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=undefined -fno-omit-frame-pointer -Wno-pass-failed
+fuzz: deps
+	@CXX=clang++-14 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMANTISSA_BUILD_TESTS=OFF \
+	  -DMANTISSA_BUILD_BENCHMARKS=OFF -DMANTISSA_LIBFUZZER=ON -DCMAKE_CXX_FLAGS="$(FUZZ_FLAGS)" >/dev/null
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_idx fuzz_safetensors fuzz_cast fuzz_text >/dev/null
+	@scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS)
 
 bench: build
 	@$(BUILD)/bin/bench_convert

@@ -16,6 +16,8 @@ packages=(
   python3                     # tests read checkpoints with an independent reader
   libgtest-dev libgmock-dev   # unit tests
   libbenchmark-dev            # benchmarks
+  clang-14 libclang-rt-14-dev # libFuzzer and the sanitizers' runtimes for the fuzz targets (make fuzz)
+  libomp-14-dev               # OpenMP for the library when clang builds it (the fuzz build)
 )
 
 missing=()

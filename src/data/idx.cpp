@@ -89,8 +89,9 @@ IdxArray read_idx(const std::filesystem::path& path) {
     const std::int64_t n = (std::int64_t{b[0]} << 24) | (b[1] << 16) | (b[2] << 8) | b[3];
     if (n <= 0 || n > (std::int64_t{1} << 31)) fail(path, "dimension " + std::to_string(d) + " is " + std::to_string(n));
     a.dims.push_back(n);
+    constexpr std::int64_t kMaxBytes = std::int64_t{1} << 34;
+    if (n > kMaxBytes / count) fail(path, "the array would be larger than 16 GiB");  // checked before it can wrap
     count *= n;
-    if (count > (std::int64_t{1} << 34)) fail(path, "the array would be larger than 16 GiB");
   }
   // The array grows as the data arrives: a header claiming more than the file holds costs what the file
   // holds, not what the header claims (a 59-byte gzip asked for 16 GiB up front).

@@ -1,6 +1,7 @@
 // Bulk conversions: picks a kernel for the CPU, format and options, and splits the work across threads.
 #include "mantissa/numeric/bulk.h"
 
+#include <cpuid.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -25,10 +26,16 @@ constexpr std::size_t kParallelMin = std::size_t{1} << 16;
 // Elements per unit of parallel work: a multiple of every vector width.
 constexpr std::size_t kChunk = std::size_t{1} << 14;
 
+// F16C from CPUID itself: clang's __builtin_cpu_supports does not know the name.
+bool cpu_has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+
 bool cpu_has(Isa isa) {
   switch (isa) {
     case Isa::portable: return true;
-    case Isa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    case Isa::avx2: return __builtin_cpu_supports("avx2") && cpu_has_f16c();
     case Isa::avx512:
       return cpu_has(Isa::avx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&

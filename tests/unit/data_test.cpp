@@ -88,6 +88,15 @@ TEST(Idx, BadFilesGiveOneLineNamingTheFile) {
     f.write(h, sizeof h);
   }
   expect_data_error(d / "claims.idx", "ends after 0 of the 17179869184 bytes");
+  // Dimensions 2^31 x 7 x 2^31 x 1: the count (7 * 2^93) is refused before it can wrap (found by
+  // fuzz_idx: the product wrapped to 0 in int64 before the size check, and an empty array came back).
+  {
+    std::ofstream f(d / "wraps.idx", std::ios::binary);
+    const char h[] = {0, 0, 0x08, 4, static_cast<char>(0x80), 0, 0, 0, 0, 0, 0, 7,
+                      static_cast<char>(0x80), 0, 0, 0, 0, 0, 0, 1};
+    f.write(h, sizeof h);
+  }
+  expect_data_error(d / "wraps.idx", "larger than 16 GiB");
   EXPECT_THROW(load_mnist_format(d / "nowhere", true), DataError);
   EXPECT_THROW(load_mnist_format(d, true), DataError);  // a directory without the files
   fs::remove_all(d);

@@ -1,16 +1,12 @@
 // `mantissa cast`: rounds fp32 values from standard input into a format and shows the result and its
 // bits, one line per value. A line that is not a number stops the run with status 2; the lines before
 // it have been written whole, and nothing of the bad line is.
-#include <cerrno>
-#include <charconv>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <iostream>
-#include <optional>
 #include <string>
 
+#include "cast_text.h"
 #include "commands.h"
 #include "mantissa/numeric/convert.h"
 
@@ -23,32 +19,6 @@ struct CastArgs {
   std::uint64_t seed = 0;
   bool saturate = false;
 };
-
-std::string_view trim(std::string_view s) {
-  const auto first = s.find_first_not_of(" \t\r");
-  if (first == std::string_view::npos) return {};
-  return s.substr(first, s.find_last_not_of(" \t\r") - first + 1);
-}
-
-// Decimal, hex float (0x1.8p3), inf, -inf or nan, rounded to the nearest fp32; nothing else on the line.
-std::optional<float> parse_fp32(std::string_view text) {
-  if (text.empty()) return std::nullopt;
-  const std::string s(text);
-  char* end = nullptr;
-  errno = 0;
-  const float v = std::strtof(s.c_str(), &end);
-  if (end != s.c_str() + s.size()) return std::nullopt;
-  return v;  // out of fp32's range: inf or 0 (or a subnormal), as rounding to fp32 gives
-}
-
-// The shortest decimal that reads back as the same fp32.
-std::string shortest(float v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[64];
-  const auto result = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, result.ptr);
-}
 
 int run_cast(const CastArgs& args) {
   const Format format = Format::parse(args.to);
