@@ -1,14 +1,15 @@
 // The smallest program that uses mantissa from outside: round pi to bf16, convert an array in bulk, and
-// take mixed-precision training steps (f32 parameters, fp16 autocast, dynamic loss scaling, AdamW).
+// train a classifier with the library's Trainer (f32 parameters, fp16 autocast, dynamic loss scaling,
+// AdamW).
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
-#include "mantissa/amp/autocast.h"
-#include "mantissa/amp/step.h"
+#include "mantissa/nn/layers.h"
 #include "mantissa/numeric/bfloat16.h"
 #include "mantissa/numeric/bulk.h"
 #include "mantissa/ops/ops.h"
-#include "mantissa/optim/optimizer.h"
+#include "mantissa/train/trainer.h"
 
 int main() {
   using namespace mantissa;
@@ -20,24 +21,20 @@ int main() {
   encode_array(Format::bf16(), x.data(), y.data(), x.size());
   std::printf("bulk: %zu values, kernels %s\n", y.size(), isa_name(active_isa()).data());
 
-  Tensor w = Tensor::randn({10, 64}, DType::f32, 3, 0, 0.1).set_requires_grad();
-  const Tensor inputs = Tensor::randn({32, 64}, DType::f32, 4);
-  std::vector<std::int64_t> labels(32);
-  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int64_t>(i % 10);
-  Adam opt({w}, adamw_defaults(), /*decoupled=*/true);
-  LossScaler scaler(LossScalerOptions::for_compute(DType::f16));
-  double first = 0, last = 0;
-  for (int step = 0; step < 20; ++step) {
-    Tensor loss;
-    {
-      Autocast region(DType::f16);
-      loss = cross_entropy(linear(inputs, w), labels);
-    }
-    (step == 0 ? first : last) = loss.item();
-    scaler.scale_loss(loss).backward();
-    scaled_step(scaler, opt);
-    opt.zero_grad();
+  // A linear classifier of random points labelled by a random teacher, trained by train::Trainer in fp16
+  // autocast with dynamic loss scaling and AdamW.
+  const Tensor points = Tensor::randn({512, 64}, DType::f32, 4);
+  const std::vector<double> teacher = matmul(points, Tensor::randn({64, 10}, DType::f32, 5)).to_doubles();
+  std::vector<std::int64_t> labels;
+  for (std::size_t i = 0; i < 512; ++i) {
+    labels.push_back(std::max_element(teacher.begin() + 10 * i, teacher.begin() + 10 * (i + 1)) - (teacher.begin() + 10 * i));
   }
-  std::printf("mixed precision: loss %.4f -> %.4f, scale %g\n", first, last, scaler.scale());
+  const ImageDataset set{points, labels, 10};
+  train::ClassificationData data(set, set, 32, 0);
+  train::ModuleModel<nn::Linear> model(64, 10, /*seed=*/3);
+  train::Trainer trainer(model, data, {.precision = {DType::f16}, .optimizer = {.lr = 1e-2}, .steps = 40, .eval_every = 40});
+  const train::TrainResult r = trainer.run();
+  const double first = r.steps.front().loss, last = r.steps.back().loss;
+  std::printf("mixed precision: loss %.4f -> %.4f, scale %g\n", first, last, r.steps.back().loss_scale);
   return y[999] == b && last < first ? 0 : 1;
 }

@@ -1,5 +1,5 @@
-// `mantissa bench --model gpt-small|gpt-wide|cnn`: whole training steps (forward, backward, loss scaling,
-// AdamW with f32 master weights) timed per precision and master-weight mode after warm-up, with where the
+// `mantissa bench --model gpt-small|gpt-wide|cnn`: whole training steps of train::Trainer (forward,
+// backward, loss scaling, AdamW with f32 master weights) timed per precision and master-weight mode after warm-up, with where the
 // time goes, the model FLOP/s against the peak measured in the same run, peak memory by category, and
 // the ratios to fp32. Data preparation is timed apart and not counted in a step.
 #include "bench_model.h"
@@ -9,21 +9,20 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 
-#include "mantissa/amp/autocast.h"
-#include "mantissa/amp/step.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/memory.h"
 #include "mantissa/data/datasets.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/nn/models.h"
 #include "mantissa/ops/kernel_timer.h"
-#include "mantissa/optim/optimizer.h"
+#include "mantissa/train/trainer.h"
 #include "peak_flops.h"
 
 namespace mantissa::cli {
@@ -58,8 +57,7 @@ void apply_preset(ModelBenchArgs& a) {
   }
 }
 
-// The command line's name of a compute precision.
-std::string precision_name(DType d) { return d == DType::f32 ? "fp32" : d == DType::bf16 ? "bf16" : "fp16"; }
+std::string precision_name(DType d) { return std::string(train::precision_name(d)); }
 
 struct Variant {
   DType precision;
@@ -72,16 +70,21 @@ struct Variant {
 std::vector<Variant> variants(const ModelBenchArgs& a) {
   std::vector<Variant> out;
   for (const std::string& p : split(a.precision)) {
-    if (p != "fp32" && p != "bf16" && p != "fp16") {
-      throw std::invalid_argument("bench --precision: '" + p + "' is not fp32, bf16 or fp16");
+    DType d = DType::f32;
+    try {
+      d = train::parse_precision(p);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("bench --precision: ") + e.what());
     }
-    const DType d = p == "fp32" ? DType::f32 : p == "bf16" ? DType::bf16 : DType::f16;
     for (const std::string& m : split(a.mode)) {
-      if (m != "autocast" && m != "low-precision-model") {
-        throw std::invalid_argument("bench --mode: '" + m + "' is not autocast or low-precision-model");
+      bool lpm = false;
+      try {
+        lpm = train::parse_precision_mode(m) == train::PrecisionMode::low_precision_model;
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(std::string("bench --mode: ") + e.what());
       }
-      if (d == DType::f32 && m == "low-precision-model") continue;  // fp32 has one mode
-      out.push_back({d, m == "low-precision-model"});
+      if (d == DType::f32 && lpm) continue;  // fp32 has one mode
+      out.push_back({d, lpm});
     }
     if (d == DType::f32 && std::none_of(out.begin(), out.end(), [](const Variant& v) { return v.precision == DType::f32; })) {
       out.push_back({d, false});
@@ -108,100 +111,77 @@ BenchData load_data(const ModelBenchArgs& a) {
   return d;
 }
 
-// One model, its optimizer and loss scaler, and the batch it trains on; data comes from the real data
-// set, prepared before the step is timed.
+// One model in one precision, trained by the library's Trainer, and the batch it trains on: drawn from
+// the real data set and prepared (cast to the model's input dtype) before the step is timed.
 class Bench {
  public:
-  Bench(const ModelBenchArgs& a, const Variant& v, const BenchData& data)
-      : a_(a), v_(v), text_(a.model != "cnn"), data_(data) {
+  Bench(const ModelBenchArgs& a, const Variant& v, const BenchData& data) : a_(a), v_(v), text_(a.model != "cnn") {
     {
       MemoryCategoryScope params(MemoryCategory::parameters);
       if (text_) {
-        auto m = std::make_unique<nn::Gpt>(nn::GptConfig{a.n_layer, a.n_head, a.n_embd, a.block_size, 256, a.seed});
-        gpt_ = m.get();
-        model_ = std::move(m);
+        model_ = std::make_unique<train::ModuleModel<nn::Gpt>>(
+            nn::GptConfig{a.n_layer, a.n_head, a.n_embd, a.block_size, 256, a.seed});
       } else {
-        auto m = std::make_unique<nn::Cnn>(nn::CnnConfig{.in_channels = data.images->channels(), .width = a.width,
-                                                           .classes = data.images->classes, .seed = a.seed});
-        cnn_ = m.get();
-        model_ = std::move(m);
+        model_ = std::make_unique<train::ModuleModel<nn::Cnn>>(nn::CnnConfig{
+            .in_channels = data.images->channels(), .width = a.width, .classes = data.images->classes, .seed = a.seed});
       }
     }
-    if (v.low_precision_model) model_->to_dtype(v.precision);
-    opt_ = std::make_unique<Adam>(model_->parameters(),
-                                  AdamOptions{.lr = 1e-3, .weight_decay = 0.01,
-                                              .master = {true, Rounding::nearest_even, a.seed + 17, false}},
-                                  true);
-    scaler_ = std::make_unique<LossScaler>(LossScalerOptions::for_compute(v.precision));
-    if (!text_) order_.emplace(data.images->size(), a.batch_size, a.seed);
+    if (text_) {
+      data_ = std::make_unique<train::TextData>(*data.corpus, a.batch_size, a.block_size, 7, 1, "text");
+    } else {
+      data_ = std::make_unique<train::ClassificationData>(*data.images, *data.images, a.batch_size, a.seed);
+    }
+    train::TrainerOptions o;
+    o.precision = {v.precision, v.low_precision_model ? train::PrecisionMode::low_precision_model
+                                                      : train::PrecisionMode::autocast};
+    o.optimizer = {.kind = train::OptimizerKind::adamw, .lr = 1e-3, .weight_decay = 0.01,
+                   .master = {true, Rounding::nearest_even, a.seed + 17, false}};
+    o.steps = std::numeric_limits<std::int64_t>::max() / 2;
+    o.eval_every = o.steps;
+    trainer_ = std::make_unique<train::Trainer>(*model_, *data_, o);
   }
 
-  // Draws the next batch; returns the milliseconds it took.
+  // Draws and prepares the next batch; returns the milliseconds it took.
   double next_batch() {
     const auto t0 = Clock::now();
-    if (text_) {
-      TextCorpus::sample(data_.corpus->train, a_.batch_size, a_.block_size, rng_, ids_, targets_);
-    } else {
-      const std::vector<std::int64_t> idx = order_->next();
-      targets_.clear();
-      for (std::int64_t i : idx) targets_.push_back(data_.images->labels[static_cast<std::size_t>(i)]);
-      batch_images_ = cast(gather_rows(data_.images->images, idx), v_.low_precision_model ? v_.precision : DType::f32);
-    }
+    batch_ = trainer_->prepare(data_->next());
     return ms_since(t0);
   }
 
   // The loss of the current batch, without a step (for the first-step check against PyTorch).
   double loss() {
     NoGradGuard no_grad;
-    return forward_loss().item();
+    return trainer_->loss(batch_).item();
   }
 
   // One training step on the current batch; returns the loss.
-  double step() {
-    const Tensor l = forward_loss();
-    scaler_->scale_loss(l).backward();
-    scaled_step(*scaler_, *opt_, 0);
-    opt_->zero_grad();
-    return l.item();
-  }
+  double step() { return trainer_->step(std::span<const train::Batch>(&batch_, 1)).loss; }
 
-  double loss_scale() const { return scaler_->scale(); }
+  double loss_scale() { return trainer_->scaler().scale(); }
   double items_per_step() const { return static_cast<double>(a_.batch_size * (text_ ? a_.block_size : 1)); }
 
   // The model's parameters (f32) and the batch, for bench/pytorch to start from the same point.
   void export_to(const std::filesystem::path& path, double first_loss) const {
     std::vector<std::pair<std::string, Tensor>> tensors;
-    for (const auto& [name, p] : model_->named_parameters()) tensors.emplace_back(name, cast(p.detach(), DType::f32));
-    if (!text_) tensors.emplace_back("input.images", cast(batch_images_, DType::f32));
-    const nlohmann::json meta_inputs = text_ ? nlohmann::json(ids_) : nlohmann::json::array();
+    for (const auto& [name, p] : model_->module().named_parameters()) tensors.emplace_back(name, cast(p.detach(), DType::f32));
+    if (!text_) tensors.emplace_back("input.images", cast(batch_.inputs, DType::f32));
+    const nlohmann::json meta_inputs = text_ ? nlohmann::json(batch_.tokens) : nlohmann::json::array();
     write_safetensors(path, tensors,
                       {{"model", a_.model}, {"precision", v_.label()}, {"inputs", meta_inputs.dump()},
-                       {"targets", nlohmann::json(targets_).dump()}, {"first_loss", fmt::format("{:.9g}", first_loss)},
+                       {"targets", nlohmann::json(batch_.targets).dump()}, {"first_loss", fmt::format("{:.9g}", first_loss)},
                        {"n_layer", std::to_string(a_.n_layer)}, {"n_head", std::to_string(a_.n_head)},
                        {"n_embd", std::to_string(a_.n_embd)}, {"block_size", std::to_string(a_.block_size)},
                        {"batch_size", std::to_string(a_.batch_size)}, {"width", std::to_string(a_.width)}});
   }
 
  private:
-  Tensor forward_loss() {
-    const std::unique_ptr<Autocast> region = v_.precision == DType::f32 ? nullptr : std::make_unique<Autocast>(v_.precision);
-    if (text_) return cross_entropy(gpt_->forward(ids_, a_.batch_size, a_.block_size), targets_);
-    return cross_entropy(cnn_->forward(batch_images_), targets_);
-  }
-
   const ModelBenchArgs& a_;
   Variant v_;
   bool text_;
-  std::unique_ptr<nn::Module> model_;
-  nn::Gpt* gpt_ = nullptr;
-  nn::Cnn* cnn_ = nullptr;
-  std::unique_ptr<Adam> opt_;
-  std::unique_ptr<LossScaler> scaler_;
-  const BenchData& data_;
-  std::optional<BatchOrder> order_;
-  std::mt19937_64 rng_{7};
-  std::vector<std::int64_t> ids_, targets_;
-  Tensor batch_images_;
+  std::unique_ptr<train::Model> model_;
+  std::unique_ptr<train::DataSource> data_;
+  std::unique_ptr<train::Trainer> trainer_;
+  train::Batch batch_;
 };
 
 struct Result {

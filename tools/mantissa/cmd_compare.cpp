@@ -54,7 +54,11 @@ int run_compare(const CompareArgs& a) {
   std::vector<std::string> names;
   std::stringstream ss(a.precisions);
   for (std::string p; std::getline(ss, p, ',');) {
-    parse_dtype(p);  // a bad name is a usage error before anything runs
+    try {
+      train::parse_precision(p);  // a bad name is a usage error before anything runs
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("--precisions: ") + e.what());
+    }
     names.push_back(p);
   }
   if (names.empty()) throw std::invalid_argument("--precisions: no precision given");
@@ -73,7 +77,7 @@ int run_compare(const CompareArgs& a) {
   std::vector<PrecisionRun> runs;
   for (const std::string& name : names) {
     TrainConfig c = base;
-    c.precision = parse_dtype(name);
+    c.precision = train::parse_precision(name);
     c.low_precision_model = base.low_precision_model && c.precision != DType::f32;
     // Each precision's checkpoints in a directory of its own (DIR/fp32, DIR/bf16, ...).
     if (!c.checkpoint_dir.empty()) c.checkpoint_dir = (std::filesystem::path(base.checkpoint_dir) / name).string();

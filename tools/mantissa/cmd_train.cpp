@@ -142,11 +142,16 @@ int run_train(TrainRunArgs& a) {
 
 TrainConfig resolve(const TrainArgs& a) {
   TrainConfig c = a.config;
-  c.precision = parse_dtype(a.precision);
-  if (a.mode != "autocast" && a.mode != "low-precision-model") {
-    throw std::invalid_argument("--mode: '" + a.mode + "' is not autocast or low-precision-model");
+  try {
+    c.precision = train::parse_precision(a.precision);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("--precision: ") + e.what());
   }
-  c.low_precision_model = a.mode == "low-precision-model";
+  try {
+    c.low_precision_model = train::parse_precision_mode(a.mode) == train::PrecisionMode::low_precision_model;
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("--mode: ") + e.what());
+  }
   if (!a.inject.empty()) c.inject_nonfinite = parse_steps(a.inject);
   return c;
 }

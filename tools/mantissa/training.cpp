@@ -1,103 +1,53 @@
-// The training loop behind `mantissa train`: data, model, precision (autocast or low-precision model),
-// loss scaling, optimizer and schedule, evaluation, telemetry.
+// `mantissa train`'s flags made into a run: checked, turned into the library's typed options, a data
+// source and a model, and trained by train::Trainer; plus what only the command knows: which settings a
+// checkpoint must share with the run resuming from it.
 #include "training.h"
-
-#include "checkpoint.h"
 
 #include <omp.h>
 
 #include <algorithm>
-#include <charconv>
-#include <chrono>
 #include <cmath>
 #include <limits>
 #include <memory>
-#include <random>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "mantissa/amp/autocast.h"
-#include "mantissa/amp/step.h"
-#include "mantissa/autograd/node.h"
 #include "mantissa/core/memory.h"
 #include "mantissa/data/datasets.h"
+#include "mantissa/io/checkpoint.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/nn/models.h"
-#include "mantissa/numeric/convert.h"
-#include "mantissa/optim/optimizer.h"
 
 namespace mantissa::cli {
 namespace {
 
 LossScalerOptions scaler_options(const TrainConfig& c) {
-  LossScalerOptions o = LossScalerOptions::for_compute(c.precision);
-  const std::string& s = c.loss_scale;
-  if (s.empty()) {
-    // the precision's default kind, with the flags' parameters
-  } else if (s == "dynamic") {
-    o.kind = LossScaling::dynamic;
-  } else if (s == "deepspeed") {
-    LossScalerOptions d = LossScalerOptions::deepspeed();  // DeepSpeed's defaults, whatever the scaling flags say
-    d.compute = c.precision;
-    return d;
-  } else if (s == "none") {
-    o.kind = LossScaling::none;
-  } else if (s.rfind("static:", 0) == 0) {
-    o.kind = LossScaling::fixed;
-    std::size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(s.substr(7), &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != s.size() - 7 || !(v > 0) || !(v <= std::numeric_limits<float>::max())) {
-      throw std::invalid_argument("--loss-scale: '" + s + "' is not static:N with N a positive number finite in f32");
-    }
-    o.init_scale = v;
-    return o;
-  } else {
-    throw std::invalid_argument("--loss-scale: '" + s + "' is not dynamic, deepspeed, static:N or none");
+  LossScalerOptions dynamic;
+  dynamic.init_scale = c.init_scale;
+  dynamic.growth_factor = c.growth_factor;
+  dynamic.backoff_factor = c.backoff_factor;
+  dynamic.growth_interval = c.growth_interval;
+  dynamic.hysteresis = c.hysteresis;
+  dynamic.min_scale = c.min_scale;
+  try {
+    return train::parse_loss_scaling(c.loss_scale, c.precision, dynamic);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("--loss-scale: ") + e.what());
   }
-  if (o.kind == LossScaling::dynamic) {
-    o.init_scale = c.init_scale;
-    o.growth_factor = c.growth_factor;
-    o.backoff_factor = c.backoff_factor;
-    o.growth_interval = c.growth_interval;
-    o.hysteresis = c.hysteresis;
-    o.min_scale = c.min_scale;
+}
+
+train::OptimizerConfig optimizer_config(const TrainConfig& c) {
+  train::OptimizerConfig o;
+  try {
+    o.kind = train::parse_optimizer(c.optimizer);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("--optimizer: ") + e.what());
   }
+  o.lr = c.lr;
+  o.weight_decay = c.weight_decay;
+  o.momentum = c.momentum;
+  o.master = {true, c.stochastic_rounding ? Rounding::stochastic : Rounding::nearest_even, c.seed + 17, false};
   return o;
-}
-
-
-// The loss scaling a run uses, in words, for the resume check.
-std::string loss_scale_name(const LossScalerOptions& o) {
-  switch (o.kind) {
-    case LossScaling::none: return "none";
-    case LossScaling::fixed: return "static:" + exact_number(o.init_scale);
-    case LossScaling::dynamic: break;
-  }
-  return "dynamic(init " + exact_number(o.init_scale) + ", growth " + exact_number(o.growth_factor) + " every " +
-         std::to_string(o.growth_interval) + ", backoff " + exact_number(o.backoff_factor) + ", hysteresis " +
-         std::to_string(o.hysteresis) + ", floor " + exact_number(o.min_scale) + ")";
-}
-
-std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& c, std::vector<Tensor> params) {
-  const MasterWeightOptions master{true, c.stochastic_rounding ? Rounding::stochastic : Rounding::nearest_even,
-                                   c.seed + 17, false};
-  if (c.optimizer == "adamw" || c.optimizer == "adam") {
-    return std::make_unique<Adam>(std::move(params),
-                                  AdamOptions{.lr = c.lr, .weight_decay = c.weight_decay, .master = master},
-                                  c.optimizer == "adamw");
-  }
-  if (c.optimizer == "sgd") {
-    return std::make_unique<Sgd>(std::move(params), SgdOptions{.lr = c.lr, .momentum = c.momentum,
-                                                               .weight_decay = c.weight_decay, .master = master});
-  }
-  throw std::invalid_argument("--optimizer: '" + c.optimizer + "' is not adamw, adam or sgd");
 }
 
 // Every setting in its range, so that no value is silently wrong or crashes the run later: counts within
@@ -161,16 +111,7 @@ void check(const TrainConfig& c) {
     throw std::invalid_argument("--schedule: '" + c.schedule + "' is not cosine or constant");
   }
   scaler_options(c);  // --loss-scale's own checks
-}
-
-// Writes an inf into the first element of a gradient, in its dtype.
-void inject_inf(const Tensor& g) {
-  if (g.dtype() == DType::f32) {
-    g.data_as<float>()[0] = std::numeric_limits<float>::infinity();
-  } else {
-    g.data_as<std::uint16_t>()[0] =
-        static_cast<std::uint16_t>(encode(format_of(g.dtype()), std::numeric_limits<float>::infinity()));
-  }
+  optimizer_config(c);
 }
 
 // The sizes a model takes from its data: image channels, height and width and the class count (the
@@ -214,7 +155,7 @@ Signature signature(const TrainConfig& c, const DataShape& d) {
   s.insert(s.end(), {{"--lr", x(c.lr)}, {"--schedule", c.schedule}, {"--warmup", n(c.warmup)},
                      {"--weight-decay", x(c.weight_decay)}, {"--momentum", x(c.momentum)}, {"--clip", x(c.clip)},
                      {"--grad-accum", n(c.grad_accum)}, {"--stochastic-rounding", c.stochastic_rounding ? "on" : "off"},
-                     {"--loss-scale", loss_scale_name(o)}});
+                     {"--loss-scale", train::loss_scaling_name(o)}});
   return s;
 }
 
@@ -275,14 +216,6 @@ std::string config_json(const TrainConfig& c, const DataShape& d) {
       .dump();
 }
 
-std::map<std::string, std::int64_t> peaks() {
-  const MemoryStats m = memory_stats();
-  std::map<std::string, std::int64_t> out;
-  for (std::size_t i = 0; i < kMemoryCategories; ++i) out[std::string(category_name(static_cast<MemoryCategory>(i)))] = m.peak[i];
-  out["total"] = m.peak_total;
-  return out;
-}
-
 }  // namespace
 
 TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
@@ -294,217 +227,79 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
                                   "momentum, clip, grad-accum, stochastic-rounding, loss-scale");
     }
   }
+  if (c.resume && c.checkpoint_dir.empty()) throw std::invalid_argument("--resume needs --checkpoint-dir");
   if (c.threads > 0) omp_set_num_threads(c.threads);
   const bool text = c.model == "gpt";
   const std::string data_path = !c.data.empty() ? c.data : text ? kFortunesDir.string() : kFashionMnistDir.string();
-  const DType low = c.precision;
 
-  // Data.
-  std::optional<ImageDataset> train_set, test_set;
-  std::optional<TextCorpus> corpus;
-  if (text) {
-    corpus = TextCorpus::load(data_path);
-    // Checked now, not at the first evaluation: each split must hold one window of block + 1 bytes.
-    for (const auto& [split, bytes] : {std::pair<const char*, std::size_t>{"training", corpus->train.size()},
-                                       {"validation", corpus->validation.size()}}) {
-      if (static_cast<std::int64_t>(bytes) <= c.block_size) {
-        throw DataError(data_path + ": the " + split + " text (" + std::to_string(bytes) + " bytes) is shorter than one window of " +
-                        std::to_string(c.block_size + 1) + " bytes (--block-size + 1); use more text or a smaller --block-size");
-      }
-    }
-  } else {
-    train_set = load_mnist_format(data_path, true);
-    test_set = load_mnist_format(data_path, false);
-  }
+  // Data, and the sizes the model takes from it.
+  std::unique_ptr<train::DataSource> data;
   DataShape shape;
-  if (!text) {
-    shape = image_shape(*train_set, *test_set, data_path);
+  std::int64_t train_size = 0;
+  if (text) {
+    data = std::make_unique<train::TextData>(TextCorpus::load(data_path), c.batch_size, c.block_size, c.seed,
+                                             c.eval_batches, data_path);
+  } else {
+    ImageDataset train_set = load_mnist_format(data_path, true);
+    ImageDataset test_set = load_mnist_format(data_path, false);
+    shape = image_shape(train_set, test_set, data_path);
+    train_size = train_set.size();
     // The CNN pools twice by 2: a side under 4 pixels would leave nothing to pool.
     if (c.model == "cnn" && (shape.height < 4 || shape.width < 4)) {
       throw DataError(data_path + ": the CNN needs images of at least 4x4 pixels (it pools twice by 2); these are " +
                       std::to_string(shape.height) + "x" + std::to_string(shape.width));
     }
+    data = std::make_unique<train::ClassificationData>(std::move(train_set), std::move(test_set), c.batch_size, c.seed);
   }
   if (c.epochs > 0) {
     if (text) throw std::invalid_argument("--epochs applies to image data; give a text model --steps");
     const std::int64_t per_step = c.batch_size * c.grad_accum;
-    c.steps = c.epochs * ((train_set->size() + per_step - 1) / per_step);  // at most 10^6 * 2^31: no overflow
+    c.steps = c.epochs * ((train_size + per_step - 1) / per_step);  // at most 10^6 * 2^31: no overflow
     if (c.steps > 1'000'000'000'000) throw std::invalid_argument("--epochs: " + std::to_string(c.steps) + " steps is too many");
   }
 
-  // Model.
-  std::unique_ptr<nn::Module> model;
-  std::function<Tensor(const Tensor&)> classify;
-  nn::Gpt* gpt = nullptr;
+  // The model.
+  std::unique_ptr<train::Model> model;
   {
     MemoryCategoryScope params(MemoryCategory::parameters);
     if (c.model == "mlp") {
-      auto m = std::make_unique<nn::Mlp>(nn::MlpConfig{.in = shape.channels * shape.height * shape.width, .hidden = c.hidden,
-                                                           .layers = c.layers, .classes = shape.classes, .seed = c.seed});
-      classify = [p = m.get()](const Tensor& x) { return p->forward(x); };
-      model = std::move(m);
+      model = std::make_unique<train::ModuleModel<nn::Mlp>>(nn::MlpConfig{
+          .in = shape.channels * shape.height * shape.width, .hidden = c.hidden, .layers = c.layers,
+          .classes = shape.classes, .seed = c.seed});
     } else if (c.model == "cnn") {
-      auto m = std::make_unique<nn::Cnn>(nn::CnnConfig{.in_channels = shape.channels, .width = c.width,
-                                                           .classes = shape.classes, .seed = c.seed});
-      classify = [p = m.get()](const Tensor& x) { return p->forward(x); };
-      model = std::move(m);
+      model = std::make_unique<train::ModuleModel<nn::Cnn>>(
+          nn::CnnConfig{.in_channels = shape.channels, .width = c.width, .classes = shape.classes, .seed = c.seed});
     } else {
-      auto m = std::make_unique<nn::Gpt>(nn::GptConfig{c.n_layer, c.n_head, c.n_embd, c.block_size, 256, c.seed});
-      gpt = m.get();
-      model = std::move(m);
+      model = std::make_unique<train::ModuleModel<nn::Gpt>>(
+          nn::GptConfig{c.n_layer, c.n_head, c.n_embd, c.block_size, 256, c.seed});
     }
   }
-  if (c.low_precision_model) model->to_dtype(low);
-  std::unique_ptr<Optimizer> opt = make_optimizer(c, model->parameters());
-  LossScaler scaler(scaler_options(c));
-  // constant: the warm-up, then the learning rate (a cosine from lr to lr).
-  const LrSchedule schedule = LrSchedule::warmup_cosine(c.lr, c.warmup, c.steps, c.schedule == "cosine" ? 0.1 * c.lr : c.lr);
-  const DType input_dtype = c.low_precision_model ? low : DType::f32;
-  const auto region = [&]() -> std::unique_ptr<Autocast> {
-    return low == DType::f32 ? nullptr : std::make_unique<Autocast>(low);
-  };
 
-  // The data order, the text sampler, and one training batch's loss.
-  std::optional<BatchOrder> order;
-  if (!text) order.emplace(train_set->size(), c.batch_size, c.seed);
-  std::mt19937_64 text_rng(c.seed);
-  std::vector<std::int64_t> ids, targets;
-  const auto batch_loss = [&]() -> Tensor {
-    const auto scope = region();
-    if (text) {
-      TextCorpus::sample(corpus->train, c.batch_size, c.block_size, text_rng, ids, targets);
-      return cross_entropy(gpt->forward(ids, c.batch_size, c.block_size), targets);
-    }
-    const std::vector<std::int64_t> idx = order->next();
-    std::vector<std::int64_t> y;
-    for (std::int64_t i : idx) y.push_back(train_set->labels[static_cast<std::size_t>(i)]);
-    return cross_entropy(classify(cast(gather_rows(train_set->images, idx), input_dtype)), y);
-  };
-  const auto evaluate = [&](std::int64_t step, bool full) {
-    NoGradGuard no_grad;
-    model->eval();
-    EvalRecord r{step, 0, std::nullopt};
-    if (text) {
-      std::mt19937_64 rng(c.seed + 1000);  // the same validation windows every time
-      for (std::int64_t b = 0; b < c.eval_batches; ++b) {
-        TextCorpus::sample(corpus->validation, c.batch_size, c.block_size, rng, ids, targets);
-        const auto scope = region();
-        r.val_loss += cross_entropy(gpt->forward(ids, c.batch_size, c.block_size), targets).item() / static_cast<double>(c.eval_batches);
-      }
-    } else {
-      const std::int64_t n = full ? test_set->size() : std::min<std::int64_t>(test_set->size(), 2000);
-      std::int64_t right = 0;
-      for (std::int64_t at = 0; at < n; at += 500) {
-        std::vector<std::int64_t> idx, y;
-        for (std::int64_t i = at; i < std::min(n, at + 500); ++i) {
-          idx.push_back(i);
-          y.push_back(test_set->labels[static_cast<std::size_t>(i)]);
-        }
-        const auto scope = region();
-        const Tensor logits = cast(classify(cast(gather_rows(test_set->images, idx), input_dtype)), DType::f32);
-        r.val_loss += cross_entropy(logits, y, Reduction::sum).item();
-        const std::vector<double> l = logits.to_doubles();
-        for (std::size_t i = 0; i < y.size(); ++i) {
-          const auto row = l.begin() + static_cast<std::ptrdiff_t>(i) * shape.classes;
-          right += (std::max_element(row, row + shape.classes) - row) == y[i] ? 1 : 0;
-        }
-      }
-      r.val_loss /= static_cast<double>(n);
-      r.val_accuracy = static_cast<double>(right) / static_cast<double>(n);
-    }
-    model->train();
-    return r;
-  };
+  // The run's typed options. constant: the warm-up, then the learning rate (a cosine from lr to lr).
+  train::TrainerOptions o;
+  o.precision = {c.precision, c.low_precision_model ? train::PrecisionMode::low_precision_model : train::PrecisionMode::autocast};
+  o.optimizer = optimizer_config(c);
+  o.loss_scaling = scaler_options(c);
+  o.schedule = LrSchedule::warmup_cosine(c.lr, c.warmup, c.steps, c.schedule == "cosine" ? 0.1 * c.lr : c.lr);
+  o.clip = c.clip;
+  o.grad_accum = c.grad_accum;
+  o.steps = c.steps;
+  o.eval_every = c.eval_every;
+  o.checkpoints = {c.checkpoint_dir, c.checkpoint_every, c.keep};
+  o.checkpoint_metadata = {{"config", signature_json(signature(c, shape))}, {"run", config_json(c, shape)}};
+  o.inject_nonfinite = c.inject_nonfinite;
+  train::Trainer trainer(*model, *data, o);
 
-  TrainResult result;
-  result.total_steps = c.steps;
   if (c.resume) {
-    if (c.checkpoint_dir.empty()) throw std::invalid_argument("--resume needs --checkpoint-dir");
     const std::vector<std::filesystem::path> all = list_checkpoints(c.checkpoint_dir);
     if (all.empty()) throw CheckpointError(c.checkpoint_dir + ": no checkpoint to resume from");
-    const CheckpointState st = load_checkpoint(all.back(), *model, *opt, [&](const auto& meta) {
+    trainer.resume(all.back(), [&](const auto& meta) {
       const auto it = meta.find("config");
       if (it == meta.end()) throw CheckpointError(all.back().string() + ": has no 'config' in its metadata");
       check_signature(all.back(), it->second, signature(c, shape), c.resume_allow);
     });
-    const auto get = [&](const std::string& k) -> const std::string& {
-      const auto it = st.extra.find(k);
-      if (it == st.extra.end()) throw CheckpointError(all.back().string() + ": has no '" + k + "' in its metadata");
-      return it->second;
-    };
-    try {
-      scaler.load_state(st.scaler);
-      if (text) {
-        std::istringstream in(get("text_rng"));
-        in >> text_rng;
-        if (!in) throw std::invalid_argument("metadata 'text_rng' is not a generator state");
-      } else {
-        order->seek(metadata_integer(all.back(), st.extra, "data_epoch"), metadata_integer(all.back(), st.extra, "data_position"));
-      }
-    } catch (const std::invalid_argument& e) {  // bad data in the file, not a bad flag: exit 1, naming it
-      throw CheckpointError(all.back().string() + ": " + e.what());
-    }
-    result.first_step = st.step + 1;
   }
-  const auto save = [&](std::int64_t step) {
-    CheckpointState st{step, scaler.state(), {{"config", signature_json(signature(c, shape))}, {"run", config_json(c, shape)}}};
-    if (text) {
-      std::ostringstream out;
-      out << text_rng;
-      st.extra["text_rng"] = out.str();
-    } else {
-      st.extra["data_epoch"] = std::to_string(order->epoch());
-      st.extra["data_position"] = std::to_string(order->position());
-    }
-    std::filesystem::create_directories(c.checkpoint_dir);
-    save_checkpoint(checkpoint_path(c.checkpoint_dir, step), *model, *opt, st);
-    prune_checkpoints(c.checkpoint_dir, c.keep);
-  };
-  result.throughput_unit = text ? "tokens/s" : "images/s";
-  const double items_per_step = static_cast<double>(c.batch_size * c.grad_accum * (text ? c.block_size : 1));
-  reset_peak_memory();
-  const auto start = std::chrono::steady_clock::now();
-  for (std::int64_t step = result.first_step; step <= c.steps; ++step) {
-    const auto t0 = std::chrono::steady_clock::now();
-    opt->set_lr(schedule.at(step - 1));
-    double loss = 0;
-    for (std::int64_t micro = 0; micro < c.grad_accum; ++micro) {
-      const Tensor l = batch_loss();
-      loss += l.item() / static_cast<double>(c.grad_accum);
-      scaler.scale_loss(mul(l, 1.0 / static_cast<double>(c.grad_accum))).backward();
-    }
-    if (std::find(c.inject_nonfinite.begin(), c.inject_nonfinite.end(), step) != c.inject_nonfinite.end()) {
-      inject_inf(model->parameters().front().grad());
-    }
-    const StepReport rep = scaled_step(scaler, *opt, c.clip);
-    opt->zero_grad();
-    if (!rep.warning.empty()) result.warnings.push_back(rep.warning);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const StepRecord rec{step, loss, opt->lr(), rep.scale, rep.grad_norm, rep.underflow_fraction,
-                         items_per_step / seconds, rep.skipped, rep.nonfinite, peaks(),
-                         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
-    result.skipped_steps += rep.skipped ? 1 : 0;
-    result.steps.push_back(rec);
-    if (cb.on_step) cb.on_step(rec, c.steps);
-    if (!c.checkpoint_dir.empty() && ((c.checkpoint_every > 0 && step % c.checkpoint_every == 0) || step == c.steps)) {
-      save(step);
-    }
-    // The run's peak is the training steps' (evaluation batches have their own, not reported).
-    for (const auto& [category, bytes] : rec.peak_bytes) {
-      result.peak_bytes[category] = std::max(result.peak_bytes[category], bytes);
-    }
-    if (step % c.eval_every == 0 || step == c.steps) {
-      result.evals.push_back(evaluate(step, step == c.steps));
-      if (cb.on_eval) cb.on_eval(result.evals.back());
-      reset_peak_memory();
-    }
-  }
-  if (result.evals.empty()) {  // resumed at or past the last step: evaluate what was loaded
-    result.evals.push_back(evaluate(c.steps, true));
-  }
-  result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (result.peak_bytes.empty()) result.peak_bytes = peaks();  // resumed past the last step
-  return result;
+  return trainer.run(cb);
 }
 
 }  // namespace mantissa::cli

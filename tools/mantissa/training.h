@@ -1,15 +1,14 @@
-// One training run as the command describes it: the configuration, the loop, and what it reports.
-// `mantissa train` runs one; `mantissa compare` runs several and puts them side by side.
+// One training run as the command describes it: the flags' values, turned into the library's typed
+// options, data source and model, and handed to train::Trainer. `mantissa train` runs one; `mantissa
+// compare` runs several and puts them side by side.
 #pragma once
 
 #include <cstdint>
-#include <functional>
-#include <map>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "mantissa/core/dtype.h"
+#include "mantissa/train/trainer.h"
 
 namespace mantissa::cli {
 
@@ -42,37 +41,11 @@ struct TrainConfig {
   std::int64_t n_layer = 4, n_head = 4, n_embd = 256, block_size = 128;
 };
 
-struct StepRecord {
-  std::int64_t step;
-  double loss, lr, loss_scale, grad_norm, underflow_fraction, throughput;
-  bool skipped;
-  std::int64_t nonfinite;
-  std::map<std::string, std::int64_t> peak_bytes;  // so far in the run, by memory category and "total"
-  double elapsed_seconds;                          // since the run's first step
-};
-
-struct EvalRecord {
-  std::int64_t step;
-  double val_loss;
-  std::optional<double> val_accuracy;  // classification only
-};
-
-struct TrainResult {
-  std::int64_t total_steps = 0;  // the run's last step (from --steps, or --epochs)
-  std::vector<StepRecord> steps;
-  std::vector<EvalRecord> evals;
-  double wall_seconds = 0;
-  std::int64_t skipped_steps = 0;
-  std::map<std::string, std::int64_t> peak_bytes;  // of the training steps, by memory category, and "total"
-  std::string throughput_unit;                     // "images/s" or "tokens/s"
-  std::vector<std::string> warnings;
-  std::int64_t first_step = 1;  // after --resume, the step after the checkpoint's
-};
-
-struct TrainCallbacks {
-  std::function<void(const StepRecord&, std::int64_t total_steps)> on_step;
-  std::function<void(const EvalRecord&)> on_eval;
-};
+// What a run reports: the library's records (mantissa/train/trainer.h).
+using train::EvalRecord;
+using train::StepRecord;
+using train::TrainCallbacks;
+using train::TrainResult;
 
 // Runs the training; throws std::invalid_argument for a bad configuration, DataError for bad data.
 TrainResult train(const TrainConfig& config, const TrainCallbacks& callbacks);

@@ -1,6 +1,7 @@
 // Training checkpoints: what a run needs to continue exactly where it stopped, in a safetensors file
 // (model weights and buffers under "model/", f32 master weights and optimizer state under "optim/",
 // everything else as metadata: step, loss-scaler state, data position, RNG state, configuration).
+// Python's safetensors reads them; tests/io/check_checkpoint.py checks one without mantissa.
 #pragma once
 
 #include <filesystem>
@@ -14,7 +15,7 @@
 #include "mantissa/nn/module.h"
 #include "mantissa/optim/optimizer.h"
 
-namespace mantissa::cli {
+namespace mantissa {
 
 struct CheckpointState {
   std::int64_t step = 0;
@@ -44,4 +45,4 @@ std::filesystem::path checkpoint_path(const std::filesystem::path& dir, std::int
 // Deletes all but the newest `keep`.
 void prune_checkpoints(const std::filesystem::path& dir, int keep);
 
-}  // namespace mantissa::cli
+}  // namespace mantissa

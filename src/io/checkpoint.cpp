@@ -1,5 +1,5 @@
-// Training checkpoints on safetensors files; see checkpoint.h.
-#include "checkpoint.h"
+// Training checkpoints on safetensors files; see mantissa/io/checkpoint.h.
+#include "mantissa/io/checkpoint.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include "mantissa/io/safetensors.h"
 #include "mantissa/ops/ops.h"
 
-namespace mantissa::cli {
+namespace mantissa {
 
 std::string exact_number(double v) {
   char buf[32];
@@ -137,4 +137,4 @@ CheckpointState load_checkpoint(const std::filesystem::path& path, nn::Module& m
   return state;
 }
 
-}  // namespace mantissa::cli
+}  // namespace mantissa

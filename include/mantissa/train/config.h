@@ -1,0 +1,66 @@
+// The typed settings of a training run, and their one parser each. Names a user types (on the command
+// line, in a config file) become enums and structs here, once, at the edge; the trainer never compares
+// strings. Every parser throws std::invalid_argument naming what it got and what it accepts.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mantissa/amp/loss_scaler.h"
+#include "mantissa/core/dtype.h"
+#include "mantissa/optim/optimizer.h"
+
+namespace mantissa::train {
+
+// Where the low precision lives (Apex's opt levels): autocast keeps f32 parameters and runs each op in the
+// precision safe for it (O1); a low-precision model stores bf16/fp16 parameters, with f32 master weights
+// in the optimizer (O2).
+enum class PrecisionMode : std::uint8_t { autocast, low_precision_model };
+
+struct PrecisionPolicy {
+  DType compute = DType::f32;  // f32, bf16 or f16
+  PrecisionMode mode = PrecisionMode::autocast;
+
+  bool low_precision_model() const { return mode == PrecisionMode::low_precision_model; }
+  // The dtype a model's inputs are given in: the compute dtype for a low-precision model, else f32.
+  DType input_dtype() const { return low_precision_model() ? compute : DType::f32; }
+  // "fp32", "bf16 autocast", "fp16 low-precision-model".
+  std::string label() const;
+  // Throws std::invalid_argument for a compute dtype other than f32, bf16, f16, or a low-precision f32 model.
+  void check() const;
+};
+
+// "fp32", "bf16", "fp16" (also "f32", "f16") -> the compute dtype.
+DType parse_precision(std::string_view name);
+// The name parse_precision() takes: "fp32", "bf16", "fp16".
+std::string_view precision_name(DType compute);
+// "autocast" or "low-precision-model".
+PrecisionMode parse_precision_mode(std::string_view name);
+std::string_view precision_mode_name(PrecisionMode mode);
+
+enum class OptimizerKind : std::uint8_t { adamw, adam, sgd };
+OptimizerKind parse_optimizer(std::string_view name);
+std::string_view optimizer_name(OptimizerKind kind);
+
+// An optimizer as a value: built over a model's parameters by make_optimizer(), with f32 master weights
+// for every bf16/f16 parameter.
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::adamw;
+  double lr = 1e-3;
+  double weight_decay = 0.01;  // AdamW's decoupled decay; L2 for adam and sgd
+  double momentum = 0.9;       // sgd
+  MasterWeightOptions master = {};
+};
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, std::vector<Tensor> params);
+
+// "dynamic", "deepspeed", "static:N" or "none" -> the scaler's options for `compute`; "" is the compute
+// dtype's default (dynamic for fp16, none otherwise). `dynamic` gives the parameters a dynamic scaler uses
+// (GradScaler's unless changed); "deepspeed" takes DeepSpeed's own, whatever `dynamic` says.
+LossScalerOptions parse_loss_scaling(std::string_view name, DType compute, const LossScalerOptions& dynamic = {});
+// The scaling in words, every parameter included: "none", "static:128", "dynamic(init 65536, ...)".
+std::string loss_scaling_name(const LossScalerOptions& options);
+
+}  // namespace mantissa::train

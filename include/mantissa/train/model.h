@@ -1,0 +1,58 @@
+// What the trainer trains: a batch in, logits (and a loss) out. One interface for every model, so the
+// training step has no per-model branches; ModuleModel adapts any nn::Module whose forward takes an
+// input tensor (an MLP, a CNN, a user's own) or token ids (the GPT).
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "mantissa/nn/module.h"
+#include "mantissa/ops/ops.h"
+
+namespace mantissa::train {
+
+// One batch of examples: an input tensor (images, features) or token ids, and one class target per row
+// of the model's logits (per image, or per token).
+struct Batch {
+  Tensor inputs;                         // [N, ...]; undefined for token models
+  std::vector<std::int64_t> tokens;      // [rows * length] token ids; empty for tensor inputs
+  std::int64_t rows = 0, length = 0;     // token batches: sequences and their length
+  std::vector<std::int64_t> targets;     // classes, one per row of the logits
+  // Examples in the batch as throughput counts them: images, or tokens.
+  std::int64_t items() const { return tokens.empty() ? static_cast<std::int64_t>(targets.size()) : rows * length; }
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  // The module whose parameters are trained, converted and checkpointed.
+  virtual nn::Module& module() = 0;
+  // Logits [targets, classes] of a batch.
+  virtual Tensor forward(const Batch& batch) = 0;
+  // The training loss: the mean cross-entropy of forward() against the targets, unless overridden.
+  virtual Tensor loss(const Batch& batch) { return cross_entropy(forward(batch), batch.targets); }
+};
+
+// A Model over a module M (held by value, built from the arguments): M::forward(const Tensor&) for
+// tensor inputs, or M::forward(span of ids, rows, length) for token inputs.
+template <class M>
+class ModuleModel final : public Model {
+ public:
+  template <class... Args>
+  explicit ModuleModel(Args&&... args) : m_(std::forward<Args>(args)...) {}
+  nn::Module& module() override { return m_; }
+  M& get() { return m_; }
+  Tensor forward(const Batch& b) override {
+    if constexpr (requires { m_.forward(b.inputs); }) {
+      return m_.forward(b.inputs);
+    } else {
+      return m_.forward(b.tokens, b.rows, b.length);
+    }
+  }
+
+ private:
+  M m_;
+};
+
+}  // namespace mantissa::train

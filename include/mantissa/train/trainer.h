@@ -1,0 +1,136 @@
+// The training step, once, in plain sight (as tiny-cuda-nn's trainer keeps it): the forward pass under the
+// precision policy, the scaled backward pass of each micro-batch, one fused unscale + inf/NaN check over
+// the gradients (f32 master gradients for a low-precision model), clipping, the optimizer step on the
+// f32 master weights (skipped, with everything left bit-identical, when a gradient overflowed), and the
+// loss-scale update. Around it: the learning-rate schedule, evaluation, metrics, and checkpoints that
+// resume bit-identically. `mantissa train`, `compare` and `bench --model` are this class with flags.
+//
+//   train::ModuleModel<nn::Cnn> model(nn::CnnConfig{});
+//   train::ClassificationData data(load_mnist_format(dir, true), load_mnist_format(dir, false), 128, 0);
+//   train::Trainer trainer(model, data, {.precision = {DType::bf16}, .steps = 500});
+//   const train::TrainResult result = trainer.run();
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "mantissa/amp/loss_scaler.h"
+#include "mantissa/optim/optimizer.h"
+#include "mantissa/train/config.h"
+#include "mantissa/train/data.h"
+#include "mantissa/train/model.h"
+
+namespace mantissa::train {
+
+struct CheckpointOptions {
+  std::filesystem::path dir;  // empty: no checkpoints
+  std::int64_t every = 0;     // steps between checkpoints; 0: only after the last step
+  int keep = 3;               // the newest this many are kept
+};
+
+struct TrainerOptions {
+  PrecisionPolicy precision = {};
+  OptimizerConfig optimizer = {};
+  // Default: the compute dtype's (dynamic for fp16, none otherwise).
+  std::optional<LossScalerOptions> loss_scaling = std::nullopt;
+  // Default: constant at optimizer.lr.
+  std::optional<LrSchedule> schedule = std::nullopt;
+  double clip = 0;                // global gradient-norm clipping; 0: none
+  std::int64_t grad_accum = 1;    // micro-batches per step
+  std::int64_t steps = 500;       // the run's last step
+  std::int64_t eval_every = 100;  // and after the last step, over all the held-out data
+  CheckpointOptions checkpoints = {};
+  // Written into every checkpoint (the run's settings).
+  std::map<std::string, std::string> checkpoint_metadata = {};
+  // Steps whose first gradient gets an inf (testing the skip path).
+  std::vector<std::int64_t> inject_nonfinite = {};
+};
+
+struct StepRecord {
+  std::int64_t step;
+  double loss, lr, loss_scale, grad_norm, underflow_fraction, throughput;
+  bool skipped;
+  std::int64_t nonfinite;
+  std::map<std::string, std::int64_t> peak_bytes;  // so far in the run, by memory category and "total"
+  double elapsed_seconds;                          // since the run's first step
+  std::string warning;                             // the loss scaler's, when its scale has collapsed
+};
+
+struct EvalRecord {
+  std::int64_t step;
+  double val_loss;
+  std::optional<double> val_accuracy;  // when the data source reports accuracy
+};
+
+struct TrainResult {
+  std::int64_t total_steps = 0;  // the run's last step
+  std::vector<StepRecord> steps;
+  std::vector<EvalRecord> evals;
+  double wall_seconds = 0;
+  std::int64_t skipped_steps = 0;
+  std::map<std::string, std::int64_t> peak_bytes;  // of the training steps, by memory category, and "total"
+  std::string throughput_unit;                     // "images/s" or "tokens/s"
+  std::vector<std::string> warnings;
+  std::int64_t first_step = 1;  // after a resume, the step after the checkpoint's
+};
+
+struct TrainCallbacks {
+  std::function<void(const StepRecord&, std::int64_t total_steps)> on_step = {};
+  std::function<void(const EvalRecord&)> on_eval = {};
+};
+
+class Trainer {
+ public:
+  // Converts a low-precision model's parameters to the compute dtype, then builds the optimizer (with f32
+  // master weights) over them. Throws std::invalid_argument for options out of range.
+  Trainer(Model& model, DataSource& data, TrainerOptions options);
+
+  // The batch with its inputs in the dtype the model takes (the compute dtype for a low-precision model).
+  Batch prepare(Batch batch) const;
+  // One optimizer step over these micro-batches (prepared ones are not cast again), at the learning rate
+  // of step next_step(), which it then advances.
+  StepRecord step(std::span<const Batch> micro_batches);
+  // Draws options().grad_accum batches from the data source and steps over them.
+  StepRecord step();
+  // The model's loss on one batch, under the precision policy (with gradients unless inside NoGradGuard).
+  Tensor loss(const Batch& batch);
+  // The loss (and accuracy) over the data source's evaluation batches, without gradients.
+  EvalRecord evaluate(bool full);
+
+  // Writes a checkpoint of everything a run needs to continue exactly (atomically: the old file or the
+  // new one, never a torn one).
+  void save(const std::filesystem::path& path) const;
+  // Restores model, optimizer, loss scaler and data position from a checkpoint; `check` sees the
+  // metadata first (and throws to refuse it). Throws CheckpointError naming the file and what is wrong.
+  void resume(const std::filesystem::path& path,
+              const std::function<void(const std::map<std::string, std::string>&)>& check = {});
+
+  // Steps from next_step() to options().steps, evaluating every eval_every steps and after the last,
+  // checkpointing as asked.
+  TrainResult run(const TrainCallbacks& callbacks = {});
+
+  std::int64_t next_step() const { return next_step_; }
+  Optimizer& optimizer() { return *optimizer_; }
+  LossScaler& scaler() { return scaler_; }
+  const TrainerOptions& options() const { return options_; }
+
+ private:
+  Model& model_;
+  DataSource& data_;
+  TrainerOptions options_;
+  std::unique_ptr<Optimizer> optimizer_;
+  LossScaler scaler_;
+  LrSchedule schedule_;
+  std::int64_t next_step_ = 1;
+  std::optional<std::chrono::steady_clock::time_point> start_;
+};
+
+}  // namespace mantissa::train

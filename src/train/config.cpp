@@ -1,0 +1,126 @@
+// The parsers of a run's typed settings; see mantissa/train/config.h.
+#include "mantissa/train/config.h"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "mantissa/io/checkpoint.h"
+
+namespace mantissa::train {
+
+std::string PrecisionPolicy::label() const {
+  if (compute == DType::f32) return "fp32";
+  return std::string(precision_name(compute)) + " " + std::string(precision_mode_name(mode));
+}
+
+void PrecisionPolicy::check() const {
+  if (compute != DType::f32 && compute != DType::bf16 && compute != DType::f16) {
+    throw std::invalid_argument("precision: " + std::string(dtype_name(compute)) + " is not fp32, bf16 or fp16");
+  }
+  if (low_precision_model() && compute == DType::f32) {
+    throw std::invalid_argument("a low-precision model needs bf16 or fp16");
+  }
+}
+
+DType parse_precision(std::string_view name) {
+  if (name == "fp32" || name == "f32") return DType::f32;
+  if (name == "bf16") return DType::bf16;
+  if (name == "fp16" || name == "f16") return DType::f16;
+  throw std::invalid_argument("precision '" + std::string(name) + "' is not fp32, bf16 or fp16");
+}
+
+std::string_view precision_name(DType compute) {
+  switch (compute) {
+    case DType::f32: return "fp32";
+    case DType::bf16: return "bf16";
+    case DType::f16: return "fp16";
+    default: return dtype_name(compute);
+  }
+}
+
+PrecisionMode parse_precision_mode(std::string_view name) {
+  if (name == "autocast") return PrecisionMode::autocast;
+  if (name == "low-precision-model") return PrecisionMode::low_precision_model;
+  throw std::invalid_argument("mode '" + std::string(name) + "' is not autocast or low-precision-model");
+}
+
+std::string_view precision_mode_name(PrecisionMode mode) {
+  return mode == PrecisionMode::autocast ? "autocast" : "low-precision-model";
+}
+
+OptimizerKind parse_optimizer(std::string_view name) {
+  if (name == "adamw") return OptimizerKind::adamw;
+  if (name == "adam") return OptimizerKind::adam;
+  if (name == "sgd") return OptimizerKind::sgd;
+  throw std::invalid_argument("optimizer '" + std::string(name) + "' is not adamw, adam or sgd");
+}
+
+std::string_view optimizer_name(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::adamw: return "adamw";
+    case OptimizerKind::adam: return "adam";
+    case OptimizerKind::sgd: return "sgd";
+  }
+  return "?";
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, std::vector<Tensor> params) {
+  if (c.kind == OptimizerKind::sgd) {
+    return std::make_unique<Sgd>(std::move(params), SgdOptions{.lr = c.lr, .momentum = c.momentum,
+                                                               .weight_decay = c.weight_decay, .master = c.master});
+  }
+  return std::make_unique<Adam>(std::move(params), AdamOptions{.lr = c.lr, .weight_decay = c.weight_decay, .master = c.master},
+                                c.kind == OptimizerKind::adamw);
+}
+
+LossScalerOptions parse_loss_scaling(std::string_view name, DType compute, const LossScalerOptions& dynamic) {
+  LossScalerOptions o = LossScalerOptions::for_compute(compute);
+  const auto use_dynamic = [&] {
+    LossScalerOptions d = dynamic;
+    d.kind = LossScaling::dynamic;
+    d.compute = compute;
+    return d;
+  };
+  if (name.empty()) return o.kind == LossScaling::dynamic ? use_dynamic() : o;
+  if (name == "dynamic") return use_dynamic();
+  if (name == "none") {
+    o.kind = LossScaling::none;
+    return o;
+  }
+  if (name == "deepspeed") {
+    LossScalerOptions d = LossScalerOptions::deepspeed();
+    d.compute = compute;
+    return d;
+  }
+  if (name.substr(0, 7) == "static:") {
+    const std::string n(name.substr(7));
+    std::size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(n, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != n.size() || !(v > 0) || !(v <= std::numeric_limits<float>::max())) {
+      throw std::invalid_argument("loss scale '" + std::string(name) + "' is not static:N with N a positive number finite in f32");
+    }
+    o.kind = LossScaling::fixed;
+    o.init_scale = v;
+    return o;
+  }
+  throw std::invalid_argument("loss scale '" + std::string(name) + "' is not dynamic, deepspeed, static:N or none");
+}
+
+std::string loss_scaling_name(const LossScalerOptions& o) {
+  switch (o.kind) {
+    case LossScaling::none: return "none";
+    case LossScaling::fixed: return "static:" + exact_number(o.init_scale);
+    case LossScaling::dynamic: break;
+  }
+  return "dynamic(init " + exact_number(o.init_scale) + ", growth " + exact_number(o.growth_factor) + " every " +
+         std::to_string(o.growth_interval) + ", backoff " + exact_number(o.backoff_factor) + ", hysteresis " +
+         std::to_string(o.hysteresis) + ", floor " + exact_number(o.min_scale) + ")";
+}
+
+}  // namespace mantissa::train

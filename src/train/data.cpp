@@ -1,0 +1,103 @@
+// The data sources of the trainer; see mantissa/train/data.h.
+#include "mantissa/train/data.h"
+
+#include <charconv>
+#include <sstream>
+#include <stdexcept>
+
+namespace mantissa::train {
+namespace {
+
+std::int64_t integer_field(const std::map<std::string, std::string>& m, const std::string& key) {
+  const auto it = m.find(key);
+  if (it == m.end()) throw std::invalid_argument("has no '" + key + "' in its metadata");
+  const std::string& v = it->second;
+  std::int64_t out = 0;
+  const auto r = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (v.empty() || r.ec != std::errc() || r.ptr != v.data() + v.size()) {
+    throw std::invalid_argument("metadata '" + key + "' is not an integer: '" + v.substr(0, 40) + "'");
+  }
+  return out;
+}
+
+}  // namespace
+
+ClassificationData::ClassificationData(ImageDataset train, ImageDataset test, std::int64_t batch_size,
+                                       std::uint64_t seed, bool shuffle)
+    : train_(std::move(train)), test_(std::move(test)), order_(train_.size(), batch_size, seed, shuffle) {}
+
+Batch ClassificationData::next() {
+  const std::vector<std::int64_t> idx = order_.next();
+  Batch b;
+  for (std::int64_t i : idx) b.targets.push_back(train_.labels[static_cast<std::size_t>(i)]);
+  b.inputs = gather_rows(train_.images, idx);
+  return b;
+}
+
+void ClassificationData::for_each_eval_batch(bool full, const std::function<void(const Batch&)>& each) {
+  const std::int64_t n = full ? test_.size() : std::min<std::int64_t>(test_.size(), 2000);
+  for (std::int64_t at = 0; at < n; at += 500) {
+    std::vector<std::int64_t> idx;
+    Batch b;
+    for (std::int64_t i = at; i < std::min(n, at + 500); ++i) {
+      idx.push_back(i);
+      b.targets.push_back(test_.labels[static_cast<std::size_t>(i)]);
+    }
+    b.inputs = gather_rows(test_.images, idx);
+    each(b);
+  }
+}
+
+std::map<std::string, std::string> ClassificationData::position() const {
+  return {{"data_epoch", std::to_string(order_.epoch())}, {"data_position", std::to_string(order_.position())}};
+}
+
+void ClassificationData::seek(const std::map<std::string, std::string>& p) {
+  order_.seek(integer_field(p, "data_epoch"), integer_field(p, "data_position"));
+}
+
+TextData::TextData(TextCorpus corpus, std::int64_t batch_size, std::int64_t block, std::uint64_t seed,
+                   std::int64_t eval_batches, const std::string& name)
+    : corpus_(std::move(corpus)), batch_(batch_size), block_(block), eval_batches_(eval_batches), seed_(seed), rng_(seed) {
+  // Checked now, not at the first evaluation: each split must hold one window of block + 1 bytes.
+  for (const auto& [split, bytes] : {std::pair<const char*, std::size_t>{"training", corpus_.train.size()},
+                                     {"validation", corpus_.validation.size()}}) {
+    if (static_cast<std::int64_t>(bytes) <= block) {
+      throw DataError(name + ": the " + split + " text (" + std::to_string(bytes) + " bytes) is shorter than one window of " +
+                      std::to_string(block + 1) + " bytes (--block-size + 1); use more text or a smaller --block-size");
+    }
+  }
+}
+
+Batch TextData::window_batch(std::span<const std::uint8_t> text, std::mt19937_64& rng) const {
+  Batch b;
+  b.rows = batch_;
+  b.length = block_;
+  TextCorpus::sample(text, batch_, block_, rng, b.tokens, b.targets);
+  return b;
+}
+
+Batch TextData::next() { return window_batch(corpus_.train, rng_); }
+
+void TextData::for_each_eval_batch(bool /*full*/, const std::function<void(const Batch&)>& each) {
+  std::mt19937_64 rng(seed_ + 1000);  // the same validation windows every time
+  for (std::int64_t i = 0; i < eval_batches_; ++i) each(window_batch(corpus_.validation, rng));
+}
+
+std::map<std::string, std::string> TextData::position() const {
+  std::ostringstream out;
+  out << rng_;
+  return {{"text_rng", out.str()}};
+}
+
+void TextData::seek(const std::map<std::string, std::string>& p) {
+  const auto it = p.find("text_rng");
+  if (it == p.end()) throw std::invalid_argument("has no 'text_rng' in its metadata");
+  std::istringstream in(it->second);
+  std::mt19937_64 rng;
+  in >> rng;
+  if (!in) throw std::invalid_argument("metadata 'text_rng' is not a generator state");
+  rng_ = rng;
+}
+
+}  // namespace mantissa::train

@@ -1,0 +1,201 @@
+// The training step and the run around it; see mantissa/train/trainer.h.
+#include "mantissa/train/trainer.h"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+
+#include "mantissa/amp/autocast.h"
+#include "mantissa/amp/step.h"
+#include "mantissa/autograd/node.h"
+#include "mantissa/core/memory.h"
+#include "mantissa/io/checkpoint.h"
+#include "mantissa/io/safetensors.h"
+#include "mantissa/numeric/convert.h"
+
+namespace mantissa::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::map<std::string, std::int64_t> peaks() {
+  const MemoryStats m = memory_stats();
+  std::map<std::string, std::int64_t> out;
+  for (std::size_t i = 0; i < kMemoryCategories; ++i) out[std::string(category_name(static_cast<MemoryCategory>(i)))] = m.peak[i];
+  out["total"] = m.peak_total;
+  return out;
+}
+
+// Writes an inf into the first element of a gradient, in its dtype.
+void inject_inf(const Tensor& g) {
+  if (g.dtype() == DType::f32) {
+    g.data_as<float>()[0] = std::numeric_limits<float>::infinity();
+  } else {
+    g.data_as<std::uint16_t>()[0] =
+        static_cast<std::uint16_t>(encode(format_of(g.dtype()), std::numeric_limits<float>::infinity()));
+  }
+}
+
+// An autocast region in the compute dtype, or none for f32.
+std::unique_ptr<Autocast> precision_region(const PrecisionPolicy& p) {
+  return p.compute == DType::f32 ? nullptr : std::make_unique<Autocast>(p.compute);
+}
+
+const TrainerOptions& checked(const TrainerOptions& o) {
+  o.precision.check();
+  if (o.steps < 1) throw std::invalid_argument("trainer: steps must be at least 1");
+  if (o.grad_accum < 1) throw std::invalid_argument("trainer: grad_accum must be at least 1");
+  if (o.eval_every < 1) throw std::invalid_argument("trainer: eval_every must be at least 1");
+  if (!(o.clip >= 0)) throw std::invalid_argument("trainer: clip must be at least 0");
+  return o;
+}
+
+}  // namespace
+
+Trainer::Trainer(Model& model, DataSource& data, TrainerOptions options)
+    : model_(model),
+      data_(data),
+      options_(checked(options)),
+      scaler_(options_.loss_scaling.value_or(LossScalerOptions::for_compute(options_.precision.compute))),
+      schedule_(options_.schedule.value_or(LrSchedule::constant(options_.optimizer.lr))) {
+  if (options_.precision.low_precision_model()) model_.module().to_dtype(options_.precision.compute);
+  optimizer_ = make_optimizer(options_.optimizer, model_.module().parameters());
+}
+
+Batch Trainer::prepare(Batch batch) const {
+  const DType dtype = options_.precision.input_dtype();
+  if (batch.inputs.defined() && batch.inputs.dtype() != dtype) batch.inputs = cast(batch.inputs, dtype);
+  return batch;
+}
+
+Tensor Trainer::loss(const Batch& batch) {
+  const auto region = precision_region(options_.precision);
+  const DType dtype = options_.precision.input_dtype();
+  if (batch.inputs.defined() && batch.inputs.dtype() != dtype) return model_.loss(prepare(batch));
+  return model_.loss(batch);
+}
+
+StepRecord Trainer::step(std::span<const Batch> micro_batches) {
+  if (micro_batches.empty()) throw std::invalid_argument("trainer: a step needs at least one batch");
+  const auto t0 = Clock::now();
+  if (!start_) start_ = t0;
+  const std::int64_t step = next_step_;
+  optimizer_->set_lr(schedule_.at(step - 1));
+  // Each micro-batch's loss is divided by their number, so the gradients add up to the batch mean's.
+  const double share = 1.0 / static_cast<double>(micro_batches.size());
+  double loss = 0;
+  std::int64_t items = 0;
+  for (const Batch& b : micro_batches) {
+    const Tensor l = this->loss(b);
+    loss += l.item() * share;
+    items += b.items();
+    scaler_.scale_loss(micro_batches.size() == 1 ? l : mul(l, share)).backward();
+  }
+  const auto& inject = options_.inject_nonfinite;
+  if (std::find(inject.begin(), inject.end(), step) != inject.end()) {
+    inject_inf(model_.module().parameters().front().grad());
+  }
+  // Unscale + inf/NaN check in one pass, clip, the optimizer step on the f32 master weights unless a
+  // gradient overflowed, the loss-scale update.
+  const StepReport rep = scaled_step(scaler_, *optimizer_, options_.clip);
+  optimizer_->zero_grad();
+  ++next_step_;
+  const double seconds = seconds_since(t0);
+  return StepRecord{step, loss, optimizer_->lr(), rep.scale, rep.grad_norm, rep.underflow_fraction,
+                    static_cast<double>(items) / seconds, rep.skipped, rep.nonfinite, peaks(), seconds_since(*start_),
+                    rep.warning};
+}
+
+StepRecord Trainer::step() {
+  std::vector<Batch> batches;
+  for (std::int64_t i = 0; i < options_.grad_accum; ++i) batches.push_back(data_.next());
+  return step(batches);
+}
+
+EvalRecord Trainer::evaluate(bool full) {
+  NoGradGuard no_grad;
+  nn::Module& m = model_.module();
+  m.eval();
+  double loss_sum = 0;
+  std::int64_t count = 0, right = 0;
+  data_.for_each_eval_batch(full, [&](const Batch& raw) {
+    const Batch b = prepare(raw);
+    const auto region = precision_region(options_.precision);
+    const Tensor logits = cast(model_.forward(b), DType::f32);
+    loss_sum += cross_entropy(logits, b.targets, Reduction::sum).item();
+    count += static_cast<std::int64_t>(b.targets.size());
+    if (!data_.reports_accuracy()) return;
+    const std::vector<double> l = logits.to_doubles();
+    const std::int64_t classes = logits.size(1);
+    for (std::size_t i = 0; i < b.targets.size(); ++i) {
+      const auto row = l.begin() + static_cast<std::ptrdiff_t>(i) * classes;
+      right += (std::max_element(row, row + classes) - row) == b.targets[i] ? 1 : 0;
+    }
+  });
+  m.train();
+  EvalRecord r{next_step_ - 1, count > 0 ? loss_sum / static_cast<double>(count) : 0, std::nullopt};
+  if (data_.reports_accuracy() && count > 0) r.val_accuracy = static_cast<double>(right) / static_cast<double>(count);
+  return r;
+}
+
+void Trainer::save(const std::filesystem::path& path) const {
+  CheckpointState st{next_step_ - 1, scaler_.state(), options_.checkpoint_metadata};
+  for (const auto& [k, v] : data_.position()) st.extra[k] = v;
+  save_checkpoint(path, model_.module(), *optimizer_, st);
+}
+
+void Trainer::resume(const std::filesystem::path& path,
+                     const std::function<void(const std::map<std::string, std::string>&)>& check) {
+  const CheckpointState st = load_checkpoint(path, model_.module(), *optimizer_, check);
+  try {
+    scaler_.load_state(st.scaler);
+    data_.seek(st.extra);
+  } catch (const std::invalid_argument& e) {  // bad data in the file, not a bad setting: named with the file
+    throw CheckpointError(path.string() + ": " + e.what());
+  }
+  next_step_ = st.step + 1;
+}
+
+TrainResult Trainer::run(const TrainCallbacks& cb) {
+  TrainResult result;
+  result.total_steps = options_.steps;
+  result.first_step = next_step_;
+  result.throughput_unit = data_.item_unit() + "/s";
+  const CheckpointOptions& ck = options_.checkpoints;
+  reset_peak_memory();
+  const auto start = Clock::now();
+  start_ = start;
+  while (next_step_ <= options_.steps) {
+    const StepRecord rec = step();
+    const std::int64_t s = rec.step;
+    result.skipped_steps += rec.skipped ? 1 : 0;
+    if (!rec.warning.empty()) result.warnings.push_back(rec.warning);
+    result.steps.push_back(rec);
+    if (cb.on_step) cb.on_step(rec, options_.steps);
+    if (!ck.dir.empty() && ((ck.every > 0 && s % ck.every == 0) || s == options_.steps)) {
+      std::filesystem::create_directories(ck.dir);
+      save(checkpoint_path(ck.dir, s));
+      prune_checkpoints(ck.dir, ck.keep);
+    }
+    // The run's peak is the training steps' (evaluation batches have their own, not reported).
+    for (const auto& [category, bytes] : rec.peak_bytes) {
+      result.peak_bytes[category] = std::max(result.peak_bytes[category], bytes);
+    }
+    if (s % options_.eval_every == 0 || s == options_.steps) {
+      result.evals.push_back(evaluate(s == options_.steps));
+      if (cb.on_eval) cb.on_eval(result.evals.back());
+      reset_peak_memory();
+    }
+  }
+  if (result.evals.empty()) {  // resumed at or past the last step: evaluate what was loaded
+    result.evals.push_back(evaluate(true));
+    result.evals.back().step = options_.steps;
+  }
+  result.wall_seconds = seconds_since(start);
+  if (result.peak_bytes.empty()) result.peak_bytes = peaks();  // resumed past the last step
+  return result;
+}
+
+}  // namespace mantissa::train
