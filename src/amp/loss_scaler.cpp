@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "../backend/backend.h"
+#include "../backend/registry.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/ops/ops.h"
 
@@ -56,9 +56,14 @@ Tensor LossScaler::scale_loss(const Tensor& loss) const {
   return mul(cast(loss, f), state_.scale);
 }
 
-StepReport LossScaler::unscale(std::span<const Tensor> gradients) {
+StepReport LossScaler::unscale(std::span<const Tensor> gradients) { return examine(gradients, true); }
+
+StepReport LossScaler::check(std::span<const Tensor> gradients) { return examine(gradients, false); }
+
+StepReport LossScaler::examine(std::span<const Tensor> gradients, bool in_place) {
   if (unscaled_) {
-    throw std::logic_error("loss scaler: unscale() called twice in one step; call update() after the optimizer step");
+    throw std::logic_error("loss scaler: unscale() or check() called twice in one step; call update() after the "
+                           "optimizer step");
   }
   StepReport r;
   r.scale = state_.scale;
@@ -76,14 +81,17 @@ StepReport LossScaler::unscale(std::span<const Tensor> gradients) {
       throw std::logic_error("loss scaler: gradient " + std::to_string(i) +
                              " is missing; call backward() before unscale() (stepping before backward?)");
     }
-    const detail::GradientCheck c = detail::backend_for(g.device()).scale_and_check(g, 1.0 / state_.scale, below);
+    // In place: g /= scale, the norm of the results. Check only: nothing written, the norm of the scaled
+    // values (divided by the scale below).
+    const detail::GradientCheck c =
+        detail::run_kernel<detail::kernel::ScaleAndCheck>(g.device(), g, in_place ? 1.0 / state_.scale : 1.0, below);
     r.nonfinite += c.nonfinite;
     underflow += c.underflow;
     count += c.count;
     sum_squares += c.sum_squares;
   }
   r.skipped = r.nonfinite > 0;
-  r.grad_norm = std::sqrt(sum_squares);
+  r.grad_norm = std::sqrt(sum_squares) / (in_place ? 1.0 : state_.scale);
   r.underflow_fraction = count > 0 ? static_cast<double>(underflow) / static_cast<double>(count) : 0.0;
   unscaled_ = true;
   last_overflow_ = r.skipped;
@@ -150,13 +158,13 @@ double clip_grad_norm(std::span<const Tensor> gradients, double max_norm, double
   if (norm < 0) {
     double sum_squares = 0;
     for (const Tensor& g : gradients) {
-      sum_squares += detail::backend_for(g.device()).scale_and_check(g, 1.0, 0.0).sum_squares;
+      sum_squares += detail::run_kernel<detail::kernel::ScaleAndCheck>(g.device(), g, 1.0, 0.0).sum_squares;
     }
     norm = std::sqrt(sum_squares);
   }
   if (!(norm > max_norm)) return 1.0;
   const double factor = max_norm / (norm + 1e-6);
-  for (const Tensor& g : gradients) detail::backend_for(g.device()).scale_and_check(g, factor, 0.0);
+  for (const Tensor& g : gradients) detail::run_kernel<detail::kernel::ScaleAndCheck>(g.device(), g, factor, 0.0);
   return factor;
 }
 

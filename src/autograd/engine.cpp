@@ -6,7 +6,7 @@
 
 #include "mantissa/amp/autocast.h"
 #include "mantissa/autograd/node.h"
-#include "mantissa/ops/kernel_timer.h"
+#include "mantissa/backend/kernel_timer.h"
 #include "mantissa/ops/ops.h"
 
 namespace mantissa {

@@ -6,7 +6,7 @@
 #include <stdexcept>
 
 #include "mantissa/amp/autocast.h"
-#include "mantissa/ops/kernel_timer.h"
+#include "mantissa/backend/kernel_timer.h"
 #include "mantissa/ops/ops.h"
 #include "op_support.h"
 
@@ -34,7 +34,7 @@ class AttentionNode final : public Node {
     // dP = g v^T in f32; dS = scale P (dP - rowsum(dP P)); dq = dS k, dk = dS^T q, dv = P^T g.
     const Tensor grad_probs = detail::batched_product(g, transpose(v_, -1, -2), Tensor(), score_dtype(dtype));
     const Tensor grad_scores = Tensor::empty(probs_.shape(), dtype, probs_.device());
-    detail::backend_of(probs_).attention_softmax_backward(as_3d(probs_), as_3d(grad_probs), scale_, causal_,
+    run_kernel_on<kernel::AttentionSoftmaxBackward>(probs_, as_3d(probs_), as_3d(grad_probs), scale_, causal_,
                                                           as_3d(grad_scores));
     return {detail::batched_product(grad_scores, k_, Tensor(), dtype),
             detail::batched_product(transpose(grad_scores, -1, -2), q_, Tensor(), dtype),
@@ -73,22 +73,23 @@ class SelfAttentionNode final : public Node {
   std::vector<Tensor> backward(const Tensor& g_in) override {
     const DType dtype = heads_.dtype();
     const std::int64_t nb = batch_, h = heads_.size(1) / nb, t = heads_.size(2), d = heads_.size(3);
-    detail::Backend& backend = detail::backend_of(heads_);
+    const Device device = heads_.device();
     // The output's gradient, head-major like the saved q, k, v.
     const Tensor g = Tensor::empty({1, nb * h, t, d}, dtype, heads_.device());
-    backend.copy(head_major_view(contiguous(cast(g_in, dtype)), 1, h), reshape(g, {1, nb, h, t, d}));
+    run_kernel<kernel::Copy>(device, head_major_view(contiguous(cast(g_in, dtype)), 1, h),
+                             reshape(g, {1, nb, h, t, d}));
     // dP = g v^T (f32), dS = scale P (dP - rowsum(dP P)); dq = dS k, dk = dS^T q, dv = P^T g.
     const Tensor grad_probs = Tensor::empty(probs_.shape(), score_dtype(dtype), probs_.device());
-    backend.matmul(part(g, 0), part(heads_, 2, true), Tensor(), grad_probs);
+    run_kernel<kernel::Matmul>(device, part(g, 0), part(heads_, 2, true), Tensor(), grad_probs);
     const Tensor grad_scores = Tensor::empty(probs_.shape(), dtype, probs_.device());
-    backend.attention_softmax_backward(probs_, grad_probs, scale_, causal_, grad_scores);
+    run_kernel<kernel::AttentionSoftmaxBackward>(device, probs_, grad_probs, scale_, causal_, grad_scores);
     const Tensor grad_heads = Tensor::empty(heads_.shape(), dtype, heads_.device());
-    backend.matmul(grad_scores, part(heads_, 1), Tensor(), part(grad_heads, 0));
-    backend.matmul(transposed(grad_scores), part(heads_, 0), Tensor(), part(grad_heads, 1));
-    backend.matmul(transposed(probs_), part(g, 0), Tensor(), part(grad_heads, 2));
+    run_kernel<kernel::Matmul>(device, grad_scores, part(heads_, 1), Tensor(), part(grad_heads, 0));
+    run_kernel<kernel::Matmul>(device, transposed(grad_scores), part(heads_, 0), Tensor(), part(grad_heads, 1));
+    run_kernel<kernel::Matmul>(device, transposed(probs_), part(g, 0), Tensor(), part(grad_heads, 2));
     // One gradient for the fused projection, in its [B, T, 3 C] layout.
     const Tensor grad_qkv = Tensor::empty(inputs[0].shape, dtype, heads_.device());
-    backend.copy(reshape(grad_heads, {3, nb, h, t, d}), head_major_view(grad_qkv, 3, h));
+    run_kernel<kernel::Copy>(device, reshape(grad_heads, {3, nb, h, t, d}), head_major_view(grad_qkv, 3, h));
     return {grad_qkv};
   }
 
@@ -112,7 +113,7 @@ Tensor self_attention(const Tensor& qkv_in, std::int64_t heads, bool causal) {
   const DType dtype = qkv.dtype();
   const std::int64_t nb = qkv.size(0), t = qkv.size(1), c = qkv.size(2) / 3, h = heads, d = c / h;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  detail::Backend& backend = detail::backend_of(qkv);
+  const Device device = qkv.device();
   // q, k, v copied once into head-major order: each head one contiguous matrix, which oneDNN's fast
   // batched kernels need (with the heads read in place it fell back to a 4x slower kernel).
   const Tensor qkv_heads = Tensor::empty({3, nb * h, t, d}, dtype, qkv.device());
@@ -122,11 +123,11 @@ Tensor self_attention(const Tensor& qkv_in, std::int64_t heads, bool causal) {
   const Tensor out = Tensor::empty({nb, t, c}, dtype, qkv.device());
   {
     NoGradGuard no_grad;
-    backend.copy(head_major_view(qkv, 3, h), reshape(qkv_heads, {3, nb, h, t, d}));
-    backend.matmul(part(qkv_heads, 0), part(qkv_heads, 1, true), Tensor(), scores);
-    backend.attention_softmax(scores, scale, causal, probs);
-    backend.matmul(probs, part(qkv_heads, 2), Tensor(), part(out_heads, 0));
-    backend.copy(reshape(out_heads, {1, nb, h, t, d}), head_major_view(out, 1, h));
+    run_kernel<kernel::Copy>(device, head_major_view(qkv, 3, h), reshape(qkv_heads, {3, nb, h, t, d}));
+    run_kernel<kernel::Matmul>(device, part(qkv_heads, 0), part(qkv_heads, 1, true), Tensor(), scores);
+    run_kernel<kernel::AttentionSoftmax>(device, scores, scale, causal, probs);
+    run_kernel<kernel::Matmul>(device, probs, part(qkv_heads, 2), Tensor(), part(out_heads, 0));
+    run_kernel<kernel::Copy>(device, reshape(out_heads, {1, nb, h, t, d}), head_major_view(out, 1, h));
   }
   if (needs_grad({&qkv})) record(out, std::make_shared<SelfAttentionNode>(qkv_heads, probs, nb, scale, causal), {&qkv});
   return out;
@@ -160,7 +161,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     NoGradGuard no_grad;
     const Tensor scores = detail::batched_product(q, transpose(k, -1, -2), Tensor(), score_dtype(dtype));
     probs = Tensor::empty(scores.shape(), dtype, scores.device());
-    detail::backend_of(q).attention_softmax(as_3d(scores), scale, causal, as_3d(probs));
+    run_kernel_on<kernel::AttentionSoftmax>(q, as_3d(scores), scale, causal, as_3d(probs));
     out = detail::batched_product(probs, v, Tensor(), dtype);
   }
   if (needs_grad({&q, &k, &v})) record(out, std::make_shared<AttentionNode>(q, k, v, probs, scale, causal), {&q, &k, &v});

@@ -30,11 +30,11 @@ class ConvNode final : public Node {
     Tensor gx, gw;
     if (inputs[0].node) {
       gx = Tensor::empty(x_.shape(), x_.dtype(), x_.device());
-      detail::backend_of(gc).conv2d_backward_data(gc, w_, p_, gx);
+      run_kernel_on<kernel::Conv2dBackwardData>(gc, gc, w_, p_, gx);
     }
     if (inputs[1].node) {
       gw = Tensor::empty(w_.shape(), w_.dtype(), w_.device());
-      detail::backend_of(gc).conv2d_backward_weights(x_, gc, p_, gw);
+      run_kernel_on<kernel::Conv2dBackwardWeights>(gc, x_, gc, p_, gw);
     }
     return {gx, gw};
   }
@@ -51,7 +51,7 @@ class PoolNode final : public Node {
   void release() override { x_ = Tensor(); }
   std::vector<Tensor> backward(const Tensor& g) override {
     Tensor gx = Tensor::empty(x_.shape(), x_.dtype(), x_.device());
-    detail::backend_of(g).pool2d_backward(x_, contiguous(cast(g, x_.dtype())), p_, gx);
+    run_kernel_on<kernel::Pool2dBackward>(g, x_, contiguous(cast(g, x_.dtype())), p_, gx);
     return {gx};
   }
 
@@ -72,7 +72,7 @@ class BatchNormNode final : public Node {
     Tensor gx = Tensor::empty(x_.shape(), x_.dtype(), x_.device());
     Tensor gg = Tensor::empty({x_.size(1)}, mean_.dtype(), x_.device());
     Tensor gb = Tensor::empty({x_.size(1)}, mean_.dtype(), x_.device());
-    detail::backend_of(g3).batch_norm_backward(x_, gamma_, mean_, rstd_, g3, gx, gg, gb);
+    run_kernel_on<kernel::BatchNormBackward>(g3, x_, gamma_, mean_, rstd_, g3, gx, gg, gb);
     return {reshape(gx, inputs[0].shape), gg, gb};
   }
 
@@ -102,7 +102,7 @@ Tensor conv2d(const Tensor& x_arg, const Tensor& w_arg, const Tensor& bias, cons
   const std::int64_t oh = out_size(x.size(2), w.size(2), p.stride_h, p.pad_h, p.dilation_h, "conv2d");
   const std::int64_t ow = out_size(x.size(3), w.size(3), p.stride_w, p.pad_w, p.dilation_w, "conv2d");
   Tensor out = Tensor::empty({x.size(0), w.size(0), oh, ow}, dtype, x.device());
-  detail::backend_of(x).conv2d(x, w, p, out);
+  run_kernel_on<kernel::Conv2d>(x, x, w, p, out);
   if (needs_grad({&x, &w})) record(out, std::make_shared<ConvNode>(x, w, p), {&x, &w});
   if (bias.defined()) out = add(out, reshape(bias, {1, w.size(0), 1, 1}));
   return out;
@@ -118,7 +118,7 @@ Tensor pool2d(const Tensor& x_in, const Pool2dParams& p) {
   const std::int64_t oh = out_size(x.size(2), p.kernel_h, p.stride_h, p.pad_h, 1, "pool2d");
   const std::int64_t ow = out_size(x.size(3), p.kernel_w, p.stride_w, p.pad_w, 1, "pool2d");
   Tensor out = Tensor::empty({x.size(0), x.size(1), oh, ow}, x.dtype(), x.device());
-  detail::backend_of(x).pool2d(x, p, out);
+  run_kernel_on<kernel::Pool2d>(x, x, p, out);
   if (needs_grad({&x})) record(out, std::make_shared<PoolNode>(x, p), {&x});
   return out;
 }
@@ -164,12 +164,12 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& gamma, const Tensor& beta, c
   Tensor rstd = Tensor::empty({c}, stats, x.device());
   {
     NoGradGuard no_grad;
-    detail::backend_of(x).batch_norm(x3.detach(), gamma, beta, eps, reshape(y, x3.shape()), mean, rstd);
+    run_kernel_on<kernel::BatchNorm>(x, x3.detach(), gamma, beta, eps, reshape(y, x3.shape()), mean, rstd);
     // Running statistics: the unbiased variance, recovered from rstd.
     const double m = static_cast<double>(x.size(0) * s);
     const Tensor var = mul(add(pow(rstd, -2.0), -eps), m / (m - 1));
-    detail::backend_of(x).copy(add(mul(running_mean, 1 - momentum), mul(mean, momentum)), running_mean);
-    detail::backend_of(x).copy(add(mul(running_var, 1 - momentum), mul(var, momentum)), running_var);
+    run_kernel_on<kernel::Copy>(x, add(mul(running_mean, 1 - momentum), mul(mean, momentum)), running_mean);
+    run_kernel_on<kernel::Copy>(x, add(mul(running_var, 1 - momentum), mul(var, momentum)), running_var);
   }
   if (needs_grad({&x, &gamma, &beta})) {
     record(y, std::make_shared<BatchNormNode>(x3.detach(), gamma, mean, rstd, y_dtype), {&x, &gamma, &beta});

@@ -75,7 +75,7 @@ class UnaryNode final : public Node {
   void release() override { x_ = {}; }
   std::vector<Tensor> backward(const Tensor& g) override {
     Tensor gx = Tensor::empty(g.shape(), inputs[0].dtype, g.device());
-    detail::backend_of(g).unary_backward(op_, alpha_, x_, cast(g, x_.dtype()), gx);
+    run_kernel_on<kernel::UnaryBackward>(g, op_, alpha_, x_, cast(g, x_.dtype()), gx);
     return {gx};
   }
 
@@ -92,7 +92,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
   Tensor out = Tensor::empty(shape, detail::promote(a.dtype(), b.dtype()), a.device());
   {
     NoGradGuard no_grad;  // the expanded views are the kernel's business, not the graph's
-    detail::backend_of(a).binary(op, expand(a, shape), expand(b, shape), out);
+    run_kernel_on<kernel::Binary>(a, op, expand(a, shape), expand(b, shape), out);
   }
   if (op != BinaryOp::eq && needs_grad({&a, &b})) {
     record(out, std::make_shared<BinaryNode>(op, a, b), {&a, &b});
@@ -111,7 +111,7 @@ Tensor equal(const Tensor& a, const Tensor& b) { return binary(BinaryOp::eq, a, 
 Tensor unary(UnaryOp op, const Tensor& x, double alpha) {
   detail::check_computable(x, "unary op");
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
-  detail::backend_of(x).unary(op, alpha, x, out);
+  run_kernel_on<kernel::Unary>(x, op, alpha, x, out);
   if (needs_grad({&x})) record(out, std::make_shared<UnaryNode>(op, alpha, x), {&x});
   return out;
 }

@@ -98,7 +98,7 @@ Tensor batched_product(const Tensor& a, const Tensor& b, const Tensor& bias, DTy
   Tensor b3 = as_batched(b);
   if (b.dim() == 2) b3 = make_view(b3, {a3.size(0), k, b.size(-1)}, {0, b3.strides()[1], b3.strides()[2]}, b3.offset());
   const Tensor o3 = make_view(out, {a3.size(0), a3.size(1), b.size(-1)}, {a3.size(1) * b.size(-1), b.size(-1), 1}, 0);
-  backend_of(a).matmul(a3, b3, bias, o3);
+  run_kernel_on<kernel::Matmul>(a, a3, b3, bias, o3);
   return out;
 }
 

@@ -27,7 +27,7 @@ class LayerNormNode final : public Node {
     Tensor gx = Tensor::empty(x_.shape(), x_.dtype(), x_.device());
     Tensor gg = Tensor::empty({c}, mean_.dtype(), x_.device());
     Tensor gb = Tensor::empty({c}, mean_.dtype(), x_.device());
-    detail::backend_of(x_).layer_norm_backward(x_, gamma_, mean_, rstd_, g2, gx, gg, gb, eps_);
+    run_kernel_on<kernel::LayerNormBackward>(x_, x_, gamma_, mean_, rstd_, g2, gx, gg, gb, eps_);
     return {reshape(gx, inputs[0].shape), gg, gb};
   }
 
@@ -45,7 +45,7 @@ class EmbeddingNode final : public Node {
   std::vector<Tensor> backward(const Tensor& g) override {
     const Shape& ws = inputs[0].shape;
     Tensor gw = Tensor::zeros(ws, DType::f32, g.device());
-    detail::backend_of(g).embedding_backward(ids_, reshape(g, {-1, ws[1]}), gw);
+    run_kernel_on<kernel::EmbeddingBackward>(g, ids_, reshape(g, {-1, ws[1]}), gw);
     return {gw};
   }
 
@@ -77,7 +77,7 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& gamma, const Tensor& beta, d
   Tensor rstd = Tensor::empty({rows}, stats, x.device());
   {
     NoGradGuard no_grad;
-    detail::backend_of(x).layer_norm(x2.detach(), gamma, beta, eps, reshape(y, {-1, c}), mean, rstd);
+    run_kernel_on<kernel::LayerNorm>(x, x2.detach(), gamma, beta, eps, reshape(y, {-1, c}), mean, rstd);
   }
   if (needs_grad({&x, &gamma, &beta})) {
     record(y, std::make_shared<LayerNormNode>(x2.detach(), gamma, mean, rstd, eps, y_dtype), {&x, &gamma, &beta});
@@ -102,7 +102,7 @@ Tensor embedding(const Tensor& weight, std::span<const std::int64_t> ids, const 
   Shape shape = ids_shape;
   shape.push_back(weight.size(1));
   Tensor out = Tensor::empty(shape, weight.dtype(), weight.device());
-  detail::backend_of(weight).embedding(weight, ids, reshape(out, {-1, weight.size(1)}).detach());
+  run_kernel_on<kernel::Embedding>(weight, weight, ids, reshape(out, {-1, weight.size(1)}).detach());
   if (needs_grad({&weight})) record(out, std::make_shared<EmbeddingNode>(ids), {&weight});
   return out;
 }

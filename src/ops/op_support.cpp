@@ -1,27 +1,10 @@
-// Argument checks shared by the op front-ends, and the choice of backend.
+// Argument checks shared by the op front-ends.
 #include "op_support.h"
 
 #include <algorithm>
 #include <stdexcept>
 
-#include "mantissa/ops/backend_select.h"
-
-namespace mantissa {
-namespace {
-thread_local CpuBackend tls_cpu_backend = CpuBackend::onednn;
-}  // namespace
-
-CpuBackend cpu_backend_kind() { return tls_cpu_backend; }
-void set_cpu_backend(CpuBackend kind) { tls_cpu_backend = kind; }
-
-namespace detail {
-
-Backend& backend_for(Device device) {
-  if (device.type == DeviceType::cpu) {
-    return tls_cpu_backend == CpuBackend::reference ? reference_backend() : cpu_backend();
-  }
-  throw std::runtime_error("no backend for device " + device.str() + ": this build has the CPU only");
-}
+namespace mantissa::detail {
 
 void check_computable(const Tensor& x, const char* op) {
   if (!x.defined()) throw std::invalid_argument(std::string(op) + ": undefined tensor");
@@ -72,5 +55,4 @@ std::vector<int> normalize_axes(const std::vector<std::int64_t>& axes, std::int6
   return out;
 }
 
-}  // namespace detail
-}  // namespace mantissa
+}  // namespace mantissa::detail

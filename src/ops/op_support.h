@@ -1,10 +1,11 @@
-// What every op front-end needs: dtype promotion, broadcasting, axis handling, the backend of a tensor.
+// What every op front-end needs: dtype promotion, broadcasting, axis handling, and run_kernel_on, which
+// runs a kernel on the device of a tensor (src/backend/registry.h).
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "../backend/backend.h"
+#include "../backend/registry.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/tensor.h"
 
@@ -21,10 +22,15 @@ std::int64_t normalize_axis(std::int64_t axis, std::int64_t rank, const char* op
 // Sorted, unique, normalized axes; empty means all.
 std::vector<int> normalize_axes(const std::vector<std::int64_t>& axes, std::int64_t rank, const char* op);
 
-inline Backend& backend_of(const Tensor& t) { return backend_for(t.device()); }
-
 // a [..., M, K] . b [..., K, N] (or b [K, N] shared by every batch) + bias [N], a and b of one dtype,
 // the result in out_dtype (the inputs' or f32); no autocast, no history (src/ops/matmul.cpp).
 Tensor batched_product(const Tensor& a, const Tensor& b, const Tensor& bias, DType out_dtype);
 
 }  // namespace mantissa::detail
+
+namespace mantissa {
+// The op front-ends run kernels as run_kernel_on<kernel::Matmul>(a, ...).
+namespace kernel = detail::kernel;
+using detail::run_kernel;
+using detail::run_kernel_on;
+}  // namespace mantissa

@@ -75,7 +75,7 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<std::int64_t>& axe
     }
   }
   Tensor out = Tensor::empty(keepdim_shape(x.shape(), axes), x.dtype(), x.device());
-  detail::backend_of(x).reduce(op, x, axes, out);
+  run_kernel_on<kernel::Reduce>(x, op, x, axes, out);
   Tensor result = out;
   if (!keepdim) result = make_view(out, dropped_shape(x.shape(), axes), contiguous_strides(dropped_shape(x.shape(), axes)), 0);
   if (needs_grad({&x})) record(result, std::make_shared<ReduceNode>(op, axes, x, out), {&x});

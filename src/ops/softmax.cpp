@@ -21,7 +21,7 @@ class SoftmaxNode final : public Node {
     const Tensor y2 = reshape(y_, {-1, c});
     const Tensor g2 = reshape(contiguous(cast(g, y_.dtype())), {-1, c});
     Tensor gx = Tensor::empty(y2.shape(), y_.dtype(), y_.device());
-    detail::backend_of(y_).softmax_backward(y2, g2, gx, log_);
+    run_kernel_on<kernel::SoftmaxBackward>(y_, y2, g2, gx, log_);
     return {reshape(gx, inputs[0].shape)};
   }
 
@@ -36,7 +36,7 @@ Tensor softmax_last(const Tensor& x, bool log) {
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   {
     NoGradGuard no_grad;
-    detail::backend_of(x).softmax(x2, reshape(y, {-1, c}), log);
+    run_kernel_on<kernel::Softmax>(x, x2, reshape(y, {-1, c}), log);
   }
   if (needs_grad({&x})) record(y, std::make_shared<SoftmaxNode>(y, log), {&x});
   return y;
@@ -63,7 +63,8 @@ class CrossEntropyNode final : public Node {
   }
   std::vector<Tensor> backward(const Tensor& g) override {
     Tensor gx = Tensor::empty(inputs[0].shape, inputs[0].dtype, probs_.device());
-    detail::backend_of(probs_).cross_entropy_backward(probs_, targets_, ignore_, smoothing_, cast(g, probs_.dtype()), gx);
+    run_kernel_on<kernel::CrossEntropyBackward>(probs_, probs_, targets_, ignore_, smoothing_,
+                                                cast(g, probs_.dtype()), gx);
     return {gx};
   }
 
@@ -113,7 +114,7 @@ Tensor cross_entropy(const Tensor& logits_in, std::span<const std::int64_t> targ
   const DType f = logits.dtype() == DType::f64 ? DType::f64 : DType::f32;
   Tensor probs = Tensor::empty({n, c}, f, logits.device());
   Tensor losses = Tensor::empty({n}, f, logits.device());
-  detail::backend_of(logits).cross_entropy(logits, targets, ignore_index, label_smoothing, probs, losses);
+  run_kernel_on<kernel::CrossEntropy>(logits, logits, targets, ignore_index, label_smoothing, probs, losses);
   if (needs_grad({&logits})) {
     record(losses, std::make_shared<CrossEntropyNode>(probs, targets, ignore_index, label_smoothing), {&logits});
   }

@@ -39,7 +39,7 @@ class SliceNode final : public Node {
   std::string_view name() const override { return "slice"; }
   std::vector<Tensor> backward(const Tensor& g) override {
     Tensor full = Tensor::zeros(inputs[0].shape, g.dtype());
-    detail::backend_of(g).copy(g, slice(full, dim_, start_, end_, step_));
+    run_kernel_on<kernel::Copy>(g, g, slice(full, dim_, start_, end_, step_));
     return {full};
   }
 
@@ -173,7 +173,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
 
 Tensor contiguous_copy(const Tensor& x) {
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
-  detail::backend_of(x).copy(x, out);
+  run_kernel_on<kernel::Copy>(x, x, out);
   return out;
 }
 
@@ -189,14 +189,14 @@ void copy_into(const Tensor& dst, const Tensor& src) {
     throw std::invalid_argument("copy_into: shape " + shape_str(src.shape()) + " into " + shape_str(dst.shape()));
   }
   NoGradGuard no_grad;
-  detail::backend_of(dst).copy(src, dst);
+  run_kernel_on<kernel::Copy>(dst, src, dst);
   dst.storage()->bump_version();
 }
 
 Tensor cast(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
   Tensor out = Tensor::empty(x.shape(), dtype, x.device());
-  detail::backend_of(x).copy(x, out);
+  run_kernel_on<kernel::Copy>(x, x, out);
   if (needs_grad({&x})) record(out, std::make_shared<CastNode>(), {&x});
   return out;
 }
@@ -228,7 +228,7 @@ Tensor concat(std::span<const Tensor> xs, std::int64_t dim) {
   for (const Tensor& x : xs) {
     const std::int64_t s = x.shape()[static_cast<std::size_t>(dim)];
     NoGradGuard no_grad;
-    detail::backend_of(x).copy(x, slice(out, dim, at, at + s));
+    run_kernel_on<kernel::Copy>(x, x, slice(out, dim, at, at + s));
     at += s;
   }
   bool any = false;

@@ -7,7 +7,7 @@
 #include <numbers>
 #include <stdexcept>
 
-#include "../backend/backend.h"
+#include "../backend/registry.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/memory.h"
 #include "mantissa/ops/ops.h"
@@ -34,8 +34,8 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr, MasterWeightOptions 
     }
     if (low && master_.enabled) {
       MemoryCategoryScope scope(MemoryCategory::parameters);  // master copies count as parameters
-      targets_.push_back(contiguous_copy(cast(p, DType::f32)));
-      has_master_.push_back(true);
+      master_weights_.push_back(contiguous_copy(cast(p, DType::f32)));
+      has_master_copy_.push_back(true);
       continue;
     }
     if (low && !master_.allow_pure_low_precision) {
@@ -44,8 +44,8 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr, MasterWeightOptions 
                                   " and there is no f32 master copy; keep master weights enabled (updates "
                                   "smaller than half an ulp would be lost), or set allow_pure_low_precision");
     }
-    targets_.push_back(p);
-    has_master_.push_back(false);
+    master_weights_.push_back(p);
+    has_master_copy_.push_back(false);
   }
 }
 
@@ -55,27 +55,8 @@ std::vector<Tensor> Optimizer::gradients() const {
   return g;
 }
 
-std::vector<Tensor> Optimizer::step_gradients() {
-  NoGradGuard no_grad;
-  master_grads_.assign(params_.size(), Tensor());
-  std::vector<Tensor> out;
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    const Tensor g = params_[i].grad();
-    if (g.defined() && has_master_[i]) {
-      MemoryCategoryScope scope(MemoryCategory::gradients);
-      master_grads_[i] = Tensor::empty(g.shape(), DType::f32, g.device());
-      detail::backend_for(g.device()).copy(g, master_grads_[i]);  // exact: every bf16/f16 value is an f32
-      out.push_back(master_grads_[i]);
-    } else {
-      out.push_back(g);
-    }
-  }
-  return out;
-}
-
 void Optimizer::zero_grad() {
   for (const Tensor& p : params_) p.zero_grad();
-  master_grads_.clear();
 }
 
 Tensor& Optimizer::state_tensor_or_zeros(std::size_t slot, std::size_t i) {
@@ -87,26 +68,29 @@ Tensor& Optimizer::state_tensor_or_zeros(std::size_t slot, std::size_t i) {
   return t;
 }
 
-void Optimizer::step() {
+void Optimizer::step(double grad_scale) {
   NoGradGuard no_grad;
   ++step_;
   for (std::size_t i = 0; i < params_.size(); ++i) {
-    const bool from_master = i < master_grads_.size() && master_grads_[i].defined();
-    const Tensor g = from_master ? master_grads_[i] : params_[i].grad();
+    const Tensor g = params_[i].grad();
     if (!g.defined()) continue;
     if (g.shape() != params_[i].shape()) {
       throw std::logic_error("optimizer: gradient of parameter " + std::to_string(i) + " has shape " +
                              shape_str(g.shape()) + ", the parameter " + shape_str(params_[i].shape()));
     }
-    update(i, targets_[i], contiguous(g));
-    if (has_master_[i]) {
-      detail::backend_for(params_[i].device())
-          .round_into(targets_[i], params_[i], master_.writeback, master_.seed + static_cast<std::uint64_t>(step_));
-      targets_[i].storage()->bump_version();
+    // The update on the f32 master weights, from the gradient as backward left it, times grad_scale.
+    update(i, master_weights_[i], contiguous(g), grad_scale);
+    if (has_master_copy_[i]) {
+      write_back(i);
+      master_weights_[i].storage()->bump_version();
     }
     params_[i].storage()->bump_version();  // casts made from the old values (autocast's cache) are stale
   }
-  master_grads_.clear();
+}
+
+void Optimizer::write_back(std::size_t i) {
+  detail::run_kernel<detail::kernel::RoundInto>(params_[i].device(), master_weights_[i], params_[i], master_.writeback,
+                                                master_.seed + static_cast<std::uint64_t>(step_));
 }
 
 OptimizerState Optimizer::state() const {
@@ -114,7 +98,7 @@ OptimizerState Optimizer::state() const {
   s.step = step_;
   NoGradGuard no_grad;
   for (std::size_t i = 0; i < params_.size(); ++i) {
-    if (has_master_[i]) s.tensors.emplace_back("master." + std::to_string(i), contiguous_copy(targets_[i]));
+    if (has_master_copy_[i]) s.tensors.emplace_back("master." + std::to_string(i), contiguous_copy(master_weights_[i]));
     for (std::size_t k = 0; k < slot_names_.size(); ++k) {
       const Tensor& t = state_[k][i];
       if (t.defined()) s.tensors.emplace_back(slot_names_[k] + "." + std::to_string(i), contiguous_copy(t));
@@ -129,7 +113,7 @@ void Optimizer::load_state(const OptimizerState& state, bool complete) {
   if (complete && state.step > 0) {
     for (std::size_t i = 0; i < params_.size(); ++i) {
       std::vector<std::string> wanted;
-      if (has_master_[i]) wanted.push_back("master." + std::to_string(i));
+      if (has_master_copy_[i]) wanted.push_back("master." + std::to_string(i));
       for (std::size_t k = 0; k < slot_names_.size(); ++k) {
         if (slot_in_use(k)) wanted.push_back(slot_names_[k] + "." + std::to_string(i));
       }
@@ -149,7 +133,7 @@ void Optimizer::load_state(const OptimizerState& state, bool complete) {
                                   ", parameter " + std::to_string(i) + " is " + shape_str(params_[i].shape()));
     }
     Tensor* target = nullptr;
-    if (name == "master" && has_master_[i]) target = &targets_[i];
+    if (name == "master" && has_master_copy_[i]) target = &master_weights_[i];
     for (std::size_t k = 0; k < slot_names_.size(); ++k) {
       if (slot_names_[k] == name) target = &state_tensor_or_zeros(k, i);
     }
@@ -158,29 +142,25 @@ void Optimizer::load_state(const OptimizerState& state, bool complete) {
       throw std::invalid_argument("optimizer state: '" + key + "' is " + std::string(dtype_name(saved.dtype())) + ", this optimizer keeps " +
                                   std::string(dtype_name(target->dtype())));
     }
-    detail::backend_for(target->device()).copy(saved, *target);
+    detail::run_kernel<detail::kernel::Copy>(target->device(), saved, *target);
   }
   step_ = state.step;
   // Parameters follow their restored master copies exactly as the last step left them.
   for (std::size_t i = 0; i < params_.size(); ++i) {
-    if (has_master_[i]) {
-      detail::backend_for(params_[i].device())
-          .round_into(targets_[i], params_[i], master_.writeback, master_.seed + static_cast<std::uint64_t>(step_));
-    }
+    if (has_master_copy_[i]) write_back(i);
   }
-  master_grads_.clear();
 }
 
 Sgd::Sgd(std::vector<Tensor> params, SgdOptions options)
     : Optimizer(std::move(params), options.lr, options.master, options.state_dtype, {"momentum"}),
       options_(options) {}
 
-void Sgd::update(std::size_t i, const Tensor& target, const Tensor& grad) {
+void Sgd::update(std::size_t i, const Tensor& master, const Tensor& grad, double grad_scale) {
   // The momentum buffer starts as the first gradient (PyTorch), so it is created, then filled.
   const bool first = options_.momentum != 0 && !state_tensor(0, i).defined();
   const Tensor buffer = options_.momentum != 0 ? state_tensor_or_zeros(0, i) : Tensor();
-  detail::backend_for(target.device())
-      .sgd_update(target, grad, buffer, {lr(), options_.momentum, options_.weight_decay, options_.nesterov, first});
+  const detail::SgdStep step{lr(), options_.momentum, options_.weight_decay, options_.nesterov, first, grad_scale};
+  detail::run_kernel<detail::kernel::SgdUpdate>(master.device(), master, grad, buffer, step);
 }
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled)
@@ -191,10 +171,11 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled)
   }
 }
 
-void Adam::update(std::size_t i, const Tensor& target, const Tensor& grad) {
-  detail::backend_for(target.device())
-      .adam_update(target, grad, state_tensor_or_zeros(0, i), state_tensor_or_zeros(1, i),
-                   {lr(), options_.beta1, options_.beta2, options_.eps, options_.weight_decay, decoupled_, steps()});
+void Adam::update(std::size_t i, const Tensor& master, const Tensor& grad, double grad_scale) {
+  const detail::AdamStep step{lr(), options_.beta1, options_.beta2, options_.eps, options_.weight_decay,
+                              decoupled_, steps(), grad_scale};
+  detail::run_kernel<detail::kernel::AdamUpdate>(master.device(), master, grad, state_tensor_or_zeros(0, i),
+                                                 state_tensor_or_zeros(1, i), step);
 }
 
 LrSchedule LrSchedule::constant(double lr) {

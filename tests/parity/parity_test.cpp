@@ -23,7 +23,7 @@
 #include "../unit/test_support.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/memory.h"
-#include "mantissa/ops/backend_select.h"
+#include "mantissa/backend/backend_select.h"
 #include "mantissa/ops/ops.h"
 
 namespace mantissa {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "mantissa/autograd/node.h"
-#include "mantissa/ops/backend_select.h"
+#include "mantissa/backend/backend_select.h"
 #include "mantissa/ops/ops.h"
 
 namespace mantissa {

@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "mantissa/autograd/node.h"
-#include "mantissa/ops/backend_select.h"
+#include "mantissa/backend/backend_select.h"
 #include "mantissa/ops/ops.h"
 
 namespace mantissa {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "mantissa/amp/loss_scaler.h"
-#include "mantissa/ops/backend_select.h"
+#include "mantissa/backend/backend_select.h"
 #include "mantissa/ops/ops.h"
 #include "test_support.h"
 

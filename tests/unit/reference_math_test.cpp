@@ -1,7 +1,8 @@
 // The oracle checked against the textbook: the reference backend's unary functions and their
 // derivatives, in f64, against definitions written here in long double (erf, exp, tanh straight from the
-// formulas, derivatives by their closed forms). The reference and the fast CPU backend share
-// src/backend/unary_math.h, so parity cannot see a formula bug there; this test can.
+// formulas, derivatives by their closed forms). The reference's formulas (reference/reference_math.h) are
+// written apart from the CPU backend's (cpu/unary_math.h), so parity compares two versions; this test
+// checks the oracle itself.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "mantissa/ops/backend_select.h"
+#include "mantissa/backend/backend_select.h"
 #include "mantissa/ops/ops.h"
 
 namespace mantissa {

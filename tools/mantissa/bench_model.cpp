@@ -21,7 +21,7 @@
 #include "mantissa/data/datasets.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/nn/models.h"
-#include "mantissa/ops/kernel_timer.h"
+#include "mantissa/backend/kernel_timer.h"
 #include "mantissa/train/trainer.h"
 #include "peak_flops.h"
 

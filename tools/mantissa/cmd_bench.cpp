@@ -14,7 +14,7 @@
 #include "commands.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/memory.h"
-#include "mantissa/ops/kernel_timer.h"
+#include "mantissa/backend/kernel_timer.h"
 #include "mantissa/ops/ops.h"
 #include "peak_flops.h"
 

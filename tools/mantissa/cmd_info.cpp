@@ -8,7 +8,7 @@
 
 #include "commands.h"
 #include "mantissa/numeric/bulk.h"
-#include "mantissa/ops/backend_select.h"
+#include "mantissa/backend/backend_select.h"
 #include "peak_flops.h"
 
 namespace mantissa::cli {

@@ -13,7 +13,7 @@
 #include <chrono>
 
 #include "mantissa/numeric/bulk.h"
-#include "mantissa/ops/backend_select.h"
+#include "mantissa/backend/backend_select.h"
 
 namespace mantissa::cli {
 namespace {

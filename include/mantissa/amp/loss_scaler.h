@@ -12,6 +12,7 @@
 //   const StepReport r = scaler.unscale(gradients);    // once per step, after the last micro-batch
 //   if (!r.skipped) { clip_grad_norm(...); optimizer.step(); }
 //   scaler.update();
+// or, fused (what scaled_step() does): r = scaler.check(gradients); optimizer.step(clip / scale); update().
 #pragma once
 
 #include <cstdint>
@@ -100,6 +101,10 @@ class LossScaler {
   // values that would underflow, and computes the global norm. Call once per step; throws if called
   // twice before update(), or if a gradient is missing (stepping before backward).
   StepReport unscale(std::span<const Tensor> gradients);
+  // The same pass reading only: the gradients stay scaled, and the report (non-finite values, underflow,
+  // the norm of the unscaled values) is the same. For an optimizer that unscales inside its update
+  // (Optimizer::step(1 / scale)): one pass over the gradients fewer. Counts as this step's unscale().
+  StepReport check(std::span<const Tensor> gradients);
 
   // Records the step's outcome (from unscale) and moves the scale. Throws if unscale was not called.
   void update();
@@ -108,6 +113,7 @@ class LossScaler {
   void load_state(const LossScalerState& state);
 
  private:
+  StepReport examine(std::span<const Tensor> gradients, bool in_place);
   // Whether the scale is at its floor, or at 1 or below (where scaling no longer keeps anything).
   bool at_floor() const;
   LossScalerOptions options_;

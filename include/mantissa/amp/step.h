@@ -1,7 +1,8 @@
 // One mixed-precision optimizer step, the way PyTorch's scaler.step(optimizer); scaler.update() reads:
-// unscale every gradient in one pass, clip by global norm if asked, apply the update unless a gradient
-// overflowed (then every parameter, master weight and optimizer state stays bit-identical), and move
-// the loss scale.
+// check every gradient in one read-only pass (inf/NaN, the global norm), apply the update unless a
+// gradient overflowed (then every parameter, master weight and optimizer state stays bit-identical) with
+// the unscale and the global-norm clipping done inside it (in f32, as each gradient is read), and move the
+// loss scale. The parameters' gradients are left as backward made them (scaled); zero_grad() clears them.
 #pragma once
 
 #include "mantissa/amp/loss_scaler.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "mantissa/core/tensor.h"
-#include "mantissa/ops/op_types.h"
+#include "mantissa/core/op_types.h"
 
 namespace mantissa {
 

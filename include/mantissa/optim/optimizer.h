@@ -1,7 +1,10 @@
 // Optimizers with master weights in plain sight (as tiny-cuda-nn's step takes them): each parameter's
-// update is applied to an f32 tensor, either the parameter itself (f32 parameters: autocast mode, Apex
-// O1) or an f32 master copy the optimizer holds for a bf16/f16 parameter (low-precision-model mode,
-// Apex O2), written back into the parameter after each step with nearest or stochastic rounding.
+// update is applied to its f32 master weights, either the parameter itself (f32 parameters: autocast
+// mode, Apex O1) or an f32 master copy the optimizer holds for a bf16/f16 parameter (low-precision-model
+// mode, Apex O2), written back into the parameter after each step with nearest or stochastic rounding.
+// The update reads the parameter's gradient as backward left it (scaled, in its own dtype) and multiplies
+// it by the step's grad_scale (the inverse loss scale, times a clipping factor) in f32 as it goes: no
+// gradient is ever unscaled in f16, and no pass over the gradients is spent on unscaling.
 // Updating bf16/f16 parameters in place, without a master copy, loses every update smaller than half
 // an ulp of the weight; it is allowed only when asked for explicitly.
 //
@@ -43,23 +46,20 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  // One update from the parameters' current gradients (parameters without one are left alone).
-  void step();
+  // One update from the parameters' current gradients times grad_scale (parameters without a gradient
+  // are left alone).
+  void step(double grad_scale = 1.0);
   void zero_grad();
   double lr() const { return lr_; }
   void set_lr(double lr) { lr_ = lr; }
   std::int64_t steps() const { return step_; }
   const std::vector<Tensor>& params() const { return params_; }
-  // The f32 tensor parameter i's updates apply to: its master copy, or the parameter itself.
-  const Tensor& target(std::size_t i) const { return targets_[i]; }
+  // The f32 weights parameter i's updates apply to: its master copy, or the f32 parameter itself.
+  const Tensor& master_weight(std::size_t i) const { return master_weights_[i]; }
+  // Whether parameter i is bf16/f16 with an f32 master copy (written back into it after each step).
+  bool has_master_copy(std::size_t i) const { return has_master_copy_[i]; }
   // The parameters' gradients in order (undefined where none).
   std::vector<Tensor> gradients() const;
-  // The gradients the next step() will apply, in order (undefined where none), for the loss scaler to
-  // unscale and check in place: for a parameter with an f32 master copy, an f32 copy of its gradient
-  // (Apex O2's master gradient, made here, counted as gradient memory), so that unscaling divides in f32
-  // and a small true gradient survives (in f16, 1e-8 unscaled to 0); else the parameter's own gradient.
-  // The copies live until step() or zero_grad().
-  std::vector<Tensor> step_gradients();
 
   OptimizerState state() const;
   // Restores a state() of an optimizer over parameters of the same shapes and dtypes; throws naming what
@@ -72,7 +72,9 @@ class Optimizer {
   // `slots` names the optimizer's per-parameter state tensors ("momentum", "m", "v").
   Optimizer(std::vector<Tensor> params, double lr, MasterWeightOptions master, DType state_dtype,
             std::vector<std::string> slots);
-  virtual void update(std::size_t i, const Tensor& target, const Tensor& grad) = 0;
+  // Applies one update to parameter i's f32 master weights from its gradient (contiguous, any compute
+  // dtype) times grad_scale.
+  virtual void update(std::size_t i, const Tensor& master, const Tensor& grad, double grad_scale) = 0;
   // Whether the update creates state tensor `slot` for a parameter with a gradient (SGD without momentum
   // keeps none).
   virtual bool slot_in_use(std::size_t slot) const { return slot < slot_names_.size(); }
@@ -82,15 +84,17 @@ class Optimizer {
   Tensor& state_tensor_or_zeros(std::size_t slot, std::size_t i);
 
  private:
+  // Writes parameter i's master copy back into it (nearest or stochastic, as configured).
+  void write_back(std::size_t i);
+
   std::vector<Tensor> params_;
-  std::vector<Tensor> targets_;
-  std::vector<bool> has_master_;
+  std::vector<Tensor> master_weights_;  // f32: a master copy, or the parameter itself
+  std::vector<bool> has_master_copy_;
   double lr_;
   MasterWeightOptions master_;
   DType state_dtype_;
   std::vector<std::string> slot_names_;
   std::vector<std::vector<Tensor>> state_;  // [slot][parameter]
-  std::vector<Tensor> master_grads_;        // from step_gradients(), for parameters with a master copy
   std::int64_t step_ = 0;
 };
 
@@ -109,7 +113,7 @@ class Sgd final : public Optimizer {
 
  private:
   bool slot_in_use(std::size_t) const override { return options_.momentum != 0; }
-  void update(std::size_t i, const Tensor& target, const Tensor& grad) override;
+  void update(std::size_t i, const Tensor& master, const Tensor& grad, double grad_scale) override;
   SgdOptions options_;
 };
 
@@ -129,7 +133,7 @@ class Adam final : public Optimizer {
   Adam(std::vector<Tensor> params, AdamOptions options = {}, bool decoupled = false);
 
  private:
-  void update(std::size_t i, const Tensor& target, const Tensor& grad) override;
+  void update(std::size_t i, const Tensor& master, const Tensor& grad, double grad_scale) override;
   AdamOptions options_;
   bool decoupled_;
 };

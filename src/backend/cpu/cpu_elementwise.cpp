@@ -9,11 +9,12 @@
 #include <limits>
 #include <optional>
 
-#include "../unary_math.h"
+#include "../reference/reference_kernels.h"
 #include "cpu_kernels.h"
 #include "onednn_context.h"
 #include "mantissa/numeric/bulk.h"
 #include "rows.h"
+#include "unary_math.h"
 
 // glibc's vector math library (libmvec, part of libm) has SIMD versions of these; declaring them so
 // lets GCC vectorize the loops that call them (GELU's erfc, and exp and tanh) in each ISA's clone.
@@ -382,7 +383,7 @@ MANTISSA_VECTOR_CLONES std::int64_t scale_counting_underflow(float* x, std::int6
 }  // namespace
 
 GradientCheck cpu_scale_and_check(const Tensor& g, double factor, double underflow_below) {
-  if (!g.is_contiguous()) return reference_backend().scale_and_check(g, factor, underflow_below);
+  if (!g.is_contiguous()) return reference_scale_and_check(g, factor, underflow_below);
   const auto f = static_cast<float>(factor);
   const auto below = static_cast<float>(underflow_below);
   const std::int64_t n = g.numel();

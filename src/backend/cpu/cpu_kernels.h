@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <span>
 
-#include "../backend.h"
+#include "../kernels.h"
 #include "mantissa/core/tensor.h"
-#include "mantissa/ops/op_types.h"
+#include "mantissa/core/op_types.h"
 
 namespace mantissa::detail {
 

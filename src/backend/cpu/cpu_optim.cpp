@@ -1,10 +1,11 @@
 // Optimizer updates on the CPU: the element rules of optimizer_math.h in f32 over blocks of each
-// parameter, blocks split across threads; state tensors may be bf16 (converted per block). Writing an
+// parameter, blocks split across threads; state tensors may be bf16 (converted per block). Gradients
+// are multiplied by the step's grad_scale as each block is loaded (the loss scaler's fused unscale). Writing an
 // f32 master copy back into a low-precision parameter is one bulk conversion, nearest or stochastic.
 #include <cmath>
 #include <cstring>
 
-#include "../optimizer_math.h"
+#include "optimizer_math.h"
 #include "cpu_kernels.h"
 #include "mantissa/numeric/bulk.h"
 #include "rows.h"
@@ -20,6 +21,11 @@ void for_blocks(std::int64_t n, Body&& body) {
     const std::int64_t at = b * kRowBlock;
     body(at, std::min(kRowBlock, n - at));
   }
+}
+
+// g *= f over a block just loaded (the fused unscale: the block is in L1, so this costs no memory pass).
+MANTISSA_VECTOR_CLONES void scale_block(float* g, std::int64_t n, float f) {
+  for (std::int64_t i = 0; i < n; ++i) g[i] *= f;
 }
 
 MANTISSA_VECTOR_CLONES void sgd_block(float* p, const float* g, float* buf, std::int64_t n, const SgdStep& s) {
@@ -39,6 +45,7 @@ void cpu_sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momen
     alignas(64) float p[kRowBlock], g[kRowBlock], buf[kRowBlock];
     load_f32(param, at, 1, n, p);
     load_f32(grad, at, 1, n, g);
+    if (s.grad_scale != 1) scale_block(g, n, static_cast<float>(s.grad_scale));
     if (momentum_buffer.defined()) load_f32(momentum_buffer, at, 1, n, buf);
     sgd_block(p, g, buf, n, s);
     store_f32(param, at, 1, n, p);
@@ -53,6 +60,7 @@ void cpu_adam_update(const Tensor& param, const Tensor& grad, const Tensor& m, c
     alignas(64) float p[kRowBlock], g[kRowBlock], mb[kRowBlock], vb[kRowBlock];
     load_f32(param, at, 1, n, p);
     load_f32(grad, at, 1, n, g);
+    if (s.grad_scale != 1) scale_block(g, n, static_cast<float>(s.grad_scale));
     load_f32(m, at, 1, n, mb);
     load_f32(v, at, 1, n, vb);
     adam_block(p, g, mb, vb, n, s, bias1, bias2_sqrt);

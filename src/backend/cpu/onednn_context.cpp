@@ -1,8 +1,8 @@
 // oneDNN engine, stream, capability probe and primitive cache.
 #include "onednn_context.h"
 
-#include "mantissa/ops/backend_select.h"
-#include "mantissa/ops/kernel_timer.h"
+#include "mantissa/backend/backend_select.h"
+#include "../profiler.h"
 
 #include <atomic>
 #include <chrono>
@@ -39,46 +39,11 @@ dnnl::memory::desc memory_desc(const Shape& shape, const Shape& strides, DType t
 
 dnnl::memory::desc memory_desc(const Tensor& t) { return memory_desc(t.shape(), t.strides(), t.dtype()); }
 
-namespace {
-std::atomic<long long> onednn_nanoseconds{0};
-std::atomic<long> onednn_calls{0};
-}  // namespace
-
-std::mutex& family_mutex() {
-  static std::mutex m;
-  return m;
-}
-
-std::map<std::string, double>& family_seconds() {
-  static std::map<std::string, double> seconds;
-  return seconds;
-}
-
-FamilyTimer::FamilyTimer(const char* family) : family_(family), start_(std::chrono::steady_clock::now()) {}
-
-FamilyTimer::~FamilyTimer() {
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  const char* region = current_kernel_region();
-  std::lock_guard lock(family_mutex());
-  family_seconds()[region != nullptr ? region : family_] += s;
-}
-
-double& matmul_flops() {
-  static double flops = 0;
-  return flops;
-}
-
-void count_matmul_flops(double flops) {
-  std::lock_guard lock(family_mutex());
-  matmul_flops() += flops;
-}
-
 void execute_timed(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args) {
   const auto t0 = std::chrono::steady_clock::now();
   p.execute(onednn_stream(), args);
   onednn_stream().wait();
-  onednn_nanoseconds += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
-  ++onednn_calls;
+  count_library_call(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
 dnnl::primitive cached_primitive(const std::string& key, const std::function<dnnl::primitive()>& make) {
@@ -109,23 +74,3 @@ void onednn_reorder(const Shape& shape, const Shape& from_strides, const void* s
 }
 
 }  // namespace mantissa::detail
-
-namespace mantissa {
-
-KernelTimes kernel_times() {
-  KernelTimes t{static_cast<double>(detail::onednn_nanoseconds.load()) * 1e-9, detail::onednn_calls.load(), {}};
-  std::lock_guard lock(detail::family_mutex());
-  t.backend_seconds = detail::family_seconds();
-  t.matmul_flops = detail::matmul_flops();
-  return t;
-}
-
-void reset_kernel_times() {
-  detail::onednn_nanoseconds = 0;
-  detail::onednn_calls = 0;
-  std::lock_guard lock(detail::family_mutex());
-  detail::family_seconds().clear();
-  detail::matmul_flops() = 0;
-}
-
-}  // namespace mantissa

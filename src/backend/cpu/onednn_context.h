@@ -13,7 +13,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "mantissa/core/tensor.h"
-#include "mantissa/ops/backend_select.h"
+#include "mantissa/backend/backend_select.h"
 
 namespace mantissa::detail {
 
@@ -27,24 +27,6 @@ dnnl::memory::data_type onednn_type(DType t);
 // A strided memory descriptor for a tensor view.
 dnnl::memory::desc memory_desc(const Tensor& t);
 dnnl::memory::desc memory_desc(const Shape& shape, const Shape& strides, DType t);
-
-// Adds its lifetime to kernel_times().backend_seconds[family], or to the open KernelRegion's entry.
-class FamilyTimer {
- public:
-  explicit FamilyTimer(const char* family);
-  ~FamilyTimer();
-  FamilyTimer(const FamilyTimer&) = delete;
-  FamilyTimer& operator=(const FamilyTimer&) = delete;
-
- private:
-  const char* family_;
-  std::chrono::steady_clock::time_point start_;
-};
-std::mutex& family_mutex();
-std::map<std::string, double>& family_seconds();
-double& matmul_flops();
-// Adds to kernel_times().matmul_flops.
-void count_matmul_flops(double flops);
 
 // Runs a primitive and waits for it, counting its wall time in kernel_times().
 void execute_timed(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args);

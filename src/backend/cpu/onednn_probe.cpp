@@ -10,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-#include "mantissa/ops/backend_select.h"
+#include "mantissa/backend/backend_select.h"
 #include "onednn_context.h"
 
 namespace mantissa::detail {

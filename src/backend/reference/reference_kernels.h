@@ -1,12 +1,15 @@
-// Reference kernels kept out of reference_backend.cpp to keep files small; the backend class calls them.
+// Reference kernels kept out of reference_backend.cpp to keep files small (it registers them), and the one
+// the CPU backend calls directly for the strided views its own loop does not take.
 #pragma once
 
 #include <span>
 
 #include "mantissa/core/tensor.h"
-#include "mantissa/ops/op_types.h"
+#include "../kernels.h"
 
 namespace mantissa::detail {
+
+GradientCheck reference_scale_and_check(const Tensor& g, double factor, double underflow_below);
 
 void reference_layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
                           const Tensor& mean, const Tensor& rstd);

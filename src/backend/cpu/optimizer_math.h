@@ -1,11 +1,12 @@
-// The optimizer updates for one element, as templates over the compute type: the reference backend
-// runs them in double, the CPU backend in float over blocks. PyTorch's algorithms (torch.optim.SGD,
-// Adam, AdamW without amsgrad), written once.
+// The CPU backend's optimizer updates for one element, in the form its f32 loops vectorize (Adam's bias
+// corrections folded into the step size and the denominator). PyTorch's algorithms (torch.optim.SGD,
+// Adam, AdamW without amsgrad). The reference backend writes the same algorithms its own way, from the
+// textbook formulas, so that a mistake here shows up in the parity tests.
 #pragma once
 
 #include <cmath>
 
-#include "backend.h"
+#include "../kernels.h"
 
 namespace mantissa::detail {
 

@@ -1,12 +1,13 @@
-// The unary functions and their derivatives, as templates over the compute type: the reference backend
-// evaluates them in double, the CPU backend in float. The gradient checks verify the derivatives
-// against finite differences, independently of these formulas.
+// The CPU backend's unary and binary functions and their derivatives, as templates its f32 loops
+// vectorize. The reference backend writes the same functions its own way (reference/reference_math.h),
+// so parity compares two independent versions; the gradient checks verify the derivatives against finite
+// differences.
 #pragma once
 
 #include <cmath>
 #include <numbers>
 
-#include "mantissa/ops/op_types.h"
+#include "mantissa/core/op_types.h"
 
 namespace mantissa::detail {
 

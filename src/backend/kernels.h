@@ -1,0 +1,231 @@
+// The kernels, one entry each: its name, the family a step's time breakdown counts it under, its
+// signature, and its contract. Op front-ends (src/ops/) check arguments, decide output shapes and dtypes,
+// allocate outputs and record autograd; then they run a kernel with run_kernel<K>(device, ...)
+// (registry.h), which finds the implementation registered for the device. Each backend registers what
+// it implements (reference/: all of them, the oracle; cpu/: all of them; a CUDA backend: what it has, in
+// files of its own); a kernel a device lacks is an error naming both.
+//
+// Kernel contract: inputs and outputs are strided views with the shapes the comment gives (broadcast
+// inputs are expanded views with stride 0); every output element is written. Arithmetic on f16/bf16
+// is done in f32 and rounded once to the output dtype (f64 tensors compute in f64).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "mantissa/core/tensor.h"
+#include "mantissa/numeric/rounding.h"
+#include "mantissa/core/op_types.h"
+
+namespace mantissa::detail {
+
+// Hyperparameters of one fused optimizer update (PyTorch's algorithms; see src/optim/). grad_scale
+// multiplies each gradient value (in f32, inside the update) before anything else uses it: the inverse
+// loss scale times the clipping factor, so a scaled gradient is unscaled without a pass of its own.
+struct SgdStep {
+  double lr, momentum, weight_decay;
+  bool nesterov;
+  bool first;  // the momentum buffer starts as the first gradient (PyTorch)
+  double grad_scale = 1;
+};
+struct AdamStep {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool decoupled;  // AdamW: decay the weight directly instead of adding it to the gradient
+  std::int64_t step;  // 1-based, for bias correction
+  double grad_scale = 1;
+};
+
+struct GradientCheck {
+  std::int64_t nonfinite = 0;
+  double sum_squares = 0;
+  std::int64_t underflow = 0;
+  std::int64_t count = 0;
+};
+
+namespace kernel {
+
+// Views: dst = src, converting dtypes (rounding to nearest even); same shape.
+struct Copy {
+  static constexpr const char* name = "copy";
+  static const char* family_of(const Tensor& src, const Tensor& dst) {
+    return src.dtype() == dst.dtype() ? "copy" : "cast";
+  }
+  using Fn = void(const Tensor& src, const Tensor& dst);
+};
+
+// Elementwise: out = op(a, b); a, b and out have out's shape.
+struct Binary {
+  static constexpr const char *name = "binary", *family = "elementwise";
+  using Fn = void(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
+};
+// out = op(x; alpha).
+struct Unary {
+  static constexpr const char *name = "unary", *family = "elementwise";
+  using Fn = void(UnaryOp op, double alpha, const Tensor& x, const Tensor& out);
+};
+// grad_x = grad_y * op'(x; alpha).
+struct UnaryBackward {
+  static constexpr const char *name = "unary_backward", *family = "elementwise";
+  using Fn = void(UnaryOp op, double alpha, const Tensor& x, const Tensor& grad_y, const Tensor& grad_x);
+};
+
+// Reduction: out = reduction of x over `axes` (sorted); out has x's rank with those axes of size 1.
+struct Reduce {
+  static constexpr const char *name = "reduce", *family = "reduce";
+  using Fn = void(ReduceOp op, const Tensor& x, std::span<const int> axes, const Tensor& out);
+};
+
+// Matmul: out[b] = a[b] . w[b] (+ bias): a [B, M, K], w [B, K, N], out [B, M, N], bias [N] or undefined;
+// products summed in f32 (f64 for f64), the bias added before the one rounding.
+struct Matmul {
+  static constexpr const char *name = "matmul", *family = "matmul";
+  static double flops(const Tensor& a, const Tensor&, const Tensor&, const Tensor& out) {
+    return 2.0 * static_cast<double>(out.numel()) * static_cast<double>(a.size(-1));
+  }
+  using Fn = void(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out);
+};
+
+// Softmax (or log-softmax) over the last axis; x and y [R, C]; computed in f32.
+struct Softmax {
+  static constexpr const char *name = "softmax", *family = "softmax";
+  using Fn = void(const Tensor& x, const Tensor& y, bool log);
+};
+// grad_x from y = softmax(x) (or log-softmax) and grad_y; all [R, C].
+struct SoftmaxBackward {
+  static constexpr const char *name = "softmax_backward", *family = "softmax";
+  using Fn = void(const Tensor& y, const Tensor& grad_y, const Tensor& grad_x, bool log);
+};
+// Cross-entropy per row of logits [N, C] (read in its dtype, computed in f32): probs [N, C] f32 gets
+// softmax(logits), kept for backward; losses [N] f32 gets -sum_c w_c log p_c with w the targets mixed
+// with the uniform distribution by `smoothing`, 0 for rows whose target is ignore_index.
+struct CrossEntropy {
+  static constexpr const char *name = "cross_entropy", *family = "cross_entropy";
+  using Fn = void(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
+                  double smoothing, const Tensor& probs, const Tensor& losses);
+};
+// grad_logits [N, C] = (probs - w) * grad_losses[row] (0 for ignored rows).
+struct CrossEntropyBackward {
+  static constexpr const char *name = "cross_entropy_backward", *family = "cross_entropy";
+  using Fn = void(const Tensor& probs, std::span<const std::int64_t> targets, std::int64_t ignore_index,
+                  double smoothing, const Tensor& grad_losses, const Tensor& grad_logits);
+};
+
+// Attention probabilities from scores [B, T, S] (f32, or f64): probs [B, T, S] (any float dtype) =
+// softmax over the last axis of scale * scores, computed in f32 (f64 for f64). Causal: row i sees
+// columns j <= i + S - T, the others get probability 0 (a row that sees none is NaN, as 0 / 0).
+struct AttentionSoftmax {
+  static constexpr const char *name = "attention_softmax", *family = "softmax";
+  using Fn = void(const Tensor& scores, double scale, bool causal, const Tensor& probs);
+};
+// grad_scores [B, T, S] (in its dtype) = scale * probs * (grad_probs - sum_j grad_probs * probs), from
+// probs and grad_probs [B, T, S] (grad_probs f32 or f64). Causal: only the columns each row sees are
+// read (the others of grad_probs may be unwritten); the others get 0.
+struct AttentionSoftmaxBackward {
+  static constexpr const char *name = "attention_softmax_backward", *family = "softmax";
+  using Fn = void(const Tensor& probs, const Tensor& grad_probs, double scale, bool causal, const Tensor& grad_scores);
+};
+
+// Loss scaling: one pass over a gradient, in place: g *= factor (in f32, rounded once into g's dtype; a
+// factor of 1 writes nothing), counting non-finite values, summing squares of the finite results (f64
+// accumulation) and counting values that are non-zero but smaller in magnitude than `underflow_below`
+// before the multiplication (0: none).
+struct ScaleAndCheck {
+  static constexpr const char *name = "scale_and_check", *family = "loss_scaling";
+  using Fn = GradientCheck(const Tensor& g, double factor, double underflow_below);
+};
+
+// Optimizer updates, in place, contiguous tensors of one shape: param f32 (or f64), grad any compute
+// dtype, state tensors f32 or bf16 (read and written rounding to nearest even). Computed in f32 (f64
+// for f64 parameters).
+struct SgdUpdate {
+  static constexpr const char *name = "sgd_update", *family = "optimizer";
+  using Fn = void(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s);
+};
+struct AdamUpdate {
+  static constexpr const char *name = "adam_update", *family = "optimizer";
+  using Fn = void(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamStep& s);
+};
+// dst = src (f32, contiguous, same shape) rounded into dst's dtype with the given rounding; stochastic
+// rounding draws from (seed, element index).
+struct RoundInto {
+  static constexpr const char *name = "round_into", *family = "optimizer";
+  using Fn = void(const Tensor& src, const Tensor& dst, Rounding rounding, std::uint64_t seed);
+};
+
+// Layer norm over the last axis, in f32: x, y [R, C]; gamma, beta [C]; mean, rstd [R] f32 (kept for
+// backward; rstd = 1 / sqrt(var + eps)).
+struct LayerNorm {
+  static constexpr const char *name = "layer_norm", *family = "norm";
+  using Fn = void(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
+                  const Tensor& mean, const Tensor& rstd);
+};
+// grad_x [R, C]; grad_gamma, grad_beta [C] f32 (summed over rows); eps as in the forward.
+struct LayerNormBackward {
+  static constexpr const char *name = "layer_norm_backward", *family = "norm";
+  using Fn = void(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd, const Tensor& grad_y,
+                  const Tensor& grad_x, const Tensor& grad_gamma, const Tensor& grad_beta, double eps);
+};
+// Batch norm in training mode over x [N, C, S] (contiguous; S spatial positions): per-channel batch
+// mean and rstd = 1 / sqrt(biased var + eps) into mean, rstd [C] f32; y = (x - mean) rstd gamma + beta.
+struct BatchNorm {
+  static constexpr const char *name = "batch_norm", *family = "norm";
+  using Fn = void(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
+                  const Tensor& mean, const Tensor& rstd);
+};
+// grad_x [N, C, S]; grad_gamma, grad_beta [C] f32.
+struct BatchNormBackward {
+  static constexpr const char *name = "batch_norm_backward", *family = "norm";
+  using Fn = void(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd, const Tensor& grad_y,
+                  const Tensor& grad_x, const Tensor& grad_gamma, const Tensor& grad_beta);
+};
+
+// Embedding: out [n, D] = rows ids[i] of weight [V, D] (ids checked by the front-end).
+struct Embedding {
+  static constexpr const char *name = "embedding", *family = "embedding";
+  using Fn = void(const Tensor& weight, std::span<const std::int64_t> ids, const Tensor& out);
+};
+// grad_weight [V, D] f32, zeroed by the caller: row ids[i] += grad_out[i].
+struct EmbeddingBackward {
+  static constexpr const char *name = "embedding_backward", *family = "embedding";
+  using Fn = void(std::span<const std::int64_t> ids, const Tensor& grad_out, const Tensor& grad_weight);
+};
+
+// Convolution, contiguous NCHW: x [N, C, H, W], w [O, C / groups, KH, KW], out [N, O, OH, OW]; f32
+// accumulation. A pass's multiply-adds, twice: each output element sums (C / groups) x KH x KW products.
+inline double conv_flops(const Tensor& out, const Tensor& w) {
+  return 2.0 * static_cast<double>(out.numel()) * static_cast<double>(w.numel() / w.size(0));
+}
+struct Conv2d {
+  static constexpr const char *name = "conv2d", *family = "conv";
+  static double flops(const Tensor&, const Tensor& w, const Conv2dParams&, const Tensor& out) { return conv_flops(out, w); }
+  using Fn = void(const Tensor& x, const Tensor& w, const Conv2dParams& p, const Tensor& out);
+};
+struct Conv2dBackwardData {
+  static constexpr const char *name = "conv2d_backward_data", *family = "conv";
+  static double flops(const Tensor& grad_out, const Tensor& w, const Conv2dParams&, const Tensor&) {
+    return conv_flops(grad_out, w);
+  }
+  using Fn = void(const Tensor& grad_out, const Tensor& w, const Conv2dParams& p, const Tensor& grad_x);
+};
+struct Conv2dBackwardWeights {
+  static constexpr const char *name = "conv2d_backward_weights", *family = "conv";
+  static double flops(const Tensor&, const Tensor& grad_out, const Conv2dParams&, const Tensor& grad_w) {
+    return conv_flops(grad_out, grad_w);
+  }
+  using Fn = void(const Tensor& x, const Tensor& grad_out, const Conv2dParams& p, const Tensor& grad_w);
+};
+
+// Pooling, contiguous NCHW; the backward of max pooling sends each gradient to the first maximum.
+struct Pool2d {
+  static constexpr const char *name = "pool2d", *family = "pool";
+  using Fn = void(const Tensor& x, const Pool2dParams& p, const Tensor& out);
+};
+struct Pool2dBackward {
+  static constexpr const char *name = "pool2d_backward", *family = "pool";
+  using Fn = void(const Tensor& x, const Tensor& grad_out, const Pool2dParams& p, const Tensor& grad_x);
+};
+
+}  // namespace kernel
+}  // namespace mantissa::detail

@@ -1,0 +1,42 @@
+// Which implementation runs a device's kernels, and the one-time registration of every backend's.
+#include "registry.h"
+
+#include "mantissa/backend/backend_select.h"
+
+namespace mantissa {
+namespace {
+thread_local CpuBackend tls_cpu_backend = CpuBackend::onednn;
+}  // namespace
+
+CpuBackend cpu_backend_kind() { return tls_cpu_backend; }
+void set_cpu_backend(CpuBackend kind) { tls_cpu_backend = kind; }
+
+namespace detail {
+
+const char* impl_name(Impl impl) {
+  switch (impl) {
+    case Impl::reference: return "reference";
+    case Impl::cpu: return "cpu";
+    case Impl::cuda: return "cuda";
+  }
+  return "?";
+}
+
+Impl impl_for(Device device) {
+  static const bool registered = [] {
+    register_reference_kernels();
+    register_cpu_kernels();
+    return true;
+  }();
+  (void)registered;
+  if (device.type == DeviceType::cpu) return tls_cpu_backend == CpuBackend::reference ? Impl::reference : Impl::cpu;
+  return Impl::cuda;
+}
+
+void throw_missing_kernel(const char* kernel, Device device, Impl impl) {
+  throw std::runtime_error(std::string(kernel) + ": no kernel for device " + device.str() + " (" + impl_name(impl) +
+                           ") in this build");
+}
+
+}  // namespace detail
+}  // namespace mantissa

@@ -1,0 +1,75 @@
+// The kernel registry: for every kernel of kernels.h, a table of implementations indexed by who runs it
+// (the reference loops, the CPU's kernels, CUDA's). Each backend fills in the kernels it has, at first
+// use; run_kernel<K>(device, ...) is the one way ops reach a kernel: it picks the implementation for the
+// device (the reference under CpuBackendScope(reference), and for f64 tensors, which exist for checks),
+// times it under its family, counts its FLOPs, and says clearly when a device has no such kernel. A new
+// device adds its files and one registration call (registry.cpp); the CPU's files do not change.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "kernels.h"
+#include "mantissa/core/device.h"
+#include "profiler.h"
+
+namespace mantissa::detail {
+
+enum class Impl : std::uint8_t { reference, cpu, cuda };
+inline constexpr std::size_t kImpls = 3;
+const char* impl_name(Impl impl);
+
+template <class K>
+struct KernelTable {
+  inline static std::array<typename K::Fn*, kImpls> fn{};
+};
+
+template <class K>
+void register_kernel(Impl impl, typename K::Fn* fn) {
+  KernelTable<K>::fn[static_cast<std::size_t>(impl)] = fn;
+}
+
+// The implementation that runs kernels on `device` (registering every backend's kernels on first use).
+Impl impl_for(Device device);
+
+// Each backend's registration, called once by impl_for.
+void register_reference_kernels();
+void register_cpu_kernels();
+
+[[noreturn]] void throw_missing_kernel(const char* kernel, Device device, Impl impl);
+
+inline bool is_f64_tensor(const Tensor& t) { return t.defined() && t.dtype() == DType::f64; }
+template <class T>
+bool is_f64_tensor(const T&) {
+  return false;
+}
+
+template <class K, class... A>
+decltype(auto) run_kernel(Device device, A&&... args) {
+  Impl impl = impl_for(device);
+  // f64 tensors exist for checks; the CPU's kernels compute in f32, the reference in f64.
+  if (impl == Impl::cpu && (is_f64_tensor(args) || ...)) impl = Impl::reference;
+  typename K::Fn* fn = KernelTable<K>::fn[static_cast<std::size_t>(impl)];
+  if (fn == nullptr) throw_missing_kernel(K::name, device, impl);
+  const char* family;
+  if constexpr (requires { K::family_of(args...); }) {
+    family = K::family_of(args...);
+  } else {
+    family = K::family;
+  }
+  FamilyTimer timer(family);
+  if constexpr (requires { K::flops(args...); }) count_matmul_flops(K::flops(args...));
+  return fn(std::forward<A>(args)...);
+}
+
+// run_kernel on the device of tensor `on`.
+template <class K, class... A>
+decltype(auto) run_kernel_on(const Tensor& on, A&&... args) {
+  return run_kernel<K>(on.device(), std::forward<A>(args)...);
+}
+
+}  // namespace mantissa::detail

@@ -1,0 +1,71 @@
+// The kernel registry: the reference and the CPU backend each register every kernel of kernels.h, ops
+// reach them through run_kernel (the reference under CpuBackendScope, and for f64 tensors), and a device
+// without a kernel is an error naming the kernel and the device.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "../../src/backend/registry.h"
+#include "mantissa/backend/backend_select.h"
+#include "mantissa/backend/kernel_timer.h"
+#include "mantissa/ops/ops.h"
+
+namespace mantissa::detail {
+namespace {
+
+template <class K>
+void expect_one_registered(Impl impl) {
+  EXPECT_NE(KernelTable<K>::fn[static_cast<std::size_t>(impl)], nullptr) << K::name << " on " << impl_name(impl);
+}
+
+template <class... K>
+void expect_registered(Impl impl) {
+  impl_for(Device::cpu());  // registers every backend's kernels
+  (expect_one_registered<K>(impl), ...);
+}
+
+TEST(KernelRegistry, TheReferenceAndTheCpuBackendRegisterEveryKernel) {
+  for (Impl impl : {Impl::reference, Impl::cpu}) {
+    using namespace kernel;
+    expect_registered<Copy, Binary, Unary, UnaryBackward, Reduce, Matmul, Softmax, SoftmaxBackward, CrossEntropy,
+                      CrossEntropyBackward, AttentionSoftmax, AttentionSoftmaxBackward, ScaleAndCheck, SgdUpdate,
+                      AdamUpdate, RoundInto, LayerNorm, LayerNormBackward, BatchNorm, BatchNormBackward, Embedding,
+                      EmbeddingBackward, Conv2d, Conv2dBackwardData, Conv2dBackwardWeights, Pool2d, Pool2dBackward>(impl);
+  }
+}
+
+TEST(KernelRegistry, ADeviceWithoutTheKernelIsAnErrorNamingBoth) {
+  const Tensor a = Tensor::zeros({4}, DType::f32);
+  try {
+    run_kernel<kernel::Copy>(Device{DeviceType::cuda, 0}, a, a);
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "copy: no kernel for device cuda:0 (cuda) in this build");
+  }
+}
+
+TEST(KernelRegistry, KernelsAreTimedUnderTheirFamily) {
+  reset_kernel_times();
+  const Tensor a = Tensor::randn({8, 8}, DType::f32, 1);
+  (void)matmul(a, a);
+  (void)cast(a, DType::bf16);
+  const KernelTimes t = kernel_times();
+  EXPECT_EQ(t.backend_seconds.count("matmul"), 1u);
+  EXPECT_EQ(t.backend_seconds.count("cast"), 1u);
+  EXPECT_EQ(t.matmul_flops, 2.0 * 8 * 8 * 8);
+}
+
+TEST(KernelRegistry, F64TensorsAndTheReferenceScopeRunTheReference) {
+  EXPECT_EQ(impl_for(Device::cpu()), Impl::cpu);
+  {
+    CpuBackendScope scope(CpuBackend::reference);
+    EXPECT_EQ(impl_for(Device::cpu()), Impl::reference);
+  }
+  // f64 has no CPU (f32) kernel path: the product must be the exact double one.
+  const Tensor a = Tensor::from_values({1.0 + 1e-12, 1.0}, {1, 2}, DType::f64);
+  const Tensor b = Tensor::from_values({1.0, -1.0}, {2, 1}, DType::f64);
+  EXPECT_EQ(matmul(a, b).item(), (1.0 + 1e-12) - 1.0);
+}
+
+}  // namespace
+}  // namespace mantissa::detail
