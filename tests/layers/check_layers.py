@@ -28,6 +28,7 @@ KNOWN = {
     "src/ops/elementwise.cpp -> mantissa/amp/autocast.h",
     "src/ops/nn.cpp -> mantissa/amp/autocast.h",
     "src/ops/softmax.cpp -> mantissa/amp/autocast.h",
+    "src/ops/loss.cpp -> mantissa/amp/autocast.h",
     "src/ops/matmul.cpp -> mantissa/amp/autocast.h",
     "src/ops/conv.cpp -> mantissa/amp/autocast.h",
     "src/ops/reduction.cpp -> mantissa/amp/autocast.h",

@@ -80,7 +80,7 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // x [..., in] . w^T + bias, with w [out, in] and bias [out] (may be undefined).
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = {});
 
-// ---- Softmax and losses (src/ops/softmax.cpp); computed in f32
+// ---- Softmax (src/ops/softmax.cpp) and losses (src/ops/loss.cpp); computed in f32
 Tensor softmax(const Tensor& x, std::int64_t axis = -1);
 Tensor log_softmax(const Tensor& x, std::int64_t axis = -1);
 

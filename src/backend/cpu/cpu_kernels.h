@@ -39,6 +39,8 @@ void cpu_round_into(const Tensor& src, const Tensor& dst, Rounding rounding, std
 
 // cpu_reduce.cpp: f32 accumulation.
 void cpu_reduce(ReduceOp op, const Tensor& x, std::span<const int> axes, const Tensor& out);
+
+// cpu_softmax.cpp: over rows, in f32.
 void cpu_softmax(const Tensor& x, const Tensor& y, bool log);
 void cpu_softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor& grad_x, bool log);
 
@@ -59,10 +61,12 @@ void cpu_layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, do
 void cpu_layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                              const Tensor& grad_y, const Tensor& grad_x, const Tensor& grad_gamma,
                              const Tensor& grad_beta);
+
+// cpu_embedding.cpp: row gathers and the scatter-add backward, f32.
 void cpu_embedding(const Tensor& weight, std::span<const std::int64_t> ids, const Tensor& out);
 void cpu_embedding_backward(std::span<const std::int64_t> ids, const Tensor& grad_out, const Tensor& grad_weight);
 
-// cpu_conv.cpp: oneDNN (f16 through f32 copies).
+// cpu_conv.cpp: oneDNN; a dtype it lacks here through f32 on converted blocked operands.
 void cpu_conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p, const Tensor& out);
 void cpu_conv2d_backward_data(const Tensor& grad_out, const Tensor& w, const Conv2dParams& p, const Tensor& grad_x);
 void cpu_conv2d_backward_weights(const Tensor& x, const Tensor& grad_out, const Conv2dParams& p, const Tensor& grad_w);
@@ -70,6 +74,8 @@ void cpu_conv2d_backward_weights(const Tensor& x, const Tensor& grad_out, const 
 // cpu_pool.cpp: f32 loops.
 void cpu_pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out);
 void cpu_pool2d_backward(const Tensor& x, const Tensor& grad_out, const Pool2dParams& p, const Tensor& grad_x);
+
+// cpu_batch_norm.cpp: over (image, channel) planes in f32, statistics in f64.
 void cpu_batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
                     const Tensor& mean, const Tensor& rstd);
 void cpu_batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,

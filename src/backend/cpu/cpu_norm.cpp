@@ -1,4 +1,4 @@
-// Layer norm and embedding on the CPU, in f32 over rows, rows split across threads. Layer norm's
+// Layer norm on the CPU, in f32 over rows, rows split across threads. Layer norm's
 // parameter gradients are summed per thread and then across threads.
 #include <omp.h>
 
@@ -16,20 +16,6 @@ void load_vector(const Tensor& t, std::vector<float>& v) {
   v.resize(static_cast<std::size_t>(t.size(0)));
   for (std::int64_t at = 0; at < t.size(0); at += kRowBlock) {
     load_f32(t, at * t.strides()[0], t.strides()[0], std::min(kRowBlock, t.size(0) - at), v.data() + at);
-  }
-}
-
-void load_row(const Tensor& t, std::int64_t r, std::vector<float>& v) {
-  const std::int64_t cols = t.size(1);
-  for (std::int64_t at = 0; at < cols; at += kRowBlock) {
-    load_f32(t, r * t.strides()[0] + at * t.strides()[1], t.strides()[1], std::min(kRowBlock, cols - at), v.data() + at);
-  }
-}
-
-void store_row(const Tensor& t, std::int64_t r, const std::vector<float>& v) {
-  const std::int64_t cols = t.size(1);
-  for (std::int64_t at = 0; at < cols; at += kRowBlock) {
-    store_f32(t, r * t.strides()[0] + at * t.strides()[1], t.strides()[1], std::min(kRowBlock, cols - at), v.data() + at);
   }
 }
 
@@ -111,38 +97,6 @@ void cpu_layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor&
   for (std::int64_t c = 0; c < cols; ++c) {
     grad_gamma.data_as<float>()[c * grad_gamma.strides()[0]] = dg[0][c];
     grad_beta.data_as<float>()[c * grad_beta.strides()[0]] = db[0][c];
-  }
-}
-
-void cpu_embedding(const Tensor& weight, std::span<const std::int64_t> ids, const Tensor& out) {
-  const std::int64_t d = weight.size(1);
-  const auto n = static_cast<std::int64_t>(ids.size());
-#pragma omp parallel if (n * d >= (1 << 15))
-  {
-    std::vector<float> v(static_cast<std::size_t>(d));
-#pragma omp for schedule(static)
-    for (std::int64_t i = 0; i < n; ++i) {
-      load_row(weight, ids[static_cast<std::size_t>(i)], v);
-      store_row(out, i, v);
-    }
-  }
-}
-
-void cpu_embedding_backward(std::span<const std::int64_t> ids, const Tensor& grad_out, const Tensor& grad_weight) {
-  // Rows may repeat, so threads split the columns, not the rows.
-  const std::int64_t d = grad_weight.size(1);
-  float* gw = grad_weight.data_as<float>();
-  const std::int64_t gw_row = grad_weight.strides()[0];
-#pragma omp parallel for schedule(static) if (static_cast<std::int64_t>(ids.size()) * d >= (1 << 15))
-  for (std::int64_t c0 = 0; c0 < d; c0 += 64) {
-    const std::int64_t n = std::min<std::int64_t>(64, d - c0);
-    float buf[64];
-    for (std::size_t i = 0; i < ids.size(); ++i) {
-      load_f32(grad_out, static_cast<std::int64_t>(i) * grad_out.strides()[0] + c0 * grad_out.strides()[1],
-               grad_out.strides()[1], n, buf);
-      float* row = gw + ids[i] * gw_row + c0;
-      for (std::int64_t k = 0; k < n; ++k) row[k] += buf[k];
-    }
   }
 }
 

@@ -12,6 +12,7 @@
 #define MANTISSA_VECTOR_CLONES
 #endif
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -40,6 +41,20 @@ inline float sum_f32(const float* v, std::int64_t n) {
 void load_f32(const Tensor& t, std::int64_t off, std::int64_t stride, std::int64_t n, float* out);
 // The reverse, rounding to nearest even into t's dtype.
 void store_f32(const Tensor& t, std::int64_t off, std::int64_t stride, std::int64_t n, const float* in);
+
+// Row r of a 2-D tensor [R, C] as f32 into v (C values), in kRowBlock pieces; and the reverse, rounding.
+inline void load_row(const Tensor& t, std::int64_t r, std::vector<float>& v) {
+  const std::int64_t cols = t.size(1);
+  for (std::int64_t at = 0; at < cols; at += kRowBlock) {
+    load_f32(t, r * t.strides()[0] + at * t.strides()[1], t.strides()[1], std::min(kRowBlock, cols - at), v.data() + at);
+  }
+}
+inline void store_row(const Tensor& t, std::int64_t r, const std::vector<float>& v) {
+  const std::int64_t cols = t.size(1);
+  for (std::int64_t at = 0; at < cols; at += kRowBlock) {
+    store_f32(t, r * t.strides()[0] + at * t.strides()[1], t.strides()[1], std::min(kRowBlock, cols - at), v.data() + at);
+  }
+}
 
 // The iteration space of operands sharing `shape`, with dimensions merged where every operand is
 // contiguous across them. rows() rows of row_length() elements; row_offsets(r) gives each operand's
