@@ -4,15 +4,29 @@
 #include <string>
 #include <unordered_map>
 
-#include "mantissa/amp/autocast.h"
+#include "../backend/registry.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/backend/kernel_timer.h"
-#include "mantissa/ops/ops.h"
 
 namespace mantissa {
 namespace {
 
 thread_local bool tls_grad_enabled = true;
+thread_local int tls_backward_depth = 0;
+
+// The engine's own arithmetic, straight on the kernels (the op front-ends sit above autograd): a
+// contiguous copy of x in `dtype`, and the sum of two gradients of one shape and dtype.
+Tensor converted(const Tensor& x, DType dtype) {
+  Tensor out = Tensor::empty(x.shape(), dtype, x.device());
+  detail::run_kernel<detail::kernel::Copy>(x.device(), x, out);
+  return out;
+}
+
+Tensor sum_of(const Tensor& a, const Tensor& b) {
+  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
+  detail::run_kernel<detail::kernel::Binary>(a.device(), BinaryOp::add, a, b, out);
+  return out;
+}
 
 // The node a leaf's gradient goes to: adds it into the leaf's .grad.
 class AccumulateGrad final : public Node {
@@ -23,7 +37,7 @@ class AccumulateGrad final : public Node {
     const std::shared_ptr<TensorImpl> leaf = leaf_.lock();
     if (!leaf) return {};
     MemoryCategoryScope scope(MemoryCategory::gradients);
-    const Tensor g = grad.dtype() == leaf->dtype ? grad : cast(grad, leaf->dtype);
+    const Tensor g = grad.dtype() == leaf->dtype ? grad : converted(grad, leaf->dtype);
     if (!leaf->grad) {
       // Keep the gradient itself when nothing else can see it (a fresh, contiguous result, as almost
       // every op's backward returns); copy it otherwise, since .grad may be changed in place. The
@@ -32,9 +46,9 @@ class AccumulateGrad final : public Node {
       const auto whole = static_cast<std::size_t>(g.numel()) * dtype_size(g.dtype());
       const bool unshared = g.impl_ptr().use_count() <= owners && g.storage().use_count() == 1 &&
                             g.is_contiguous() && g.offset() == 0 && g.storage()->bytes() == whole;
-      leaf->grad = unshared ? g.impl_ptr() : contiguous_copy(g).impl_ptr();
+      leaf->grad = unshared ? g.impl_ptr() : converted(g, g.dtype()).impl_ptr();
     } else {
-      leaf->grad = add(Tensor(leaf->grad), g).impl_ptr();
+      leaf->grad = sum_of(Tensor(leaf->grad), g).impl_ptr();
     }
     leaf->grad->storage->set_category(MemoryCategory::gradients);
     return {};
@@ -63,6 +77,7 @@ const std::shared_ptr<Node>& gradient_node(const Tensor& t) {
 }  // namespace
 
 bool grad_enabled() { return tls_grad_enabled; }
+bool in_backward() { return tls_backward_depth > 0; }
 NoGradGuard::NoGradGuard() : saved_(tls_grad_enabled) { tls_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { tls_grad_enabled = saved_; }
 
@@ -139,9 +154,13 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
                                 " for a tensor of dtype " + std::string(dtype_name(dtype())));
   }
   NoGradGuard no_grad;
-  // Each node's backward runs in the dtypes its forward recorded, not in those of a region backward()
-  // happens to be called in (an f32 layer's gradients would otherwise be bf16 products).
-  const Autocast autocast_off(std::nullopt);
+  // Autocast stays out of the nodes' backward (in_backward()).
+  struct BackwardScope {
+    BackwardScope() { ++tls_backward_depth; }
+    ~BackwardScope() { --tls_backward_depth; }
+    BackwardScope(const BackwardScope&) = delete;
+    BackwardScope& operator=(const BackwardScope&) = delete;
+  } backward_scope;
   const std::shared_ptr<Node> root = gradient_node(*this);
 
   // Count, for every node reachable from the root, how many edges lead into it.
@@ -189,9 +208,9 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
           throw std::logic_error(std::string(n->name()) + " returned a gradient of shape " + shape_str(g.shape()) +
                                  " for an input of shape " + shape_str(in.shape));
         }
-        if (g.dtype() != in.dtype) g = cast(g, in.dtype);
+        if (g.dtype() != in.dtype) g = converted(g, in.dtype);
         Tensor& slot = grads[in.node.get()];
-        slot = slot.defined() ? add(slot, g) : g;
+        slot = slot.defined() ? sum_of(slot, g) : g;
       }
       if (--pending[in.node.get()] == 0) {
         keep_alive.push_back(in.node);

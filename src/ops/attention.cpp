@@ -5,7 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "mantissa/amp/autocast.h"
+#include "mantissa/ops/autocast.h"
 #include "mantissa/backend/kernel_timer.h"
 #include "mantissa/ops/ops.h"
 #include "op_support.h"

@@ -1,7 +1,7 @@
 // Elementwise ops: binary with broadcasting, scalar ops and activations, each with its backward rule.
 #include <stdexcept>
 
-#include "mantissa/amp/autocast.h"
+#include "mantissa/ops/autocast.h"
 #include "mantissa/ops/ops.h"
 #include "op_support.h"
 

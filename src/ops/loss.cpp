@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "mantissa/amp/autocast.h"
+#include "mantissa/ops/autocast.h"
 #include "mantissa/ops/ops.h"
 #include "op_support.h"
 

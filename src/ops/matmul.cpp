@@ -2,7 +2,7 @@
 // [B, M, K] . [B, K, N] views; a 2-D right operand is shared by every batch (stride 0).
 #include <stdexcept>
 
-#include "mantissa/amp/autocast.h"
+#include "mantissa/ops/autocast.h"
 #include "mantissa/ops/ops.h"
 #include "op_support.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "mantissa/numeric/convert.h"
-#include "mantissa/amp/autocast.h"
+#include "mantissa/ops/autocast.h"
 #include "mantissa/ops/ops.h"
 #include "op_support.h"
 

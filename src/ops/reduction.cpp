@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "mantissa/amp/autocast.h"
+#include "mantissa/ops/autocast.h"
 #include "mantissa/ops/ops.h"
 #include "op_support.h"
 

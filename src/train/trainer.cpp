@@ -5,7 +5,7 @@
 #include <limits>
 #include <stdexcept>
 
-#include "mantissa/amp/autocast.h"
+#include "mantissa/ops/autocast.h"
 #include "mantissa/amp/step.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/memory.h"

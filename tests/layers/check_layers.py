@@ -3,10 +3,8 @@
 the layers below it, never of a layer above (docs/architecture.md draws the picture). A layer is the
 folder a file sits in: include/mantissa/<layer>/ or src/<layer>/ (src/backend/* is the backend layer).
 
-KNOWN lists the inclusions that break the order today, each to be removed by the rest of issue 12's layer
-work (autocast applied where an op is dispatched, the engine and the kernels calling backend entry points
-instead of public ops). The check fails on any other upward inclusion, and on
-a KNOWN one that is gone (so the list can only shrink).
+KNOWN lists inclusions allowed to break the order (none: issue 12 removed the last); the check fails on any
+other upward inclusion, and on a KNOWN one that is gone.
 
   python3 tests/layers/check_layers.py [SOURCE_DIR]
 """
@@ -17,23 +15,7 @@ import sys
 # Lowest first.
 ORDER = ["numeric", "core", "backend", "autograd", "ops", "optim", "amp", "nn", "data", "io", "train"]
 
-KNOWN = {
-    # The autograd engine opens autocast regions and accumulates gradients with public ops.
-    "src/autograd/engine.cpp -> mantissa/amp/autocast.h",
-    "src/autograd/engine.cpp -> mantissa/ops/ops.h",
-    # CPU kernels call op front-ends (cast, contiguous_copy) for their operands.
-    "src/backend/cpu/cpu_conv.cpp -> mantissa/ops/ops.h",
-    "src/backend/cpu/cpu_matmul.cpp -> mantissa/ops/ops.h",
-    # Each op applies autocast itself, instead of the dispatch doing it once.
-    "src/ops/elementwise.cpp -> mantissa/amp/autocast.h",
-    "src/ops/nn.cpp -> mantissa/amp/autocast.h",
-    "src/ops/softmax.cpp -> mantissa/amp/autocast.h",
-    "src/ops/loss.cpp -> mantissa/amp/autocast.h",
-    "src/ops/matmul.cpp -> mantissa/amp/autocast.h",
-    "src/ops/conv.cpp -> mantissa/amp/autocast.h",
-    "src/ops/reduction.cpp -> mantissa/amp/autocast.h",
-    "src/ops/attention.cpp -> mantissa/amp/autocast.h",
-}
+KNOWN: set = set()
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

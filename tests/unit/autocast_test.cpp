@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "mantissa/amp/autocast.h"
+#include "mantissa/ops/autocast.h"
 #include "mantissa/ops/ops.h"
 #include "mantissa/optim/optimizer.h"
 

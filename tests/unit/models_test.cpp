@@ -5,7 +5,7 @@
 
 #include <random>
 
-#include "mantissa/amp/autocast.h"
+#include "mantissa/ops/autocast.h"
 #include "mantissa/nn/models.h"
 #include "mantissa/optim/optimizer.h"
 

@@ -34,6 +34,10 @@ class Node {
 
 // Whether ops record history on this thread (off inside NoGradGuard and during backward).
 bool grad_enabled();
+// Whether a backward pass is running on this thread. Autocast stays out of it: each node's backward runs
+// in the dtypes its forward recorded, not in those of a region backward() happens to be called in (an
+// f32 layer's gradients would otherwise be bf16 products).
+bool in_backward();
 
 class NoGradGuard {
  public:

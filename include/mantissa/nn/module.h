@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "mantissa/amp/autocast.h"
+#include "mantissa/ops/autocast.h"
 #include "mantissa/core/tensor.h"
 
 namespace mantissa::nn {

@@ -10,7 +10,6 @@
 
 #include "cpu_kernels.h"
 #include "mantissa/numeric/bulk.h"
-#include "mantissa/ops/ops.h"
 #include "onednn_context.h"
 
 namespace mantissa::detail {

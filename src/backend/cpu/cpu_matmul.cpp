@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "cpu_kernels.h"
-#include "mantissa/ops/ops.h"
 #include "onednn_context.h"
 #include "rows.h"
 
@@ -236,7 +235,10 @@ void cpu_matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tens
   if (ast[0] == 0) ast[0] = a.size(1) * a.size(2);  // a batch of 1 seen through a stride-0 view
   // oneDNN takes an f32 bias, or one in the inputs' dtype.
   Tensor b = bias;
-  if (b.defined() && ((b.dtype() != DType::f32 && b.dtype() != t) || !b.is_contiguous())) b = contiguous_copy(cast(b, DType::f32));
+  if (b.defined() && ((b.dtype() != DType::f32 && b.dtype() != t) || !b.is_contiguous())) {
+    b = Tensor::empty(bias.shape(), DType::f32, bias.device());
+    cpu_copy(bias, b);
+  }
   run_matmul(a.shape(), ast, a.data(), ws, wst, w_data, out.shape(), out.strides(), out.data(), t, out.dtype(),
              false, b.defined() ? &b : nullptr);
 }

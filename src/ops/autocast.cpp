@@ -1,6 +1,9 @@
 // Autocast regions: a thread-local stack of (dtype, policy), and the cache of parameter casts that
-// lives as long as the outermost region.
-#include "mantissa/amp/autocast.h"
+// lives as long as the outermost region. Part of op dispatch: each op front-end passes its floating inputs
+// through autocast_input on entry; a backward pass runs without it.
+#include "mantissa/ops/autocast.h"
+
+#include "mantissa/autograd/node.h"
 
 #include <sstream>
 #include <stdexcept>
@@ -98,13 +101,13 @@ Autocast::~Autocast() {
   if (--tls.depth == 0) tls.cache.clear();
 }
 
-std::optional<DType> autocast_dtype() { return tls.current ? tls.current->dtype : std::nullopt; }
+std::optional<DType> autocast_dtype() { return tls.current && !in_backward() ? tls.current->dtype : std::nullopt; }
 std::size_t autocast_cache_size() { return tls.cache.size(); }
 
 namespace detail {
 
 Tensor autocast_input(const Tensor& x, AutocastOp op) {
-  if (!tls.current || !tls.current->dtype || !x.defined()) return x;
+  if (!tls.current || !tls.current->dtype || !x.defined() || in_backward()) return x;
   const DType low = *tls.current->dtype;
   switch (tls.current->policy.precision(op)) {
     case AutocastPrecision::low: {
@@ -128,7 +131,7 @@ Tensor autocast_input(const Tensor& x, AutocastOp op) {
 }
 
 DType autocast_input_dtype(const Tensor& x, AutocastOp op) {
-  if (!tls.current || !tls.current->dtype || !x.defined()) return x.dtype();
+  if (!tls.current || !tls.current->dtype || !x.defined() || in_backward()) return x.dtype();
   switch (tls.current->policy.precision(op)) {
     case AutocastPrecision::low: return x.dtype() == DType::f32 ? *tls.current->dtype : x.dtype();
     case AutocastPrecision::f32: return x.dtype() == DType::f16 || x.dtype() == DType::bf16 ? DType::f32 : x.dtype();
