@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Two builds of mantissa, A (before a change) and B (after), timed on the same training steps in turns
 (A, B, A, B, ...) so that a shared machine's drift falls on both: the median step time of each precision
-over every round, B's time as a ratio of A's, and each one's peak memory. For "no slowdown" checks of refactors.
+over every round, B's time as a ratio of A's (of the medians, and the median of the rounds' own ratios,
+the steadier figure on a noisy machine), and each one's peak memory. For "no slowdown" checks of refactors.
 
   python3 bench/ab.py OLD_MANTISSA NEW_MANTISSA [--models gpt-small,cnn] [--precision fp32,bf16]
                       [--mode autocast,low-precision-model] [--rounds 5] [--steps 10]
@@ -32,7 +33,7 @@ def main():
     a.add_argument("--steps", type=int, default=10)
     args = a.parse_args()
     print(f"{args.rounds} rounds of A then B, each {args.steps} steps after warm-up; median ms/step over the rounds")
-    print(f"{'model':<10} {'precision':<10} {'A ms':>8} {'B ms':>8} {'B/A':>6} {'A MiB':>8} {'B MiB':>8} "
+    print(f"{'model':<10} {'precision':<10} {'A ms':>8} {'B ms':>8} {'B/A':>6} {'paired':>7} {'A MiB':>8} {'B MiB':>8} "
           f"{'B/A per round':>30}")
     for model in args.models.split(","):
         times = {"A": {}, "B": {}}
@@ -44,9 +45,10 @@ def main():
                     peak[name][p] = peak_bytes / 2**20
         for p in times["A"]:
             a_ms, b_ms = statistics.median(times["A"][p]), statistics.median(times["B"][p])
-            per_round = " ".join(f"{b / a:.2f}" for a, b in zip(times["A"][p], times["B"][p]))
-            print(f"{model:<10} {p:<10} {a_ms:>8.2f} {b_ms:>8.2f} {b_ms / a_ms:>6.3f} {peak['A'][p]:>8.1f} "
-                  f"{peak['B'][p]:>8.1f} {per_round:>30}")
+            ratios = [b / a for a, b in zip(times["A"][p], times["B"][p])]
+            per_round = " ".join(f"{r:.2f}" for r in ratios)
+            print(f"{model:<10} {p:<10} {a_ms:>8.2f} {b_ms:>8.2f} {b_ms / a_ms:>6.3f} {statistics.median(ratios):>7.3f} "
+                  f"{peak['A'][p]:>8.1f} {peak['B'][p]:>8.1f} {per_round:>30}")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,10 @@
-// Elementwise ops: binary with broadcasting, scalar ops and activations, each with its backward rule.
+// Elementwise ops: binary with broadcasting, scalar ops and activations, each with its backward rule, and
+// dropout (a seeded mask multiplied in, so its backward is mul's).
+#include <cmath>
 #include <stdexcept>
+#include <string>
+
+#include "mantissa/numeric/convert.h"
 
 #include "mantissa/ops/autocast.h"
 #include "mantissa/ops/ops.h"
@@ -131,5 +136,20 @@ Tensor gelu(const Tensor& x) { return unary(UnaryOp::gelu, x); }
 Tensor silu(const Tensor& x) { return unary(UnaryOp::silu, x); }
 Tensor tanh(const Tensor& x) { return unary(UnaryOp::tanh, x); }
 Tensor sigmoid(const Tensor& x) { return unary(UnaryOp::sigmoid, x); }
+
+Tensor dropout(const Tensor& x, double p, std::uint64_t seed, bool training) {
+  detail::check_computable(x, "dropout");
+  if (p < 0 || p > 1) throw std::invalid_argument("dropout: p must be in [0, 1], got " + std::to_string(p));
+  if (!training || p == 0) return x;
+  // Keep element i when its 32 random bits are at or above p * 2^32.
+  const double keep_scale = p < 1 ? 1.0 / (1.0 - p) : 0.0;
+  const auto threshold = static_cast<std::uint64_t>(std::ldexp(p, 32));
+  std::vector<double> mask(static_cast<std::size_t>(x.numel()));
+  for (std::size_t i = 0; i < mask.size(); ++i) {
+    mask[i] = stochastic_bits(seed, i) >= threshold ? keep_scale : 0.0;
+  }
+  const Tensor m = Tensor::from_values(mask, x.shape(), DType::f32);
+  return cast(mul(x, m), x.dtype());
+}
 
 }  // namespace mantissa

@@ -55,4 +55,14 @@ std::vector<int> normalize_axes(const std::vector<std::int64_t>& axes, std::int6
   return out;
 }
 
+std::int64_t window_out_size(std::int64_t in, std::int64_t kernel, std::int64_t stride, std::int64_t pad,
+                             std::int64_t dilation, const char* op) {
+  const std::int64_t span = dilation * (kernel - 1) + 1;
+  if (in + 2 * pad < span || stride <= 0) {
+    throw std::invalid_argument(std::string(op) + ": window of " + std::to_string(span) + " does not fit input of " +
+                                std::to_string(in) + " with padding " + std::to_string(pad));
+  }
+  return (in + 2 * pad - span) / stride + 1;
+}
+
 }  // namespace mantissa::detail

@@ -22,6 +22,11 @@ std::int64_t normalize_axis(std::int64_t axis, std::int64_t rank, const char* op
 // Sorted, unique, normalized axes; empty means all.
 std::vector<int> normalize_axes(const std::vector<std::int64_t>& axes, std::int64_t rank, const char* op);
 
+// Output size of a sliding window along one axis (convolution, pooling): throws naming the op when the
+// window (dilated) does not fit the padded input or the stride is not positive.
+std::int64_t window_out_size(std::int64_t in, std::int64_t kernel, std::int64_t stride, std::int64_t pad,
+                             std::int64_t dilation, const char* op);
+
 // a [..., M, K] . b [..., K, N] (or b [K, N] shared by every batch) + bias [N], a and b of one dtype,
 // the result in out_dtype (the inputs' or f32); no autocast, no history (src/ops/matmul.cpp).
 Tensor batched_product(const Tensor& a, const Tensor& b, const Tensor& bias, DType out_dtype);

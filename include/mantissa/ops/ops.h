@@ -94,7 +94,7 @@ Tensor cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets
 // Mean (or sum) of (a - b)^2 over all elements, in f32 (f64 for f64).
 Tensor mse_loss(const Tensor& a, const Tensor& b, Reduction reduction = Reduction::mean);
 
-// ---- Layers (src/ops/nn.cpp)
+// ---- Layers: layer norm (src/ops/norm.cpp), embedding (embedding.cpp), dropout (elementwise.cpp), attention (attention.cpp)
 // Normalizes over the last axis in f32: (x - mean) / sqrt(var + eps) * gamma + beta, gamma and beta [C].
 // The output has x's dtype.
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps = 1e-5);
@@ -112,7 +112,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // gradient for qkv (no slices, no zero-filled partial gradients to add up).
 Tensor self_attention(const Tensor& qkv, std::int64_t heads, bool causal = true);
 
-// ---- Convolution, pooling, batch norm (src/ops/conv.cpp), NCHW
+// ---- Convolution (src/ops/conv.cpp), pooling (pool.cpp), batch norm (norm.cpp), NCHW
 // x [N, C, H, W], w [O, C / groups, KH, KW], bias [O] (may be undefined); output [N, O, OH, OW].
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias = {}, const Conv2dParams& p = {});
 Tensor max_pool2d(const Tensor& x, std::int64_t kernel, std::int64_t stride, std::int64_t padding = 0);

@@ -1,0 +1,137 @@
+// Normalization front-ends: layer norm (over the last axis) and batch norm (per channel, with running
+// statistics), both computed in f32 whatever the dtype they read and write, and their backward rules.
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "mantissa/ops/autocast.h"
+#include "mantissa/ops/ops.h"
+#include "op_support.h"
+
+namespace mantissa {
+namespace {
+
+class LayerNormNode final : public Node {
+ public:
+  LayerNormNode(const Tensor& x2, const Tensor& gamma, const Tensor& mean, const Tensor& rstd, double eps,
+                DType y_dtype)
+      : x_(save_for_backward(x2)), gamma_(save_for_backward(gamma)), mean_(save_for_backward(mean)),
+        rstd_(save_for_backward(rstd)), eps_(eps), y_dtype_(y_dtype) {}
+  std::string_view name() const override { return "layer_norm"; }
+  void release() override { x_ = gamma_ = mean_ = rstd_ = Tensor(); }
+  std::vector<Tensor> backward(const Tensor& g) override {
+    const std::int64_t c = x_.size(1);
+    const Tensor g2 = reshape(contiguous(cast(g, y_dtype_)), {-1, c});
+    Tensor gx = Tensor::empty(x_.shape(), x_.dtype(), x_.device());
+    Tensor gg = Tensor::empty({c}, mean_.dtype(), x_.device());
+    Tensor gb = Tensor::empty({c}, mean_.dtype(), x_.device());
+    run_kernel_on<kernel::LayerNormBackward>(x_, x_, gamma_, mean_, rstd_, g2, gx, gg, gb, eps_);
+    return {reshape(gx, inputs[0].shape), gg, gb};
+  }
+
+ private:
+  Tensor x_, gamma_, mean_, rstd_;
+  double eps_;
+  DType y_dtype_;  // the output's, which its gradient comes in
+};
+
+class BatchNormNode final : public Node {
+ public:
+  BatchNormNode(const Tensor& x3, const Tensor& gamma, const Tensor& mean, const Tensor& rstd, DType y_dtype)
+      : x_(save_for_backward(x3)), gamma_(save_for_backward(gamma)), mean_(save_for_backward(mean)),
+        rstd_(save_for_backward(rstd)), y_dtype_(y_dtype) {}
+  std::string_view name() const override { return "batch_norm"; }
+  void release() override { x_ = gamma_ = mean_ = rstd_ = Tensor(); }
+  std::vector<Tensor> backward(const Tensor& g) override {
+    const Tensor g3 = reshape(contiguous(cast(g, y_dtype_)), x_.shape());
+    Tensor gx = Tensor::empty(x_.shape(), x_.dtype(), x_.device());
+    Tensor gg = Tensor::empty({x_.size(1)}, mean_.dtype(), x_.device());
+    Tensor gb = Tensor::empty({x_.size(1)}, mean_.dtype(), x_.device());
+    run_kernel_on<kernel::BatchNormBackward>(g3, x_, gamma_, mean_, rstd_, g3, gx, gg, gb);
+    return {reshape(gx, inputs[0].shape), gg, gb};
+  }
+
+ private:
+  Tensor x_, gamma_, mean_, rstd_;
+  DType y_dtype_;  // the output's, which its gradient comes in
+};
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& x_in, const Tensor& gamma, const Tensor& beta, double eps) {
+  // Under autocast's f32 policy the result is f32, but the kernel reads a bf16 or f16 input as it is (it
+  // computes in f32 whatever it reads): no f32 copy of the input is made or kept for backward.
+  const Tensor& x = x_in;
+  detail::check_computable(x, "layer_norm");
+  const DType y_dtype = detail::autocast_input_dtype(x_in, AutocastOp::layer_norm);
+  detail::check_computable(gamma, "layer_norm");
+  detail::check_computable(beta, "layer_norm");
+  const std::int64_t c = x.size(-1);
+  if (gamma.shape() != Shape{c} || beta.shape() != Shape{c}) {
+    throw std::invalid_argument("layer_norm: gamma and beta must be [" + std::to_string(c) + "], got " +
+                                shape_str(gamma.shape()) + " and " + shape_str(beta.shape()));
+  }
+  const Tensor x2 = reshape(contiguous(x), {-1, c});
+  const std::int64_t rows = x2.size(0);
+  Tensor y = Tensor::empty(x.shape(), y_dtype, x.device());
+  // Statistics in f32, or f64 for f64 data (f32 statistics would limit the backward's precision there).
+  const DType stats = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  Tensor mean = Tensor::empty({rows}, stats, x.device());
+  Tensor rstd = Tensor::empty({rows}, stats, x.device());
+  {
+    NoGradGuard no_grad;
+    run_kernel_on<kernel::LayerNorm>(x, x2.detach(), gamma, beta, eps, reshape(y, {-1, c}), mean, rstd);
+  }
+  if (needs_grad({&x, &gamma, &beta})) {
+    record(y, std::make_shared<LayerNormNode>(x2.detach(), gamma, mean, rstd, eps, y_dtype), {&x, &gamma, &beta});
+  }
+  return y;
+}
+
+Tensor batch_norm(const Tensor& x_in, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
+                  const Tensor& running_var, bool training, double momentum, double eps) {
+  detail::check_computable(x_in, "batch_norm");
+  // Training: under autocast's f32 policy the result is f32, but the kernel reads a bf16 or f16 input as
+  // it is (it computes in f32 whatever it reads), so no f32 copy of the input is made or kept.
+  const DType y_dtype = detail::autocast_input_dtype(x_in, AutocastOp::batch_norm);
+  const Tensor x = training ? x_in : detail::autocast_input(x_in, AutocastOp::batch_norm);
+  if (x.dim() < 2) throw std::invalid_argument("batch_norm: x [N, C, ...] expected, got " + shape_str(x.shape()));
+  const std::int64_t c = x.size(1);
+  for (const Tensor* t : {&gamma, &beta, &running_mean, &running_var}) {
+    if (!t->defined() || t->shape() != Shape{c}) {
+      throw std::invalid_argument("batch_norm: gamma, beta and running statistics must be [" + std::to_string(c) + "]");
+    }
+  }
+  Shape bshape(static_cast<std::size_t>(x.dim()), 1);
+  bshape[1] = c;
+  if (!training) {
+    // (x - running_mean) / sqrt(running_var + eps) * gamma + beta, in f32 (f64 for f64), by broadcasting.
+    const DType f = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
+    const Tensor scale = mul(cast(gamma, f), pow(add(cast(running_var.detach(), f), eps), -0.5));
+    const Tensor shift = sub(cast(beta, f), mul(cast(running_mean.detach(), f), scale));
+    return cast(add(mul(cast(x, f), reshape(scale, bshape)), reshape(shift, bshape)), x.dtype());
+  }
+  const std::int64_t s = x.numel() / (x.size(0) * c);
+  const Tensor x3 = reshape(contiguous(x), {x.size(0), c, s});
+  if (x.size(0) * s < 2) throw std::invalid_argument("batch_norm: training needs more than one value per channel");
+  Tensor y = Tensor::empty(x.shape(), y_dtype, x.device());
+  // Statistics in f32, or f64 for f64 data (f32 statistics would limit the backward's precision there).
+  const DType stats = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  Tensor mean = Tensor::empty({c}, stats, x.device());
+  Tensor rstd = Tensor::empty({c}, stats, x.device());
+  {
+    NoGradGuard no_grad;
+    run_kernel_on<kernel::BatchNorm>(x, x3.detach(), gamma, beta, eps, reshape(y, x3.shape()), mean, rstd);
+    // Running statistics: the unbiased variance, recovered from rstd.
+    const double m = static_cast<double>(x.size(0) * s);
+    const Tensor var = mul(add(pow(rstd, -2.0), -eps), m / (m - 1));
+    run_kernel_on<kernel::Copy>(x, add(mul(running_mean, 1 - momentum), mul(mean, momentum)), running_mean);
+    run_kernel_on<kernel::Copy>(x, add(mul(running_var, 1 - momentum), mul(var, momentum)), running_var);
+  }
+  if (needs_grad({&x, &gamma, &beta})) {
+    record(y, std::make_shared<BatchNormNode>(x3.detach(), gamma, mean, rstd, y_dtype), {&x, &gamma, &beta});
+  }
+  return y;
+}
+
+}  // namespace mantissa
