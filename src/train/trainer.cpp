@@ -97,8 +97,8 @@ StepRecord Trainer::step(std::span<const Batch> micro_batches) {
   if (std::find(inject.begin(), inject.end(), step) != inject.end()) {
     inject_inf(model_.module().parameters().front().grad());
   }
-  // Unscale + inf/NaN check in one pass, clip, the optimizer step on the f32 master weights unless a
-  // gradient overflowed, the loss-scale update.
+  // One read-only pass over the gradients (inf/NaN, norm); unless one overflowed, the optimizer step on
+  // the f32 master weights with the unscale and the clipping done inside it; the loss-scale update.
   const StepReport rep = scaled_step(scaler_, *optimizer_, options_.clip);
   optimizer_->zero_grad();
   ++next_step_;

@@ -1,8 +1,7 @@
 // The training step, once, in plain sight (as tiny-cuda-nn's trainer keeps it): the forward pass under the
-// precision policy, the scaled backward pass of each micro-batch, one fused unscale + inf/NaN check over
-// the gradients (f32 master gradients for a low-precision model), clipping, the optimizer step on the
-// f32 master weights (skipped, with everything left bit-identical, when a gradient overflowed), and the
-// loss-scale update. Around it: the learning-rate schedule, evaluation, metrics, and checkpoints that
+// precision policy, the scaled backward pass of each micro-batch, one read-only inf/NaN check over the
+// gradients, the optimizer step on the f32 master weights with the unscale and clipping inside it
+// (skipped, with everything left bit-identical, when a gradient overflowed), and the loss-scale update. Around it: the learning-rate schedule, evaluation, metrics, and checkpoints that
 // resume bit-identically. `mantissa train`, `compare` and `bench --model` are this class with flags.
 //
 //   train::ModuleModel<nn::Cnn> model(nn::CnnConfig{});
@@ -102,7 +101,8 @@ class Trainer {
   StepRecord step();
   // The model's loss on one batch, under the precision policy (with gradients unless inside NoGradGuard).
   Tensor loss(const Batch& batch);
-  // The loss (and accuracy) over the data source's evaluation batches, without gradients.
+  // The mean cross-entropy of forward() (and the accuracy) over the data source's evaluation batches,
+  // without gradients.
   EvalRecord evaluate(bool full);
 
   // Writes a checkpoint of everything a run needs to continue exactly (atomically: the old file or the
