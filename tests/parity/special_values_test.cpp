@@ -1,7 +1,8 @@
 // NaN and infinities through the cpu backend as through the reference: the same outputs are NaN, and
 // the same are infinite with the same sign. A loss scaler can only skip a step whose overflow reaches
 // the loss or the gradients; an op that turns NaN into a number hides it (oneDNN 2.6's relu, exp and
-// softmax did).
+// softmax did). Every op of the op table gets this in special_cases_test.cpp; here: the cases the
+// table cannot hold, and the semantics pinned for relu and max pooling (NaN wins, wherever it sits).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,72 +21,17 @@ namespace {
 struct SpecialCase {
   std::string name;
   std::function<Tensor(const Tensor&)> fn;  // of a [4, 32] tensor
-  // oneDNN 2.6.3's bf16 convolution (AMX, blocked layouts) multiplies zero padding of its blocks by the
-  // inputs of a window, so an infinite input makes NaN of the outputs whose window holds it (0 * inf).
-  // For such a case the cpu backend may give NaN where the reference has a number only at outputs this
-  // says (given the special input's values) hold a non-finite input in their window: more NaN, never
-  // less and never elsewhere, so a loss scaler still sees every overflow and nothing else.
-  std::function<bool(const std::vector<double>& input, std::size_t output)> nan_may_spread = nullptr;
 };
 
+// The cases the op table (tests/common/op_cases.h, whose every case special_cases_test.cpp runs with
+// NaN and infinities) cannot hold: a round trip through fp8 (no gradient check passes through a format
+// that coarse), one row of a batch, a reduction over the first axis of this [4, 32] input.
 std::vector<SpecialCase> special_cases() {
   const std::vector<std::int64_t> targets{1, 7, 0, 31};
   return {
-      {"relu", [](const Tensor& x) { return relu(x); }},
-      {"gelu", [](const Tensor& x) { return gelu(x); }},
-      {"silu", [](const Tensor& x) { return silu(x); }},
-      {"tanh", [](const Tensor& x) { return tanh(x); }},
-      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},
-      {"exp", [](const Tensor& x) { return exp(x); }},
-      {"log", [](const Tensor& x) { return log(x); }},
-      {"sqrt", [](const Tensor& x) { return sqrt(x); }},
-      {"abs", [](const Tensor& x) { return abs(x); }},
-      {"pow", [](const Tensor& x) { return pow(x, 2.0); }},
-      {"add_scalar", [](const Tensor& x) { return add(x, 1.5); }},
-      {"softmax", [](const Tensor& x) { return softmax(x); }},
-      {"log_softmax", [](const Tensor& x) { return log_softmax(x); }},
-      {"cross_entropy_rows", [targets](const Tensor& x) { return cross_entropy(slice(x, 0, 0, 1, 1), {targets.data(), 1}); }},
-      {"cross_entropy", [targets](const Tensor& x) { return cross_entropy(x, targets); }},
-      {"sum", [](const Tensor& x) { return sum(x, {1}); }},
-      {"sum_columns", [](const Tensor& x) { return sum(x, {0}); }},
-      {"mean", [](const Tensor& x) { return mean(x, {1}); }},
-      {"variance", [](const Tensor& x) { return variance(x, {1}); }},
-      {"add", [](const Tensor& x) { return add(x, transpose(reshape(x, {32, 4}), 0, 1)); }},
-      {"sub_broadcast", [](const Tensor& x) { return sub(x, slice(x, 0, 1, 2, 1)); }},
-      {"mul", [](const Tensor& x) { return mul(x, x); }},
-      {"div", [](const Tensor& x) { return div(x, add(x, 0.5)); }},
       {"cast_roundtrip", [](const Tensor& x) { return cast(cast(x, DType::e5m2), x.dtype()); }},
-      {"dropout", [](const Tensor& x) { return dropout(x, 0.25, 7); }},
-      {"amax", [](const Tensor& x) { return amax(x, {1}); }},
-      {"layer_norm",
-       [](const Tensor& x) { return layer_norm(x, Tensor::full({32}, 1, DType::f32), Tensor::zeros({32}, DType::f32)); }},
-      {"max_pool2d", [](const Tensor& x) { return max_pool2d(reshape(x, {1, 4, 4, 8}), 2, 2); }},
-      {"avg_pool2d", [](const Tensor& x) { return avg_pool2d(reshape(x, {1, 4, 4, 8}), 2, 2); }},
-      {"batch_norm",
-       [](const Tensor& x) {
-         return batch_norm(reshape(x, {2, 4, 16}), Tensor::full({4}, 1, DType::f32), Tensor::zeros({4}, DType::f32),
-                           Tensor::zeros({4}, DType::f32), Tensor::full({4}, 1, DType::f32), true);
-       }},
-      {"attention", [](const Tensor& x) {
-         const Tensor q = reshape(x, {1, 4, 32});
-         return scaled_dot_product_attention(q, q, q);
-       }},
-      {"mse_loss", [](const Tensor& x) { return mse_loss(x, Tensor::zeros(x.shape(), x.dtype())); }},
-      {"matmul", [](const Tensor& x) { return matmul(x, transpose(x, 0, 1)); }},
-      {"linear", [](const Tensor& x) { return linear(x, slice(x, 0, 1, 3, 1), Tensor::full({2}, 0.5, x.dtype())); }},
-      {"conv2d",
-       [](const Tensor& x) { return conv2d(reshape(x, {2, 2, 4, 8}), Tensor::full({1, 2, 3, 3}, 0.25, x.dtype())); },
-       [](const std::vector<double>& in, std::size_t out) {  // output [2, 1, 2, 6]: its 2 x 3 x 3 window
-         const std::size_t n = out / 12, oh = out % 12 / 6, ow = out % 6;
-         for (std::size_t c = 0; c < 2; ++c) {
-           for (std::size_t h = oh; h < oh + 3; ++h) {
-             for (std::size_t w = ow; w < ow + 3; ++w) {
-               if (!std::isfinite(in[((n * 2 + c) * 4 + h) * 8 + w])) return true;
-             }
-           }
-         }
-         return false;
-       }},
+      {"cross_entropy_rows", [targets](const Tensor& x) { return cross_entropy(slice(x, 0, 0, 1, 1), {targets.data(), 1}); }},
+      {"sum_columns", [](const Tensor& x) { return sum(x, {0}); }},
   };
 }
 
@@ -131,9 +77,6 @@ TEST_P(SpecialValues, PropagateAsInTheReference) {
     for (std::size_t i = 0; i < want.size(); ++i) {
       const std::string what = c.name + " element " + std::to_string(i) + ": want " + std::to_string(want[i]) +
                                ", got " + std::to_string(got[i]);
-      if (c.nan_may_spread && std::isnan(got[i]) && c.nan_may_spread(special_input(dtype).to_doubles(), i)) {
-        continue;  // allowed: see SpecialCase
-      }
       EXPECT_TRUE(same_class(want[i], got[i])) << what;
     }
   }
