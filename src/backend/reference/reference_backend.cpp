@@ -1,6 +1,8 @@
 // The reference backend: plain, obviously correct loops in double over any dtype and any strides. It is
 // the oracle the fast backends are tested against, not a backend to train with. Values are read
-// exactly, computed in double, and rounded once to the output dtype. It registers every kernel.
+// exactly, computed in double, and rounded once to the output dtype. This file has the kernels of the
+// elementwise, reduction, matmul, softmax, loss-scaling and optimizer families, and registers every
+// reference kernel (the others are in reference_<family>.cpp).
 #include <cmath>
 #include <limits>
 #include <vector>

@@ -1,5 +1,6 @@
-// Reference kernels kept out of reference_backend.cpp to keep files small (it registers them), and the one
-// the CPU backend calls directly for the strided views its own loop does not take.
+// The reference kernels of the families with files of their own (reference_<family>.cpp, named as the
+// ops' and the CPU kernels' files), which reference_backend.cpp registers with its own; and the one the
+// CPU backend calls directly for the strided views its own loop does not take.
 #pragma once
 
 #include <span>
@@ -11,19 +12,23 @@ namespace mantissa::detail {
 
 GradientCheck reference_scale_and_check(const Tensor& g, double factor, double underflow_below);
 
+// reference_norm.cpp
 void reference_layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
                           const Tensor& mean, const Tensor& rstd);
 void reference_layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                                    const Tensor& grad_y, const Tensor& grad_x, const Tensor& grad_gamma,
                                    const Tensor& grad_beta);
+// reference_loss.cpp
 void reference_cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
                              double smoothing, const Tensor& probs, const Tensor& losses);
 void reference_cross_entropy_backward(const Tensor& probs, std::span<const std::int64_t> targets,
                                       std::int64_t ignore_index, double smoothing, const Tensor& grad_losses,
                                       const Tensor& grad_logits);
+// reference_attention.cpp
 void reference_attention_softmax(const Tensor& scores, double scale, bool causal, const Tensor& probs);
 void reference_attention_softmax_backward(const Tensor& probs, const Tensor& grad_probs, double scale, bool causal,
                                           const Tensor& grad_scores);
+// reference_embedding.cpp
 void reference_embedding(const Tensor& weight, std::span<const std::int64_t> ids, const Tensor& out);
 void reference_embedding_backward(std::span<const std::int64_t> ids, const Tensor& grad_out, const Tensor& grad_weight);
 
@@ -31,9 +36,10 @@ void reference_embedding_backward(std::span<const std::int64_t> ids, const Tenso
 void reference_conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p, const Tensor& out);
 void reference_conv2d_backward_data(const Tensor& grad_out, const Tensor& w, const Conv2dParams& p, const Tensor& grad_x);
 void reference_conv2d_backward_weights(const Tensor& x, const Tensor& grad_out, const Conv2dParams& p, const Tensor& grad_w);
-// Forward (out defined) or backward (grad_out, grad_x given, out undefined).
+// reference_pool.cpp: forward (out defined) or backward (grad_out, grad_x given, out undefined).
 void reference_pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out, const Tensor* grad_out,
                       const Tensor* grad_x);
+// reference_norm.cpp
 void reference_batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
                           const Tensor& mean, const Tensor& rstd);
 void reference_batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
