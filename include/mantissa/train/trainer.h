@@ -1,8 +1,9 @@
 // The training step, once, in plain sight (as tiny-cuda-nn's trainer keeps it): the forward pass under the
 // precision policy, the scaled backward pass of each micro-batch, one read-only inf/NaN check over the
 // gradients, the optimizer step on the f32 master weights with the unscale and clipping inside it
-// (skipped, with everything left bit-identical, when a gradient overflowed), and the loss-scale update. Around it: the learning-rate schedule, evaluation, metrics, and checkpoints that
-// resume bit-identically. `mantissa train`, `compare` and `bench --model` are this class with flags.
+// (skipped, with everything left bit-identical, when a gradient overflowed), and the loss-scale update.
+// Around it: the learning-rate schedule, evaluation, metrics, and checkpoints that resume bit-identically.
+// `mantissa train`, `compare` and `bench --model` are this class with flags.
 //
 //   train::ModuleModel<nn::Cnn> model(nn::CnnConfig{});
 //   train::ClassificationData data(load_mnist_format(dir, true), load_mnist_format(dir, false), 128, 0);
