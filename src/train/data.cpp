@@ -64,7 +64,7 @@ TextData::TextData(TextCorpus corpus, std::int64_t batch_size, std::int64_t bloc
                                      {"validation", corpus_.validation.size()}}) {
     if (static_cast<std::int64_t>(bytes) <= block) {
       throw DataError(name + ": the " + split + " text (" + std::to_string(bytes) + " bytes) is shorter than one window of " +
-                      std::to_string(block + 1) + " bytes (--block-size + 1); use more text or a smaller --block-size");
+                      std::to_string(block + 1) + " bytes (the block length + 1); use more text or a shorter block");
     }
   }
 }

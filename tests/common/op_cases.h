@@ -6,6 +6,7 @@
 // rounding errors of a sum (`bound`).
 #pragma once
 
+#include <cmath>
 #include <functional>
 #include <ostream>
 #include <string>
@@ -42,6 +43,14 @@ struct Case {
 };
 
 inline void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+// The special-value tests' comparison: NaN where `want` has NaN, the same infinity where it has one, a
+// number where it has a number (how close the numbers are is the parity tests' business).
+inline bool same_class(double want, double got) {
+  if (std::isnan(want) || std::isnan(got)) return std::isnan(want) && std::isnan(got);
+  if (std::isinf(want) || std::isinf(got)) return want == got;
+  return true;
+}
 
 // A leaf with `spec`'s shape whose memory layout is as asked: transposed views swap the last two
 // dimensions of a contiguous tensor; strided views take every other element of the first dimension.

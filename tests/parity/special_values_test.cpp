@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/op_cases.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/backend/backend_select.h"
 #include "mantissa/ops/ops.h"
@@ -52,11 +53,7 @@ Tensor special_input(DType dtype, bool with_specials = true) {
 
 // NaN where the reference has NaN, the same infinity where it has one, and a number where it has a number
 // (parity_test.cpp checks how close): an inf that comes out finite, or a number that comes out NaN, fails.
-bool same_class(double want, double got) {
-  if (std::isnan(want) || std::isnan(got)) return std::isnan(want) && std::isnan(got);
-  if (std::isinf(want) || std::isinf(got)) return want == got;
-  return true;
-}
+using mantissa::testing::same_class;
 
 class SpecialValues : public ::testing::TestWithParam<DType> {};
 
