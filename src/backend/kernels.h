@@ -37,6 +37,14 @@ struct AdamStep {
   double grad_scale = 1;
 };
 
+// What one FP8 quantization saw: the largest finite magnitude of its input, and how many values it
+// clipped (finite, past the format's range, saturated to its largest), lost (non-zero, rounded to zero)
+// and found not finite.
+struct Fp8QuantizeStats {
+  double amax = 0;
+  std::int64_t saturated = 0, underflowed = 0, nonfinite = 0, count = 0;
+};
+
 struct GradientCheck {
   std::int64_t nonfinite = 0;
   double sum_squares = 0;
@@ -225,6 +233,32 @@ struct Pool2d {
 struct Pool2dBackward {
   static constexpr const char *name = "pool2d_backward", *family = "pool";
   using Fn = void(const Tensor& x, const Tensor& grad_out, const Pool2dParams& p, const Tensor& grad_x);
+};
+
+// FP8 (ops/fp8.cpp). Blocks: x [R, C] is cut into blocks of block_rows x block_cols (the last ones
+// shorter); scales and amax are [ceil(R / block_rows), ceil(C / block_cols)] f32, one value per block.
+// amax = the largest finite |x| of each block (0 for a block with none).
+struct Fp8Amax {
+  static constexpr const char *name = "fp8_amax", *family = "fp8_cast";
+  using Fn = void(const Tensor& x, std::int64_t block_rows, std::int64_t block_cols, const Tensor& amax);
+};
+// out [R, C] bf16 = x * scale (the block's, in f32), rounded to `format` (e4m3 or e5m2) to nearest even;
+// finite values past its range saturate to its largest finite value, inf and NaN stay as they are. The
+// result is stored in bf16, which holds every fp8 value exactly; with `dequantize` it is multiplied by
+// 1 / scale first (exact for the power-of-2 scales of block scaling).
+struct Fp8Quantize {
+  static constexpr const char *name = "fp8_quantize", *family = "fp8_cast";
+  using Fn = Fp8QuantizeStats(const Tensor& x, Format format, const Tensor& scales, std::int64_t block_rows,
+                              std::int64_t block_cols, bool dequantize, const Tensor& out);
+};
+// The FP8 product: out[b] = alpha * (a[b] . w[b]) + bias, shapes as Matmul's; products summed in f32,
+// alpha (the inverse of the operands' scales) and the bias applied in f32 before the one rounding.
+struct ScaledMatmul {
+  static constexpr const char *name = "scaled_matmul", *family = "matmul";
+  static double flops(const Tensor& a, const Tensor&, double, const Tensor&, const Tensor& out) {
+    return 2.0 * static_cast<double>(out.numel()) * static_cast<double>(a.size(-1));
+  }
+  using Fn = void(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out);
 };
 
 }  // namespace kernel

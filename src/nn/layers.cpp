@@ -2,6 +2,7 @@
 #include "mantissa/nn/layers.h"
 
 #include <cmath>
+#include <stdexcept>
 
 namespace mantissa::nn {
 namespace {
@@ -22,7 +23,20 @@ Linear::Linear(std::int64_t in, std::int64_t out, std::uint64_t seed, bool bias,
 
 Tensor Linear::forward(const Tensor& x) const {
   const auto scope = precision_scope();
+  // FP8 where the region would run this product in low precision.
+  if (fp8_ && is_low_precision(detail::autocast_input_dtype(weight_, AutocastOp::linear))) {
+    return fp8_linear(x, weight_, bias_, fp8_);
+  }
   return linear(x, weight_, bias_);
+}
+
+void Linear::enable_fp8(const Fp8Options& options) {
+  if (fp8_) throw std::logic_error("Linear::enable_fp8: FP8 is already enabled for this layer");
+  fp8_ = std::make_shared<Fp8State>(options);
+  if (options.recipe == Fp8Recipe::delayed) {
+    register_buffer("fp8_amax_history", fp8_->amax_history());
+    register_buffer("fp8_scale", fp8_->scale());
+  }
 }
 
 Conv2d::Conv2d(std::int64_t in, std::int64_t out, std::int64_t kernel, std::uint64_t seed, std::int64_t stride,

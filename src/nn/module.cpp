@@ -46,6 +46,16 @@ std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
   return out;
 }
 
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out;
+  const std::function<void(Module&, const std::string&)> walk = [&](Module& m, const std::string& path) {
+    out.emplace_back(path, &m);
+    for (auto& [name, child] : m.children_) walk(*child, path.empty() ? name : path + "." + name);
+  };
+  walk(*this, "");
+  return out;
+}
+
 std::vector<Tensor> Module::parameters() const {
   std::vector<Tensor> out;
   for (auto& [name, t] : named_parameters()) out.push_back(t);

@@ -11,6 +11,8 @@ namespace mantissa::train {
 
 std::string PrecisionPolicy::label() const {
   if (compute == DType::f32) return "fp32";
+  if (fp8) return "fp8 " + fp8->str() + (compute == DType::bf16 ? "" : " over " + std::string(precision_name(compute))) +
+                  " " + std::string(precision_mode_name(mode));
   return std::string(precision_name(compute)) + " " + std::string(precision_mode_name(mode));
 }
 
@@ -20,6 +22,19 @@ void PrecisionPolicy::check() const {
   }
   if (low_precision_model() && compute == DType::f32) {
     throw std::invalid_argument("a low-precision model needs bf16 or fp16");
+  }
+  if (fp8) {
+    if (compute == DType::f32) throw std::invalid_argument("fp8 products need a bf16 or fp16 compute dtype");
+    fp8->check();
+  }
+}
+
+PrecisionPolicy parse_precision_policy(std::string_view name, const Fp8Options& fp8) {
+  if (name == "fp8") return PrecisionPolicy{DType::bf16, PrecisionMode::autocast, fp8};
+  try {
+    return PrecisionPolicy{parse_precision(name)};
+  } catch (const std::invalid_argument&) {
+    throw std::invalid_argument("precision '" + std::string(name) + "' is not fp32, bf16, fp16 or fp8");
   }
 }
 

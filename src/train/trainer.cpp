@@ -43,6 +43,9 @@ std::unique_ptr<Autocast> precision_region(const PrecisionPolicy& p) {
   return p.compute == DType::f32 ? nullptr : std::make_unique<Autocast>(p.compute);
 }
 
+// The FP8 setting as checkpoints record it: "off", or the recipe and its parameters.
+std::string fp8_setting(const PrecisionPolicy& p) { return p.fp8 ? p.fp8->str() : "off"; }
+
 const TrainerOptions& checked(const TrainerOptions& o) {
   o.precision.check();
   if (o.steps < 1) throw std::invalid_argument("trainer: steps must be at least 1");
@@ -61,6 +64,9 @@ Trainer::Trainer(Model& model, DataSource& data, TrainerOptions options)
       scaler_(options_.loss_scaling.value_or(LossScalerOptions::for_compute(options_.precision.compute))),
       schedule_(options_.schedule.value_or(LrSchedule::constant(options_.optimizer.lr))) {
   if (options_.precision.low_precision_model()) model_.module().to_dtype(options_.precision.compute);
+  if (options_.precision.fp8) {
+    fp8_plan_ = nn::apply_fp8_policy(model_.module(), *options_.precision.fp8, options_.precision.fp8_layers);
+  }
   optimizer_ = make_optimizer(options_.optimizer, model_.module().parameters());
 }
 
@@ -83,6 +89,8 @@ StepRecord Trainer::step(std::span<const Batch> micro_batches) {
   if (!start_) start_ = t0;
   const std::int64_t step = next_step_;
   optimizer_->set_lr(schedule_.at(step - 1));
+  const bool fp8 = options_.precision.fp8.has_value();
+  if (fp8) reset_fp8_counters();
   // Each micro-batch's loss is divided by their number, so the gradients add up to the batch mean's.
   const double share = 1.0 / static_cast<double>(micro_batches.size());
   double loss = 0;
@@ -101,11 +109,14 @@ StepRecord Trainer::step(std::span<const Batch> micro_batches) {
   // the f32 master weights with the unscale and the clipping done inside it; the loss-scale update.
   const StepReport rep = scaled_step(scaler_, *optimizer_, options_.clip);
   optimizer_->zero_grad();
+  if (fp8) add_fp8_scale_updates(nn::fp8_end_step(model_.module()));
   ++next_step_;
   const double seconds = seconds_since(t0);
-  return StepRecord{step, loss, optimizer_->lr(), rep.scale, rep.grad_norm, rep.underflow_fraction,
+  StepRecord record{step, loss, optimizer_->lr(), rep.scale, rep.grad_norm, rep.underflow_fraction,
                     static_cast<double>(items) / seconds, rep.skipped, rep.nonfinite, peaks(), seconds_since(*start_),
                     rep.warning};
+  if (fp8) record.fp8 = fp8_counters();
+  return record;
 }
 
 StepRecord Trainer::step() {
@@ -142,14 +153,26 @@ EvalRecord Trainer::evaluate(bool full) {
 
 void Trainer::save(const std::filesystem::path& path) const {
   CheckpointState st{next_step_ - 1, scaler_.state(), options_.checkpoint_metadata};
+  st.extra["fp8"] = fp8_setting(options_.precision);
   for (const auto& [k, v] : data_.position()) st.extra[k] = v;
   save_checkpoint(path, model_.module(), *optimizer_, st);
 }
 
 void Trainer::resume(const std::filesystem::path& path,
                      const std::function<void(const std::map<std::string, std::string>&)>& check) {
-  const CheckpointState st = load_checkpoint(path, model_.module(), *optimizer_, check);
+  // The FP8 recipe first: a history kept for other scales, or none, is not this run's state.
+  const auto check_all = [&](const std::map<std::string, std::string>& meta) {
+    const auto it = meta.find("fp8");
+    const std::string theirs = it == meta.end() ? "off" : it->second;
+    const std::string ours = fp8_setting(options_.precision);
+    if (theirs != ours) {
+      throw CheckpointError(path.string() + ": written by a run with fp8 " + theirs + " (this run: " + ours + ")");
+    }
+    if (check) check(meta);
+  };
+  const CheckpointState st = load_checkpoint(path, model_.module(), *optimizer_, check_all);
   try {
+    nn::validate_fp8_state(model_.module());
     scaler_.load_state(st.scaler);
     data_.seek(st.extra);
   } catch (const std::invalid_argument& e) {  // bad data in the file, not a bad setting: named with the file

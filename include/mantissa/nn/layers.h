@@ -6,6 +6,7 @@
 #include <span>
 
 #include "mantissa/nn/module.h"
+#include "mantissa/ops/fp8.h"
 #include "mantissa/ops/ops.h"
 
 namespace mantissa::nn {
@@ -18,10 +19,16 @@ class Linear : public Module {
   Tensor forward(const Tensor& x) const;
   Tensor& weight() { return weight_; }  // [out, in]
   Tensor& bias() { return bias_; }
+  // Runs the product in FP8 from now on, inside autocast regions that run linear layers in low
+  // precision (a keep_in_f32() override keeps it out); delayed scaling's history and scales become the
+  // buffers fp8_amax_history and fp8_scale. Once per layer.
+  void enable_fp8(const Fp8Options& options);
+  const std::shared_ptr<Fp8State>& fp8() const { return fp8_; }
 
  private:
   Tensor& weight_;
   Tensor& bias_;
+  std::shared_ptr<Fp8State> fp8_;
 };
 
 class Conv2d : public Module {

@@ -30,6 +30,8 @@ class Module {
   // Non-trainable state (batch norm's running statistics), named the same way.
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;
   std::int64_t parameter_count() const;
+  // This module ("") and every submodule, depth-first, named by path ("blocks.0.attn.qkv").
+  std::vector<std::pair<std::string, Module*>> named_modules();
 
   void train(bool on = true);
   void eval() { train(false); }

@@ -5,12 +5,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "mantissa/amp/loss_scaler.h"
 #include "mantissa/core/dtype.h"
+#include "mantissa/nn/fp8_policy.h"
 #include "mantissa/optim/optimizer.h"
 
 namespace mantissa::train {
@@ -23,18 +25,24 @@ enum class PrecisionMode : std::uint8_t { autocast, low_precision_model };
 struct PrecisionPolicy {
   DType compute = DType::f32;  // f32, bf16 or f16
   PrecisionMode mode = PrecisionMode::autocast;
+  // FP8 products (on top of a bf16 or f16 compute dtype) in the linear layers fp8_layers picks.
+  std::optional<Fp8Options> fp8 = std::nullopt;
+  nn::Fp8Policy fp8_layers = {};
 
   bool low_precision_model() const { return mode == PrecisionMode::low_precision_model; }
   // The dtype a model's inputs are given in: the compute dtype for a low-precision model, else f32.
   DType input_dtype() const { return low_precision_model() ? compute : DType::f32; }
-  // "fp32", "bf16 autocast", "fp16 low-precision-model".
+  // "fp32", "bf16 autocast", "fp16 low-precision-model", "fp8 delayed (hybrid, ...) autocast".
   std::string label() const;
-  // Throws std::invalid_argument for a compute dtype other than f32, bf16, f16, or a low-precision f32 model.
+  // Throws std::invalid_argument for a compute dtype other than f32, bf16, f16, a low-precision f32 model,
+  // or FP8 over f32.
   void check() const;
 };
 
 // "fp32", "bf16", "fp16" (also "f32", "f16") -> the compute dtype.
 DType parse_precision(std::string_view name);
+// The same names and "fp8": bf16 compute with FP8 products as `fp8` says (autocast mode).
+PrecisionPolicy parse_precision_policy(std::string_view name, const Fp8Options& fp8 = {});
 // The name parse_precision() takes: "fp32", "bf16", "fp16".
 std::string_view precision_name(DType compute);
 // "autocast" or "low-precision-model".

@@ -3,6 +3,8 @@
 // gradients, the optimizer step on the f32 master weights with the unscale and clipping inside it
 // (skipped, with everything left bit-identical, when a gradient overflowed), and the loss-scale update.
 // Around it: the learning-rate schedule, evaluation, metrics, and checkpoints that resume bit-identically.
+// With FP8 (PrecisionPolicy::fp8), the policy's linear layers run their products in FP8 and the delayed
+// recipe's scales are updated after each step; the recipe is written into checkpoints and checked on resume.
 // `mantissa train`, `compare` and `bench --model` are this class with flags.
 //
 //   train::ModuleModel<nn::Cnn> model(nn::CnnConfig{});
@@ -62,6 +64,7 @@ struct StepRecord {
   std::map<std::string, std::int64_t> peak_bytes;  // so far in the run, by memory category and "total"
   double elapsed_seconds;                          // since the run's first step
   std::string warning;                             // the loss scaler's, when its scale has collapsed
+  std::optional<Fp8Counters> fp8 = std::nullopt;   // this step's FP8 quantization counts, in FP8 runs
 };
 
 struct EvalRecord {
@@ -122,6 +125,8 @@ class Trainer {
   Optimizer& optimizer() { return *optimizer_; }
   LossScaler& scaler() { return scaler_; }
   const TrainerOptions& options() const { return options_; }
+  // Which linear layers run in FP8 (empty without FP8).
+  const std::vector<nn::Fp8LayerChoice>& fp8_plan() const { return fp8_plan_; }
 
  private:
   Model& model_;
@@ -130,6 +135,7 @@ class Trainer {
   std::unique_ptr<Optimizer> optimizer_;
   LossScaler scaler_;
   LrSchedule schedule_;
+  std::vector<nn::Fp8LayerChoice> fp8_plan_;
   std::int64_t next_step_ = 1;
   std::optional<std::chrono::steady_clock::time_point> start_;
 };

@@ -62,6 +62,9 @@ void register_cpu_kernels() {
   register_kernel<kernel::Conv2dBackwardWeights>(cpu, cpu_conv2d_backward_weights);
   register_kernel<kernel::Pool2d>(cpu, cpu_pool2d);
   register_kernel<kernel::Pool2dBackward>(cpu, cpu_pool2d_backward);
+  register_kernel<kernel::Fp8Amax>(cpu, cpu_fp8_amax);
+  register_kernel<kernel::Fp8Quantize>(cpu, cpu_fp8_quantize);
+  register_kernel<kernel::ScaledMatmul>(cpu, cpu_scaled_matmul);
 }
 
 }  // namespace mantissa::detail

@@ -84,5 +84,12 @@ void cpu_batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor&
 
 // cpu_matmul.cpp: oneDNN; f16 (which oneDNN lacks on CPUs without f16 arithmetic) blockwise in f32.
 void cpu_matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out);
+// out = alpha * (a . w) + bias (FP8's descaled product), alpha and the bias applied in f32.
+void cpu_scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out);
+
+// cpu_fp8.cpp: the FP8 quantizer (out contiguous bf16) and block amax.
+void cpu_fp8_amax(const Tensor& x, std::int64_t block_rows, std::int64_t block_cols, const Tensor& amax);
+Fp8QuantizeStats cpu_fp8_quantize(const Tensor& x, Format format, const Tensor& scales, std::int64_t block_rows,
+                                  std::int64_t block_cols, bool dequantize, const Tensor& out);
 
 }  // namespace mantissa::detail

@@ -5,6 +5,7 @@
 // once per product) and multiplied into an f32 block of the output, then rounded once: the numbers of hardware bf16/f16 with
 // f32 accumulation (every bf16 and f16 value is exact in f32), without a full f32 copy of either input.
 #include <algorithm>
+#include <bit>
 #include <stdexcept>
 #include <vector>
 
@@ -19,7 +20,10 @@ namespace {
 // bias (contiguous [N], or null) is added by oneDNN before the output is rounded.
 void run_matmul(const Shape& as, const Shape& ast, const void* a, const Shape& ws, const Shape& wst, const void* w,
                 const Shape& os, const Shape& ost, void* out, DType in, DType out_type, bool accumulate,
-                const Tensor* bias = nullptr) {
+                const Tensor* bias = nullptr, float alpha = 1.0f) {
+  // A scaled product (FP8's): alpha applied to the f32 sums, then the bias added as a post-op, so that
+  // the bias is not scaled.
+  const bool scaled = alpha != 1.0f;
   const dnnl::memory::desc a_md = memory_desc(as, ast, in);
   const dnnl::memory::desc w_md = memory_desc(ws, wst, in);
   const dnnl::memory::desc o_md = memory_desc(os, ost, out_type);
@@ -27,21 +31,29 @@ void run_matmul(const Shape& as, const Shape& ast, const void* a, const Shape& w
   PrimitiveKey key("matmul");
   key.add(static_cast<std::int64_t>(in)).add(static_cast<std::int64_t>(out_type)).add(std::int64_t{accumulate});
   key.add(bias ? static_cast<std::int64_t>(bias->dtype()) : -1).add(as).add(ast).add(ws).add(wst).add(os).add(ost);
+  key.add(static_cast<std::int64_t>(std::bit_cast<std::uint32_t>(alpha)));
   const dnnl::primitive prim = cached_primitive(key.str(), [&] {
     dnnl::primitive_attr attr;
-    if (accumulate) {
-      dnnl::post_ops ops;
-      ops.append_sum(1.0f);
-      attr.set_post_ops(ops);
+    dnnl::post_ops ops;
+    if (accumulate) ops.append_sum(1.0f);
+    if (scaled) {
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, alpha, 0.0f);
+      if (bias) ops.append_binary(dnnl::algorithm::binary_add, b_md);
     }
-    const dnnl::matmul::desc d = bias ? dnnl::matmul::desc(a_md, w_md, b_md, o_md) : dnnl::matmul::desc(a_md, w_md, o_md);
+    if (accumulate || scaled) attr.set_post_ops(ops);
+    const dnnl::matmul::desc d =
+        bias && !scaled ? dnnl::matmul::desc(a_md, w_md, b_md, o_md) : dnnl::matmul::desc(a_md, w_md, o_md);
     return dnnl::matmul(dnnl::matmul::primitive_desc(d, attr, onednn_engine()));
   });
   dnnl::engine& eng = onednn_engine();
   dnnl::memory am(a_md, eng, const_cast<void*>(a));
   dnnl::memory wm(w_md, eng, const_cast<void*>(w));
   dnnl::memory om(o_md, eng, out);
-  if (bias) {
+  if (bias && scaled) {
+    const int post_op = (accumulate ? 1 : 0) + 1;
+    execute_timed(prim, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, om},
+                         {DNNL_ARG_ATTR_MULTIPLE_POST_OP(post_op) | DNNL_ARG_SRC_1, dnnl::memory(b_md, eng, bias->data())}});
+  } else if (bias) {
     execute_timed(prim, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_BIAS, dnnl::memory(b_md, eng, bias->data())},
                          {DNNL_ARG_DST, om}});
   } else {
@@ -212,7 +224,33 @@ void matmul_via_f32_blockwise(const Tensor& a, const Tensor& w, const Tensor& bi
 }  // namespace
 
 void cpu_matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out) {
+  cpu_scaled_matmul(a, w, 1.0, bias, out);
+}
+
+void cpu_scaled_matmul(const Tensor& a, const Tensor& w, double alpha_in, const Tensor& bias, const Tensor& out) {
   const DType t = a.dtype();
+  const auto alpha = static_cast<float>(alpha_in);
+  if (alpha != 1.0f && !onednn_supports(OnednnPrimitive::matmul, t)) {
+    // No oneDNN product for the dtype: the f32 product, then alpha and the bias in f32, rounded once.
+    const Tensor p = Tensor::empty(out.shape(), DType::f32, out.device());
+    matmul_via_f32_blockwise(a, w, Tensor(), p);
+    const std::vector<float> bias_f32 = bias_as_f32(bias, out.size(2));
+    const std::int64_t n = out.size(2);
+    for (std::int64_t b = 0; b < out.size(0); ++b) {
+#pragma omp parallel for schedule(static) if (out.numel() >= (1 << 15))
+      for (std::int64_t i = 0; i < out.size(1); ++i) {
+        float* row = p.data_as<float>() + (b * out.size(1) + i) * n;
+        for (std::int64_t c = 0; c < n; ++c) {
+          row[c] = alpha * row[c] + (bias_f32.empty() ? 0.0f : bias_f32[static_cast<std::size_t>(c)]);
+        }
+        for (std::int64_t c = 0; c < n; c += kRowBlock) {
+          store_f32(out, b * out.strides()[0] + i * out.strides()[1] + c * out.strides()[2], out.strides()[2],
+                    std::min(kRowBlock, n - c), row + c);
+        }
+      }
+    }
+    return;
+  }
   if (!onednn_supports(OnednnPrimitive::matmul, t)) {
     matmul_via_f32_blockwise(a, w, bias, out);
     return;
@@ -240,7 +278,7 @@ void cpu_matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tens
     cpu_copy(bias, b);
   }
   run_matmul(a.shape(), ast, a.data(), ws, wst, w_data, out.shape(), out.strides(), out.data(), t, out.dtype(),
-             false, b.defined() ? &b : nullptr);
+             false, b.defined() ? &b : nullptr, alpha);
 }
 
 }  // namespace mantissa::detail

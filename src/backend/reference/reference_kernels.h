@@ -45,5 +45,10 @@ void reference_batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& be
 void reference_batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                                    const Tensor& grad_y, const Tensor& grad_x, const Tensor& grad_gamma,
                                    const Tensor& grad_beta);
+// reference_fp8.cpp
+void reference_fp8_amax(const Tensor& x, std::int64_t block_rows, std::int64_t block_cols, const Tensor& amax);
+Fp8QuantizeStats reference_fp8_quantize(const Tensor& x, Format format, const Tensor& scales, std::int64_t block_rows,
+                                        std::int64_t block_cols, bool dequantize, const Tensor& out);
+void reference_scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out);
 
 }  // namespace mantissa::detail

@@ -1,0 +1,113 @@
+// FP8 products, as Transformer Engine runs them on Hopper: each operand of a linear layer's three
+// products is scaled into an 8-bit format's range, rounded to it (nearest even, saturating), multiplied
+// with f32 accumulation, and the result descaled. Inputs and weights go to e4m3 for the forward product;
+// output gradients to e5m2 for the two backward products ("hybrid"), or e4m3 everywhere.
+//
+// Where the scales come from is the recipe:
+//   delayed  per tensor, from a history of amaxes of earlier steps (TE's DelayedScaling: history 1024,
+//            reduced by max, margin 0): scale = (max finite / amax) / 2^margin, recomputed after each
+//            step; a tensor seen for the first time is scaled from its own amax (a warm-up TE lacks);
+//   current  per tensor, from this step's amax;
+//   block    power-of-2 scales per 1 x 128 block of activations and gradients (along the product's inner
+//            dimension, so the wgrad product quantizes them again column-wise) and per 128 x 128 block
+//            of weights (DeepSeek-V3's recipe, TE's Float8BlockScaling).
+// On the CPU this is exact emulation: the quantized values are held in bf16, which holds every fp8 value,
+// and multiplied by oneDNN's bf16 product with f32 accumulation.
+//
+// Non-finite values are not clipped: inf and NaN pass through the quantizer, so the loss scaler's check
+// still sees an overflowed gradient.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "mantissa/core/tensor.h"
+
+namespace mantissa {
+
+enum class Fp8Recipe : std::uint8_t { delayed, current, block };
+enum class Fp8Format : std::uint8_t { hybrid, e4m3 };  // hybrid: e4m3 forward, e5m2 gradients
+enum class AmaxReduction : std::uint8_t { max, most_recent };
+
+struct Fp8Options {
+  Fp8Recipe recipe = Fp8Recipe::delayed;
+  Fp8Format format = Fp8Format::hybrid;
+  std::int64_t amax_history = 1024;               // delayed: steps remembered
+  AmaxReduction reduction = AmaxReduction::max;   // delayed: how the history becomes one amax
+  int margin = 0;                                 // scales divided by 2^margin (headroom)
+  std::int64_t block = 128;                       // block: 1 x block and block x block
+
+  Format forward_format() const { return Format::e4m3(); }
+  Format backward_format() const { return format == Fp8Format::hybrid ? Format::e5m2() : Format::e4m3(); }
+  // "delayed (hybrid, history 1024, max, margin 0)"
+  std::string str() const;
+  // Throws std::invalid_argument for a history below 1, a margin outside 0..30, a block below 1.
+  void check() const;
+};
+
+// "delayed", "current", "block"; "hybrid", "e4m3"; "max", "most_recent". Throw std::invalid_argument.
+Fp8Recipe parse_fp8_recipe(std::string_view name);
+std::string_view fp8_recipe_name(Fp8Recipe recipe);
+Fp8Format parse_fp8_format(std::string_view name);
+std::string_view fp8_format_name(Fp8Format format);
+AmaxReduction parse_amax_reduction(std::string_view name);
+std::string_view amax_reduction_name(AmaxReduction reduction);
+
+// The operands of a layer whose scales the delayed recipe keeps.
+enum class Fp8Operand : std::uint8_t { input, weight, grad_output };
+inline constexpr std::size_t kFp8Operands = 3;
+
+// One FP8 layer's scaling state. For delayed scaling: amax_history() [history, 3] f32 (row 0 the newest,
+// columns input, weight, output gradient) and scale() [3] f32; a module registers both as buffers, so
+// checkpoints carry them and a resume continues bit-identically. The other recipes keep no state.
+class Fp8State {
+ public:
+  explicit Fp8State(const Fp8Options& options);
+  const Fp8Options& options() const { return options_; }
+  Tensor& amax_history() { return amax_history_; }
+  Tensor& scale() { return scale_; }
+
+  // What the op calls: the operand's scale (nullopt when its history is still empty), and its amax seen
+  // this step (the largest of the step's uses; non-finite ones are not recorded).
+  std::optional<float> delayed_scale(Fp8Operand operand) const;
+  void record(Fp8Operand operand, double amax);
+  // Delayed scaling, after each optimizer step: this step's amaxes go into the history (rolled) and the
+  // scales are recomputed from it. Returns how many scales changed.
+  std::int64_t end_step();
+  // Throws std::invalid_argument when the state holds what no run writes (a negative or non-finite amax,
+  // a scale not positive and finite): a checkpoint that was tampered with or belongs to another recipe.
+  void validate() const;
+
+ private:
+  Fp8Options options_;
+  Tensor amax_history_, scale_;
+  std::array<double, kFp8Operands> pending_{};
+  std::array<bool, kFp8Operands> seen_{};
+};
+
+// How much FP8 quantization clipped and lost, over every layer, since the last reset.
+struct Fp8Counters {
+  std::int64_t quantized = 0;      // values quantized
+  std::int64_t saturated = 0;      // finite values past the format's range, clipped to its largest
+  std::int64_t underflowed = 0;    // non-zero values rounded to zero
+  std::int64_t scale_updates = 0;  // delayed scales that changed at end_step()
+};
+Fp8Counters fp8_counters();
+void reset_fp8_counters();
+void add_fp8_scale_updates(std::int64_t n);
+
+// y = x w^T + b with the product in FP8 as `state`'s recipe says: x [..., in], w [out, in], bias [out] or
+// undefined; y in the autocast region's dtype (x's outside one); the backward pass quantizes the output
+// gradient and runs the two products in FP8 too.
+Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const std::shared_ptr<Fp8State>& state);
+
+// x [R, C] as an FP8 product sees it, in f32: scaled by its own amax per block_rows x block_cols block
+// (power-of-2 scales if asked), rounded to `format`, and scaled back. For tests and for showing what a
+// recipe keeps of a tensor.
+Tensor fp8_round_trip(const Tensor& x, Format format, std::int64_t block_rows, std::int64_t block_cols, bool power_of_2);
+
+}  // namespace mantissa

@@ -1,0 +1,77 @@
+// The FP8 kernels as their definitions say, one element at a time: amax in double, each value scaled
+// in f32 and rounded by the format's own rule (encode() with saturation, then decode()), the scaled
+// product summed in double. The oracle of cpu_fp8.cpp.
+#include <cmath>
+#include <limits>
+
+#include "../../core/element_io.h"
+#include "mantissa/numeric/convert.h"
+#include "reference_kernels.h"
+
+namespace mantissa::detail {
+
+void reference_fp8_amax(const Tensor& x, std::int64_t block_rows, std::int64_t block_cols, const Tensor& amax) {
+  const std::int64_t rows = x.size(0), cols = x.size(1);
+  std::vector<double> m(static_cast<std::size_t>(amax.numel()), 0.0);
+  const std::int64_t nbc = amax.size(1);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const double v = std::fabs(load_element(x.dtype(), x.data(), r * x.strides()[0] + c * x.strides()[1]));
+      double& a = m[static_cast<std::size_t>((r / block_rows) * nbc + c / block_cols)];
+      if (std::isfinite(v) && v > a) a = v;
+    }
+  }
+  for (std::int64_t i = 0; i < amax.numel(); ++i) store_element(DType::f32, amax.data(), i, m[static_cast<std::size_t>(i)]);
+}
+
+Fp8QuantizeStats reference_fp8_quantize(const Tensor& x, Format format, const Tensor& scales, std::int64_t block_rows,
+                                        std::int64_t block_cols, bool dequantize, const Tensor& out) {
+  const std::int64_t rows = x.size(0), cols = x.size(1), nbc = scales.size(1);
+  const CastOptions saturating{Rounding::nearest_even, /*saturate=*/true, 0};
+  const float max_finite = decode(format, format.max_finite_bits());
+  Fp8QuantizeStats st;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const float v = static_cast<float>(load_element(x.dtype(), x.data(), r * x.strides()[0] + c * x.strides()[1]));
+      const float s = static_cast<float>(load_element(DType::f32, scales.data(), (r / block_rows) * nbc + c / block_cols));
+      const float scaled = v * s;
+      float q = scaled;  // inf and NaN stay
+      if (std::isfinite(v)) {
+        st.amax = std::max(st.amax, static_cast<double>(std::fabs(v)));
+        q = decode(format, encode(format, scaled, saturating));
+        // Saturated: the scaled value lay past the largest finite value by more than rounding reaches.
+        if (std::fabs(scaled) > max_finite && decode(format, encode(format, scaled)) != q) ++st.saturated;
+        if (scaled != 0 && q == 0) ++st.underflowed;
+        if (dequantize) q = q / s;
+      } else {
+        ++st.nonfinite;
+      }
+      store_element(DType::bf16, out.data(), r * out.strides()[0] + c * out.strides()[1], q);
+    }
+  }
+  st.count = rows * cols;
+  return st;
+}
+
+void reference_scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out) {
+  const std::int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
+  const Shape& sa = a.strides();
+  const Shape& sw = w.strides();
+  const Shape& so = out.strides();
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t i = 0; i < m; ++i) {
+      for (std::int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (std::int64_t p = 0; p < k; ++p) {
+          s += load_element(a.dtype(), a.data(), b * sa[0] + i * sa[1] + p * sa[2]) *
+               load_element(w.dtype(), w.data(), b * sw[0] + p * sw[1] + j * sw[2]);
+        }
+        s = static_cast<double>(static_cast<float>(alpha)) * s;
+        if (bias.defined()) s += load_element(bias.dtype(), bias.data(), j * bias.strides()[0]);
+        store_element(out.dtype(), out.data(), b * so[0] + i * so[1] + j * so[2], s);
+      }
+    }
+  }
+}
+
+}  // namespace mantissa::detail

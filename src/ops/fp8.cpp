@@ -1,0 +1,328 @@
+// The FP8 linear layer and its recipes' scales; see mantissa/ops/fp8.h. The kernels (quantize, block
+// amax, the scaled product) are in the backends; this file decides the scales, keeps the delayed
+// recipe's history, and records the three products for autograd.
+#include "mantissa/ops/fp8.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "mantissa/autograd/node.h"
+#include "mantissa/numeric/convert.h"
+#include "mantissa/ops/autocast.h"
+#include "mantissa/ops/ops.h"
+#include "op_support.h"
+
+namespace mantissa {
+namespace {
+
+std::atomic<std::int64_t> g_quantized{0}, g_saturated{0}, g_underflowed{0}, g_scale_updates{0};
+
+float max_finite(Format f) { return decode(f, f.max_finite_bits()); }
+
+// (max finite / amax) / 2^margin, as f32; nullopt where amax gives no scale (zero, or not finite).
+std::optional<float> per_tensor_scale(double amax, Format f, int margin) {
+  if (!(amax > 0) || !std::isfinite(amax)) return std::nullopt;
+  const double s = static_cast<double>(max_finite(f)) / amax / std::ldexp(1.0, margin);
+  return static_cast<float>(std::min(s, static_cast<double>(std::numeric_limits<float>::max())));
+}
+
+// The largest power of 2 that keeps amax within the format (over 2^margin), in 2^-100..2^100 so that every
+// scaled-back value stays an f32 normal; 1 for a block of zeros.
+float power_of_2_scale(float amax, Format f, int margin) {
+  if (!(amax > 0) || !std::isfinite(amax)) return 1.0f;
+  const int e = static_cast<int>(std::floor(std::log2(static_cast<double>(max_finite(f)) / amax))) - margin;
+  return std::ldexp(1.0f, std::clamp(e, -100, 100));
+}
+
+// A [R, C] view of x [..., C].
+Tensor as_rows(const Tensor& x) { return reshape(x, {-1, x.size(-1)}); }
+
+std::int64_t blocks(std::int64_t n, std::int64_t b) { return (n + b - 1) / b; }
+
+// One operand, quantized: the values (bf16, [R, C] contiguous) and the factor that scales products of it
+// back (1 / scale for per-tensor scales; 1 for block scales, whose values come scaled back already).
+struct Quantized {
+  Tensor values;
+  double inverse_scale = 1;
+};
+
+Quantized run_quantize(const Tensor& x, Format f, const Tensor& scales, std::int64_t br, std::int64_t bc, bool dequantize,
+                       double* amax_out) {
+  Tensor q = Tensor::empty({x.size(0), x.size(1)}, DType::bf16, x.device());
+  const detail::Fp8QuantizeStats st = detail::run_kernel_on<detail::kernel::Fp8Quantize>(x, x, f, scales, br, bc, dequantize, q);
+  g_quantized += st.count;
+  g_saturated += st.saturated;
+  g_underflowed += st.underflowed;
+  if (amax_out) *amax_out = st.amax;
+  const double s = scales.numel() == 1 && !dequantize ? scales.data_as<const float>()[0] : 1.0;
+  return {q, 1.0 / s};
+}
+
+Tensor block_amax(const Tensor& x, std::int64_t br, std::int64_t bc) {
+  Tensor amax = Tensor::empty({blocks(x.size(0), br), blocks(x.size(1), bc)}, DType::f32, x.device());
+  detail::run_kernel_on<detail::kernel::Fp8Amax>(x, x, br, bc, amax);
+  return amax;
+}
+
+// x [R, C] scaled by its own amax per block, power-of-2 scales, values scaled back.
+Quantized quantize_blocks(const Tensor& x, Format f, std::int64_t br, std::int64_t bc, int margin) {
+  Tensor scales = block_amax(x, br, bc);
+  float* s = scales.data_as<float>();
+  for (std::int64_t i = 0; i < scales.numel(); ++i) s[i] = power_of_2_scale(s[i], f, margin);
+  return run_quantize(x, f, scales, br, bc, /*dequantize=*/true, nullptr);
+}
+
+// x [R, C] with one scale for the whole tensor: the delayed recipe's (or, for an operand with no history
+// yet and for the current recipe, one from x's own amax); records x's amax in the delayed state.
+Quantized quantize_tensor(const Tensor& x, Format f, Fp8State& state, Fp8Operand operand, bool record) {
+  const Fp8Options& o = state.options();
+  std::optional<float> s = o.recipe == Fp8Recipe::delayed ? state.delayed_scale(operand) : std::nullopt;
+  if (!s) s = per_tensor_scale(block_amax(x, x.size(0), x.size(1)).data_as<const float>()[0], f, o.margin);
+  const Tensor scales = Tensor::full({1, 1}, s.value_or(1.0f), DType::f32);
+  double amax = 0;
+  Quantized q = run_quantize(x, f, scales, x.size(0), x.size(1), false, &amax);
+  if (record && o.recipe == Fp8Recipe::delayed) state.record(operand, amax);
+  return q;
+}
+
+// out = alpha * (a . b): a [M, K], b given as [K, N] view, out [M, N] in `dtype`.
+Tensor scaled_product(const Tensor& a, const Tensor& b, double alpha, const Tensor& bias, DType dtype) {
+  const std::int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  Tensor out = Tensor::empty({m, n}, dtype, a.device());
+  const Tensor a3 = make_view(a, {1, m, k}, {m * k, a.strides()[0], a.strides()[1]}, a.offset());
+  const Tensor b3 = make_view(b, {1, k, n}, {k * n, b.strides()[0], b.strides()[1]}, b.offset());
+  const Tensor o3 = make_view(out, {1, m, n}, {m * n, n, 1}, 0);
+  detail::run_kernel_on<detail::kernel::ScaledMatmul>(a, a3, b3, alpha, bias, o3);
+  return out;
+}
+
+class Fp8LinearNode final : public Node {
+ public:
+  Fp8LinearNode(Quantized x, Tensor x_rows, Quantized w, Shape x_shape, DType x_dtype, DType w_dtype,
+                std::shared_ptr<Fp8State> state)
+      : x_(std::move(x)), x_rows_(std::move(x_rows)), w_(std::move(w)), x_shape_(std::move(x_shape)),
+        x_dtype_(x_dtype), w_dtype_(w_dtype), state_(std::move(state)) {}
+  std::string_view name() const override { return "fp8_linear"; }
+  void release() override {
+    x_ = {};
+    w_ = {};
+    x_rows_ = Tensor();
+  }
+  std::vector<Tensor> backward(const Tensor& g) override {
+    const Fp8Options& o = state_->options();
+    const Format f = o.backward_format();
+    const Tensor g2 = as_rows(g);
+    Tensor gx, gw, gb;
+    if (o.recipe == Fp8Recipe::block) {
+      if (inputs[0].node) {
+        const Quantized gq = quantize_blocks(g2, f, 1, o.block, o.margin);
+        gx = scaled_product(gq.values, w_.values, 1.0, Tensor(), x_dtype_);
+      }
+      if (inputs[1].node) {  // the inner dimension is the rows: both operands again, in column blocks
+        const Quantized gq = quantize_blocks(g2, f, o.block, 1, o.margin);
+        const Quantized xq = quantize_blocks(x_rows_, o.forward_format(), o.block, 1, o.margin);
+        gw = scaled_product(transpose(gq.values, 0, 1), xq.values, 1.0, Tensor(), w_dtype_);
+      }
+    } else if (inputs[0].node || inputs[1].node) {
+      const Quantized gq = quantize_tensor(g2, f, *state_, Fp8Operand::grad_output, true);
+      if (inputs[0].node) gx = scaled_product(gq.values, w_.values, gq.inverse_scale * w_.inverse_scale, Tensor(), x_dtype_);
+      if (inputs[1].node) {
+        gw = scaled_product(transpose(gq.values, 0, 1), x_.values, gq.inverse_scale * x_.inverse_scale, Tensor(), w_dtype_);
+      }
+    }
+    if (gx.defined()) gx = reshape(gx, x_shape_);
+    // db = 1^T g as a product (f32 accumulation), as the plain linear layer does it.
+    if (inputs[2].node) {
+      gb = reshape(matmul(Tensor::full({1, g2.size(0)}, 1, g2.dtype(), g2.device()), g2), {g2.size(1)});
+    }
+    return {gx, gw, gb};
+  }
+
+ private:
+  Quantized x_;
+  Tensor x_rows_;  // block scaling: the input as it came, quantized again column-wise for wgrad
+  Quantized w_;
+  Shape x_shape_;
+  DType x_dtype_, w_dtype_;
+  std::shared_ptr<Fp8State> state_;
+};
+
+}  // namespace
+
+std::string Fp8Options::str() const {
+  std::string s = std::string(fp8_recipe_name(recipe)) + " (" + std::string(fp8_format_name(format));
+  if (recipe == Fp8Recipe::delayed) {
+    s += ", history " + std::to_string(amax_history) + ", " + std::string(amax_reduction_name(reduction));
+  }
+  if (recipe == Fp8Recipe::block) s += ", blocks 1x" + std::to_string(block) + " and " + std::to_string(block) + "x" + std::to_string(block);
+  return s + ", margin " + std::to_string(margin) + ")";
+}
+
+void Fp8Options::check() const {
+  if (amax_history < 1 || amax_history > (1 << 20)) {
+    throw std::invalid_argument("fp8: the amax history must hold 1 to 1048576 steps, got " + std::to_string(amax_history));
+  }
+  if (margin < 0 || margin > 30) throw std::invalid_argument("fp8: the margin must be in 0..30, got " + std::to_string(margin));
+  if (block < 1 || block > (1 << 16)) throw std::invalid_argument("fp8: the block size must be in 1..65536, got " + std::to_string(block));
+}
+
+Fp8Recipe parse_fp8_recipe(std::string_view n) {
+  if (n == "delayed") return Fp8Recipe::delayed;
+  if (n == "current") return Fp8Recipe::current;
+  if (n == "block") return Fp8Recipe::block;
+  throw std::invalid_argument("'" + std::string(n) + "' is not an fp8 recipe (delayed, current or block)");
+}
+std::string_view fp8_recipe_name(Fp8Recipe r) {
+  return r == Fp8Recipe::delayed ? "delayed" : r == Fp8Recipe::current ? "current" : "block";
+}
+Fp8Format parse_fp8_format(std::string_view n) {
+  if (n == "hybrid") return Fp8Format::hybrid;
+  if (n == "e4m3") return Fp8Format::e4m3;
+  throw std::invalid_argument("'" + std::string(n) + "' is not an fp8 format choice (hybrid or e4m3)");
+}
+std::string_view fp8_format_name(Fp8Format f) { return f == Fp8Format::hybrid ? "hybrid" : "e4m3"; }
+AmaxReduction parse_amax_reduction(std::string_view n) {
+  if (n == "max") return AmaxReduction::max;
+  if (n == "most_recent") return AmaxReduction::most_recent;
+  throw std::invalid_argument("'" + std::string(n) + "' is not an amax reduction (max or most_recent)");
+}
+std::string_view amax_reduction_name(AmaxReduction r) { return r == AmaxReduction::max ? "max" : "most_recent"; }
+
+Fp8State::Fp8State(const Fp8Options& options) : options_(options) {
+  options_.check();
+  if (options_.recipe == Fp8Recipe::delayed) {
+    amax_history_ = Tensor::zeros({options_.amax_history, static_cast<std::int64_t>(kFp8Operands)}, DType::f32);
+    scale_ = Tensor::full({static_cast<std::int64_t>(kFp8Operands)}, 1.0, DType::f32);
+  }
+}
+
+std::optional<float> Fp8State::delayed_scale(Fp8Operand operand) const {
+  const auto i = static_cast<std::size_t>(operand);
+  // No amax recorded yet: the history's column is all zeros, and the scale has never been computed.
+  const float* h = amax_history_.data_as<const float>();
+  bool any = false;
+  for (std::int64_t r = 0; r < options_.amax_history && !any; ++r) any = h[r * static_cast<std::int64_t>(kFp8Operands) + static_cast<std::int64_t>(i)] > 0;
+  if (!any) return std::nullopt;
+  return scale_.data_as<const float>()[i];
+}
+
+void Fp8State::record(Fp8Operand operand, double amax) {
+  const auto i = static_cast<std::size_t>(operand);
+  if (!std::isfinite(amax)) return;
+  pending_[i] = seen_[i] ? std::max(pending_[i], amax) : amax;
+  seen_[i] = true;
+}
+
+std::int64_t Fp8State::end_step() {
+  if (options_.recipe != Fp8Recipe::delayed) return 0;
+  const auto cols = static_cast<std::int64_t>(kFp8Operands);
+  float* h = amax_history_.data_as<float>();
+  float* scale = scale_.data_as<float>();
+  std::int64_t changed = 0;
+  for (std::size_t i = 0; i < kFp8Operands; ++i) {
+    if (!seen_[i]) continue;
+    const auto c = static_cast<std::int64_t>(i);
+    for (std::int64_t r = options_.amax_history - 1; r > 0; --r) h[r * cols + c] = h[(r - 1) * cols + c];
+    h[c] = static_cast<float>(pending_[i]);
+    double amax = h[c];
+    if (options_.reduction == AmaxReduction::max) {
+      for (std::int64_t r = 1; r < options_.amax_history; ++r) amax = std::max(amax, static_cast<double>(h[r * cols + c]));
+    }
+    const Format f = static_cast<Fp8Operand>(i) == Fp8Operand::grad_output ? options_.backward_format() : options_.forward_format();
+    const std::optional<float> s = per_tensor_scale(amax, f, options_.margin);
+    if (s && *s != scale[i]) {
+      scale[i] = *s;
+      ++changed;
+    }
+    seen_[i] = false;
+  }
+  amax_history_.storage()->bump_version();
+  scale_.storage()->bump_version();
+  return changed;
+}
+
+void Fp8State::validate() const {
+  if (options_.recipe != Fp8Recipe::delayed) return;
+  const float* h = amax_history_.data_as<const float>();
+  for (std::int64_t i = 0; i < amax_history_.numel(); ++i) {
+    if (!(h[i] >= 0) || !std::isfinite(h[i])) {
+      throw std::invalid_argument("fp8 amax history holds " + std::to_string(h[i]) + " (amaxes are finite and at least 0)");
+    }
+  }
+  const float* s = scale_.data_as<const float>();
+  for (std::int64_t i = 0; i < scale_.numel(); ++i) {
+    if (!(s[i] > 0) || !std::isfinite(s[i])) {
+      throw std::invalid_argument("fp8 scale " + std::to_string(s[i]) + " is not positive and finite");
+    }
+  }
+}
+
+Fp8Counters fp8_counters() { return {g_quantized.load(), g_saturated.load(), g_underflowed.load(), g_scale_updates.load()}; }
+void reset_fp8_counters() { g_quantized = g_saturated = g_underflowed = g_scale_updates = 0; }
+void add_fp8_scale_updates(std::int64_t n) { g_scale_updates += n; }
+
+Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const std::shared_ptr<Fp8State>& state) {
+  detail::check_computable(x, "fp8_linear");
+  detail::check_computable(w, "fp8_linear");
+  if (!state) throw std::invalid_argument("fp8_linear: no FP8 state");
+  if (w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(1)) {
+    throw std::invalid_argument("fp8_linear: x " + shape_str(x.shape()) + " and weight " + shape_str(w.shape()) +
+                                " do not fit ([..., in] and [out, in])");
+  }
+  if (bias.defined() && bias.shape() != Shape{w.size(0)}) {
+    throw std::invalid_argument("fp8_linear: bias must be [" + std::to_string(w.size(0)) + "], got " + shape_str(bias.shape()));
+  }
+  const Fp8Options& o = state->options();
+  const DType out_dtype = autocast_dtype().value_or(x.dtype());
+  const bool training = grad_enabled();  // evaluation uses the scales without changing the history
+  const Tensor x2 = as_rows(x);
+  Quantized xq, wq;
+  Tensor y;
+  {
+    NoGradGuard no_grad;
+    if (o.recipe == Fp8Recipe::block) {
+      xq = quantize_blocks(x2, o.forward_format(), 1, o.block, o.margin);
+      wq = quantize_blocks(w, o.forward_format(), o.block, o.block, o.margin);
+    } else {
+      xq = quantize_tensor(x2, o.forward_format(), *state, Fp8Operand::input, training);
+      wq = quantize_tensor(w, o.forward_format(), *state, Fp8Operand::weight, training);
+    }
+    y = scaled_product(xq.values, transpose(wq.values, 0, 1), xq.inverse_scale * wq.inverse_scale, bias, out_dtype);
+    Shape shape = x.shape();
+    shape.back() = w.size(0);
+    y = reshape(y, shape);
+  }
+  if (needs_grad({&x, &w, &bias})) {
+    const bool block = o.recipe == Fp8Recipe::block;
+    record(y, std::make_shared<Fp8LinearNode>(block ? Quantized{} : xq, block ? save_for_backward(x2) : Tensor(), wq, x.shape(),
+                                              x.dtype(), w.dtype(), state),
+           {&x, &w, &bias});
+  }
+  return y;
+}
+
+Tensor fp8_round_trip(const Tensor& x, Format f, std::int64_t br, std::int64_t bc, bool power_of_2) {
+  if (x.dim() != 2) throw std::invalid_argument("fp8_round_trip: x must be [R, C], got " + shape_str(x.shape()));
+  if (br < 1 || bc < 1) throw std::invalid_argument("fp8_round_trip: block sizes must be at least 1");
+  NoGradGuard no_grad;
+  Tensor scales = block_amax(x, br, bc);
+  float* s = scales.data_as<float>();
+  for (std::int64_t i = 0; i < scales.numel(); ++i) {
+    s[i] = power_of_2 ? power_of_2_scale(s[i], f, 0) : per_tensor_scale(s[i], f, 0).value_or(1.0f);
+  }
+  Tensor q = Tensor::empty(x.shape(), DType::bf16, x.device());
+  detail::run_kernel_on<detail::kernel::Fp8Quantize>(x, x, f, scales, br, bc, false, q);
+  // Scaled back in f32 (the scales need not be powers of 2 here): q / s, block by block.
+  Tensor out = cast(q, DType::f32);
+  float* o = out.data_as<float>();
+  const std::int64_t cols = x.size(1), nbc = scales.size(1);
+  for (std::int64_t r = 0; r < x.size(0); ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) o[r * cols + c] /= s[(r / br) * nbc + c / bc];
+  }
+  return out;
+}
+
+}  // namespace mantissa

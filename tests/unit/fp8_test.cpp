@@ -1,0 +1,425 @@
+// FP8 products: the CPU quantizer against the rounding rule's definition (every bf16 input, both formats)
+// and bit for bit against the reference kernel; the scaled product against the reference with a bound
+// from f32 accumulation; fp8_linear's forward and backward against an oracle written from the recipe
+// (quantize by the format rules, multiply exactly in double, descale); the delayed recipe's history; the
+// layer policy; and the case block scaling exists for (outliers).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "../../src/backend/registry.h"
+#include "mantissa/backend/backend_select.h"
+#include "mantissa/nn/fp8_policy.h"
+#include "mantissa/nn/models.h"
+#include "mantissa/numeric/convert.h"
+#include "mantissa/ops/autocast.h"
+#include "mantissa/ops/fp8.h"
+#include "mantissa/ops/ops.h"
+#include "test_support.h"
+
+namespace mantissa {
+namespace {
+
+using detail::Fp8QuantizeStats;
+
+float bf16_value(std::uint16_t bits) { return std::bit_cast<float>(std::uint32_t{bits} << 16); }
+
+// Every bf16 bit pattern as a [256, 256] bf16 tensor.
+Tensor every_bf16() {
+  Tensor t = Tensor::empty({256, 256}, DType::bf16);
+  auto* p = t.data_as<std::uint16_t>();
+  for (std::uint32_t i = 0; i < 65536; ++i) p[i] = static_cast<std::uint16_t>(i);
+  return t;
+}
+
+Fp8QuantizeStats quantize(const Tensor& x, Format f, const Tensor& scales, std::int64_t br, std::int64_t bc, bool deq,
+                          const Tensor& out) {
+  return detail::run_kernel<detail::kernel::Fp8Quantize>(Device::cpu(), x, f, scales, br, bc, deq, out);
+}
+
+// The format's finite non-negative values, ascending, with their codes: the grid the definition rounds to.
+std::vector<std::pair<double, std::uint32_t>> grid(Format f) {
+  std::vector<std::pair<double, std::uint32_t>> g;
+  for (std::uint32_t code = 0; code < f.sign_bit(); ++code) {
+    const float v = decode(f, code);
+    if (std::isfinite(v)) g.emplace_back(v, code);
+  }
+  std::sort(g.begin(), g.end());
+  return g;
+}
+
+// The definition: the nearest grid value (a tie goes to the even code), past the largest the largest.
+double round_by_definition(double v, const std::vector<std::pair<double, std::uint32_t>>& g) {
+  const double a = std::fabs(v);
+  if (a >= g.back().first) return std::copysign(g.back().first, v);
+  const auto hi = std::lower_bound(g.begin(), g.end(), std::make_pair(a, std::uint32_t{0}));
+  if (hi->first == a) return std::copysign(a, v);
+  const auto lo = hi - 1;
+  const double dl = a - lo->first, dh = hi->first - a;
+  const double r = dl < dh ? lo->first : dh < dl ? hi->first : (lo->second % 2 == 0 ? lo->first : hi->first);
+  return std::copysign(r, v);
+}
+
+TEST(Fp8Quantize, EveryBf16InputRoundsAsTheDefinitionSays) {
+  const Tensor x = every_bf16();
+  for (Format f : {Format::e4m3(), Format::e5m2()}) {
+    const auto g = grid(f);
+    for (float s : {1.0f, 0.37f, 1024.0f}) {
+      Tensor q = Tensor::empty({256, 256}, DType::bf16);
+      quantize(x, f, Tensor::full({1, 1}, s, DType::f32), 256, 256, false, q);
+      const auto* in = x.data_as<const std::uint16_t>();
+      const auto* out = q.data_as<const std::uint16_t>();
+      for (std::size_t i = 0; i < 65536; ++i) {
+        const float v = bf16_value(in[i]) * s;
+        const float got = bf16_value(out[i]);
+        if (std::isnan(v)) {
+          ASSERT_TRUE(std::isnan(got)) << f.name() << " input bits " << i;
+        } else if (std::isinf(v) && std::isinf(bf16_value(in[i]))) {
+          ASSERT_EQ(got, v) << f.name() << ": infinities pass through";
+        } else {
+          ASSERT_EQ(got, round_by_definition(v, g)) << f.name() << " scale " << s << " input " << bf16_value(in[i]);
+          ASSERT_EQ(std::signbit(got), std::signbit(v)) << f.name() << " input bits " << i;
+        }
+      }
+    }
+  }
+}
+
+// Random f32 values over many magnitudes, a few specials, in a strided (transposed) view.
+Tensor random_f32(std::int64_t rows, std::int64_t cols, std::uint64_t seed, bool specials) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> e(-30, 12), u(-1, 1);
+  Tensor t = Tensor::empty({cols, rows}, DType::f32);
+  float* p = t.data_as<float>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<float>(u(rng) * std::exp2(e(rng)));
+  if (specials) {
+    p[3] = std::numeric_limits<float>::infinity();
+    p[7] = -std::numeric_limits<float>::infinity();
+    p[11] = std::numeric_limits<float>::quiet_NaN();
+    p[13] = 0.0f;
+    p[17] = -0.0f;
+  }
+  return transpose(t, 0, 1);
+}
+
+TEST(Fp8Quantize, TheCpuKernelGivesTheReferenceBitsAndCounts) {
+  MANTISSA_TRACE_SEED();
+  const Tensor x = random_f32(300, 260, testing::test_seed(), true);
+  for (Format f : {Format::e4m3(), Format::e5m2()}) {
+    for (auto [br, bc] : {std::pair<std::int64_t, std::int64_t>{300, 260}, {1, 128}, {128, 1}, {128, 128}}) {
+      for (bool deq : {false, true}) {
+        const std::int64_t nbr = (300 + br - 1) / br, nbc = (260 + bc - 1) / bc;
+        Tensor scales = Tensor::empty({nbr, nbc}, DType::f32);
+        std::mt19937_64 rng(testing::test_seed() + 1);
+        std::uniform_int_distribution<int> e(-20, 20);
+        for (std::int64_t i = 0; i < scales.numel(); ++i) scales.data_as<float>()[i] = std::ldexp(1.0f, e(rng));
+        Tensor fast = Tensor::empty({300, 260}, DType::bf16), ref = Tensor::empty({300, 260}, DType::bf16);
+        const Fp8QuantizeStats a = quantize(x, f, scales, br, bc, deq, fast);
+        Fp8QuantizeStats b;
+        {
+          CpuBackendScope reference(CpuBackend::reference);
+          b = quantize(x, f, scales, br, bc, deq, ref);
+        }
+        SCOPED_TRACE(f.name() + " blocks " + std::to_string(br) + "x" + std::to_string(bc) + (deq ? " dequantized" : ""));
+        const auto* pa = fast.data_as<const std::uint16_t>();
+        const auto* pb = ref.data_as<const std::uint16_t>();
+        for (std::int64_t i = 0; i < fast.numel(); ++i) {
+          const bool nan = std::isnan(bf16_value(pb[i]));
+          ASSERT_TRUE(nan ? std::isnan(bf16_value(pa[i])) : pa[i] == pb[i]) << "element " << i;
+        }
+        EXPECT_EQ(a.amax, b.amax);
+        EXPECT_EQ(a.saturated, b.saturated);
+        EXPECT_EQ(a.underflowed, b.underflowed);
+        EXPECT_EQ(a.nonfinite, b.nonfinite);
+        EXPECT_EQ(a.nonfinite, 3);
+        EXPECT_GT(a.saturated + a.underflowed, 0);  // the inputs reach past both ends of the range
+      }
+    }
+  }
+}
+
+TEST(Fp8Amax, TheCpuKernelGivesTheReferenceBlockMaxima) {
+  MANTISSA_TRACE_SEED();
+  const Tensor x = random_f32(257, 300, testing::test_seed(), true);
+  for (auto [br, bc] : {std::pair<std::int64_t, std::int64_t>{257, 300}, {1, 128}, {128, 1}, {128, 128}}) {
+    const Shape shape{(257 + br - 1) / br, (300 + bc - 1) / bc};
+    Tensor fast = Tensor::empty(shape, DType::f32), ref = Tensor::empty(shape, DType::f32);
+    detail::run_kernel<detail::kernel::Fp8Amax>(Device::cpu(), x, br, bc, fast);
+    {
+      CpuBackendScope reference(CpuBackend::reference);
+      detail::run_kernel<detail::kernel::Fp8Amax>(Device::cpu(), x, br, bc, ref);
+    }
+    EXPECT_EQ(fast.to_doubles(), ref.to_doubles()) << br << "x" << bc;
+  }
+}
+
+// Random values already on the e4m3 grid (what the product multiplies), as bf16.
+Tensor grid_values(const Shape& shape, std::uint64_t seed) {
+  Tensor t = Tensor::randn(shape, DType::f32, seed, 0, 30);
+  return cast(fp8_round_trip(t, Format::e4m3(), t.size(0), t.size(1), true), DType::bf16);
+}
+
+TEST(ScaledMatmul, TheCpuKernelMatchesTheReferenceWithinF32Accumulation) {
+  MANTISSA_TRACE_SEED();
+  const std::uint64_t seed = testing::test_seed();
+  const std::int64_t m = 67, k = 300, n = 45;
+  const Tensor a = grid_values({m, k}, seed);
+  const Tensor wt = grid_values({n, k}, seed + 1);  // stored [n, k], used as the [k, n] view
+  const Tensor bias = Tensor::randn({n}, DType::f32, seed + 2);
+  const Tensor a3 = reshape(a, {1, m, k});
+  const Tensor w3 = make_view(wt, {1, k, n}, {k * n, 1, k}, 0);
+  for (DType out_dtype : {DType::f32, DType::bf16}) {
+    for (double alpha : {1.0, 0.0123}) {
+      Tensor fast = Tensor::empty({1, m, n}, out_dtype), ref = Tensor::empty({1, m, n}, DType::f64);
+      detail::run_kernel<detail::kernel::ScaledMatmul>(Device::cpu(), a3, w3, alpha, bias, fast);
+      detail::run_kernel<detail::kernel::ScaledMatmul>(Device::cpu(), a3, w3, alpha, bias, ref);  // f64: the reference
+      const std::vector<double> got = fast.to_doubles(), want = ref.to_doubles();
+      const std::vector<double> av = a.to_doubles(), wv = wt.to_doubles();
+      for (std::int64_t i = 0; i < m; ++i) {
+        for (std::int64_t j = 0; j < n; ++j) {
+          double magnitude = 0;  // sum of |terms|: f32 accumulation errs by at most k * 2^-24 of it
+          for (std::int64_t p = 0; p < k; ++p) magnitude += std::fabs(av[i * k + p] * wv[j * k + p]);
+          const double w = want[i * n + j];
+          const double tol = static_cast<double>(k) * 0x1p-24 * magnitude * alpha +
+                             (out_dtype == DType::bf16 ? 0x1p-8 * std::fabs(w) : 1e-6 * std::fabs(w));
+          ASSERT_NEAR(got[i * n + j], w, tol) << dtype_name(out_dtype) << " alpha " << alpha << " at " << i << "," << j;
+        }
+      }
+    }
+  }
+}
+
+// The oracle: x quantized by the definition (scalar rule, saturating) with the given scale per element.
+std::vector<double> quantized(const std::vector<double>& v, Format f, const std::vector<double>& scale) {
+  std::vector<double> q(v.size());
+  const CastOptions sat{Rounding::nearest_even, true, 0};
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const float s = static_cast<float>(scale[i]);
+    q[i] = decode(f, encode(f, static_cast<float>(v[i]) * s, sat)) / static_cast<double>(s);
+  }
+  return q;
+}
+
+// Per-element scales of the current recipe (one per tensor) or of block scaling.
+std::vector<double> scales_of(const std::vector<double>& v, std::int64_t rows, std::int64_t cols, Format f, std::int64_t br,
+                              std::int64_t bc, bool pow2) {
+  const double fmax = decode(f, f.max_finite_bits());
+  std::vector<double> amax(static_cast<std::size_t>(((rows + br - 1) / br) * ((cols + bc - 1) / bc)), 0.0);
+  const std::int64_t nbc = (cols + bc - 1) / bc;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) {
+      double& a = amax[static_cast<std::size_t>((r / br) * nbc + c / bc)];
+      a = std::max(a, std::fabs(static_cast<double>(static_cast<float>(v[static_cast<std::size_t>(r * cols + c)]))));
+    }
+  std::vector<double> s(v.size());
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const double a = amax[static_cast<std::size_t>((r / br) * nbc + c / bc)];
+      s[static_cast<std::size_t>(r * cols + c)] =
+          pow2 ? std::ldexp(1.0, static_cast<int>(std::floor(std::log2(fmax / a)))) : static_cast<float>(fmax / a);
+    }
+  return s;
+}
+
+// sum_p a[i, p] b[j, p] (both row-major with k columns), and the sum of |terms| for the bound.
+void product(const std::vector<double>& a, const std::vector<double>& b, std::int64_t m, std::int64_t n, std::int64_t k,
+             std::vector<double>& out, std::vector<double>& magnitude) {
+  out.assign(static_cast<std::size_t>(m * n), 0.0);
+  magnitude.assign(out.size(), 0.0);
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j)
+      for (std::int64_t p = 0; p < k; ++p) {
+        const double t = a[static_cast<std::size_t>(i * k + p)] * b[static_cast<std::size_t>(j * k + p)];
+        out[static_cast<std::size_t>(i * n + j)] += t;
+        magnitude[static_cast<std::size_t>(i * n + j)] += std::fabs(t);
+      }
+}
+
+std::vector<double> transposed(const std::vector<double>& v, std::int64_t rows, std::int64_t cols) {
+  std::vector<double> t(v.size());
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) t[static_cast<std::size_t>(c * rows + r)] = v[static_cast<std::size_t>(r * cols + c)];
+  return t;
+}
+
+void expect_within(const Tensor& got, const std::vector<double>& want, const std::vector<double>& magnitude, std::int64_t k,
+                   double rounding, const char* what) {
+  const std::vector<double> g = got.to_doubles();
+  ASSERT_EQ(g.size(), want.size()) << what;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    // f32 accumulation (k terms), the descale in f32, and the output's rounding.
+    const double tol = (static_cast<double>(k) + 2) * 0x1p-24 * magnitude[i] + rounding * std::fabs(want[i]) + 1e-30;
+    ASSERT_NEAR(g[i], want[i], tol) << what << " element " << i;
+  }
+}
+
+class Fp8LinearOracle : public ::testing::TestWithParam<Fp8Recipe> {};
+
+TEST_P(Fp8LinearOracle, ForwardAndBackwardAreTheQuantizedProductsOfTheDefinition) {
+  MANTISSA_TRACE_SEED();
+  const std::uint64_t seed = testing::test_seed();
+  const std::int64_t m = 40, k = 200, n = 24;  // k past one 128 block, so block scales differ
+  Fp8Options o;
+  o.recipe = GetParam();
+  const auto state = std::make_shared<Fp8State>(o);
+  // x and the output gradient with an outlier row, to make the recipes' scales differ.
+  Tensor x = Tensor::randn({m, k}, DType::f32, seed, 0, 1);
+  x.data_as<float>()[5 * k + 3] = 900;
+  x.set_requires_grad();
+  Tensor w = Tensor::randn({n, k}, DType::f32, seed + 1, 0, 0.05);
+  w.set_requires_grad();
+  Tensor b = Tensor::randn({n}, DType::f32, seed + 2);
+  b.set_requires_grad();
+  const Tensor g = Tensor::randn({m, n}, DType::f32, seed + 3, 0, 1e-3);
+  Tensor y;
+  {
+    Autocast bf16(DType::bf16);
+    y = fp8_linear(x, w, b, state);
+  }
+  ASSERT_EQ(y.dtype(), DType::bf16);
+  y.backward(cast(g, DType::bf16));
+
+  const bool block = o.recipe == Fp8Recipe::block;
+  const Format e4 = Format::e4m3(), e5 = Format::e5m2();
+  const std::vector<double> xv = x.to_doubles(), wv = w.to_doubles(), bv = b.to_doubles();
+  const std::vector<double> gv = cast(cast(g, DType::bf16), DType::f32).to_doubles();
+  // The delayed recipe's first step scales each tensor by its own amax, as the current recipe does.
+  const auto q = [&](const std::vector<double>& v, std::int64_t r, std::int64_t c, Format f, std::int64_t br, std::int64_t bc) {
+    return quantized(v, f, block ? scales_of(v, r, c, f, br, bc, true) : scales_of(v, r, c, f, r, c, false));
+  };
+  std::vector<double> want, mag;
+  product(q(xv, m, k, e4, 1, 128), q(wv, n, k, e4, 128, 128), m, n, k, want, mag);
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) want[static_cast<std::size_t>(i * n + j)] += bv[static_cast<std::size_t>(j)];
+  expect_within(y, want, mag, k, 0x1p-8, "y");
+
+  // dx = q(g) . q(w): [m, n] . [n, k]
+  const std::vector<double> gq_rows = q(gv, m, n, e5, 1, 128);
+  product(gq_rows, transposed(q(wv, n, k, e4, 128, 128), n, k), m, k, n, want, mag);
+  expect_within(x.grad(), want, mag, n, 0x1p-24, "dx");
+  // dw = q(g)^T . q(x): the inner dimension is m; block scaling quantizes both again in column blocks.
+  const std::vector<double> gq_cols = block ? q(gv, m, n, e5, 128, 1) : gq_rows;
+  const std::vector<double> xq_cols = block ? q(xv, m, k, e4, 128, 1) : q(xv, m, k, e4, 1, 128);
+  product(transposed(gq_cols, m, n), transposed(xq_cols, m, k), n, k, m, want, mag);
+  expect_within(w.grad(), want, mag, m, 0x1p-24, "dw");
+}
+
+INSTANTIATE_TEST_SUITE_P(Recipes, Fp8LinearOracle, ::testing::Values(Fp8Recipe::delayed, Fp8Recipe::current, Fp8Recipe::block),
+                         [](const auto& param_info) { return std::string(fp8_recipe_name(param_info.param)); });
+
+TEST(Fp8State, DelayedScalingKeepsAHistoryAndScalesFromItsMaximum) {
+  Fp8Options o;
+  o.amax_history = 3;
+  o.margin = 1;
+  Fp8State s(o);
+  EXPECT_FALSE(s.delayed_scale(Fp8Operand::input).has_value());  // nothing seen yet: the op scales by x itself
+  s.record(Fp8Operand::input, 2.0);
+  s.record(Fp8Operand::input, 4.0);  // two uses in a step: the larger counts
+  s.record(Fp8Operand::grad_output, std::numeric_limits<double>::infinity());  // not recorded
+  EXPECT_EQ(s.end_step(), 1);
+  EXPECT_FLOAT_EQ(*s.delayed_scale(Fp8Operand::input), 448.0f / 4 / 2);
+  EXPECT_FALSE(s.delayed_scale(Fp8Operand::grad_output).has_value());
+  for (double a : {1.0, 1.0}) {
+    s.record(Fp8Operand::input, a);
+    s.end_step();
+  }
+  EXPECT_FLOAT_EQ(*s.delayed_scale(Fp8Operand::input), 448.0f / 4 / 2);  // 4 still in the history of 3
+  s.record(Fp8Operand::input, 1.0);
+  s.end_step();
+  EXPECT_FLOAT_EQ(*s.delayed_scale(Fp8Operand::input), 448.0f / 1 / 2);  // 4 rolled out
+  EXPECT_EQ(s.amax_history().to_doubles(), (std::vector<double>{1, 0, 0, 1, 0, 0, 1, 0, 0}));
+
+  o.reduction = AmaxReduction::most_recent;
+  Fp8State recent(o);
+  for (double a : {8.0, 2.0}) {
+    recent.record(Fp8Operand::weight, a);
+    recent.end_step();
+  }
+  EXPECT_FLOAT_EQ(*recent.delayed_scale(Fp8Operand::weight), 448.0f / 2 / 2);
+
+  s.amax_history().data_as<float>()[4] = -1;
+  EXPECT_THROW(s.validate(), std::invalid_argument);
+}
+
+TEST(Fp8Options, ParseNamesAndRefuseTheRest) {
+  EXPECT_EQ(parse_fp8_recipe("block"), Fp8Recipe::block);
+  EXPECT_EQ(parse_fp8_format("e4m3"), Fp8Format::e4m3);
+  EXPECT_THROW(parse_fp8_recipe("tensorwise"), std::invalid_argument);
+  EXPECT_THROW(parse_fp8_format("e5m2"), std::invalid_argument);
+  Fp8Options o;
+  o.amax_history = 0;
+  EXPECT_THROW(o.check(), std::invalid_argument);
+  EXPECT_EQ(Fp8Options{}.str(), "delayed (hybrid, history 1024, max, margin 0)");
+}
+
+TEST(Fp8Policy, KeepsTheFirstAndLastLinearLayersInBf16UnlessTold) {
+  nn::Mlp mlp(nn::MlpConfig{.in = 8, .hidden = 4, .layers = 3, .classes = 2});
+  const auto plan = nn::apply_fp8_policy(mlp, {}, {});
+  ASSERT_EQ(plan.size(), 4u);
+  EXPECT_FALSE(plan[0].fp8);
+  EXPECT_TRUE(plan[1].fp8);
+  EXPECT_TRUE(plan[2].fp8);
+  EXPECT_FALSE(plan[3].fp8);
+  EXPECT_EQ(nn::fp8_plan_str(plan), "fp8 in 2 of 4 linear layers; bf16: fc0 (first layer), fc3 (last layer)");
+  // Delayed scaling's state is in the buffers a checkpoint saves.
+  EXPECT_EQ(mlp.named_buffers().size(), 4u);
+
+  nn::Mlp other(nn::MlpConfig{.in = 8, .hidden = 4, .layers = 3, .classes = 2});
+  const auto custom = nn::apply_fp8_policy(other, {}, {.first_last_bf16 = true, .bf16_layers = {"fc2"}, .fp8_layers = {"fc0"}});
+  EXPECT_TRUE(custom[0].fp8);
+  EXPECT_TRUE(custom[1].fp8);
+  EXPECT_FALSE(custom[2].fp8);
+  nn::Mlp third(nn::MlpConfig{.in = 8, .hidden = 4, .layers = 1, .classes = 2});
+  EXPECT_THROW(nn::apply_fp8_policy(third, {}, {.first_last_bf16 = true, .bf16_layers = {"fc9"}, .fp8_layers = {}}), std::invalid_argument);
+}
+
+TEST(Fp8Policy, ALayerKeptInF32DoesNotRunInFp8) {
+  nn::Linear layer(16, 8, 1);
+  layer.enable_fp8({.recipe = Fp8Recipe::current});
+  const Tensor x = Tensor::randn({4, 16}, DType::f32, 2);
+  reset_fp8_counters();
+  {
+    Autocast bf16(DType::bf16);
+    layer.forward(x);
+  }
+  EXPECT_EQ(fp8_counters().quantized, 4 * 16 + 8 * 16);
+  layer.keep_in_f32();
+  reset_fp8_counters();
+  Tensor y;
+  {
+    Autocast bf16(DType::bf16);
+    y = layer.forward(x);
+  }
+  EXPECT_EQ(fp8_counters().quantized, 0);
+  EXPECT_EQ(y.dtype(), DType::f32);
+}
+
+// The case block scaling exists for: a row ("massive activations") 2^18 times larger than the
+// rest. One scale for the whole tensor pushes the ordinary rows below e4m3's smallest values; a scale per
+// 1 x 128 block keeps them.
+TEST(Fp8Recipes, BlockScalingKeepsWhatOneScalePerTensorLosesToOutliers) {
+  MANTISSA_TRACE_SEED();
+  Tensor x = Tensor::randn({64, 256}, DType::f32, testing::test_seed(), 0, 1);
+  for (std::int64_t c = 0; c < 256; ++c) x.data_as<float>()[7 * 256 + c] *= 262144;
+  const auto error_of_ordinary_rows = [&](const Tensor& q) {
+    const std::vector<double> a = x.to_doubles(), b = q.to_doubles();
+    double err = 0, ref = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (i / 256 == 7) continue;
+      err += (a[i] - b[i]) * (a[i] - b[i]);
+      ref += a[i] * a[i];
+    }
+    return std::sqrt(err / ref);
+  };
+  const double tensor = error_of_ordinary_rows(fp8_round_trip(x, Format::e4m3(), 64, 256, false));
+  const double blocks = error_of_ordinary_rows(fp8_round_trip(x, Format::e4m3(), 1, 128, true));
+  EXPECT_GT(tensor, 0.5);   // most of the ordinary values underflow
+  EXPECT_LT(blocks, 0.05);  // e4m3's own rounding error (2^-4 at most per value)
+}
+
+}  // namespace
+}  // namespace mantissa
