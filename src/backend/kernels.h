@@ -10,12 +10,16 @@
 // is done in f32 and rounded once to the output dtype (f64 tensors compute in f64).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string_view>
 #include <vector>
 
 #include "mantissa/core/tensor.h"
+#include "mantissa/numeric/convert.h"
 #include "mantissa/numeric/rounding.h"
 #include "mantissa/core/op_types.h"
 
@@ -51,6 +55,16 @@ struct GradientCheck {
   std::int64_t underflow = 0;
   std::int64_t count = 0;
 };
+
+// The scale that fits a block whose largest finite magnitude is amax into the format: (max finite / amax)
+// / 2^margin in f32, or with power_of_2 the largest power of 2 not above that, kept within 2^-100..2^100
+// (every value scaled back stays an f32 normal); 1 for a block with no non-zero finite value.
+inline float fp8_scale_for(double amax, Format format, int margin, bool power_of_2) {
+  if (!(amax > 0) || !std::isfinite(amax)) return 1.0f;
+  const double fit = static_cast<double>(decode(format, format.max_finite_bits())) / amax;
+  if (power_of_2) return std::ldexp(1.0f, std::clamp(static_cast<int>(std::floor(std::log2(fit))) - margin, -100, 100));
+  return static_cast<float>(std::min(fit / std::ldexp(1.0, margin), static_cast<double>(std::numeric_limits<float>::max())));
+}
 
 namespace kernel {
 
@@ -241,6 +255,13 @@ struct Pool2dBackward {
 struct Fp8Amax {
   static constexpr const char *name = "fp8_amax", *family = "fp8_cast";
   using Fn = void(const Tensor& x, std::int64_t block_rows, std::int64_t block_cols, const Tensor& amax);
+};
+// Current scaling in one kernel: each block's amax, its scale by fp8_scale_for() into scales, and the
+// quantization as Fp8Quantize's (dequantize multiplies by 1 / scale). The stats' amax is the tensor's.
+struct Fp8QuantizeCurrent {
+  static constexpr const char *name = "fp8_quantize_current", *family = "fp8_cast";
+  using Fn = Fp8QuantizeStats(const Tensor& x, Format format, std::int64_t block_rows, std::int64_t block_cols, int margin,
+                              bool power_of_2, bool dequantize, const Tensor& scales, const Tensor& out);
 };
 // out [R, C] bf16 = x * scale (the block's, in f32), rounded to `format` (e4m3 or e5m2) to nearest even;
 // finite values past its range saturate to its largest finite value, inf and NaN stay as they are. The

@@ -20,21 +20,10 @@ namespace {
 
 std::atomic<std::int64_t> g_quantized{0}, g_saturated{0}, g_underflowed{0}, g_scale_updates{0};
 
-float max_finite(Format f) { return decode(f, f.max_finite_bits()); }
-
 // (max finite / amax) / 2^margin, as f32; nullopt where amax gives no scale (zero, or not finite).
 std::optional<float> per_tensor_scale(double amax, Format f, int margin) {
   if (!(amax > 0) || !std::isfinite(amax)) return std::nullopt;
-  const double s = static_cast<double>(max_finite(f)) / amax / std::ldexp(1.0, margin);
-  return static_cast<float>(std::min(s, static_cast<double>(std::numeric_limits<float>::max())));
-}
-
-// The largest power of 2 that keeps amax within the format (over 2^margin), in 2^-100..2^100 so that every
-// scaled-back value stays an f32 normal; 1 for a block of zeros.
-float power_of_2_scale(float amax, Format f, int margin) {
-  if (!(amax > 0) || !std::isfinite(amax)) return 1.0f;
-  const int e = static_cast<int>(std::floor(std::log2(static_cast<double>(max_finite(f)) / amax))) - margin;
-  return std::ldexp(1.0f, std::clamp(e, -100, 100));
+  return detail::fp8_scale_for(amax, f, margin, false);
 }
 
 // A [R, C] view of x [..., C].
@@ -49,41 +38,46 @@ struct Quantized {
   double inverse_scale = 1;
 };
 
-Quantized run_quantize(const Tensor& x, Format f, const Tensor& scales, std::int64_t br, std::int64_t bc, bool dequantize,
-                       double* amax_out) {
-  Tensor q = Tensor::empty({x.size(0), x.size(1)}, DType::bf16, x.device());
-  const detail::Fp8QuantizeStats st = detail::run_kernel_on<detail::kernel::Fp8Quantize>(x, x, f, scales, br, bc, dequantize, q);
+void count(const detail::Fp8QuantizeStats& st) {
   g_quantized += st.count;
   g_saturated += st.saturated;
   g_underflowed += st.underflowed;
+}
+
+// x [R, C] with the given per-tensor scale [1, 1].
+Quantized run_quantize(const Tensor& x, Format f, const Tensor& scales, std::int64_t br, std::int64_t bc, double* amax_out) {
+  Tensor q = Tensor::empty({x.size(0), x.size(1)}, DType::bf16, x.device());
+  const detail::Fp8QuantizeStats st = detail::run_kernel_on<detail::kernel::Fp8Quantize>(x, x, f, scales, br, bc, false, q);
+  count(st);
   if (amax_out) *amax_out = st.amax;
-  const double s = scales.numel() == 1 && !dequantize ? scales.data_as<const float>()[0] : 1.0;
-  return {q, 1.0 / s};
+  return {q, 1.0 / scales.data_as<const float>()[0]};
 }
 
-Tensor block_amax(const Tensor& x, std::int64_t br, std::int64_t bc) {
-  Tensor amax = Tensor::empty({blocks(x.size(0), br), blocks(x.size(1), bc)}, DType::f32, x.device());
-  detail::run_kernel_on<detail::kernel::Fp8Amax>(x, x, br, bc, amax);
-  return amax;
+// x [R, C] scaled by its own amax per block (power-of-2 scales, values scaled back, for block scaling;
+// or one f32 scale for the tensor, kept apart), in one kernel.
+Quantized quantize_current(const Tensor& x, Format f, std::int64_t br, std::int64_t bc, int margin, bool power_of_2,
+                           double* amax_out) {
+  Tensor q = Tensor::empty({x.size(0), x.size(1)}, DType::bf16, x.device());
+  Tensor scales = Tensor::empty({blocks(x.size(0), br), blocks(x.size(1), bc)}, DType::f32, x.device());
+  const detail::Fp8QuantizeStats st = detail::run_kernel_on<detail::kernel::Fp8QuantizeCurrent>(
+      x, x, f, br, bc, margin, power_of_2, /*dequantize=*/power_of_2, scales, q);
+  count(st);
+  if (amax_out) *amax_out = st.amax;
+  return {q, power_of_2 ? 1.0 : 1.0 / scales.data_as<const float>()[0]};
 }
 
-// x [R, C] scaled by its own amax per block, power-of-2 scales, values scaled back.
 Quantized quantize_blocks(const Tensor& x, Format f, std::int64_t br, std::int64_t bc, int margin) {
-  Tensor scales = block_amax(x, br, bc);
-  float* s = scales.data_as<float>();
-  for (std::int64_t i = 0; i < scales.numel(); ++i) s[i] = power_of_2_scale(s[i], f, margin);
-  return run_quantize(x, f, scales, br, bc, /*dequantize=*/true, nullptr);
+  return quantize_current(x, f, br, bc, margin, true, nullptr);
 }
 
 // x [R, C] with one scale for the whole tensor: the delayed recipe's (or, for an operand with no history
 // yet and for the current recipe, one from x's own amax); records x's amax in the delayed state.
 Quantized quantize_tensor(const Tensor& x, Format f, Fp8State& state, Fp8Operand operand, bool record) {
   const Fp8Options& o = state.options();
-  std::optional<float> s = o.recipe == Fp8Recipe::delayed ? state.delayed_scale(operand) : std::nullopt;
-  if (!s) s = per_tensor_scale(block_amax(x, x.size(0), x.size(1)).data_as<const float>()[0], f, o.margin);
-  const Tensor scales = Tensor::full({1, 1}, s.value_or(1.0f), DType::f32);
+  const std::optional<float> s = o.recipe == Fp8Recipe::delayed ? state.delayed_scale(operand) : std::nullopt;
   double amax = 0;
-  Quantized q = run_quantize(x, f, scales, x.size(0), x.size(1), false, &amax);
+  const Quantized q = s ? run_quantize(x, f, Tensor::full({1, 1}, *s, DType::f32), x.size(0), x.size(1), &amax)
+                        : quantize_current(x, f, x.size(0), x.size(1), o.margin, false, &amax);
   if (record && o.recipe == Fp8Recipe::delayed) state.record(operand, amax);
   return q;
 }
@@ -232,7 +226,7 @@ std::int64_t Fp8State::end_step() {
       for (std::int64_t r = 1; r < options_.amax_history; ++r) amax = std::max(amax, static_cast<double>(h[r * cols + c]));
     }
     const Format f = static_cast<Fp8Operand>(i) == Fp8Operand::grad_output ? options_.backward_format() : options_.forward_format();
-    const std::optional<float> s = per_tensor_scale(amax, f, options_.margin);
+    const std::optional<float> s = per_tensor_scale(amax, f, options_.margin);  // none: keep the scale
     if (s && *s != scale[i]) {
       scale[i] = *s;
       ++changed;
@@ -308,16 +302,13 @@ Tensor fp8_round_trip(const Tensor& x, Format f, std::int64_t br, std::int64_t b
   if (x.dim() != 2) throw std::invalid_argument("fp8_round_trip: x must be [R, C], got " + shape_str(x.shape()));
   if (br < 1 || bc < 1) throw std::invalid_argument("fp8_round_trip: block sizes must be at least 1");
   NoGradGuard no_grad;
-  Tensor scales = block_amax(x, br, bc);
-  float* s = scales.data_as<float>();
-  for (std::int64_t i = 0; i < scales.numel(); ++i) {
-    s[i] = power_of_2 ? power_of_2_scale(s[i], f, 0) : per_tensor_scale(s[i], f, 0).value_or(1.0f);
-  }
   Tensor q = Tensor::empty(x.shape(), DType::bf16, x.device());
-  detail::run_kernel_on<detail::kernel::Fp8Quantize>(x, x, f, scales, br, bc, false, q);
+  Tensor scales = Tensor::empty({blocks(x.size(0), br), blocks(x.size(1), bc)}, DType::f32, x.device());
+  detail::run_kernel_on<detail::kernel::Fp8QuantizeCurrent>(x, x, f, br, bc, 0, power_of_2, false, scales, q);
   // Scaled back in f32 (the scales need not be powers of 2 here): q / s, block by block.
   Tensor out = cast(q, DType::f32);
   float* o = out.data_as<float>();
+  const float* s = scales.data_as<const float>();
   const std::int64_t cols = x.size(1), nbc = scales.size(1);
   for (std::int64_t r = 0; r < x.size(0); ++r) {
     for (std::int64_t c = 0; c < cols; ++c) o[r * cols + c] /= s[(r / br) * nbc + c / bc];

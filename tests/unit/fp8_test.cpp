@@ -142,6 +142,40 @@ TEST(Fp8Quantize, TheCpuKernelGivesTheReferenceBitsAndCounts) {
   }
 }
 
+TEST(Fp8QuantizeCurrent, TheCpuKernelGivesTheReferenceScalesBitsAndCounts) {
+  MANTISSA_TRACE_SEED();
+  const Tensor x = random_f32(300, 260, testing::test_seed(), true);
+  for (Format f : {Format::e4m3(), Format::e5m2()}) {
+    for (auto [br, bc] : {std::pair<std::int64_t, std::int64_t>{300, 260}, {1, 128}, {128, 1}, {128, 128}}) {
+      for (bool pow2 : {false, true}) {
+        const Shape shape{(300 + br - 1) / br, (260 + bc - 1) / bc};
+        Tensor fs = Tensor::empty(shape, DType::f32), rs = Tensor::empty(shape, DType::f32);
+        Tensor fast = Tensor::empty({300, 260}, DType::bf16), ref = Tensor::empty({300, 260}, DType::bf16);
+        const auto run = [&](const Tensor& scales, const Tensor& out) {
+          return detail::run_kernel<detail::kernel::Fp8QuantizeCurrent>(Device::cpu(), x, f, br, bc, 1, pow2, pow2, scales, out);
+        };
+        const Fp8QuantizeStats a = run(fs, fast);
+        Fp8QuantizeStats b;
+        {
+          CpuBackendScope reference(CpuBackend::reference);
+          b = run(rs, ref);
+        }
+        SCOPED_TRACE(f.name() + " blocks " + std::to_string(br) + "x" + std::to_string(bc) + (pow2 ? " power of 2" : ""));
+        EXPECT_EQ(fs.to_doubles(), rs.to_doubles());
+        const auto* pa = fast.data_as<const std::uint16_t>();
+        const auto* pb = ref.data_as<const std::uint16_t>();
+        for (std::int64_t i = 0; i < fast.numel(); ++i) {
+          ASSERT_TRUE(std::isnan(bf16_value(pb[i])) ? std::isnan(bf16_value(pa[i])) : pa[i] == pb[i]) << "element " << i;
+        }
+        EXPECT_EQ(a.amax, b.amax);
+        EXPECT_EQ(a.saturated, b.saturated);
+        EXPECT_EQ(a.underflowed, b.underflowed);
+        EXPECT_EQ(a.saturated, 0);  // each block scaled to fit
+      }
+    }
+  }
+}
+
 TEST(Fp8Amax, TheCpuKernelGivesTheReferenceBlockMaxima) {
   MANTISSA_TRACE_SEED();
   const Tensor x = random_f32(257, 300, testing::test_seed(), true);

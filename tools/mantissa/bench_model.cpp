@@ -12,6 +12,7 @@
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -62,8 +63,12 @@ std::string precision_name(DType d) { return std::string(train::precision_name(d
 struct Variant {
   DType precision;
   bool low_precision_model;
+  std::optional<Fp8Recipe> fp8 = std::nullopt;  // bf16 with FP8 products by this recipe
+  std::string name() const {
+    return fp8 ? "fp8-" + std::string(fp8_recipe_name(*fp8)) : precision_name(precision);
+  }
   std::string label() const {
-    return precision_name(precision) + (precision == DType::f32 ? "" : low_precision_model ? " lpm" : " autocast");
+    return name() + (precision == DType::f32 ? "" : low_precision_model ? " lpm" : " autocast");
   }
 };
 
@@ -71,10 +76,15 @@ std::vector<Variant> variants(const ModelBenchArgs& a) {
   std::vector<Variant> out;
   for (const std::string& p : split(a.precision)) {
     DType d = DType::f32;
+    std::vector<std::optional<Fp8Recipe>> recipes{std::nullopt};
     try {
-      d = train::parse_precision(p);
+      d = train::parse_precision_policy(p).compute;
+      if (p == "fp8") {
+        recipes.clear();
+        for (const std::string& r : split(a.fp8_recipe)) recipes.emplace_back(parse_fp8_recipe(r));
+      }
     } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(std::string("bench --precision: ") + e.what());
+      throw std::invalid_argument(std::string("bench --precision/--fp8-recipe: ") + e.what());
     }
     for (const std::string& m : split(a.mode)) {
       bool lpm = false;
@@ -84,7 +94,7 @@ std::vector<Variant> variants(const ModelBenchArgs& a) {
         throw std::invalid_argument(std::string("bench --mode: ") + e.what());
       }
       if (d == DType::f32 && lpm) continue;  // fp32 has one mode
-      out.push_back({d, lpm});
+      for (const auto& r : recipes) out.push_back({d, lpm, r});
     }
     if (d == DType::f32 && std::none_of(out.begin(), out.end(), [](const Variant& v) { return v.precision == DType::f32; })) {
       out.push_back({d, false});
@@ -134,6 +144,7 @@ class Bench {
     train::TrainerOptions o;
     o.precision = {v.precision, v.low_precision_model ? train::PrecisionMode::low_precision_model
                                                       : train::PrecisionMode::autocast};
+    if (v.fp8) o.precision.fp8 = Fp8Options{.recipe = *v.fp8};
     o.optimizer = {.kind = train::OptimizerKind::adamw, .lr = 1e-3, .weight_decay = 0.01,
                    .master = {true, Rounding::nearest_even, a.seed + 17, false}};
     o.steps = std::numeric_limits<std::int64_t>::max() / 2;
@@ -223,7 +234,7 @@ Result run_variant(const ModelBenchArgs& a, const Variant& v, const BenchData& d
   if (!a.export_path.empty()) {
     std::filesystem::path p = a.export_path;
     if (several) {  // one file per variant: name-f32.safetensors, name-bf16-lpm.safetensors, ...
-      p.replace_filename(p.stem().string() + "-" + std::string(dtype_name(v.precision)) +
+      p.replace_filename(p.stem().string() + "-" + (v.fp8 ? v.name() : std::string(dtype_name(v.precision))) +
                          (v.low_precision_model ? "-lpm" : "") + p.extension().string());
     }
     bench.export_to(p, r.first_loss);
@@ -264,7 +275,7 @@ Result run_variant(const ModelBenchArgs& a, const Variant& v, const BenchData& d
 nlohmann::json to_json(const Result& r, const Result* fp32) {
   const double ms = r.median_ms();
   const double gflops = r.flops_per_step / ms / 1e6;
-  nlohmann::json j = {{"precision", precision_name(r.variant.precision)},
+  nlohmann::json j = {{"precision", r.variant.name()},
                       {"mode", r.variant.low_precision_model ? "low-precision-model" : "autocast"},
                       {"ms_per_step", ms},
                       {"ms_min", r.step_ms.front()},
@@ -353,7 +364,7 @@ int run_model_bench(ModelBenchArgs a) {
   }
   const Result* fp32 = nullptr;
   for (const Result& r : results) {
-    if (r.variant.precision == DType::f32) fp32 = &r;
+    if (r.variant.precision == DType::f32 && !r.variant.fp8) fp32 = &r;
   }
   if (a.json) {
     nlohmann::json out = {{"model", a.model}, {"threads", threads}, {"steps", a.steps}, {"warmup", a.warmup},

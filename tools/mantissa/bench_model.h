@@ -10,6 +10,7 @@ struct ModelBenchArgs {
   std::string model;                                // gpt-small, gpt-wide, cnn
   std::string precision = "fp32,bf16,fp16";         // comma-separated
   std::string mode = "autocast,low-precision-model";  // comma-separated
+  std::string fp8_recipe = "delayed";               // for precision fp8; comma-separated
   int threads = 0;
   int steps = 10, warmup = 3;
   bool json = false;

@@ -198,7 +198,9 @@ Run add_bench(CLI::App& app) {
   app.require_subcommand(0, 1);
   auto model = std::make_shared<ModelBenchArgs>();
   app.add_option("--model", model->model, "Time training steps of gpt-small, gpt-wide or cnn");
-  app.add_option("--precision", model->precision, "fp32, bf16, fp16, or several, comma-separated")->capture_default_str();
+  app.add_option("--precision", model->precision, "fp32, bf16, fp16, fp8, or several, comma-separated")->capture_default_str();
+  app.add_option("--fp8-recipe", model->fp8_recipe, "For fp8: delayed, current, block, or several, comma-separated")
+      ->capture_default_str();
   app.add_option("--mode", model->mode, "autocast, low-precision-model, or both, comma-separated")->capture_default_str();
   app.add_option("--threads", model->threads, "Threads (default: all)");
   app.add_option("--steps", model->steps, "Timed steps; the median is reported")->capture_default_str();

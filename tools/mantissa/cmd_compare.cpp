@@ -55,7 +55,8 @@ int run_compare(const CompareArgs& a) {
   std::stringstream ss(a.precisions);
   for (std::string p; std::getline(ss, p, ',');) {
     try {
-      train::parse_precision(p);  // a bad name is a usage error before anything runs
+      TrainConfig probe = base;
+      set_precision(probe, p);  // a bad name is a usage error before anything runs
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(std::string("--precisions: ") + e.what());
     }
@@ -77,7 +78,7 @@ int run_compare(const CompareArgs& a) {
   std::vector<PrecisionRun> runs;
   for (const std::string& name : names) {
     TrainConfig c = base;
-    c.precision = train::parse_precision(name);
+    set_precision(c, name);
     c.low_precision_model = base.low_precision_model && c.precision != DType::f32;
     // Each precision's checkpoints in a directory of its own (DIR/fp32, DIR/bf16, ...).
     if (!c.checkpoint_dir.empty()) c.checkpoint_dir = (std::filesystem::path(base.checkpoint_dir) / name).string();

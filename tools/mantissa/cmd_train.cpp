@@ -46,6 +46,13 @@ std::vector<std::int64_t> parse_steps(const std::string& list) {
   return out;
 }
 
+// A step's FP8 counters, or null in runs without FP8.
+nlohmann::json fp8_json(const StepRecord& r) {
+  if (!r.fp8) return nullptr;
+  return {{"quantized", r.fp8->quantized}, {"saturated", r.fp8->saturated}, {"underflowed", r.fp8->underflowed},
+          {"scale_updates", r.fp8->scale_updates}};
+}
+
 nlohmann::json peak_json(const std::map<std::string, std::int64_t>& peaks) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [k, v] : peaks) j[k] = v;
@@ -100,12 +107,13 @@ int run_train(TrainRunArgs& a) {
     metrics.write({{"step", r.step}, {"loss", r.loss}, {"lr", r.lr}, {"loss_scale", r.loss_scale},
                    {"skipped", r.skipped}, {"grad_norm", r.grad_norm}, {"nonfinite", r.nonfinite},
                    {"underflow_fraction", r.underflow_fraction}, {"throughput", r.throughput},
-                   {"peak_bytes", peak_json(r.peak_bytes)}});
+                   {"peak_bytes", peak_json(r.peak_bytes)}, {"fp8", fp8_json(r)}});
     if (tty || r.step % every == 0 || r.step == total || r.skipped) {
       // ETA from the mean step time so far.
       const double eta = r.elapsed_seconds / static_cast<double>(r.step - first + 1) * static_cast<double>(total - r.step);
-      const std::string line = fmt::format("step {}/{} loss {:.4f} scale {:g} lr {:.2e} {:.0f}/s ETA {:.0f}s{}", r.step, total,
-                                           r.loss, r.loss_scale, r.lr, r.throughput, eta,
+      const std::string fp8 = r.fp8 ? fmt::format(" fp8 sat {} under {}", r.fp8->saturated, r.fp8->underflowed) : "";
+      const std::string line = fmt::format("step {}/{} loss {:.4f} scale {:g} lr {:.2e} {:.0f}/s ETA {:.0f}s{}{}", r.step, total,
+                                           r.loss, r.loss_scale, r.lr, r.throughput, eta, fp8,
                                            r.skipped ? " (skipped: non-finite gradient)" : "");
       std::fprintf(stderr, tty ? "\r%-78s" : "%s\n", line.c_str());
     }
@@ -143,7 +151,18 @@ int run_train(TrainRunArgs& a) {
 TrainConfig resolve(const TrainArgs& a) {
   TrainConfig c = a.config;
   try {
-    c.precision = train::parse_precision(a.precision);
+    c.fp8_options.recipe = parse_fp8_recipe(a.fp8_recipe);
+    c.fp8_options.format = parse_fp8_format(a.fp8_format);
+    c.fp8_options.check();
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("--fp8-recipe/--fp8-format/--amax-history/--fp8-margin: ") + e.what());
+  }
+  c.fp8_layers.first_last_bf16 = a.fp8_first_last == "bf16";
+  if (a.fp8_first_last != "bf16" && a.fp8_first_last != "fp8") {
+    throw std::invalid_argument("--fp8-first-last: '" + a.fp8_first_last + "' is not bf16 or fp8");
+  }
+  try {
+    set_precision(c, a.precision);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string("--precision: ") + e.what());
   }
@@ -161,7 +180,22 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
   app.add_option("--model", c.model, "mlp, cnn (Fashion-MNIST) or gpt (text)")->capture_default_str();
   app.add_option("--data", c.data, "Data: a directory in the MNIST layout (mlp, cnn), or a text file or directory (gpt). "
                                    "Default: Debian's Fashion-MNIST or fortunes");
-  app.add_option("--precision", a.precision, "fp32, bf16 or fp16")->capture_default_str();
+  app.add_option("--precision", a.precision, "fp32, bf16, fp16, or fp8 (bf16 with FP8 products in the linear layers)")
+      ->capture_default_str();
+  app.add_option("--fp8-recipe", a.fp8_recipe, "fp8 scaling: delayed (amax history), current (this step's amax) or "
+                                               "block (power-of-2 scales per 1x128 / 128x128 block)")
+      ->capture_default_str();
+  app.add_option("--fp8-format", a.fp8_format, "fp8 formats: hybrid (e4m3 forward, e5m2 gradients) or e4m3")
+      ->capture_default_str();
+  app.add_option("--amax-history", c.fp8_options.amax_history, "fp8 delayed scaling: steps of amax history")
+      ->capture_default_str();
+  app.add_option("--fp8-margin", c.fp8_options.margin, "fp8: scales divided by 2^margin")->capture_default_str();
+  app.add_option("--fp8-first-last", a.fp8_first_last, "fp8: the model's first and last linear layers in bf16 or fp8")
+      ->capture_default_str();
+  app.add_option("--fp8-bf16-layers", c.fp8_layers.bf16_layers, "fp8: module paths (or prefixes) kept in bf16")
+      ->delimiter(',');
+  app.add_option("--fp8-layers", c.fp8_layers.fp8_layers, "fp8: module paths (or prefixes) run in fp8 whatever else says")
+      ->delimiter(',');
   app.add_option("--mode", a.mode, "autocast (f32 parameters) or low-precision-model (bf16/fp16 parameters, f32 master copies)")
       ->capture_default_str();
   app.add_option("--loss-scale", c.loss_scale, "dynamic (PyTorch's GradScaler), deepspeed (DeepSpeed's: window 1000, hysteresis 2, floor 1), static:N or none (default: dynamic for fp16, none otherwise)");

@@ -26,6 +26,7 @@ Run add_compare(CLI::App& app);
 struct TrainArgs {
   TrainConfig config;
   std::string precision = "fp32", mode = "autocast", inject;
+  std::string fp8_recipe = "delayed", fp8_format = "hybrid", fp8_first_last = "bf16";
 };
 void add_train_options(CLI::App& app, TrainArgs& args);
 TrainConfig resolve(const TrainArgs& args);

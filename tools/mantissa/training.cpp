@@ -10,6 +10,7 @@
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <cstdio>
 #include <stdexcept>
 
 #include "mantissa/core/memory.h"
@@ -138,6 +139,7 @@ using Signature = std::vector<std::pair<std::string, std::string>>;
 Signature signature(const TrainConfig& c, const DataShape& d) {
   const auto n = [](std::int64_t v) { return std::to_string(v); };
   Signature s{{"--model", c.model}, {"--precision", std::string(dtype_name(c.precision))},
+              {"fp8", c.fp8 ? c.fp8_options.str() : "off"},
               {"--mode", c.low_precision_model ? "low-precision-model" : "autocast"}, {"--optimizer", c.optimizer}};
   if (c.model == "gpt") {
     s.insert(s.end(), {{"--n-layer", n(c.n_layer)}, {"--n-head", n(c.n_head)}, {"--n-embd", n(c.n_embd)},
@@ -188,7 +190,9 @@ void check_signature(const std::filesystem::path& path, const std::string& store
   std::string diff;
   for (const auto& [k, v] : ours) {
     const auto it = theirs.find(k);
-    const std::string was = it != theirs.end() && it->is_string() ? it->get<std::string>() : "(none)";
+    // Checkpoints written before FP8 existed ran without it.
+    const std::string missing = k == "fp8" ? "off" : "(none)";
+    const std::string was = it != theirs.end() && it->is_string() ? it->get<std::string>() : missing;
     const bool allow = std::find(allowed.begin(), allowed.end(), k.substr(2)) != allowed.end();
     if (was != v && !allow) diff += (diff.empty() ? "" : ", ") + k + " " + was + " (this run: " + v + ")";
   }
@@ -204,6 +208,7 @@ void check_signature(const std::filesystem::path& path, const std::string& store
 std::string config_json(const TrainConfig& c, const DataShape& d) {
   return nlohmann::json{{"model", c.model}, {"channels", d.channels}, {"height", d.height}, {"width", d.width},
                         {"classes", d.classes}, {"data", c.data}, {"precision", std::string(dtype_name(c.precision))},
+                        {"fp8", c.fp8 ? c.fp8_options.str() : "off"},
                         {"mode", c.low_precision_model ? "low-precision-model" : "autocast"},
                         {"loss_scale", c.loss_scale}, {"init_scale", c.init_scale}, {"growth_factor", c.growth_factor},
                         {"backoff_factor", c.backoff_factor}, {"growth_interval", c.growth_interval},
@@ -217,6 +222,16 @@ std::string config_json(const TrainConfig& c, const DataShape& d) {
 }
 
 }  // namespace
+
+void set_precision(TrainConfig& c, const std::string& name) {
+  const train::PrecisionPolicy p = train::parse_precision_policy(name, c.fp8_options);
+  c.precision = p.compute;
+  c.fp8 = p.fp8.has_value();
+}
+
+std::string precision_label(const TrainConfig& c) {
+  return c.fp8 ? "fp8" : std::string(train::precision_name(c.precision));
+}
 
 TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   TrainConfig c = config;
@@ -278,6 +293,10 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   // The run's typed options. constant: the warm-up, then the learning rate (a cosine from lr to lr).
   train::TrainerOptions o;
   o.precision = {c.precision, c.low_precision_model ? train::PrecisionMode::low_precision_model : train::PrecisionMode::autocast};
+  if (c.fp8) {
+    o.precision.fp8 = c.fp8_options;
+    o.precision.fp8_layers = c.fp8_layers;
+  }
   o.optimizer = optimizer_config(c);
   o.loss_scaling = scaler_options(c);
   o.schedule = LrSchedule::warmup_cosine(c.lr, c.warmup, c.steps, c.schedule == "cosine" ? 0.1 * c.lr : c.lr);
@@ -289,6 +308,7 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   o.checkpoint_metadata = {{"config", signature_json(signature(c, shape))}, {"run", config_json(c, shape)}};
   o.inject_nonfinite = c.inject_nonfinite;
   train::Trainer trainer(*model, *data, o);
+  if (c.fp8) std::fprintf(stderr, "%s: %s\n", o.precision.label().c_str(), nn::fp8_plan_str(trainer.fp8_plan()).c_str());
 
   if (c.resume) {
     const std::vector<std::filesystem::path> all = list_checkpoints(c.checkpoint_dir);

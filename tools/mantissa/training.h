@@ -17,6 +17,9 @@ struct TrainConfig {
   std::string data;           // default: Fashion-MNIST (mlp, cnn) or the fortunes (gpt)
   DType precision = DType::f32;
   bool low_precision_model = false;  // --mode low-precision-model
+  bool fp8 = false;                  // --precision fp8: bf16 with FP8 products
+  Fp8Options fp8_options;            // --fp8-recipe, --fp8-format, --amax-history, --fp8-margin
+  nn::Fp8Policy fp8_layers;          // --fp8-bf16-layers, --fp8-layers, --fp8-first-last
   std::string loss_scale;            // dynamic, deepspeed, static:N, none; default: dynamic for fp16, else none
   double init_scale = 65536, growth_factor = 2, backoff_factor = 0.5, min_scale = 0;  // GradScaler's
   std::int64_t growth_interval = 2000;
@@ -46,6 +49,12 @@ using train::EvalRecord;
 using train::StepRecord;
 using train::TrainCallbacks;
 using train::TrainResult;
+
+// Sets c's precision from a name: fp32, bf16, fp16, or fp8 (bf16 with FP8 products); throws
+// std::invalid_argument for any other.
+void set_precision(TrainConfig& c, const std::string& name);
+// The name set_precision() took: "fp32", "bf16", "fp16" or "fp8".
+std::string precision_label(const TrainConfig& c);
 
 // Runs the training; throws std::invalid_argument for a bad configuration, DataError for bad data.
 TrainResult train(const TrainConfig& config, const TrainCallbacks& callbacks);

@@ -91,5 +91,8 @@ void cpu_scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Ten
 void cpu_fp8_amax(const Tensor& x, std::int64_t block_rows, std::int64_t block_cols, const Tensor& amax);
 Fp8QuantizeStats cpu_fp8_quantize(const Tensor& x, Format format, const Tensor& scales, std::int64_t block_rows,
                                   std::int64_t block_cols, bool dequantize, const Tensor& out);
+Fp8QuantizeStats cpu_fp8_quantize_current(const Tensor& x, Format format, std::int64_t block_rows, std::int64_t block_cols,
+                                          int margin, bool power_of_2, bool dequantize, const Tensor& scales,
+                                          const Tensor& out);
 
 }  // namespace mantissa::detail

@@ -42,7 +42,7 @@ Fp8QuantizeStats reference_fp8_quantize(const Tensor& x, Format format, const Te
         // Saturated: the scaled value lay past the largest finite value by more than rounding reaches.
         if (std::fabs(scaled) > max_finite && decode(format, encode(format, scaled)) != q) ++st.saturated;
         if (scaled != 0 && q == 0) ++st.underflowed;
-        if (dequantize) q = q / s;
+        if (dequantize) q = q * (1.0f / s);
       } else {
         ++st.nonfinite;
       }
@@ -51,6 +51,15 @@ Fp8QuantizeStats reference_fp8_quantize(const Tensor& x, Format format, const Te
   }
   st.count = rows * cols;
   return st;
+}
+
+Fp8QuantizeStats reference_fp8_quantize_current(const Tensor& x, Format format, std::int64_t block_rows,
+                                                std::int64_t block_cols, int margin, bool power_of_2, bool dequantize,
+                                                const Tensor& scales, const Tensor& out) {
+  reference_fp8_amax(x, block_rows, block_cols, scales);
+  float* s = scales.data_as<float>();
+  for (std::int64_t i = 0; i < scales.numel(); ++i) s[i] = fp8_scale_for(s[i], format, margin, power_of_2);
+  return reference_fp8_quantize(x, format, scales, block_rows, block_cols, dequantize, out);
 }
 
 void reference_scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out) {
