@@ -503,6 +503,34 @@ TEST(TrainCommand, ResumeNamesChangedTrainingSettingsUnlessAllowed) {
   EXPECT_EQ(run("train --model mlp --steps 8 --resume-allow hidden --checkpoint-dir " + dir + " --resume").status, 2);  // usage
 }
 
+TEST(TrainCommand, Fp8TrainsWithEachRecipeReportsItsCountersAndKeepsItsRecipeOnResume) {
+  Scratch s;
+  for (const char* recipe : {"delayed", "current", "block"}) {
+    const std::string metrics = s.path(std::string("m-") + recipe);
+    const Result r = run("train --model mlp --precision fp8 --fp8-recipe " + std::string(recipe) +
+                         " --steps 3 --eval-every 3 --batch-size 32 --metrics " + metrics);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("fp8 in 1 of 3 linear layers; bf16: fc0 (first layer), fc2 (last layer)"), std::string::npos) << r.err;
+    const std::string m = slurp(metrics);
+    EXPECT_NE(m.find("\"fp8\":{\"quantized\":"), std::string::npos) << m;
+  }
+  const Result all = run("train --model mlp --precision fp8 --fp8-first-last fp8 --steps 1 --eval-every 1");
+  EXPECT_NE(all.err.find("fp8 in 3 of 3 linear layers"), std::string::npos) << all.err;
+  for (const char* bad : {"--fp8-recipe tensorwise", "--fp8-format e5m2", "--amax-history 0", "--fp8-margin 99",
+                          "--fp8-first-last maybe", "--fp8-bf16-layers fc7"}) {
+    const Result r = run("train --model mlp --precision fp8 --steps 1 " + std::string(bad));
+    EXPECT_NE(r.status, 0) << bad;
+    EXPECT_EQ(lines(r.err), 1) << bad << ": " << r.err;
+  }
+  const std::string dir = s.path("ckpt");
+  ASSERT_EQ(run("train --model mlp --precision fp8 --steps 2 --eval-every 2 --checkpoint-dir " + dir).status, 0);
+  const Result other = run("train --model mlp --precision fp8 --fp8-recipe block --steps 4 --checkpoint-dir " + dir + " --resume");
+  EXPECT_NE(other.status, 0);
+  EXPECT_EQ(lines(other.err), 1) << other.err;
+  EXPECT_NE(other.err.find("fp8 delayed"), std::string::npos) << other.err;
+  EXPECT_EQ(run("train --model mlp --precision fp8 --steps 4 --eval-every 4 --checkpoint-dir " + dir + " --resume").status, 0);
+}
+
 TEST(TrainCommand, WarmupAppliesToTheConstantScheduleToo) {
   Scratch s;
   const Result r = run("train --model mlp --steps 6 --eval-every 6 --lr 1e-3 --schedule constant --warmup 4 --metrics " +

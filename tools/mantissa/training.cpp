@@ -308,7 +308,6 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   o.checkpoint_metadata = {{"config", signature_json(signature(c, shape))}, {"run", config_json(c, shape)}};
   o.inject_nonfinite = c.inject_nonfinite;
   train::Trainer trainer(*model, *data, o);
-  if (c.fp8) std::fprintf(stderr, "%s: %s\n", o.precision.label().c_str(), nn::fp8_plan_str(trainer.fp8_plan()).c_str());
 
   if (c.resume) {
     const std::vector<std::filesystem::path> all = list_checkpoints(c.checkpoint_dir);
@@ -319,6 +318,7 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
       check_signature(all.back(), it->second, signature(c, shape), c.resume_allow);
     });
   }
+  if (c.fp8) std::fprintf(stderr, "%s: %s\n", o.precision.label().c_str(), nn::fp8_plan_str(trainer.fp8_plan()).c_str());
   return trainer.run(cb);
 }
 
