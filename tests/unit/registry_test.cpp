@@ -30,7 +30,8 @@ TEST(KernelRegistry, TheReferenceAndTheCpuBackendRegisterEveryKernel) {
     expect_registered<Copy, Binary, Unary, UnaryBackward, Reduce, Matmul, Softmax, SoftmaxBackward, CrossEntropy,
                       CrossEntropyBackward, AttentionSoftmax, AttentionSoftmaxBackward, ScaleAndCheck, SgdUpdate,
                       AdamUpdate, RoundInto, LayerNorm, LayerNormBackward, BatchNorm, BatchNormBackward, Embedding,
-                      EmbeddingBackward, Conv2d, Conv2dBackwardData, Conv2dBackwardWeights, Pool2d, Pool2dBackward>(impl);
+                      EmbeddingBackward, Conv2d, Conv2dBackwardData, Conv2dBackwardWeights, Pool2d, Pool2dBackward,
+                      Fp8Amax, Fp8QuantizeCurrent, Fp8Quantize, ScaledMatmul>(impl);
   }
 }
 

@@ -31,6 +31,10 @@ int run_info(bool json) {
       out["paths"][onednn_primitive_name(kind)][dtype_name(t)] = cpu_path(kind, t);
     }
   }
+  // FP8 has no CPU arithmetic: its values are held in bf16 and multiplied on the bf16 matmul path.
+  const std::string fp8 = "emulated: e4m3/e5m2 values held exactly in bf16, multiplied by the bf16 matmul (" +
+                          std::string(cpu_path(OnednnPrimitive::matmul, DType::bf16)) + ")";
+  out["fp8"] = fp8;
   if (json) {
     fmt::print("{}\n", out.dump());
     return 0;
@@ -46,6 +50,7 @@ int run_info(bool json) {
       fmt::print("  {:<12} {:<5} {}\n", onednn_primitive_name(kind), dtype_name(t), cpu_path(kind, t));
     }
   }
+  fmt::print("fp8 products: {}\n", fp8);
   return 0;
 }
 
