@@ -297,49 +297,53 @@ TEST_P(Fp8LinearOracle, ForwardAndBackwardAreTheQuantizedProductsOfTheDefinition
   MANTISSA_TRACE_SEED();
   const std::uint64_t seed = testing::test_seed();
   const std::int64_t m = 40, k = 200, n = 24;  // k past one 128 block, so block scales differ
-  Fp8Options o;
-  o.recipe = GetParam();
-  const auto state = std::make_shared<Fp8State>(o);
-  // x and the output gradient with an outlier row, to make the recipes' scales differ.
-  Tensor x = Tensor::randn({m, k}, DType::f32, seed, 0, 1);
-  x.data_as<float>()[5 * k + 3] = 900;
-  x.set_requires_grad();
-  Tensor w = Tensor::randn({n, k}, DType::f32, seed + 1, 0, 0.05);
-  w.set_requires_grad();
-  Tensor b = Tensor::randn({n}, DType::f32, seed + 2);
-  b.set_requires_grad();
-  const Tensor g = Tensor::randn({m, n}, DType::f32, seed + 3, 0, 1e-3);
-  Tensor y;
-  {
-    Autocast bf16(DType::bf16);
-    y = fp8_linear(x, w, b, state);
+  for (Fp8Format format : {Fp8Format::hybrid, Fp8Format::e4m3}) {
+    SCOPED_TRACE(std::string(fp8_format_name(format)));
+    Fp8Options o;
+    o.recipe = GetParam();
+    o.format = format;
+    const auto state = std::make_shared<Fp8State>(o);
+    // x and the output gradient with an outlier row, to make the recipes' scales differ.
+    Tensor x = Tensor::randn({m, k}, DType::f32, seed, 0, 1);
+    x.data_as<float>()[5 * k + 3] = 900;
+    x.set_requires_grad();
+    Tensor w = Tensor::randn({n, k}, DType::f32, seed + 1, 0, 0.05);
+    w.set_requires_grad();
+    Tensor b = Tensor::randn({n}, DType::f32, seed + 2);
+    b.set_requires_grad();
+    const Tensor g = Tensor::randn({m, n}, DType::f32, seed + 3, 0, 1e-3);
+    Tensor y;
+    {
+      Autocast bf16(DType::bf16);
+      y = fp8_linear(x, w, b, state);
+    }
+    ASSERT_EQ(y.dtype(), DType::bf16);
+    y.backward(cast(g, DType::bf16));
+
+    const bool block = o.recipe == Fp8Recipe::block;
+    const Format e4 = Format::e4m3(), e5 = o.backward_format();
+    const std::vector<double> xv = x.to_doubles(), wv = w.to_doubles(), bv = b.to_doubles();
+    const std::vector<double> gv = cast(cast(g, DType::bf16), DType::f32).to_doubles();
+    // The delayed recipe's first step scales each tensor by its own amax, as the current recipe does.
+    const auto q = [&](const std::vector<double>& v, std::int64_t r, std::int64_t c, Format f, std::int64_t br, std::int64_t bc) {
+      return quantized(v, f, block ? scales_of(v, r, c, f, br, bc, true) : scales_of(v, r, c, f, r, c, false));
+    };
+    std::vector<double> want, mag;
+    product(q(xv, m, k, e4, 1, 128), q(wv, n, k, e4, 128, 128), m, n, k, want, mag);
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) want[static_cast<std::size_t>(i * n + j)] += bv[static_cast<std::size_t>(j)];
+    expect_within(y, want, mag, k, 0x1p-8, "y");
+
+    // dx = q(g) . q(w): [m, n] . [n, k]
+    const std::vector<double> gq_rows = q(gv, m, n, e5, 1, 128);
+    product(gq_rows, transposed(q(wv, n, k, e4, 128, 128), n, k), m, k, n, want, mag);
+    expect_within(x.grad(), want, mag, n, 0x1p-24, "dx");
+    // dw = q(g)^T . q(x): the inner dimension is m; block scaling quantizes both again in column blocks.
+    const std::vector<double> gq_cols = block ? q(gv, m, n, e5, 128, 1) : gq_rows;
+    const std::vector<double> xq_cols = block ? q(xv, m, k, e4, 128, 1) : q(xv, m, k, e4, 1, 128);
+    product(transposed(gq_cols, m, n), transposed(xq_cols, m, k), n, k, m, want, mag);
+    expect_within(w.grad(), want, mag, m, 0x1p-24, "dw");
   }
-  ASSERT_EQ(y.dtype(), DType::bf16);
-  y.backward(cast(g, DType::bf16));
-
-  const bool block = o.recipe == Fp8Recipe::block;
-  const Format e4 = Format::e4m3(), e5 = Format::e5m2();
-  const std::vector<double> xv = x.to_doubles(), wv = w.to_doubles(), bv = b.to_doubles();
-  const std::vector<double> gv = cast(cast(g, DType::bf16), DType::f32).to_doubles();
-  // The delayed recipe's first step scales each tensor by its own amax, as the current recipe does.
-  const auto q = [&](const std::vector<double>& v, std::int64_t r, std::int64_t c, Format f, std::int64_t br, std::int64_t bc) {
-    return quantized(v, f, block ? scales_of(v, r, c, f, br, bc, true) : scales_of(v, r, c, f, r, c, false));
-  };
-  std::vector<double> want, mag;
-  product(q(xv, m, k, e4, 1, 128), q(wv, n, k, e4, 128, 128), m, n, k, want, mag);
-  for (std::int64_t i = 0; i < m; ++i)
-    for (std::int64_t j = 0; j < n; ++j) want[static_cast<std::size_t>(i * n + j)] += bv[static_cast<std::size_t>(j)];
-  expect_within(y, want, mag, k, 0x1p-8, "y");
-
-  // dx = q(g) . q(w): [m, n] . [n, k]
-  const std::vector<double> gq_rows = q(gv, m, n, e5, 1, 128);
-  product(gq_rows, transposed(q(wv, n, k, e4, 128, 128), n, k), m, k, n, want, mag);
-  expect_within(x.grad(), want, mag, n, 0x1p-24, "dx");
-  // dw = q(g)^T . q(x): the inner dimension is m; block scaling quantizes both again in column blocks.
-  const std::vector<double> gq_cols = block ? q(gv, m, n, e5, 128, 1) : gq_rows;
-  const std::vector<double> xq_cols = block ? q(xv, m, k, e4, 128, 1) : q(xv, m, k, e4, 1, 128);
-  product(transposed(gq_cols, m, n), transposed(xq_cols, m, k), n, k, m, want, mag);
-  expect_within(w.grad(), want, mag, m, 0x1p-24, "dw");
 }
 
 INSTANTIATE_TEST_SUITE_P(Recipes, Fp8LinearOracle, ::testing::Values(Fp8Recipe::delayed, Fp8Recipe::current, Fp8Recipe::block),
