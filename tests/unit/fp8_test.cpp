@@ -325,7 +325,8 @@ TEST_P(Fp8LinearOracle, ForwardAndBackwardAreTheQuantizedProductsOfTheDefinition
     const std::vector<double> xv = x.to_doubles(), wv = w.to_doubles(), bv = b.to_doubles();
     const std::vector<double> gv = cast(cast(g, DType::bf16), DType::f32).to_doubles();
     // The delayed recipe's first step scales each tensor by its own amax, as the current recipe does.
-    const auto q = [&](const std::vector<double>& v, std::int64_t r, std::int64_t c, Format f, std::int64_t br, std::int64_t bc) {
+    const auto q = [&](const std::vector<double>& v, std::int64_t r, std::int64_t c, Format f, std::int64_t br,
+                       std::int64_t bc) {
       return quantized(v, f, block ? scales_of(v, r, c, f, br, bc, true) : scales_of(v, r, c, f, r, c, false));
     };
     std::vector<double> want, mag;

@@ -82,9 +82,10 @@ std::vector<Variant> variants(const ModelBenchArgs& a) {
       if (p == "fp8") {
         recipes.clear();
         for (const std::string& r : split(a.fp8_recipe)) recipes.emplace_back(parse_fp8_recipe(r));
+        Fp8Options{.format = parse_fp8_format(a.fp8_format), .amax_history = a.amax_history, .margin = a.fp8_margin}.check();
       }
     } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(std::string("bench --precision/--fp8-recipe: ") + e.what());
+      throw std::invalid_argument(std::string("bench --precision/--fp8-*: ") + e.what());
     }
     for (const std::string& m : split(a.mode)) {
       bool lpm = false;
@@ -144,7 +145,10 @@ class Bench {
     train::TrainerOptions o;
     o.precision = {v.precision, v.low_precision_model ? train::PrecisionMode::low_precision_model
                                                       : train::PrecisionMode::autocast};
-    if (v.fp8) o.precision.fp8 = Fp8Options{.recipe = *v.fp8};
+    if (v.fp8) {
+      o.precision.fp8 = Fp8Options{.recipe = *v.fp8, .format = parse_fp8_format(a.fp8_format),
+                                   .amax_history = a.amax_history, .margin = a.fp8_margin};
+    }
     o.optimizer = {.kind = train::OptimizerKind::adamw, .lr = 1e-3, .weight_decay = 0.01,
                    .master = {true, Rounding::nearest_even, a.seed + 17, false}};
     o.steps = std::numeric_limits<std::int64_t>::max() / 2;

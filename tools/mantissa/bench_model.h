@@ -11,6 +11,9 @@ struct ModelBenchArgs {
   std::string precision = "fp32,bf16,fp16";         // comma-separated
   std::string mode = "autocast,low-precision-model";  // comma-separated
   std::string fp8_recipe = "delayed";               // for precision fp8; comma-separated
+  std::string fp8_format = "hybrid";
+  std::int64_t amax_history = 1024;
+  int fp8_margin = 0;
   int threads = 0;
   int steps = 10, warmup = 3;
   bool json = false;
