@@ -151,7 +151,10 @@ std::string Fp8Options::str() const {
   if (recipe == Fp8Recipe::delayed) {
     s += ", history " + std::to_string(amax_history) + ", " + std::string(amax_reduction_name(reduction));
   }
-  if (recipe == Fp8Recipe::block) s += ", blocks 1x" + std::to_string(block) + " and " + std::to_string(block) + "x" + std::to_string(block);
+  if (recipe == Fp8Recipe::block) {
+    const std::string b = std::to_string(block);
+    s += ", blocks 1x" + b + " and " + b + "x" + b;
+  }
   return s + ", margin " + std::to_string(margin) + ")";
 }
 
@@ -198,7 +201,8 @@ std::optional<float> Fp8State::delayed_scale(Fp8Operand operand) const {
   // No amax recorded yet: the history's column is all zeros, and the scale has never been computed.
   const float* h = amax_history_.data_as<const float>();
   bool any = false;
-  for (std::int64_t r = 0; r < options_.amax_history && !any; ++r) any = h[r * static_cast<std::int64_t>(kFp8Operands) + static_cast<std::int64_t>(i)] > 0;
+  const auto cols = static_cast<std::int64_t>(kFp8Operands);
+  for (std::int64_t r = 0; r < options_.amax_history && !any; ++r) any = h[r * cols + static_cast<std::int64_t>(i)] > 0;
   if (!any) return std::nullopt;
   return scale_.data_as<const float>()[i];
 }
@@ -290,9 +294,13 @@ Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const st
     y = reshape(y, shape);
   }
   if (needs_grad({&x, &w, &bias})) {
+    // Kept for backward (counted as activations): the quantized input and weight; for block scaling the
+    // input as it came instead, to quantize it column-wise for the weight gradient.
     const bool block = o.recipe == Fp8Recipe::block;
-    record(y, std::make_shared<Fp8LinearNode>(block ? Quantized{} : xq, block ? save_for_backward(x2) : Tensor(), wq, x.shape(),
-                                              x.dtype(), w.dtype(), state),
+    const Quantized x_saved = block ? Quantized{} : Quantized{save_for_backward(xq.values), xq.inverse_scale};
+    const Quantized w_saved{save_for_backward(wq.values), wq.inverse_scale};
+    record(y, std::make_shared<Fp8LinearNode>(x_saved, block ? save_for_backward(x2) : Tensor(), w_saved, x.shape(), x.dtype(),
+                                              w.dtype(), state),
            {&x, &w, &bias});
   }
   return y;
