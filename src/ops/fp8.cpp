@@ -58,6 +58,7 @@ Quantized run_quantize(const Tensor& x, Format f, const Tensor& scales, std::int
 Quantized quantize_current(const Tensor& x, Format f, std::int64_t br, std::int64_t bc, int margin, bool power_of_2,
                            double* amax_out) {
   Tensor q = Tensor::empty({x.size(0), x.size(1)}, DType::bf16, x.device());
+  if (x.numel() == 0) return {q, 1.0};  // no blocks, no scales
   Tensor scales = Tensor::empty({blocks(x.size(0), br), blocks(x.size(1), bc)}, DType::f32, x.device());
   const detail::Fp8QuantizeStats st = detail::run_kernel_on<detail::kernel::Fp8QuantizeCurrent>(
       x, x, f, br, bc, margin, power_of_2, /*dequantize=*/power_of_2, scales, q);
@@ -76,8 +77,10 @@ Quantized quantize_tensor(const Tensor& x, Format f, Fp8State& state, Fp8Operand
   const Fp8Options& o = state.options();
   const std::optional<float> s = o.recipe == Fp8Recipe::delayed ? state.delayed_scale(operand) : std::nullopt;
   double amax = 0;
-  const Quantized q = s ? run_quantize(x, f, Tensor::full({1, 1}, *s, DType::f32), x.size(0), x.size(1), &amax)
-                        : quantize_current(x, f, x.size(0), x.size(1), o.margin, false, &amax);
+  // One block, the whole tensor (at least 1 x 1: block sizes divide).
+  const std::int64_t rows = std::max<std::int64_t>(x.size(0), 1), cols = std::max<std::int64_t>(x.size(1), 1);
+  const Quantized q = s ? run_quantize(x, f, Tensor::full({1, 1}, *s, DType::f32), rows, cols, &amax)
+                        : quantize_current(x, f, rows, cols, o.margin, false, &amax);
   if (record && o.recipe == Fp8Recipe::delayed) state.record(operand, amax);
   return q;
 }

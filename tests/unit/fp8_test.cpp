@@ -350,6 +350,19 @@ TEST_P(Fp8LinearOracle, ForwardAndBackwardAreTheQuantizedProductsOfTheDefinition
 INSTANTIATE_TEST_SUITE_P(Recipes, Fp8LinearOracle, ::testing::Values(Fp8Recipe::delayed, Fp8Recipe::current, Fp8Recipe::block),
                          [](const auto& param_info) { return std::string(fp8_recipe_name(param_info.param)); });
 
+TEST(Fp8Linear, AnEmptyBatchAndMisfitShapes) {
+  for (Fp8Recipe r : {Fp8Recipe::delayed, Fp8Recipe::current, Fp8Recipe::block}) {
+    const auto state = std::make_shared<Fp8State>(Fp8Options{.recipe = r});
+    Tensor w = Tensor::randn({3, 5}, DType::f32, 1);
+    w.set_requires_grad();
+    Autocast bf16(DType::bf16);
+    const Tensor y = fp8_linear(Tensor::zeros({0, 5}, DType::f32), w, Tensor(), state);
+    EXPECT_EQ(y.shape(), (Shape{0, 3}));
+    EXPECT_THROW(fp8_linear(Tensor::zeros({2, 4}, DType::f32), w, Tensor(), state), std::invalid_argument);
+    EXPECT_THROW(fp8_linear(Tensor::zeros({2, 5}, DType::f32), w, Tensor::zeros({4}, DType::f32), state), std::invalid_argument);
+  }
+}
+
 TEST(Fp8State, DelayedScalingKeepsAHistoryAndScalesFromItsMaximum) {
   Fp8Options o;
   o.amax_history = 3;
