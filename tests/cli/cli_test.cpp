@@ -220,7 +220,7 @@ TEST(BenchCommand, ModelStepsReportEveryFigureForEachPrecisionAndMode) {
   const nlohmann::json c = nlohmann::json::parse(cnn.out);
   EXPECT_EQ(c.at("mode"), "low-precision-model");
   EXPECT_TRUE(c.at("time_fraction").contains("conv"));
-  for (const char* bad : {"bench --model resnet", "bench --model cnn --precision fp8", "bench --model cnn --steps 0",
+  for (const char* bad : {"bench --model resnet", "bench --model cnn --precision fp4", "bench --model cnn --steps 0",
                           "bench --model cnn --mode fast", "bench --model gpt-wide --data /nonexistent"}) {
     const Result e = run(bad);
     EXPECT_NE(e.status, 0) << bad;
@@ -359,7 +359,7 @@ TEST(TrainCommand, TrainsAGptOnAnyTextFile) {
 TEST(TrainCommand, BadInputGivesOneLineAndKeepsExistingFiles) {
   Scratch s;
   std::ofstream(s.path("old.jsonl")) << "precious\n";
-  for (const char* args : {"train --model resnet", "train --precision fp8", "train --loss-scale static:abc",
+  for (const char* args : {"train --model resnet", "train --precision fp4", "train --loss-scale static:abc",
                            "train --mode low-precision-model", "train --steps 0", "train --optimizer lion",
                            "train --inject-nonfinite 3,x", "train --steps"}) {
     const Result r = run(std::string(args) + " --metrics " + s.path("old.jsonl"));

@@ -46,11 +46,10 @@ std::vector<std::int64_t> parse_steps(const std::string& list) {
   return out;
 }
 
-// A step's FP8 counters, or null in runs without FP8.
-nlohmann::json fp8_json(const StepRecord& r) {
-  if (!r.fp8) return nullptr;
-  return {{"quantized", r.fp8->quantized}, {"saturated", r.fp8->saturated}, {"underflowed", r.fp8->underflowed},
-          {"scale_updates", r.fp8->scale_updates}};
+// A step's FP8 counters (runs with FP8 only).
+nlohmann::json fp8_json(const Fp8Counters& c) {
+  return {{"quantized", c.quantized}, {"saturated", c.saturated}, {"underflowed", c.underflowed},
+          {"scale_updates", c.scale_updates}};
 }
 
 nlohmann::json peak_json(const std::map<std::string, std::int64_t>& peaks) {
@@ -104,10 +103,12 @@ int run_train(TrainRunArgs& a) {
       first = r.step;
       every = std::max<std::int64_t>(1, total / 20);
     }
-    metrics.write({{"step", r.step}, {"loss", r.loss}, {"lr", r.lr}, {"loss_scale", r.loss_scale},
-                   {"skipped", r.skipped}, {"grad_norm", r.grad_norm}, {"nonfinite", r.nonfinite},
-                   {"underflow_fraction", r.underflow_fraction}, {"throughput", r.throughput},
-                   {"peak_bytes", peak_json(r.peak_bytes)}, {"fp8", fp8_json(r)}});
+    nlohmann::json record = {{"step", r.step}, {"loss", r.loss}, {"lr", r.lr}, {"loss_scale", r.loss_scale},
+                             {"skipped", r.skipped}, {"grad_norm", r.grad_norm}, {"nonfinite", r.nonfinite},
+                             {"underflow_fraction", r.underflow_fraction}, {"throughput", r.throughput},
+                             {"peak_bytes", peak_json(r.peak_bytes)}};
+    if (r.fp8) record["fp8"] = fp8_json(*r.fp8);
+    metrics.write(record);
     if (tty || r.step % every == 0 || r.step == total || r.skipped) {
       // ETA from the mean step time so far.
       const double eta = r.elapsed_seconds / static_cast<double>(r.step - first + 1) * static_cast<double>(total - r.step);
