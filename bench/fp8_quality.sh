@@ -14,6 +14,9 @@ GPT="--model gpt --steps ${GPT_STEPS:-1000} --batch-size 16 --lr 1e-3 --warmup 1
 "$BIN" train $MLP --precision bf16 --json >"$OUT/mlp-bf16.json" 2>"$OUT/mlp-bf16.log"
 for r in delayed current block; do
   "$BIN" train $MLP --precision fp8 --fp8-recipe "$r" --json >"$OUT/mlp-fp8-$r.json" 2>"$OUT/mlp-fp8-$r.log"
+  # Every layer in FP8, the first and last too.
+  "$BIN" train $MLP --precision fp8 --fp8-recipe "$r" --fp8-first-last fp8 --json >"$OUT/mlp-fp8-all-$r.json" \
+    2>"$OUT/mlp-fp8-all-$r.log"
 done
 # fp32, bf16 and fp8 (delayed, the default recipe) with their loss curves, then the other two recipes.
 "$BIN" compare $GPT --precisions fp32,bf16,fp8 --plot "$OUT/gpt-fp8-compare.svg" --json \
