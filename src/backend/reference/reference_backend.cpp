@@ -69,26 +69,9 @@ void reduce_kernel(ReduceOp op, const Tensor& x, std::span<const int> axes, cons
   });
 }
 
+// The product is FP8's scaled product with a scale of 1 (reference_fp8.cpp).
 void matmul_kernel(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out) {
-  const std::int64_t batch = out.size(0);
-  const std::int64_t m = out.size(1);
-  const std::int64_t n = out.size(2);
-  const std::int64_t k = a.size(2);
-  const Shape& sa = a.strides();
-  const Shape& sw = w.strides();
-  const Shape& so = out.strides();
-  for (std::int64_t b = 0; b < batch; ++b) {
-    for (std::int64_t i = 0; i < m; ++i) {
-      for (std::int64_t j = 0; j < n; ++j) {
-        double s = bias.defined() ? load_element(bias.dtype(), bias.data(), j * bias.strides()[0]) : 0.0;
-        for (std::int64_t p = 0; p < k; ++p) {
-          s += load_element(a.dtype(), a.data(), b * sa[0] + i * sa[1] + p * sa[2]) *
-               load_element(w.dtype(), w.data(), b * sw[0] + p * sw[1] + j * sw[2]);
-        }
-        store_element(out.dtype(), out.data(), b * so[0] + i * so[1] + j * so[2], s);
-      }
-    }
-  }
+  reference_scaled_matmul(a, w, 1.0, bias, out);
 }
 
 void softmax_kernel(const Tensor& x, const Tensor& y, bool log) {
