@@ -138,8 +138,8 @@ using Signature = std::vector<std::pair<std::string, std::string>>;
 
 Signature signature(const TrainConfig& c, const DataShape& d) {
   const auto n = [](std::int64_t v) { return std::to_string(v); };
+  // (The FP8 recipe is checked by the trainer itself, from the checkpoint's "fp8" metadata.)
   Signature s{{"--model", c.model}, {"--precision", std::string(dtype_name(c.precision))},
-              {"fp8", c.fp8 ? c.fp8_options.str() : "off"},
               {"--mode", c.low_precision_model ? "low-precision-model" : "autocast"}, {"--optimizer", c.optimizer}};
   if (c.model == "gpt") {
     s.insert(s.end(), {{"--n-layer", n(c.n_layer)}, {"--n-head", n(c.n_head)}, {"--n-embd", n(c.n_embd)},
@@ -190,9 +190,7 @@ void check_signature(const std::filesystem::path& path, const std::string& store
   std::string diff;
   for (const auto& [k, v] : ours) {
     const auto it = theirs.find(k);
-    // Checkpoints written before FP8 existed ran without it.
-    const std::string missing = k == "fp8" ? "off" : "(none)";
-    const std::string was = it != theirs.end() && it->is_string() ? it->get<std::string>() : missing;
+    const std::string was = it != theirs.end() && it->is_string() ? it->get<std::string>() : "(none)";
     const bool allow = std::find(allowed.begin(), allowed.end(), k.substr(2)) != allowed.end();
     if (was != v && !allow) diff += (diff.empty() ? "" : ", ") + k + " " + was + " (this run: " + v + ")";
   }
