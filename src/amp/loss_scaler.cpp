@@ -93,6 +93,23 @@ StepReport LossScaler::examine(std::span<const Tensor> gradients, bool in_place)
   r.skipped = r.nonfinite > 0;
   r.grad_norm = std::sqrt(sum_squares) / (in_place ? 1.0 : state_.scale);
   r.underflow_fraction = count > 0 ? static_cast<double>(underflow) / static_cast<double>(count) : 0.0;
+  finish(r);
+  return r;
+}
+
+StepReport LossScaler::record_overflow(std::int64_t nonfinite) {
+  if (unscaled_) {
+    throw std::logic_error("loss scaler: record_overflow() after unscale() or check() in one step");
+  }
+  StepReport r;
+  r.scale = state_.scale;
+  r.skipped = true;
+  r.nonfinite = nonfinite;
+  finish(r);
+  return r;
+}
+
+void LossScaler::finish(StepReport& r) {
   unscaled_ = true;
   last_overflow_ = r.skipped;
   // A collapse is reported at the step that shows it, before update() counts it.
@@ -107,7 +124,6 @@ StepReport LossScaler::examine(std::span<const Tensor> gradients, bool in_place)
       throw LossScaleCollapse(r.warning);
     }
   }
-  return r;
 }
 
 void LossScaler::update() {

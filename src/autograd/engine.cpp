@@ -6,6 +6,7 @@
 
 #include "../backend/registry.h"
 #include "mantissa/autograd/node.h"
+#include "mantissa/autograd/watch.h"
 #include "mantissa/backend/kernel_timer.h"
 
 namespace mantissa {
@@ -100,6 +101,11 @@ void record(const Tensor& out, std::shared_ptr<Node> node, std::initializer_list
     node->inputs.push_back(std::move(in));
   }
   node->region = current_kernel_region();
+  if (LayerScope* scope = current_layer_scope()) {
+    node->layer = scope->path();
+    scope->note_output(out, *node);
+  }
+  if (trace_nonfinite()) detail::trace_forward(out, *node, std::vector<const Tensor*>(inputs));
   out.impl()->grad_fn = std::move(node);
   out.impl()->requires_grad = true;
 }
@@ -197,8 +203,12 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
     std::vector<Tensor> input_grads;
     {
       const KernelRegion region(n->region);
+      if (n->tap_grad && n->layer) {
+        if (LayerTap* tap = current_layer_tap()) tap->activation_grad(*n->layer, grad);
+      }
       input_grads = n->backward(grad);
     }
+    const bool trace = trace_nonfinite();
     for (std::size_t i = 0; i < n->inputs.size(); ++i) {
       const Node::Input& in = n->inputs[i];
       if (!in.node) continue;
@@ -209,6 +219,7 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
                                  " for an input of shape " + shape_str(in.shape));
         }
         if (g.dtype() != in.dtype) g = converted(g, in.dtype);
+        if (trace) detail::trace_backward(g, *n, grad);
         Tensor& slot = grads[in.node.get()];
         slot = slot.defined() ? sum_of(slot, g) : g;
       }

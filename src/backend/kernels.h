@@ -11,6 +11,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -47,6 +48,16 @@ struct AdamStep {
 struct Fp8QuantizeStats {
   double amax = 0;
   std::int64_t saturated = 0, underflowed = 0, nonfinite = 0, count = 0;
+};
+
+// What the numerics telemetry and the non-finite tracer see of a tensor (kernel::Numerics).
+inline constexpr int kLog2Lowest = -160;  // bin 0 of the log2 histogram: magnitudes in [2^-160, 2^-159)
+inline constexpr int kLog2Bins = 290;     // up to [2^129, 2^130): every f32 and every f32 times 2^+-30
+struct NumericsStats {
+  std::int64_t count = 0, zeros = 0, nonfinite = 0;
+  double amax = 0;                                 // the largest finite magnitude
+  std::array<std::int64_t, kLog2Bins> log2 = {};  // non-zero finite values by floor(log2 |v|)
+  std::vector<std::int64_t> above;                 // finite values with |v| > each of the limits asked for
 };
 
 struct GradientCheck {
@@ -156,6 +167,14 @@ struct AttentionSoftmaxBackward {
 struct ScaleAndCheck {
   static constexpr const char *name = "scale_and_check", *family = "loss_scaling";
   using Fn = GradientCheck(const Tensor& g, double factor, double underflow_below);
+};
+
+// Numerics: every value v of x (any layout) times factor, in f64: counted, zeros, non-finite, the largest
+// finite |v|, the histogram of floor(log2 |v|) over the non-zero finite values (past either end: the end
+// bin), and how many finite values have |v| > limits[i], for each i. Reads only.
+struct Numerics {
+  static constexpr const char *name = "numerics", *family = "telemetry";
+  using Fn = NumericsStats(const Tensor& x, double factor, std::span<const double> limits);
 };
 
 // Optimizer updates, in place, contiguous tensors of one shape: param f32 (or f64), grad any compute

@@ -22,7 +22,7 @@ Linear::Linear(std::int64_t in, std::int64_t out, std::uint64_t seed, bool bias,
                                                          : uniform_init({out}, in, seed + 1))) {}
 
 Tensor Linear::forward(const Tensor& x) const {
-  const auto scope = precision_scope();
+  const auto scope = forward_scope();
   // FP8 where the region would run this product in low precision.
   if (fp8_ && is_low_precision(detail::autocast_input_dtype(weight_, AutocastOp::linear))) {
     return fp8_linear(x, weight_, bias_, fp8_);
@@ -46,7 +46,7 @@ Conv2d::Conv2d(std::int64_t in, std::int64_t out, std::int64_t kernel, std::uint
       p_{stride, stride, padding, padding, 1, 1, 1} {}
 
 Tensor Conv2d::forward(const Tensor& x) const {
-  const auto scope = precision_scope();
+  const auto scope = forward_scope();
   return conv2d(x, weight_, bias_, p_);
 }
 
@@ -61,7 +61,7 @@ BatchNorm2d::BatchNorm2d(std::int64_t channels, double momentum, double eps)
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x) const {
-  const auto scope = precision_scope();
+  const auto scope = forward_scope();
   return batch_norm(x, gamma_, beta_, running_mean_, running_var_, training(), momentum_, eps_);
 }
 
@@ -73,7 +73,7 @@ LayerNorm::LayerNorm(std::int64_t channels, double eps)
 }
 
 Tensor LayerNorm::forward(const Tensor& x) const {
-  const auto scope = precision_scope();
+  const auto scope = forward_scope();
   return layer_norm(x, gamma_, beta_, eps_);
 }
 

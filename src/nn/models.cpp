@@ -17,7 +17,7 @@ Mlp::Mlp(const MlpConfig& c) {
 }
 
 Tensor Mlp::forward(const Tensor& x) const {
-  const auto scope = precision_scope();
+  const auto scope = forward_scope();
   Tensor h = reshape(x, {x.size(0), -1});
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     h = layers_[i]->forward(h);
@@ -46,9 +46,11 @@ Cnn::Cnn(const CnnConfig& c) {
 }
 
 Tensor Cnn::forward(const Tensor& x) const {
-  const auto scope = precision_scope();
+  const auto scope = forward_scope();
   Tensor h = x;
-  for (const Stage& s : stages_) {
+  for (std::size_t i = 0; i < stages_.size(); ++i) {
+    const Stage& s = stages_[i];
+    const LayerScope part = part_scope("stage" + std::to_string(i));  // the activations, the residual sum, the pool
     h = relu(s.bn->forward(s.conv->forward(h)));
     const Tensor r = s.bn2->forward(s.res2->forward(relu(s.bn1->forward(s.res1->forward(h)))));
     h = max_pool2d(relu(add(h, r)), 2, 2);
@@ -81,12 +83,14 @@ Tensor Gpt::forward(std::span<const std::int64_t> ids, std::int64_t batch, std::
   if (t > c_.block_size) {
     throw std::invalid_argument("gpt: " + std::to_string(t) + " tokens exceed the block size " + std::to_string(c_.block_size));
   }
-  const auto scope = precision_scope();
+  const auto scope = forward_scope();
   const std::int64_t c = c_.n_embd, h = c_.n_head;
   std::vector<std::int64_t> positions(static_cast<std::size_t>(t));
   for (std::int64_t i = 0; i < t; ++i) positions[static_cast<std::size_t>(i)] = i;
   Tensor x = add(wte_->forward(ids, {batch, t}), wpe_->forward(positions, {t}));
-  for (const Block& b : blocks_) {
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    const Block& b = blocks_[i];
+    const LayerScope part = part_scope("blocks." + std::to_string(i));  // attention, GELU, the residual sums
     // Causal self-attention on the fused q, k, v projection, heads read and written in place.
     x = add(x, b.proj->forward(self_attention(b.qkv->forward(b.ln1->forward(x)), h)));
     x = add(x, b.fc_proj->forward(gelu(b.fc->forward(b.ln2->forward(x)))));

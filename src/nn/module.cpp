@@ -81,9 +81,25 @@ void Module::keep_in_f32() {
   policy_ = p;
 }
 
-std::unique_ptr<Autocast> Module::precision_scope() const {
-  if (policy_ && autocast_dtype()) return std::make_unique<Autocast>(autocast_dtype(), *policy_);
-  return nullptr;
+Module::ForwardScope Module::forward_scope() const {
+  std::unique_ptr<Autocast> autocast;
+  if (policy_ && autocast_dtype()) autocast = std::make_unique<Autocast>(autocast_dtype(), *policy_);
+  return ForwardScope{std::move(autocast), LayerScope(path(), children_.empty())};
+}
+
+LayerScope Module::part_scope(const std::string& name) const {
+  LayerPath& p = parts_[name];
+  if (!p) p = std::make_shared<const std::string>(path()->empty() ? name : *path() + "." + name);
+  return LayerScope(p);
+}
+
+const LayerPath& Module::path() const {
+  if (!path_) {
+    std::string p = name_;
+    if (parent_ != nullptr && !parent_->path()->empty()) p = *parent_->path() + "." + name_;
+    path_ = std::make_shared<const std::string>(std::move(p));
+  }
+  return path_;
 }
 
 void Module::to_dtype(DType dtype) {

@@ -2,12 +2,14 @@
 #include "mantissa/train/trainer.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 #include <stdexcept>
 
 #include "mantissa/ops/autocast.h"
 #include "mantissa/amp/step.h"
 #include "mantissa/autograd/node.h"
+#include "mantissa/autograd/watch.h"
 #include "mantissa/core/memory.h"
 #include "mantissa/io/checkpoint.h"
 #include "mantissa/io/safetensors.h"
@@ -38,6 +40,66 @@ void inject_inf(const Tensor& g) {
   }
 }
 
+// The tracer switched on for a step when asked (and left as it was otherwise).
+class TraceSwitch {
+ public:
+  explicit TraceSwitch(bool on) : saved_(trace_nonfinite()), set_(on) {
+    if (set_) set_trace_nonfinite(true);
+  }
+  ~TraceSwitch() {
+    if (set_) set_trace_nonfinite(saved_);
+  }
+  TraceSwitch(const TraceSwitch&) = delete;
+  TraceSwitch& operator=(const TraceSwitch&) = delete;
+
+ private:
+  bool saved_, set_;
+};
+
+// The parameters whose gradients hold inf or NaN, with how many (at most the first 5): on skipped steps.
+std::vector<std::pair<std::string, std::int64_t>> nonfinite_gradients(const nn::Module& model) {
+  std::vector<std::pair<std::string, std::int64_t>> out;
+  for (const auto& [name, p] : model.named_parameters()) {
+    const std::int64_t n = p.grad().defined() ? detail::count_nonfinite(p.grad()) : 0;
+    if (n > 0 && out.size() < 5) out.emplace_back(name, n);
+  }
+  return out;
+}
+
+// The message for a stalled run: the skipped steps, where their non-finite values came from, what to do.
+std::string explain_stall(std::int64_t first, std::int64_t last, const std::map<std::string, std::int64_t>& sources,
+                          const StepRecord& r, DType compute) {
+  std::vector<std::pair<std::int64_t, std::string>> ranked;
+  for (const auto& [name, n] : sources) ranked.emplace_back(-n, name);
+  std::sort(ranked.begin(), ranked.end());
+  std::string where;
+  for (std::size_t i = 0; i < std::min<std::size_t>(ranked.size(), 4); ++i) {
+    where += (i > 0 ? ", " : "") + ranked[i].second + " (" + std::to_string(-ranked[i].first) + " steps)";
+  }
+  if (ranked.size() > 4) where += " and " + std::to_string(ranked.size() - 4) + " more";
+  char scale[32];
+  std::snprintf(scale, sizeof scale, "%g", r.loss_scale);
+  std::string s = std::to_string(last - first + 1) + " steps in a row skipped (steps " + std::to_string(first) + "-" +
+                  std::to_string(last) + "), loss scale now " + scale + "; the inf/NaN came from " +
+                  (where.empty() ? "(unknown)" : where) + ". ";
+  if (r.trace) s += "First report: " + r.trace->str() + ". ";
+  s += "To do: keep those layers in f32 (--fp32-layers, Module::keep_in_f32), lower the learning rate or clip the "
+       "gradients";
+  if (compute == DType::f16) s += ", or train in bf16 (fp32's range)";
+  if (!r.trace) s += "; --trace-nonfinite names the op that made the first inf";
+  return s;
+}
+
+// Every module whose path is one of `paths`, or lies under one, runs in f32.
+void keep_layers_in_f32(nn::Module& model, const std::vector<std::string>& paths) {
+  if (paths.empty()) return;
+  for (const auto& [path, m] : model.named_modules()) {
+    for (const std::string& p : paths) {
+      if (path == p || (path.size() > p.size() && path.compare(0, p.size(), p) == 0 && path[p.size()] == '.')) m->keep_in_f32();
+    }
+  }
+}
+
 // An autocast region in the compute dtype, or none for f32.
 std::unique_ptr<Autocast> precision_region(const PrecisionPolicy& p) {
   return p.compute == DType::f32 ? nullptr : std::make_unique<Autocast>(p.compute);
@@ -64,6 +126,8 @@ Trainer::Trainer(Model& model, DataSource& data, TrainerOptions options)
       scaler_(options_.loss_scaling.value_or(LossScalerOptions::for_compute(options_.precision.compute))),
       schedule_(options_.schedule.value_or(LrSchedule::constant(options_.optimizer.lr))) {
   if (options_.precision.low_precision_model()) model_.module().to_dtype(options_.precision.compute);
+  keep_layers_in_f32(model_.module(), options_.precision.f32_layers);
+  if (options_.telemetry) telemetry_ = std::make_unique<Telemetry>(*options_.telemetry);
   if (options_.precision.fp8) {
     fp8_plan_ = nn::apply_fp8_policy(model_.module(), *options_.precision.fp8, options_.precision.fp8_layers);
   }
@@ -88,26 +152,51 @@ StepRecord Trainer::step(std::span<const Batch> micro_batches) {
   const auto t0 = Clock::now();
   if (!start_) start_ = t0;
   const std::int64_t step = next_step_;
-  optimizer_->set_lr(schedule_.at(step - 1));
+  // Held on skipped steps, the schedule counts only the steps that updated the weights.
+  const std::int64_t held = options_.hold_lr_on_skip ? scaler_.state().skipped : 0;
+  optimizer_->set_lr(schedule_.at(step - 1 - held));
   const bool fp8 = options_.precision.fp8.has_value();
   if (fp8) reset_fp8_counters();
+  Telemetry* telemetry = telemetry_ && telemetry_->policy().due(step) ? telemetry_.get() : nullptr;
+  if (telemetry) telemetry->begin_step(step, scaler_.scale());
+  set_trace_loss_scale(scaler_.scale());
   // Each micro-batch's loss is divided by their number, so the gradients add up to the batch mean's.
   const double share = 1.0 / static_cast<double>(micro_batches.size());
   double loss = 0;
   std::int64_t items = 0;
-  for (const Batch& b : micro_batches) {
-    const Tensor l = this->loss(b);
-    loss += l.item() * share;
-    items += b.items();
-    scaler_.scale_loss(micro_batches.size() == 1 ? l : mul(l, share)).backward();
+  std::optional<NonFiniteReport> trace;
+  {
+    const TraceSwitch tracing(options_.trace_nonfinite);
+    const LayerTapGuard tap(telemetry);
+    try {
+      for (const Batch& b : micro_batches) {
+        items += b.items();
+        const Tensor l = this->loss(b);
+        loss += l.item() * share;
+        scaler_.scale_loss(micro_batches.size() == 1 ? l : mul(l, share)).backward();
+      }
+    } catch (const NonFiniteError& e) {
+      trace = e.report();
+      loss = std::numeric_limits<double>::quiet_NaN();
+    }
   }
   const auto& inject = options_.inject_nonfinite;
-  if (std::find(inject.begin(), inject.end(), step) != inject.end()) {
+  if (!trace && std::find(inject.begin(), inject.end(), step) != inject.end()) {
     inject_inf(model_.module().parameters().front().grad());
   }
-  // One read-only pass over the gradients (inf/NaN, norm); unless one overflowed, the optimizer step on
-  // the f32 master weights with the unscale and the clipping done inside it; the loss-scale update.
-  const StepReport rep = scaled_step(scaler_, *optimizer_, options_.clip);
+  StepReport rep;
+  std::vector<std::pair<std::string, std::int64_t>> bad_grads;
+  if (trace) {
+    // The tracer stopped the step: skipped, as an overflowing one (the scale backs off).
+    rep = scaler_.record_overflow(trace->nonfinite);
+    scaler_.update();
+  } else {
+    if (telemetry) telemetry->parameters(model_.module());
+    // One read-only pass over the gradients (inf/NaN, norm); unless one overflowed, the optimizer step on
+    // the f32 master weights with the unscale and the clipping done inside it; the loss-scale update.
+    rep = scaled_step(scaler_, *optimizer_, options_.clip);
+    if (rep.skipped) bad_grads = nonfinite_gradients(model_.module());
+  }
   optimizer_->zero_grad();
   if (fp8) add_fp8_scale_updates(nn::fp8_end_step(model_.module()));
   ++next_step_;
@@ -116,7 +205,31 @@ StepRecord Trainer::step(std::span<const Batch> micro_batches) {
                     static_cast<double>(items) / seconds, rep.skipped, rep.nonfinite, peaks(), seconds_since(*start_),
                     rep.warning};
   if (fp8) record.fp8 = fp8_counters();
+  if (telemetry) record.numerics = telemetry->take();
+  record.trace = std::move(trace);
+  record.nonfinite_grads = std::move(bad_grads);
+  const std::string stalled = follow_skips(record, !rep.warning.empty());
+  if (!stalled.empty()) {
+    record.warning = stalled;
+    if (options_.stop_on_stall) throw TrainingStalled(stalled);
+  }
   return record;
+}
+
+std::string Trainer::follow_skips(const StepRecord& r, bool collapsed) {
+  if (!r.skipped) {
+    streak_ = {};
+    return "";
+  }
+  if (streak_.length++ == 0) streak_.first = r.step;
+  if (r.trace) {
+    ++streak_.layers[r.trace->layer.empty() ? "(the model)" : r.trace->layer];
+  } else {
+    for (const auto& [name, count] : r.nonfinite_grads) ++streak_.layers[name];
+  }
+  if (streak_.explained || (streak_.length < options_.skip_patience && !collapsed)) return "";
+  streak_.explained = true;
+  return explain_stall(streak_.first, r.step, streak_.layers, r, options_.precision.compute);
 }
 
 StepRecord Trainer::step() {

@@ -106,6 +106,10 @@ class LossScaler {
   // (Optimizer::step(1 / scale)): one pass over the gradients fewer. Counts as this step's unscale().
   StepReport check(std::span<const Tensor> gradients);
 
+  // For a step stopped before its gradients were complete (the non-finite tracer found an inf or NaN):
+  // counts as this step's unscale(), finding `nonfinite` non-finite values.
+  StepReport record_overflow(std::int64_t nonfinite);
+
   // Records the step's outcome (from unscale) and moves the scale. Throws if unscale was not called.
   void update();
 
@@ -114,6 +118,8 @@ class LossScaler {
 
  private:
   StepReport examine(std::span<const Tensor> gradients, bool in_place);
+  // Marks the step examined and adds the collapse report (or throws LossScaleCollapse).
+  void finish(StepReport& r);
   // Whether the scale is at its floor, or at 1 or below (where scaling no longer keeps anything).
   bool at_floor() const;
   LossScalerOptions options_;

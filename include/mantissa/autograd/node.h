@@ -5,6 +5,7 @@
 
 #include <initializer_list>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -30,6 +31,8 @@ class Node {
   std::vector<Input> inputs;
   bool released = false;
   const char* region = nullptr;  // the KernelRegion open when the op ran; its backward counts there too
+  std::shared_ptr<const std::string> layer;  // the LayerScope's path when it was recorded (watch.h)
+  bool tap_grad = false;  // its output is a tapped layer's: the gradient reaching it goes to the LayerTap
 };
 
 // Whether ops record history on this thread (off inside NoGradGuard and during backward).

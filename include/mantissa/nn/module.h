@@ -2,16 +2,19 @@
 // override, so users can build their own models the way they do in PyTorch.
 //
 // A module's forward pass is an ordinary member function of the concrete class (layers take tensors,
-// GPT takes token ids); inside it, `precision_scope()` applies the module's override, if any.
+// GPT takes token ids); inside it, `forward_scope()` applies the module's precision override, if any,
+// and names the ops it runs after the module's path (for the non-finite tracer and the telemetry).
 #pragma once
 
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "mantissa/autograd/watch.h"
 #include "mantissa/ops/autocast.h"
 #include "mantissa/core/tensor.h"
 
@@ -43,6 +46,9 @@ class Module {
   // Every op of the module in f32, even inside an autocast region.
   void keep_in_f32();
 
+  // This module's path from the root of its tree ("blocks.0.attn.qkv"; "" for the root).
+  const LayerPath& path() const;
+
   // Low-precision-model mode: parameters (not buffers) converted to dtype, except those of modules that
   // keep f32 parameters (norm layers). Replaces the parameter tensors: build the optimizer afterwards.
   void to_dtype(DType dtype);
@@ -52,11 +58,21 @@ class Module {
   Tensor& register_buffer(const std::string& name, Tensor value);
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    module->parent_ = this;
+    module->name_ = name;
     children_.emplace_back(name, module);
     return module;
   }
-  // An autocast region with this module's override (in the enclosing region's dtype), or null.
-  std::unique_ptr<Autocast> precision_scope() const;
+  // What a forward pass opens first: an autocast region with this module's override (in the enclosing
+  // region's dtype), if it has one, and a layer scope with its path (tapped for telemetry in a module
+  // without submodules: a layer).
+  struct ForwardScope {
+    std::unique_ptr<Autocast> autocast;
+    LayerScope layer;
+  };
+  ForwardScope forward_scope() const;
+  // A scope for the ops a module runs between its submodules, named path() + "." + name ("blocks.0").
+  LayerScope part_scope(const std::string& name) const;
   // Norm layers keep their parameters in f32 in low-precision-model mode.
   void keep_parameters_f32() { f32_parameters_ = true; }
 
@@ -69,6 +85,10 @@ class Module {
   bool training_ = true;
   bool f32_parameters_ = false;
   std::optional<AutocastPolicy> policy_;
+  const Module* parent_ = nullptr;
+  std::string name_;                                   // as the parent registered it
+  mutable LayerPath path_;                             // made on first use, once the tree is built
+  mutable std::map<std::string, LayerPath> parts_;     // part_scope()'s paths
 };
 
 }  // namespace mantissa::nn

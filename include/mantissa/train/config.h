@@ -28,6 +28,8 @@ struct PrecisionPolicy {
   // FP8 products (on top of a bf16 or f16 compute dtype) in the linear layers fp8_layers picks.
   std::optional<Fp8Options> fp8 = std::nullopt;
   nn::Fp8Policy fp8_layers = {};
+  // Module paths (or prefixes) whose ops all run in f32, whatever the compute dtype (keep_in_f32).
+  std::vector<std::string> f32_layers = {};
 
   bool low_precision_model() const { return mode == PrecisionMode::low_precision_model; }
   // The dtype a model's inputs are given in: the compute dtype for a low-precision model, else f32.

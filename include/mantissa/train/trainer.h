@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,7 @@
 #include "mantissa/train/config.h"
 #include "mantissa/train/data.h"
 #include "mantissa/train/model.h"
+#include "mantissa/train/telemetry.h"
 
 namespace mantissa::train {
 
@@ -54,6 +56,24 @@ struct TrainerOptions {
   std::map<std::string, std::string> checkpoint_metadata = {};
   // Steps whose first gradient gets an inf (testing the skip path).
   std::vector<std::int64_t> inject_nonfinite = {};
+  // Numerics telemetry on the steps the policy samples (StepRecord::numerics).
+  std::optional<TelemetryPolicy> telemetry = std::nullopt;
+  // The non-finite tracer (mantissa/autograd/watch.h) on during each step: the first op that makes an
+  // inf or NaN stops the step, which is skipped as an overflowing one, with its report (StepRecord::trace).
+  bool trace_nonfinite = false;
+  // Skipped steps do not advance the learning-rate schedule.
+  bool hold_lr_on_skip = false;
+  // After this many skipped steps in a row (or when the loss scaler reports a collapse), the step's
+  // warning explains: which layers overflowed and what to do. Once per run of skips.
+  int skip_patience = 8;
+  // Then stop: throw TrainingStalled (with that explanation) instead of training on.
+  bool stop_on_stall = false;
+};
+
+// Thrown by a step when stop_on_stall is set and the run has stalled; what() is the explanation.
+class TrainingStalled : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 struct StepRecord {
@@ -65,6 +85,10 @@ struct StepRecord {
   double elapsed_seconds;                          // since the run's first step
   std::string warning;                             // the loss scaler's, when its scale has collapsed
   std::optional<Fp8Counters> fp8 = std::nullopt;   // this step's FP8 quantization counts, in FP8 runs
+  std::vector<TensorNumerics> numerics = {};       // telemetry, on sampled steps
+  std::optional<NonFiniteReport> trace = std::nullopt;  // what stopped the step, with the tracer on
+  // On a skipped step: the parameters whose gradients held inf or NaN, and how many (the first few).
+  std::vector<std::pair<std::string, std::int64_t>> nonfinite_grads = {};
 };
 
 struct EvalRecord {
@@ -136,6 +160,15 @@ class Trainer {
   LossScaler scaler_;
   LrSchedule schedule_;
   std::vector<nn::Fp8LayerChoice> fp8_plan_;
+  std::unique_ptr<Telemetry> telemetry_;
+  // The current run of skipped steps: its length, and which layers its non-finite values came from.
+  struct SkipStreak {
+    std::int64_t first = 0, length = 0;
+    std::map<std::string, std::int64_t> layers;
+    bool explained = false;
+  } streak_;
+  // Notes the step's outcome in streak_; returns the explanation when the run has stalled, else "".
+  std::string follow_skips(const StepRecord& record, bool collapsed);
   std::int64_t next_step_ = 1;
   std::optional<std::chrono::steady_clock::time_point> start_;
 };

@@ -48,6 +48,7 @@ void register_cpu_kernels() {
   register_kernel<kernel::AttentionSoftmax>(cpu, cpu_attention_softmax);
   register_kernel<kernel::AttentionSoftmaxBackward>(cpu, cpu_attention_softmax_backward);
   register_kernel<kernel::ScaleAndCheck>(cpu, cpu_scale_and_check);
+  register_kernel<kernel::Numerics>(cpu, cpu_numerics);
   register_kernel<kernel::SgdUpdate>(cpu, cpu_sgd_update);
   register_kernel<kernel::AdamUpdate>(cpu, cpu_adam_update);
   register_kernel<kernel::RoundInto>(cpu, cpu_round_into);

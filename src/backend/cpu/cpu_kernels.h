@@ -31,6 +31,7 @@ bool onednn_layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tens
 
 // cpu_elementwise.cpp: the loss scaler's fused pass (in place).
 GradientCheck cpu_scale_and_check(const Tensor& g, double factor, double underflow_below);
+NumericsStats cpu_numerics(const Tensor& x, double factor, std::span<const double> limits);
 
 // cpu_optim.cpp: fused optimizer updates and master-weight write-back.
 void cpu_sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s);

@@ -258,6 +258,7 @@ void register_reference_kernels() {
   register_kernel<kernel::AttentionSoftmax>(Impl::reference, attention_softmax_kernel);
   register_kernel<kernel::AttentionSoftmaxBackward>(Impl::reference, attention_softmax_backward_kernel);
   register_kernel<kernel::ScaleAndCheck>(Impl::reference, scale_and_check_kernel);
+  register_kernel<kernel::Numerics>(Impl::reference, reference_numerics);
   register_kernel<kernel::SgdUpdate>(Impl::reference, sgd_update_kernel);
   register_kernel<kernel::AdamUpdate>(Impl::reference, adam_update_kernel);
   register_kernel<kernel::RoundInto>(Impl::reference, round_into_kernel);

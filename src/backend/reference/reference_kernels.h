@@ -11,6 +11,9 @@
 namespace mantissa::detail {
 
 GradientCheck reference_scale_and_check(const Tensor& g, double factor, double underflow_below);
+// reference_numerics.cpp; tally_value adds one value (already multiplied by the factor) to the stats.
+NumericsStats reference_numerics(const Tensor& x, double factor, std::span<const double> limits);
+void tally_value(double v, std::span<const double> limits, NumericsStats& s);
 
 // reference_norm.cpp
 void reference_layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
