@@ -68,7 +68,7 @@ std::vector<std::pair<std::string, std::int64_t>> nonfinite_gradients(const nn::
 
 // The message for a stalled run: the skipped steps, where their non-finite values came from, what to do.
 std::string explain_stall(std::int64_t first, std::int64_t last, const std::map<std::string, std::int64_t>& sources,
-                          const StepRecord& r, DType compute) {
+                          const StepRecord& r, DType compute, bool collapsed) {
   std::vector<std::pair<std::int64_t, std::string>> ranked;
   for (const auto& [name, n] : sources) ranked.emplace_back(-n, name);
   std::sort(ranked.begin(), ranked.end());
@@ -80,7 +80,8 @@ std::string explain_stall(std::int64_t first, std::int64_t last, const std::map<
   char scale[32];
   std::snprintf(scale, sizeof scale, "%g", r.loss_scale);
   std::string s = std::to_string(last - first + 1) + " steps in a row skipped (steps " + std::to_string(first) + "-" +
-                  std::to_string(last) + "), loss scale now " + scale + "; the inf/NaN came from " +
+                  std::to_string(last) + "), loss scale now " + scale + (collapsed ? " (at its floor)" : "") +
+                  "; the inf/NaN came from " +
                   (where.empty() ? "(unknown)" : where) + ". ";
   if (r.trace) s += "First report: " + r.trace->str() + ". ";
   s += "To do: keep those layers in f32 (--fp32-layers, Module::keep_in_f32), lower the learning rate or clip the "
@@ -208,11 +209,9 @@ StepRecord Trainer::step(std::span<const Batch> micro_batches) {
   if (telemetry) record.numerics = telemetry->take();
   record.trace = std::move(trace);
   record.nonfinite_grads = std::move(bad_grads);
-  const std::string stalled = follow_skips(record, !rep.warning.empty());
-  if (!stalled.empty()) {
-    record.warning = stalled;
-    if (options_.stop_on_stall) throw TrainingStalled(stalled);
-  }
+  // The scaler's own collapse report is folded into one explanation per run of skips.
+  record.warning = follow_skips(record, !rep.warning.empty());
+  if (!record.warning.empty() && options_.stop_on_stall) throw TrainingStalled(record.warning);
   return record;
 }
 
@@ -229,7 +228,7 @@ std::string Trainer::follow_skips(const StepRecord& r, bool collapsed) {
   }
   if (streak_.explained || (streak_.length < options_.skip_patience && !collapsed)) return "";
   streak_.explained = true;
-  return explain_stall(streak_.first, r.step, streak_.layers, r, options_.precision.compute);
+  return explain_stall(streak_.first, r.step, streak_.layers, r, options_.precision.compute, collapsed);
 }
 
 StepRecord Trainer::step() {

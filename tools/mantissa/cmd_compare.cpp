@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -65,16 +64,7 @@ int run_compare(const CompareArgs& a) {
   if (names.empty()) throw std::invalid_argument("--precisions: no precision given");
   // The picture's path is checked before training, not after minutes of it: an existing target must be a
   // regular file (it is replaced by a rename), and the directory must take a new file.
-  const std::string tmp = a.plot + ".partial";
-  if (!a.plot.empty()) {
-    std::error_code ec;
-    const auto st = std::filesystem::status(a.plot, ec);
-    if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st)) {
-      throw std::invalid_argument("--plot " + a.plot + ": not a regular file (a directory, device or pipe)");
-    }
-    if (!std::ofstream(tmp)) throw std::runtime_error(a.plot + ": cannot write the picture here");
-    std::filesystem::remove(tmp);
-  }
+  if (!a.plot.empty()) check_svg_path(a.plot, "--plot");
   std::vector<PrecisionRun> runs;
   for (const std::string& name : names) {
     TrainConfig c = base;
@@ -132,16 +122,7 @@ int run_compare(const CompareArgs& a) {
       for (const StepRecord& st : runs[i].result.steps) s.points.emplace_back(static_cast<double>(st.step), st.loss_scale);
       scale.series.push_back(s);
     }
-    {
-      std::ofstream out(tmp);
-      out << svg_chart({loss, scale});
-      out.close();
-      if (!out) {
-        std::filesystem::remove(tmp);
-        throw std::runtime_error(a.plot + ": writing the picture failed");
-      }
-    }
-    std::filesystem::rename(tmp, a.plot);
+    write_svg(a.plot, svg_chart({loss, scale}));
     if (!a.json) fmt::print("picture: {}\n", a.plot);
   }
   if (a.json) fmt::print("{}\n", nlohmann::json{{"runs", summary}}.dump());

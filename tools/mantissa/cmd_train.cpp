@@ -22,9 +22,39 @@ namespace {
 
 struct TrainRunArgs {
   TrainArgs train;
-  std::string metrics;
+  std::string metrics, telemetry;
+  std::int64_t telemetry_every = 50;
+  std::vector<std::string> telemetry_tensors, telemetry_layers;
   bool json = false;
 };
+
+// --telemetry-*: the policy, checked.
+train::TelemetryPolicy telemetry_policy(const TrainRunArgs& a) {
+  train::TelemetryPolicy p;
+  p.every = a.telemetry_every;
+  if (!a.telemetry_tensors.empty()) {
+    p.kinds.clear();
+    for (const std::string& k : a.telemetry_tensors) {
+      try {
+        p.kinds.push_back(train::parse_tensor_kind(k));
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(std::string("--telemetry-tensors: ") + e.what());
+      }
+    }
+  }
+  p.layers = a.telemetry_layers;
+  return p;
+}
+
+// What a skipped step's line says: the tracer's report, or the gradients that held the inf.
+std::string skip_reason(const StepRecord& r) {
+  if (r.trace) return r.trace->str();
+  std::string s = "non-finite gradient";
+  for (std::size_t i = 0; i < r.nonfinite_grads.size(); ++i) {
+    s += (i == 0 ? " in " : ", ") + r.nonfinite_grads[i].first + " (" + std::to_string(r.nonfinite_grads[i].second) + ")";
+  }
+  return s;
+}
 
 std::vector<std::int64_t> parse_steps(const std::string& list) {
   std::vector<std::int64_t> out;
@@ -77,9 +107,10 @@ class MetricsFile {
   }
   MetricsFile(const MetricsFile&) = delete;
   MetricsFile& operator=(const MetricsFile&) = delete;
-  void write(const nlohmann::json& line) {
+  void write(const nlohmann::json& line) { write_line(line.dump()); }
+  void write_line(const std::string& line) {
     if (file_ == nullptr) return;
-    const std::string text = line.dump() + "\n";
+    const std::string text = line + "\n";
     if (std::fwrite(text.data(), 1, text.size(), file_) != text.size() || std::fflush(file_) != 0) {
       throw std::runtime_error(path_ + ": writing the metrics failed: " + std::strerror(errno));
     }
@@ -91,31 +122,54 @@ class MetricsFile {
 };
 
 int run_train(TrainRunArgs& a) {
-  const TrainConfig c = resolve(a.train);
+  TrainConfig c = resolve(a.train);
+  if (!a.telemetry.empty()) c.telemetry = telemetry_policy(a);
 
   MetricsFile metrics(a.metrics);
+  MetricsFile telemetry(a.telemetry);
   const bool tty = isatty(fileno(stderr)) != 0;
   std::int64_t every = 0;  // progress lines off a terminal: about 20 a run
   std::int64_t first = -1;
+  // A run of skipped steps: its first is reported with its reason, the rest in one line when it ends.
+  std::int64_t skip_first = 0, skip_last = 0;
+  const auto end_skips = [&] {
+    if (skip_last > skip_first) {
+      std::fprintf(stderr, "%ssteps %lld-%lld skipped (%lld in a row)\n", tty ? "\n" : "", static_cast<long long>(skip_first),
+                   static_cast<long long>(skip_last), static_cast<long long>(skip_last - skip_first + 1));
+    }
+    skip_first = skip_last = 0;
+  };
   TrainCallbacks cb;
   cb.on_step = [&](const StepRecord& r, std::int64_t total) {
     if (first < 0) {
       first = r.step;
       every = std::max<std::int64_t>(1, total / 20);
     }
+    for (const train::TensorNumerics& n : r.numerics) telemetry.write_line(n.json());
+    if (r.skipped) {
+      if (skip_first == 0) {
+        skip_first = r.step;
+        std::fprintf(stderr, "%sstep %lld skipped: %s\n", tty ? "\n" : "", static_cast<long long>(r.step), skip_reason(r).c_str());
+      }
+      skip_last = r.step;
+    } else {
+      end_skips();
+    }
+    if (!r.warning.empty()) std::fprintf(stderr, "%swarning: %s\n", tty ? "\n" : "", r.warning.c_str());
     nlohmann::json record = {{"step", r.step}, {"loss", r.loss}, {"lr", r.lr}, {"loss_scale", r.loss_scale},
                              {"skipped", r.skipped}, {"grad_norm", r.grad_norm}, {"nonfinite", r.nonfinite},
                              {"underflow_fraction", r.underflow_fraction}, {"throughput", r.throughput},
                              {"peak_bytes", peak_json(r.peak_bytes)}};
     if (r.fp8) record["fp8"] = fp8_json(*r.fp8);
+    if (r.trace) record["trace"] = r.trace->str();
+    if (!r.nonfinite_grads.empty()) record["nonfinite_grads"] = r.nonfinite_grads;
     metrics.write(record);
-    if (tty || r.step % every == 0 || r.step == total || r.skipped) {
+    if (tty || r.step % every == 0 || r.step == total) {
       // ETA from the mean step time so far.
       const double eta = r.elapsed_seconds / static_cast<double>(r.step - first + 1) * static_cast<double>(total - r.step);
       const std::string fp8 = r.fp8 ? fmt::format(" fp8 sat {} under {}", r.fp8->saturated, r.fp8->underflowed) : "";
       const std::string line = fmt::format("step {}/{} loss {:.4f} scale {:g} lr {:.2e} {:.0f}/s ETA {:.0f}s{}{}", r.step, total,
-                                           r.loss, r.loss_scale, r.lr, r.throughput, eta, fp8,
-                                           r.skipped ? " (skipped: non-finite gradient)" : "");
+                                           r.loss, r.loss_scale, r.lr, r.throughput, eta, fp8, r.skipped ? " (skipped)" : "");
       std::fprintf(stderr, tty ? "\r%-78s" : "%s\n", line.c_str());
     }
   };
@@ -128,7 +182,7 @@ int run_train(TrainRunArgs& a) {
   };
 
   TrainResult result = train(c, cb);
-  for (const std::string& w : result.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  end_skips();
   const EvalRecord& last = result.evals.back();
   if (a.json) {
     nlohmann::json j = {{"final_val_loss", last.val_loss}, {"wall_seconds", result.wall_seconds},
@@ -238,6 +292,14 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
                  "grad-accum, stochastic-rounding, loss-scale")
       ->delimiter(',');
   app.add_option("--inject-nonfinite", a.inject, "STEP[,STEP...]: put an inf into a gradient at these steps");
+  app.add_option("--fp32-layers", c.fp32_layers, "Module paths (or prefixes) whose ops all run in fp32")->delimiter(',');
+  app.add_flag("--trace-nonfinite", c.trace_nonfinite,
+               "Check every op's output; the first that makes an inf/NaN stops the step (skipped) with a report naming it");
+  app.add_flag("--hold-lr-on-skip", c.hold_lr_on_skip, "Skipped steps do not advance the learning-rate schedule");
+  app.add_option("--skip-patience", c.skip_patience, "Skipped steps in a row before the run says why and what to do")
+      ->capture_default_str();
+  app.add_flag("--stop-on-stall", c.stop_on_stall,
+               "Stop (exit status 3) when the run stalls: --skip-patience skips in a row or a collapsed loss scale");
 }
 
 Run add_train(CLI::App& app) {
@@ -245,6 +307,15 @@ Run add_train(CLI::App& app) {
   add_train_options(app, a->train);
   app.add_option("--metrics", a->metrics, "Append JSON lines (one per step and per evaluation) to PATH, flushed as the run goes");
   app.add_flag("--json", a->json, "Print the final summary as one JSON object on standard output");
+  app.add_option("--telemetry", a->telemetry, "Append numerics telemetry (JSON lines, one per tensor per sampled step) "
+                                              "to PATH; `mantissa inspect PATH` summarizes it");
+  app.add_option("--telemetry-every", a->telemetry_every, "Steps between telemetry samples (and the first)")
+      ->capture_default_str();
+  app.add_option("--telemetry-tensors", a->telemetry_tensors,
+                 "Which tensors: activations, weights, weight-grads, activation-grads (default: all)")
+      ->delimiter(',');
+  app.add_option("--telemetry-layers", a->telemetry_layers, "Module paths (or prefixes) measured (default: all)")
+      ->delimiter(',');
   return [a] { return run_train(*a); };
 }
 

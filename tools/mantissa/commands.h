@@ -14,6 +14,8 @@ using Run = std::function<int()>;
 
 // Exit status for bad input (an unknown format, a malformed number, a missing flag value).
 inline constexpr int kBadInput = 2;
+// Exit status for a training run that stopped because it stalled (--stop-on-stall).
+inline constexpr int kStalled = 3;
 
 Run add_formats(CLI::App& app);
 Run add_cast(CLI::App& app);
@@ -21,6 +23,7 @@ Run add_bench(CLI::App& app);
 Run add_info(CLI::App& app);
 Run add_train(CLI::App& app);
 Run add_compare(CLI::App& app);
+Run add_inspect(CLI::App& app);
 
 // The training flags `train` and `compare` share (cmd_train.cpp), and the configuration they give.
 struct TrainArgs {

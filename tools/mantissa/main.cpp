@@ -1,6 +1,6 @@
 // The `mantissa` command: parses the subcommand and its flags, runs it, and turns every error into one
-// line on standard error: exit status 2 for a bad flag or input, 1 for a failure (bad data, a failed
-// write, standard output included).
+// line on standard error: exit status 2 for a bad flag or input, 3 for a training run stopped because it
+// stalled (--stop-on-stall), 1 for a failure (bad data, a failed write, standard output included).
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
   add("cast", "Round fp32 values read from standard input into a format", mantissa::cli::add_cast);
   add("train", "Train a model (mlp, cnn, gpt) on real data in fp32, bf16 or fp16", mantissa::cli::add_train);
   add("compare", "Train the same model in several precisions and compare them side by side", mantissa::cli::add_compare);
+  add("inspect", "Summarize a run's numerics telemetry: tensors closest to underflow and overflow, the gradient histogram",
+      mantissa::cli::add_inspect);
   add("info", "What this machine's kernels can do: instruction sets, AMX, oneDNN's dtypes", mantissa::cli::add_info);
   add("bench", "Benchmarks: whole training steps per precision (--model), matmul against the measured peak, an MLP step", mantissa::cli::add_bench);
 
@@ -47,6 +49,12 @@ int main(int argc, char** argv) {
   };
   try {
     for (CLI::App* sub : app.get_subcommands()) return flushed(runs.at(sub)());
+  } catch (const mantissa::train::TrainingStalled& e) {  // --stop-on-stall: a distinct status
+    std::fprintf(stderr, "mantissa: stopped: %s\n", e.what());
+    return mantissa::cli::kStalled;
+  } catch (const mantissa::LossScaleCollapse& e) {
+    std::fprintf(stderr, "mantissa: stopped: %s\n", e.what());
+    return mantissa::cli::kStalled;
   } catch (const std::invalid_argument& e) {  // a bad flag value or input: a usage error
     std::fprintf(stderr, "mantissa: %s\n", e.what());
     return mantissa::cli::kBadInput;

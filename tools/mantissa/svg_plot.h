@@ -1,5 +1,6 @@
-// A small SVG line chart: series of (x, y) points, a log-scale option for the y axis, a legend. Enough
-// for `mantissa compare`'s loss curves and loss-scale traces, in a file any browser opens.
+// Small SVG charts, in files any browser opens: line charts (series of (x, y) points, a log-scale option
+// for the y axis, a legend) for `mantissa compare`'s loss curves and loss-scale traces, and a histogram
+// with shaded ranges and marked lines for `mantissa inspect`'s log2-magnitude picture.
 #pragma once
 
 #include <string>
@@ -22,5 +23,28 @@ struct Panel {
 
 // Panels stacked vertically, as one SVG document.
 std::string svg_chart(const std::vector<Panel>& panels, int width = 900, int panel_height = 320);
+
+struct Band {  // a shaded x range, labelled at its top
+  double x0, x1;
+  std::string color, label;
+};
+struct Mark {  // a vertical line, labelled
+  double x;
+  std::string color, label;
+};
+struct Histogram {
+  std::string title, x_label, y_label;
+  std::vector<std::pair<double, double>> bars;  // (left edge, height); each bar 1 wide
+  std::vector<Band> bands;
+  std::vector<Mark> marks;
+  std::vector<std::string> notes;  // lines of text under the title
+};
+std::string svg_histogram(const Histogram& h, int width = 900, int height = 460);
+
+// Writes an SVG document to path atomically (a temporary file renamed over it); throws naming the path.
+void write_svg(const std::string& path, const std::string& svg);
+// Throws std::invalid_argument if path exists and is not a regular file, or runtime_error if its
+// directory does not take a new file: checked before a long run, not after it.
+void check_svg_path(const std::string& path, const char* flag);
 
 }  // namespace mantissa::cli

@@ -86,6 +86,8 @@ void check(const TrainConfig& c) {
   }
   in_range(c.growth_interval, 1, kMaxSteps, "--growth-interval");
   in_range(c.hysteresis, 1, 1 << 20, "--hysteresis");
+  in_range(c.skip_patience, 1, 1 << 20, "--skip-patience");
+  if (c.telemetry) in_range(c.telemetry->every, 1, kMaxSteps, "--telemetry-every");
   const auto real = [](double v, bool ok, const char* flag, const char* what) {
     if (!std::isfinite(v) || !ok) throw std::invalid_argument(std::string(flag) + " must be " + what + ", got " + exact_number(v));
   };
@@ -113,6 +115,22 @@ void check(const TrainConfig& c) {
   }
   scaler_options(c);  // --loss-scale's own checks
   optimizer_config(c);
+}
+
+// Each path names a module of the model or a prefix of some (a typo would otherwise select nothing).
+void check_layer_paths(nn::Module& model, const std::vector<std::string>& paths, const char* flag) {
+  const auto modules = model.named_modules();
+  for (const std::string& p : paths) {
+    const bool found = std::any_of(modules.begin(), modules.end(), [&](const auto& m) {
+      return !m.first.empty() && (m.first == p || (m.first.size() > p.size() && m.first.compare(0, p.size(), p) == 0 &&
+                                                   m.first[p.size()] == '.'));
+    });
+    if (!found) {
+      std::string some;
+      for (std::size_t i = 1; i < modules.size() && i < 6; ++i) some += (i > 1 ? ", " : "") + modules[i].first;
+      throw std::invalid_argument(std::string(flag) + ": '" + p + "' is no layer of this model (its layers: " + some + ", ...)");
+    }
+  }
 }
 
 // The sizes a model takes from its data: image channels, height and width and the class count (the
@@ -305,7 +323,15 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   o.checkpoints = {c.checkpoint_dir, c.checkpoint_every, c.keep};
   o.checkpoint_metadata = {{"config", signature_json(signature(c, shape))}, {"run", config_json(c, shape)}};
   o.inject_nonfinite = c.inject_nonfinite;
+  o.precision.f32_layers = c.fp32_layers;
+  o.trace_nonfinite = c.trace_nonfinite;
+  o.hold_lr_on_skip = c.hold_lr_on_skip;
+  o.skip_patience = c.skip_patience;
+  o.stop_on_stall = c.stop_on_stall;
+  o.telemetry = c.telemetry;
   train::Trainer trainer(*model, *data, o);
+  check_layer_paths(model->module(), c.fp32_layers, "--fp32-layers");
+  if (c.telemetry) check_layer_paths(model->module(), c.telemetry->layers, "--telemetry-layers");
 
   if (c.resume) {
     const std::vector<std::filesystem::path> all = list_checkpoints(c.checkpoint_dir);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,12 @@ struct TrainConfig {
   std::uint64_t seed = 0;
   int threads = 0;
   std::vector<std::int64_t> inject_nonfinite;  // steps (1-based) whose gradient gets an inf
+  std::vector<std::string> fp32_layers;        // module paths (or prefixes) run in f32
+  bool trace_nonfinite = false;                // stop a step at the first op that makes an inf/NaN, naming it
+  bool hold_lr_on_skip = false;                // skipped steps do not advance the schedule
+  int skip_patience = 8;                       // skipped steps in a row before the run explains itself
+  bool stop_on_stall = false;                  // then stop (exit status 3)
+  std::optional<train::TelemetryPolicy> telemetry;  // numerics telemetry (train --telemetry)
   std::string checkpoint_dir;                  // empty: no checkpoints
   std::int64_t checkpoint_every = 0;           // 0: only at the end
   int keep = 3;                                // checkpoints kept

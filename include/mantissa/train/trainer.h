@@ -83,7 +83,9 @@ struct StepRecord {
   std::int64_t nonfinite;
   std::map<std::string, std::int64_t> peak_bytes;  // so far in the run, by memory category and "total"
   double elapsed_seconds;                          // since the run's first step
-  std::string warning;                             // the loss scaler's, when its scale has collapsed
+  // Once per run of skipped steps, when it reaches skip_patience or the loss scale collapses: what
+  // happened, which layers it came from, what to do.
+  std::string warning;
   std::optional<Fp8Counters> fp8 = std::nullopt;   // this step's FP8 quantization counts, in FP8 runs
   std::vector<TensorNumerics> numerics = {};       // telemetry, on sampled steps
   std::optional<NonFiniteReport> trace = std::nullopt;  // what stopped the step, with the tracer on
