@@ -64,11 +64,16 @@ struct Variant {
   DType precision;
   bool low_precision_model;
   std::optional<Fp8Recipe> fp8 = std::nullopt;  // bf16 with FP8 products by this recipe
+  std::string numerics = "off";                 // the tracer ("trace") or telemetry every step ("telemetry")
   std::string name() const {
     return fp8 ? "fp8-" + std::string(fp8_recipe_name(*fp8)) : precision_name(precision);
   }
   std::string label() const {
-    return name() + (precision == DType::f32 ? "" : low_precision_model ? " lpm" : " autocast");
+    return name() + (precision == DType::f32 ? "" : low_precision_model ? " lpm" : " autocast") +
+           (numerics == "off" ? "" : " +" + numerics);
+  }
+  bool same_run_as(const Variant& v) const {
+    return precision == v.precision && low_precision_model == v.low_precision_model && fp8 == v.fp8;
   }
 };
 
@@ -95,7 +100,14 @@ std::vector<Variant> variants(const ModelBenchArgs& a) {
         throw std::invalid_argument(std::string("bench --mode: ") + e.what());
       }
       if (d == DType::f32 && lpm) continue;  // fp32 has one mode
-      for (const auto& r : recipes) out.push_back({d, lpm, r});
+      for (const auto& r : recipes) {
+        for (const std::string& n : split(a.numerics)) {
+          if (n != "off" && n != "trace" && n != "telemetry") {
+            throw std::invalid_argument("bench --numerics: '" + n + "' is not off, trace or telemetry");
+          }
+          out.push_back({d, lpm, r, n});
+        }
+      }
     }
     if (d == DType::f32 && std::none_of(out.begin(), out.end(), [](const Variant& v) { return v.precision == DType::f32; })) {
       out.push_back({d, false});
@@ -151,6 +163,8 @@ class Bench {
     }
     o.optimizer = {.kind = train::OptimizerKind::adamw, .lr = 1e-3, .weight_decay = 0.01,
                    .master = {true, Rounding::nearest_even, a.seed + 17, false}};
+    o.trace_nonfinite = v.numerics == "trace";
+    if (v.numerics == "telemetry") o.telemetry = train::TelemetryPolicy{.every = 1};
     o.steps = std::numeric_limits<std::int64_t>::max() / 2;
     o.eval_every = o.steps;
     trainer_ = std::make_unique<train::Trainer>(*model_, *data_, o);
@@ -297,6 +311,7 @@ nlohmann::json to_json(const Result& r, const Result* fp32) {
                       {"last_loss", r.last_loss},
                       {"loss_scale", r.loss_scale}};
   for (const auto& [part, s] : r.seconds_by_part) j["time_fraction"][part] = s / r.timed_seconds;
+  j["numerics"] = r.variant.numerics;
   if (fp32 != nullptr) {
     j["speedup_vs_fp32"] = fp32->median_ms() / ms;
     j["peak_memory_vs_fp32"] = static_cast<double>(r.peak_bytes.at("total")) / static_cast<double>(fp32->peak_bytes.at("total"));
@@ -330,6 +345,19 @@ void print_table(const ModelBenchArgs& a, const std::vector<Result>& results, co
   fmt::print("\n(spread = (slowest - fastest) / median; memory columns are peaks in MiB; x fp32 = speed-up)\n");
   fmt::print("peaks: ");
   for (const Result& r : results) fmt::print("{} {:.0f} GFLOP/s ({}); ", r.variant.label(), r.peak_gflops, r.peak_instruction);
+  for (const Result& r : results) {
+    if (r.variant.numerics == "off") continue;
+    for (const Result& plain : results) {
+      if (plain.variant.numerics != "off" || !plain.variant.same_run_as(r.variant)) continue;
+      const double extra = r.median_ms() / plain.median_ms() - 1;
+      fmt::print("\n{}: {:+.1f}% of the step", r.variant.label(), 100 * extra);
+      if (r.variant.numerics == "telemetry") {
+        const train::TelemetryPolicy defaults;
+        fmt::print(" when sampled; {:+.2f}% at the default interval of {} steps", 100 * extra / static_cast<double>(defaults.every),
+                   defaults.every);
+      }
+    }
+  }
   fmt::print("\ndata preparation, not in a step: {:.2f} ms per batch\n\nwhere a step's time goes (%):\n",
              results.front().data_ms);
   std::map<std::string, double> order;  // parts by their share in the first run, largest first
@@ -368,7 +396,7 @@ int run_model_bench(ModelBenchArgs a) {
   }
   const Result* fp32 = nullptr;
   for (const Result& r : results) {
-    if (r.variant.precision == DType::f32 && !r.variant.fp8) fp32 = &r;
+    if (r.variant.precision == DType::f32 && !r.variant.fp8 && r.variant.numerics == "off") fp32 = &r;
   }
   if (a.json) {
     nlohmann::json out = {{"model", a.model}, {"threads", threads}, {"steps", a.steps}, {"warmup", a.warmup},

@@ -11,6 +11,7 @@ struct ModelBenchArgs {
   std::string precision = "fp32,bf16,fp16";         // comma-separated
   std::string mode = "autocast,low-precision-model";  // comma-separated
   std::string fp8_recipe = "delayed";               // for precision fp8; comma-separated
+  std::string numerics = "off";                     // off, trace, telemetry (every step); comma-separated
   std::string fp8_format = "hybrid";
   std::int64_t amax_history = 1024;
   int fp8_margin = 0;

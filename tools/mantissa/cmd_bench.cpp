@@ -204,6 +204,8 @@ Run add_bench(CLI::App& app) {
   app.add_option("--fp8-format", model->fp8_format, "For fp8: hybrid or e4m3")->capture_default_str();
   app.add_option("--amax-history", model->amax_history, "For fp8 delayed: steps of amax history")->capture_default_str();
   app.add_option("--fp8-margin", model->fp8_margin, "For fp8: scales divided by 2^margin")->capture_default_str();
+  app.add_option("--numerics", model->numerics, "off, trace (the non-finite tracer), telemetry (every step), or several, "
+                                               "comma-separated: their cost against off")->capture_default_str();
   app.add_option("--mode", model->mode, "autocast, low-precision-model, or both, comma-separated")->capture_default_str();
   app.add_option("--threads", model->threads, "Threads (default: all)");
   app.add_option("--steps", model->steps, "Timed steps; the median is reported")->capture_default_str();
