@@ -115,6 +115,14 @@ const TrainerOptions& checked(const TrainerOptions& o) {
   if (o.grad_accum < 1) throw std::invalid_argument("trainer: grad_accum must be at least 1");
   if (o.eval_every < 1) throw std::invalid_argument("trainer: eval_every must be at least 1");
   if (!(o.clip >= 0)) throw std::invalid_argument("trainer: clip must be at least 0");
+  for (const auto* low : {o.adaptive ? &o.adaptive->low : nullptr, o.plan ? &o.plan->low : nullptr}) {
+    if (low == nullptr) continue;
+    if (o.adaptive && o.plan) throw std::invalid_argument("trainer: adaptive precision and a fixed plan exclude each other");
+    if (o.precision.compute != *low || o.precision.low_precision_model() || o.precision.fp8) {
+      throw std::invalid_argument("trainer: a per-layer precision plan needs autocast in its 16-bit format (" +
+                                  std::string(dtype_name(*low)) + ") and no model-wide fp8");
+    }
+  }
   return o;
 }
 
@@ -128,7 +136,11 @@ Trainer::Trainer(Model& model, DataSource& data, TrainerOptions options)
       schedule_(options_.schedule.value_or(LrSchedule::constant(options_.optimizer.lr))) {
   if (options_.precision.low_precision_model()) model_.module().to_dtype(options_.precision.compute);
   keep_layers_in_f32(model_.module(), options_.precision.f32_layers);
-  if (options_.telemetry) telemetry_ = std::make_unique<Telemetry>(*options_.telemetry);
+  if (options_.plan) apply_precision_plan(model_.module(), *options_.plan);
+  if (options_.adaptive) controller_ = std::make_unique<PrecisionController>(model_.module(), *options_.adaptive);
+  if (options_.telemetry || controller_) {
+    telemetry_ = std::make_unique<Telemetry>(options_.telemetry.value_or(controller_ ? controller_->telemetry() : TelemetryPolicy{}));
+  }
   if (options_.precision.fp8) {
     fp8_plan_ = nn::apply_fp8_policy(model_.module(), *options_.precision.fp8, options_.precision.fp8_layers);
   }
@@ -207,6 +219,20 @@ StepRecord Trainer::step(std::span<const Batch> micro_batches) {
                     rep.warning};
   if (fp8) record.fp8 = fp8_counters();
   if (telemetry) record.numerics = telemetry->take();
+  if (controller_) {
+    // Skipped steps blame the layers their inf/NaN came from; sampled good steps are decided on.
+    std::vector<PrecisionChange>& changes = record.precision_changes;
+    if (trace) {
+      changes = controller_->blame(step, trace->layer, trace->str());
+    } else {
+      for (const auto& [name, count] : bad_grads) {
+        auto c = controller_->blame(step, name, std::to_string(count) + " inf/NaN in the gradient of " + name);
+        changes.insert(changes.end(), c.begin(), c.end());
+      }
+    }
+    if (!rep.skipped && !record.numerics.empty()) changes = controller_->decide(step, record.numerics);
+    controller_->count_step(rep.skipped);
+  }
   record.trace = std::move(trace);
   record.nonfinite_grads = std::move(bad_grads);
   // The scaler's own collapse report is folded into one explanation per run of skips.
@@ -266,6 +292,8 @@ EvalRecord Trainer::evaluate(bool full) {
 void Trainer::save(const std::filesystem::path& path) const {
   CheckpointState st{next_step_ - 1, scaler_.state(), options_.checkpoint_metadata};
   st.extra["fp8"] = fp8_setting(options_.precision);
+  if (controller_) st.extra["adaptive_precision"] = controller_->state_json();
+  if (options_.plan) st.extra["precision_plan"] = options_.plan->json();
   for (const auto& [k, v] : data_.position()) st.extra[k] = v;
   save_checkpoint(path, model_.module(), *optimizer_, st);
 }
@@ -279,6 +307,24 @@ void Trainer::resume(const std::filesystem::path& path,
     const std::string ours = fp8_setting(options_.precision);
     if (theirs != ours) {
       throw CheckpointError(path.string() + ": written by a run with fp8 " + theirs + " (this run: " + ours + ")");
+    }
+    // Adaptive precision: the plan and the controller as they were (applied before the tensors load).
+    const auto adaptive = meta.find("adaptive_precision");
+    if ((adaptive != meta.end()) != (controller_ != nullptr)) {
+      throw CheckpointError(path.string() + ": written by a run " + (controller_ ? "without" : "with") +
+                            " adaptive precision (this run: " + (controller_ ? "with" : "without") + ")");
+    }
+    if (controller_) {
+      try {
+        controller_->load_state_json(adaptive->second);
+      } catch (const std::invalid_argument& e) {
+        throw CheckpointError(path.string() + ": " + e.what());
+      }
+    }
+    const auto plan = meta.find("precision_plan");
+    const std::string theirs_plan = plan == meta.end() ? "none" : plan->second;
+    if (theirs_plan != (options_.plan ? options_.plan->json() : "none")) {
+      throw CheckpointError(path.string() + ": written with another precision plan (" + theirs_plan + ")");
     }
     if (check) check(meta);
   };
@@ -327,6 +373,12 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
   if (result.evals.empty()) {  // resumed at or past the last step: evaluate what was loaded
     result.evals.push_back(evaluate(true));
     result.evals.back().step = options_.steps;
+  }
+  if (controller_) {
+    result.final_plan = controller_->plan();
+    for (const auto& [p, share] : controller_->product_shares()) {
+      result.product_shares[layer_precision_name(p, controller_->plan().low)] = share;
+    }
   }
   result.wall_seconds = seconds_since(start);
   if (result.peak_bytes.empty()) result.peak_bytes = peaks();  // resumed past the last step

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "output_file.h"
 #include "svg_plot.h"
 
 namespace mantissa::cli {
@@ -64,7 +65,7 @@ int run_compare(const CompareArgs& a) {
   if (names.empty()) throw std::invalid_argument("--precisions: no precision given");
   // The picture's path is checked before training, not after minutes of it: an existing target must be a
   // regular file (it is replaced by a rename), and the directory must take a new file.
-  if (!a.plot.empty()) check_svg_path(a.plot, "--plot");
+  if (!a.plot.empty()) check_output_path(a.plot, "--plot");
   std::vector<PrecisionRun> runs;
   for (const std::string& name : names) {
     TrainConfig c = base;
@@ -122,7 +123,7 @@ int run_compare(const CompareArgs& a) {
       for (const StepRecord& st : runs[i].result.steps) s.points.emplace_back(static_cast<double>(st.step), st.loss_scale);
       scale.series.push_back(s);
     }
-    write_svg(a.plot, svg_chart({loss, scale}));
+    write_file_atomically(a.plot, svg_chart({loss, scale}));
     if (!a.json) fmt::print("picture: {}\n", a.plot);
   }
   if (a.json) fmt::print("{}\n", nlohmann::json{{"runs", summary}}.dump());

@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "mantissa/numeric/format.h"
 #include "mantissa/train/telemetry.h"
+#include "output_file.h"
 #include "svg_plot.h"
 
 namespace mantissa::cli {
@@ -117,7 +118,7 @@ int run_inspect(const InspectArgs& a) {
       throw std::invalid_argument("--format: '" + a.format + "' is not fp16, bf16, e4m3, e5m2 or auto");
     }
   }
-  if (!a.plot.empty()) check_svg_path(a.plot, "--plot");
+  if (!a.plot.empty()) check_output_path(a.plot, "--plot");
   const std::vector<TensorNumerics> all = read_telemetry(a.path);
   std::map<std::string, Trend> trends;
   std::vector<std::int64_t> steps;
@@ -179,7 +180,7 @@ int run_inspect(const InspectArgs& a) {
              "loss scaling; {} with the run's scale {:g}\n", step, grads.size(), percent(lost), percent(lost_scaled),
              grads.front()->loss_scale);
   if (!a.plot.empty()) {
-    write_svg(a.plot, svg_histogram(h));
+    write_file_atomically(a.plot, svg_histogram(h));
     fmt::print("picture: {}\n", a.plot);
   }
   return 0;

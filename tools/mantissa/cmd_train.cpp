@@ -10,10 +10,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "commands.h"
+#include "output_file.h"
 #include "mantissa/core/dtype.h"
 #include "training.h"
 
@@ -22,7 +24,7 @@ namespace {
 
 struct TrainRunArgs {
   TrainArgs train;
-  std::string metrics, telemetry;
+  std::string metrics, telemetry, plan_out;
   std::int64_t telemetry_every = 50;
   std::vector<std::string> telemetry_tensors, telemetry_layers;
   bool json = false;
@@ -124,6 +126,10 @@ class MetricsFile {
 int run_train(TrainRunArgs& a) {
   TrainConfig c = resolve(a.train);
   if (!a.telemetry.empty()) c.telemetry = telemetry_policy(a);
+  if (!a.plan_out.empty()) {
+    if (!c.adaptive) throw std::invalid_argument("--plan-out needs --precision adaptive");
+    check_output_path(a.plan_out, "--plan-out");
+  }
 
   MetricsFile metrics(a.metrics);
   MetricsFile telemetry(a.telemetry);
@@ -146,6 +152,10 @@ int run_train(TrainRunArgs& a) {
       every = std::max<std::int64_t>(1, total / 20);
     }
     for (const train::TensorNumerics& n : r.numerics) telemetry.write_line(n.json());
+    for (const train::PrecisionChange& ch : r.precision_changes) {
+      std::fprintf(stderr, "%sstep %lld: precision: %s\n", tty ? "\n" : "", static_cast<long long>(r.step), ch.str(c.precision).c_str());
+      metrics.write_line("{\"step\": " + std::to_string(r.step) + ", \"precision_change\": " + ch.json(c.precision) + "}");
+    }
     if (r.skipped) {
       if (skip_first == 0) {
         skip_first = r.step;
@@ -183,12 +193,23 @@ int run_train(TrainRunArgs& a) {
 
   TrainResult result = train(c, cb);
   end_skips();
+  if (result.final_plan) {
+    std::string shares;
+    for (const auto& [level, share] : result.product_shares) shares += fmt::format("{}{} {:.1f}%", shares.empty() ? "" : ", ", level, 100 * share);
+    std::fprintf(stderr, "adaptive precision: products by level over the run: %s; final plan: %s\n", shares.c_str(),
+                 result.final_plan->str().c_str());
+    if (!a.plan_out.empty()) write_file_atomically(a.plan_out, result.final_plan->json() + "\n");
+  }
   const EvalRecord& last = result.evals.back();
   if (a.json) {
     nlohmann::json j = {{"final_val_loss", last.val_loss}, {"wall_seconds", result.wall_seconds},
                         {"steps", std::max<std::int64_t>(0, result.total_steps - result.first_step + 1)}, {"skipped_steps", result.skipped_steps},
                         {"peak_bytes", peak_json(result.peak_bytes)}};
     j["final_val_accuracy"] = last.val_accuracy ? nlohmann::json(*last.val_accuracy) : nlohmann::json(nullptr);
+    if (result.final_plan) {
+      j["product_shares"] = result.product_shares;
+      j["final_plan"] = nlohmann::json::parse(result.final_plan->json());
+    }
     fmt::print("{}\n", j.dump());
   } else {
     const double mib = 1 << 20;
@@ -216,6 +237,12 @@ TrainConfig resolve(const TrainArgs& a) {
   if (a.fp8_first_last != "bf16" && a.fp8_first_last != "fp8") {
     throw std::invalid_argument("--fp8-first-last: '" + a.fp8_first_last + "' is not bf16 or fp8");
   }
+  if (a.adaptive_dtype != "bf16" && a.adaptive_dtype != "fp16") {
+    throw std::invalid_argument("--adaptive-dtype: '" + a.adaptive_dtype + "' is not bf16 or fp16");
+  }
+  if (a.adaptive_fp8 != "on" && a.adaptive_fp8 != "off") throw std::invalid_argument("--adaptive-fp8: '" + a.adaptive_fp8 + "' is not on or off");
+  c.adaptive_options.low = a.adaptive_dtype == "fp16" ? DType::f16 : DType::bf16;
+  c.adaptive_options.fp8 = a.adaptive_fp8 == "on";
   try {
     set_precision(c, a.precision);
   } catch (const std::invalid_argument& e) {
@@ -227,6 +254,16 @@ TrainConfig resolve(const TrainArgs& a) {
     throw std::invalid_argument(std::string("--mode: ") + e.what());
   }
   if (!a.inject.empty()) c.inject_nonfinite = parse_steps(a.inject);
+  // A fixed plan runs in its own 16-bit format: read it here so that --precision may be left out.
+  if (!c.precision_plan.empty() && c.precision == DType::f32 && !c.adaptive) {
+    std::ifstream in(c.precision_plan);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    try {
+      c.precision = train::PrecisionPlan::parse(text).low;
+    } catch (const std::invalid_argument&) {
+      // read again, and reported with the file's name, when the run starts
+    }
+  }
   return c;
 }
 
@@ -235,8 +272,16 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
   app.add_option("--model", c.model, "mlp, cnn (Fashion-MNIST) or gpt (text)")->capture_default_str();
   app.add_option("--data", c.data, "Data: a directory in the MNIST layout (mlp, cnn), or a text file or directory (gpt). "
                                    "Default: Debian's Fashion-MNIST or fortunes");
-  app.add_option("--precision", a.precision, "fp32, bf16, fp16, or fp8 (bf16 with FP8 products in the linear layers)")
+  app.add_option("--precision", a.precision, "fp32, bf16, fp16, fp8 (bf16 with FP8 products in the linear layers), or "
+                                            "adaptive (each layer's precision chosen as it trains)")
       ->capture_default_str();
+  app.add_option("--adaptive-dtype", a.adaptive_dtype, "adaptive: the 16-bit format between fp32 and fp8 (bf16 or fp16)")
+      ->capture_default_str();
+  app.add_option("--adaptive-fp8", a.adaptive_fp8, "adaptive: linear layers may move down to fp8 (on or off)")->capture_default_str();
+  app.add_option("--adaptive-every", c.adaptive_options.every, "adaptive: steps between decisions")->capture_default_str();
+  app.add_option("--adaptive-warmup", c.adaptive_options.warmup, "adaptive: no layer moves down before this step")
+      ->capture_default_str();
+  app.add_option("--precision-plan", c.precision_plan, "Run a fixed per-layer plan (JSON, as --plan-out writes it)");
   app.add_option("--fp8-recipe", a.fp8_recipe, "fp8 scaling: delayed (amax history), current (this step's amax) or "
                                                "block (power-of-2 scales per 1x128 / 128x128 block)")
       ->capture_default_str();
@@ -307,6 +352,7 @@ Run add_train(CLI::App& app) {
   add_train_options(app, a->train);
   app.add_option("--metrics", a->metrics, "Append JSON lines (one per step and per evaluation) to PATH, flushed as the run goes");
   app.add_flag("--json", a->json, "Print the final summary as one JSON object on standard output");
+  app.add_option("--plan-out", a->plan_out, "adaptive: write the final per-layer plan (JSON) here, for --precision-plan");
   app.add_option("--telemetry", a->telemetry, "Append numerics telemetry (JSON lines, one per tensor per sampled step) "
                                               "to PATH; `mantissa inspect PATH` summarizes it");
   app.add_option("--telemetry-every", a->telemetry_every, "Steps between telemetry samples (and the first)")

@@ -1,15 +1,12 @@
 // SVG charts (see svg_plot.h): line charts with five ticks per axis, polylines and a legend per panel;
-// histograms with shaded bands and marks; and their atomic write.
+// histograms with shaded bands and marks.
 #include "svg_plot.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <limits>
-#include <stdexcept>
 
 namespace mantissa::cli {
 namespace {
@@ -142,31 +139,6 @@ std::string svg_histogram(const Histogram& hist, int width, int height) {
   out += fmt::format("<text x='15' y='{0}' font-size='12' transform='rotate(-90 15 {0})' text-anchor='middle'>{1}</text>\n",
                      kTop + h / 2, escape(hist.y_label));
   return out + "</svg>\n";
-}
-
-void check_svg_path(const std::string& path, const char* flag) {
-  std::error_code ec;
-  const auto st = std::filesystem::status(path, ec);
-  if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st)) {
-    throw std::invalid_argument(std::string(flag) + " " + path + ": not a regular file (a directory, device or pipe)");
-  }
-  const std::string tmp = path + ".partial";
-  if (!std::ofstream(tmp)) throw std::runtime_error(path + ": cannot write the picture here");
-  std::filesystem::remove(tmp);
-}
-
-void write_svg(const std::string& path, const std::string& svg) {
-  const std::string tmp = path + ".partial";
-  {
-    std::ofstream out(tmp);
-    out << svg;
-    out.close();
-    if (!out) {
-      std::filesystem::remove(tmp);
-      throw std::runtime_error(path + ": writing the picture failed");
-    }
-  }
-  std::filesystem::rename(tmp, path);
 }
 
 }  // namespace mantissa::cli

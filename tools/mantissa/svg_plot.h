@@ -41,10 +41,4 @@ struct Histogram {
 };
 std::string svg_histogram(const Histogram& h, int width = 900, int height = 460);
 
-// Writes an SVG document to path atomically (a temporary file renamed over it); throws naming the path.
-void write_svg(const std::string& path, const std::string& svg);
-// Throws std::invalid_argument if path exists and is not a regular file, or runtime_error if its
-// directory does not take a new file: checked before a long run, not after it.
-void check_svg_path(const std::string& path, const char* flag);
-
 }  // namespace mantissa::cli

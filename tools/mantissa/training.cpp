@@ -11,6 +11,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
 
 #include "mantissa/core/memory.h"
@@ -107,6 +109,16 @@ void check(const TrainConfig& c) {
   if (c.precision != DType::f32 && c.precision != DType::bf16 && c.precision != DType::f16) {
     throw std::invalid_argument("--precision must be fp32, bf16 or fp16");
   }
+  if (c.adaptive && (c.low_precision_model || !c.precision_plan.empty())) {
+    throw std::invalid_argument("--precision adaptive runs in autocast mode, without --precision-plan");
+  }
+  if (c.adaptive) {
+    try {
+      c.adaptive_options.check();
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("--adaptive-*: ") + e.what());
+    }
+  }
   if (c.low_precision_model && c.precision == DType::f32) {
     throw std::invalid_argument("--mode low-precision-model needs --precision bf16 or fp16");
   }
@@ -115,6 +127,24 @@ void check(const TrainConfig& c) {
   }
   scaler_options(c);  // --loss-scale's own checks
   optimizer_config(c);
+}
+
+// --precision-plan FILE: the plan, which must be in the run's 16-bit format.
+train::PrecisionPlan read_plan(const std::string& path, DType precision) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument("--precision-plan " + path + ": cannot read the file");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  train::PrecisionPlan plan;
+  try {
+    plan = train::PrecisionPlan::parse(text);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("--precision-plan " + path + ": " + e.what());
+  }
+  if (plan.low != precision) {
+    throw std::invalid_argument("--precision-plan " + path + ": the plan is for " + train::layer_precision_name(train::LayerPrecision::low, plan.low) +
+                                "; give --precision " + train::layer_precision_name(train::LayerPrecision::low, plan.low));
+  }
+  return plan;
 }
 
 // Each path names a module of the model or a prefix of some (a typo would otherwise select nothing).
@@ -224,7 +254,8 @@ void check_signature(const std::filesystem::path& path, const std::string& store
 std::string config_json(const TrainConfig& c, const DataShape& d) {
   return nlohmann::json{{"model", c.model}, {"channels", d.channels}, {"height", d.height}, {"width", d.width},
                         {"classes", d.classes}, {"data", c.data}, {"precision", std::string(dtype_name(c.precision))},
-                        {"fp8", c.fp8 ? c.fp8_options.str() : "off"},
+                        {"fp8", c.fp8 ? c.fp8_options.str() : "off"}, {"adaptive", c.adaptive},
+                        {"precision_plan", c.precision_plan},
                         {"mode", c.low_precision_model ? "low-precision-model" : "autocast"},
                         {"loss_scale", c.loss_scale}, {"init_scale", c.init_scale}, {"growth_factor", c.growth_factor},
                         {"backoff_factor", c.backoff_factor}, {"growth_interval", c.growth_interval},
@@ -240,13 +271,23 @@ std::string config_json(const TrainConfig& c, const DataShape& d) {
 }  // namespace
 
 void set_precision(TrainConfig& c, const std::string& name) {
-  const train::PrecisionPolicy p = train::parse_precision_policy(name, c.fp8_options);
-  c.precision = p.compute;
-  c.fp8 = p.fp8.has_value();
+  c.adaptive = name == "adaptive";
+  if (c.adaptive) {
+    c.precision = c.adaptive_options.low;
+    c.fp8 = false;
+    return;
+  }
+  try {
+    const train::PrecisionPolicy p = train::parse_precision_policy(name, c.fp8_options);
+    c.precision = p.compute;
+    c.fp8 = p.fp8.has_value();
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string(e.what()) + " (or adaptive)");
+  }
 }
 
 std::string precision_label(const TrainConfig& c) {
-  return c.fp8 ? "fp8" : std::string(train::precision_name(c.precision));
+  return c.adaptive ? "adaptive" : c.fp8 ? "fp8" : std::string(train::precision_name(c.precision));
 }
 
 TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
@@ -329,6 +370,11 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   o.skip_patience = c.skip_patience;
   o.stop_on_stall = c.stop_on_stall;
   o.telemetry = c.telemetry;
+  if (c.adaptive) {
+    o.adaptive = c.adaptive_options;
+    o.adaptive->low = c.precision;
+  }
+  if (!c.precision_plan.empty()) o.plan = read_plan(c.precision_plan, c.precision);
   train::Trainer trainer(*model, *data, o);
   check_layer_paths(model->module(), c.fp32_layers, "--fp32-layers");
   if (c.telemetry) check_layer_paths(model->module(), c.telemetry->layers, "--telemetry-layers");

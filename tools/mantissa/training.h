@@ -41,6 +41,9 @@ struct TrainConfig {
   int skip_patience = 8;                       // skipped steps in a row before the run explains itself
   bool stop_on_stall = false;                  // then stop (exit status 3)
   std::optional<train::TelemetryPolicy> telemetry;  // numerics telemetry (train --telemetry)
+  bool adaptive = false;                       // --precision adaptive: per-layer levels chosen as it trains
+  train::AdaptiveOptions adaptive_options;     // --adaptive-dtype, --adaptive-fp8, --adaptive-every, --adaptive-warmup
+  std::string precision_plan;                  // --precision-plan FILE: a fixed per-layer plan
   std::string checkpoint_dir;                  // empty: no checkpoints
   std::int64_t checkpoint_every = 0;           // 0: only at the end
   int keep = 3;                                // checkpoints kept
@@ -57,10 +60,10 @@ using train::StepRecord;
 using train::TrainCallbacks;
 using train::TrainResult;
 
-// Sets c's precision from a name: fp32, bf16, fp16, or fp8 (bf16 with FP8 products); throws
-// std::invalid_argument for any other.
+// Sets c's precision from a name: fp32, bf16, fp16, fp8 (bf16 with FP8 products) or adaptive (per-layer
+// levels over c.adaptive_options.low); throws std::invalid_argument for any other.
 void set_precision(TrainConfig& c, const std::string& name);
-// The name set_precision() took: "fp32", "bf16", "fp16" or "fp8".
+// The name set_precision() took: "fp32", "bf16", "fp16", "fp8" or "adaptive".
 std::string precision_label(const TrainConfig& c);
 
 // Runs the training; throws std::invalid_argument for a bad configuration, DataError for bad data.

@@ -24,11 +24,16 @@ class Linear : public Module {
   // buffers fp8_amax_history and fp8_scale. Once per layer.
   void enable_fp8(const Fp8Options& options);
   const std::shared_ptr<Fp8State>& fp8() const { return fp8_; }
+  // With FP8 enabled, whether the products run in it (on by enable_fp8; the adaptive precision
+  // controller switches it).
+  void set_fp8_active(bool on) { fp8_active_ = on; }
+  bool fp8_active() const { return fp8_ && fp8_active_; }
 
  private:
   Tensor& weight_;
   Tensor& bias_;
   std::shared_ptr<Fp8State> fp8_;
+  bool fp8_active_ = true;
 };
 
 class Conv2d : public Module {

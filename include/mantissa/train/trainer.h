@@ -30,6 +30,7 @@
 #include "mantissa/train/config.h"
 #include "mantissa/train/data.h"
 #include "mantissa/train/model.h"
+#include "mantissa/train/adaptive.h"
 #include "mantissa/train/telemetry.h"
 
 namespace mantissa::train {
@@ -68,6 +69,12 @@ struct TrainerOptions {
   int skip_patience = 8;
   // Then stop: throw TrainingStalled (with that explanation) instead of training on.
   bool stop_on_stall = false;
+  // Adaptive precision (mantissa/train/adaptive.h): each layer's level chosen as the run goes, from the
+  // telemetry (the controller's, unless `telemetry` is set) and skipped steps. precision.compute must be
+  // the options' 16-bit format, in autocast mode, without precision.fp8.
+  std::optional<AdaptiveOptions> adaptive = std::nullopt;
+  // Or a fixed per-layer plan (a previous adaptive run's), with precision.compute its 16-bit format.
+  std::optional<PrecisionPlan> plan = std::nullopt;
 };
 
 // Thrown by a step when stop_on_stall is set and the run has stalled; what() is the explanation.
@@ -91,6 +98,7 @@ struct StepRecord {
   std::optional<NonFiniteReport> trace = std::nullopt;  // what stopped the step, with the tracer on
   // On a skipped step: the parameters whose gradients held inf or NaN, and how many (the first few).
   std::vector<std::pair<std::string, std::int64_t>> nonfinite_grads = {};
+  std::vector<PrecisionChange> precision_changes = {};  // adaptive precision's decisions after this step
 };
 
 struct EvalRecord {
@@ -109,6 +117,10 @@ struct TrainResult {
   std::string throughput_unit;                     // "images/s" or "tokens/s"
   std::vector<std::string> warnings;
   std::int64_t first_step = 1;  // after a resume, the step after the checkpoint's
+  // Adaptive precision: the final plan, and the share of the product layers' multiply-adds run at each
+  // level over the run ("fp8", "bf16", "fp32").
+  std::optional<PrecisionPlan> final_plan = std::nullopt;
+  std::map<std::string, double> product_shares;
 };
 
 struct TrainCallbacks {
@@ -153,6 +165,8 @@ class Trainer {
   const TrainerOptions& options() const { return options_; }
   // Which linear layers run in FP8 (empty without FP8).
   const std::vector<nn::Fp8LayerChoice>& fp8_plan() const { return fp8_plan_; }
+  // The adaptive precision controller (null without adaptive precision).
+  const PrecisionController* controller() const { return controller_.get(); }
 
  private:
   Model& model_;
@@ -163,6 +177,7 @@ class Trainer {
   LrSchedule schedule_;
   std::vector<nn::Fp8LayerChoice> fp8_plan_;
   std::unique_ptr<Telemetry> telemetry_;
+  std::unique_ptr<PrecisionController> controller_;
   // The current run of skipped steps: its length, and which layers its non-finite values came from.
   struct SkipStreak {
     std::int64_t first = 0, length = 0;
