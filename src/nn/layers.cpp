@@ -40,10 +40,14 @@ void Linear::enable_fp8(const Fp8Options& options) {
 }
 
 Conv2d::Conv2d(std::int64_t in, std::int64_t out, std::int64_t kernel, std::uint64_t seed, std::int64_t stride,
-               std::int64_t padding, bool bias)
-    : weight_(register_parameter("weight", uniform_init({out, in, kernel, kernel}, in * kernel * kernel, seed))),
-      bias_(register_parameter("bias", bias ? uniform_init({out}, in * kernel * kernel, seed + 1) : Tensor())),
-      p_{stride, stride, padding, padding, 1, 1, 1} {}
+               std::int64_t padding, bool bias, double init_stddev, std::int64_t dilation)
+    : weight_(register_parameter("weight", init_stddev > 0
+                                               ? Tensor::randn({out, in, kernel, kernel}, DType::f32, seed, 0, init_stddev)
+                                               : uniform_init({out, in, kernel, kernel}, in * kernel * kernel, seed))),
+      bias_(register_parameter("bias", !bias              ? Tensor()
+                                       : init_stddev > 0 ? Tensor::zeros({out}, DType::f32)
+                                                         : uniform_init({out}, in * kernel * kernel, seed + 1))),
+      p_{stride, stride, padding, padding, dilation, dilation, 1} {}
 
 Tensor Conv2d::forward(const Tensor& x) const {
   const auto scope = forward_scope();

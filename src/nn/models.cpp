@@ -79,6 +79,28 @@ Gpt::Gpt(const GptConfig& c) : c_(c) {
   ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(c.n_embd));
 }
 
+Segmenter::Segmenter(const SegmenterConfig& c) {
+  if (c.layers < 1) throw std::invalid_argument("segmenter: needs at least one convolution");
+  std::uint64_t seed = c.seed;
+  std::int64_t in = c.in_channels;
+  // Dilations 1, 2, 4, 8, ...: each pixel's prediction sees 2^(layers + 1) - 1 pixels across (31 with 4
+  // layers: all of a 28x28 image), enough to tell the garment from its shape.
+  for (std::int64_t i = 0; i < c.layers; ++i) {
+    const std::int64_t d = std::int64_t{1} << i;
+    convs_.push_back(register_module("conv" + std::to_string(i), std::make_shared<Conv2d>(in, c.width, 3, seed += 10, 1, d, true, 0, d)));
+    in = c.width;
+  }
+  head_ = register_module("head", std::make_shared<Conv2d>(in, c.classes, 1, seed += 10, 1, 0, true, c.head_stddev));
+}
+
+Tensor Segmenter::forward(const Tensor& x) const {
+  const auto scope = forward_scope();
+  Tensor h = x;
+  for (const auto& conv : convs_) h = relu(conv->forward(h));
+  const Tensor logits = head_->forward(h);  // [N, classes, H, W]
+  return reshape(contiguous(permute(logits, {0, 2, 3, 1})), {logits.size(0) * logits.size(2) * logits.size(3), logits.size(1)});
+}
+
 Tensor Gpt::forward(std::span<const std::int64_t> ids, std::int64_t batch, std::int64_t t) const {
   if (t > c_.block_size) {
     throw std::invalid_argument("gpt: " + std::to_string(t) + " tokens exceed the block size " + std::to_string(c_.block_size));

@@ -58,7 +58,9 @@ Tensor conv2d(const Tensor& x_arg, const Tensor& w_arg, const Tensor& bias, cons
   Tensor out = Tensor::empty({x.size(0), w.size(0), oh, ow}, dtype, x.device());
   run_kernel_on<kernel::Conv2d>(x, x, w, p, out);
   if (needs_grad({&x, &w})) record(out, std::make_shared<ConvNode>(x, w, p), {&x, &w});
-  if (bias.defined()) out = add(out, reshape(bias, {1, w.size(0), 1, 1}));
+  // The bias in the product's dtype inside autocast regions (as PyTorch's autocast casts it), so that an
+  // f32 bias does not promote a low-precision output back to f32.
+  if (bias.defined()) out = add(out, reshape(detail::autocast_input(bias, AutocastOp::conv2d), {1, w.size(0), 1, 1}));
   return out;
 }
 

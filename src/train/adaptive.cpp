@@ -230,6 +230,12 @@ std::vector<PrecisionChange> PrecisionController::decide(std::int64_t step, cons
       }
       for (const auto& [g, what] : {std::pair{s.grad, "output gradient"}, std::pair{s.wgrad, "weight gradient"}}) {
         if (!up.empty() || g == nullptr) continue;
+        // Every value zero as held: the whole gradient flushed (the shares of non-zero values see nothing).
+        if (g->count > 0 && g->zeros == g->count) {
+          up = std::string("its ") + what + " is zero everywhere as held in " + f + " (flushed below its smallest subnormal; loss scale " +
+               fmt_num("%g", g->loss_scale) + ")";
+          continue;
+        }
         const double below = held_below_normal(*g, low);
         if (below > options_.underflow) {
           up = std::string("its ") + what + " has " + pct(below) + " of its values below " + f + "'s smallest normal (loss scale " +

@@ -48,6 +48,33 @@ void ClassificationData::for_each_eval_batch(bool full, const std::function<void
   }
 }
 
+SegmentationData::SegmentationData(ImageDataset train, ImageDataset test, std::int64_t batch_size, std::uint64_t seed,
+                                   double threshold)
+    : images_(std::move(train), std::move(test), batch_size, seed), threshold_(threshold) {}
+
+Batch SegmentationData::per_pixel(Batch b) const {
+  const Tensor x = contiguous(cast(b.inputs, DType::f32));
+  const std::int64_t n = x.size(0), channels = x.size(1), plane = x.size(2) * x.size(3);
+  const float* v = x.data_as<float>();
+  std::vector<std::int64_t> targets(static_cast<std::size_t>(n * plane));
+  for (std::int64_t i = 0; i < n; ++i) {
+    for (std::int64_t p = 0; p < plane; ++p) {
+      double sum = 0;  // the pixel's mean over the channels
+      for (std::int64_t c = 0; c < channels; ++c) sum += v[(i * channels + c) * plane + p];
+      const bool object = sum / static_cast<double>(channels) > threshold_;
+      targets[static_cast<std::size_t>(i * plane + p)] = object ? b.targets[static_cast<std::size_t>(i)] + 1 : 0;
+    }
+  }
+  b.targets = std::move(targets);
+  return b;
+}
+
+Batch SegmentationData::next() { return per_pixel(images_.next()); }
+
+void SegmentationData::for_each_eval_batch(bool full, const std::function<void(const Batch&)>& each) {
+  images_.for_each_eval_batch(full, [&](const Batch& b) { each(per_pixel(b)); });
+}
+
 std::map<std::string, std::string> ClassificationData::position() const {
   return {{"data_epoch", std::to_string(order_.epoch())}, {"data_position", std::to_string(order_.position())}};
 }

@@ -2,6 +2,7 @@
 #include "mantissa/train/trainer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <stdexcept>
@@ -115,6 +116,7 @@ const TrainerOptions& checked(const TrainerOptions& o) {
   if (o.grad_accum < 1) throw std::invalid_argument("trainer: grad_accum must be at least 1");
   if (o.eval_every < 1) throw std::invalid_argument("trainer: eval_every must be at least 1");
   if (!(o.clip >= 0)) throw std::invalid_argument("trainer: clip must be at least 0");
+  if (!(o.loss_weight > 0) || !std::isfinite(o.loss_weight)) throw std::invalid_argument("trainer: loss_weight must be positive and finite");
   for (const auto* low : {o.adaptive ? &o.adaptive->low : nullptr, o.plan ? &o.plan->low : nullptr}) {
     if (low == nullptr) continue;
     if (o.adaptive && o.plan) throw std::invalid_argument("trainer: adaptive precision and a fixed plan exclude each other");
@@ -174,7 +176,7 @@ StepRecord Trainer::step(std::span<const Batch> micro_batches) {
   if (telemetry) telemetry->begin_step(step, scaler_.scale());
   set_trace_loss_scale(scaler_.scale());
   // Each micro-batch's loss is divided by their number, so the gradients add up to the batch mean's.
-  const double share = 1.0 / static_cast<double>(micro_batches.size());
+  const double share = options_.loss_weight / static_cast<double>(micro_batches.size());
   double loss = 0;
   std::int64_t items = 0;
   std::optional<NonFiniteReport> trace;
@@ -185,8 +187,8 @@ StepRecord Trainer::step(std::span<const Batch> micro_batches) {
       for (const Batch& b : micro_batches) {
         items += b.items();
         const Tensor l = this->loss(b);
-        loss += l.item() * share;
-        scaler_.scale_loss(micro_batches.size() == 1 ? l : mul(l, share)).backward();
+        loss += l.item() / static_cast<double>(micro_batches.size());
+        scaler_.scale_loss(share == 1 ? l : mul(l, share)).backward();
       }
     } catch (const NonFiniteError& e) {
       trace = e.report();

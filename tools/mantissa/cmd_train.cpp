@@ -269,7 +269,9 @@ TrainConfig resolve(const TrainArgs& a) {
 
 void add_train_options(CLI::App& app, TrainArgs& a) {
   TrainConfig& c = a.config;
-  app.add_option("--model", c.model, "mlp, cnn (Fashion-MNIST) or gpt (text)")->capture_default_str();
+  app.add_option("--model", c.model, "mlp, cnn (Fashion-MNIST), segment (Fashion-MNIST per pixel: a loss over every "
+                                     "pixel, with small gradients) or gpt (text)")
+      ->capture_default_str();
   app.add_option("--data", c.data, "Data: a directory in the MNIST layout (mlp, cnn), or a text file or directory (gpt). "
                                    "Default: Debian's Fashion-MNIST or fortunes");
   app.add_option("--precision", a.precision, "fp32, bf16, fp16, fp8 (bf16 with FP8 products in the linear layers), or "
@@ -312,6 +314,8 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
   app.add_option("--schedule", c.schedule, "cosine (linear warm-up, then cosine to lr/10) or constant")->capture_default_str();
   app.add_option("--warmup", c.warmup, "Warm-up steps (linear from 0, with either schedule)")->capture_default_str();
   app.add_option("--clip", c.clip, "Clip gradients to this global norm after unscaling (0: off)")->capture_default_str();
+  app.add_option("--loss-weight", c.loss_weight, "Multiply the training loss (a task weight; small weights give small "
+                                                 "gradients, the case loss scaling exists for)")->capture_default_str();
   app.add_flag("--stochastic-rounding", c.stochastic_rounding, "Write master weights back with stochastic rounding");
   app.add_option("--steps", c.steps, "Optimizer steps")->capture_default_str();
   app.add_option("--epochs", c.epochs, "Passes over the training images instead of --steps (mlp, cnn)");
@@ -323,7 +327,7 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
   app.add_option("--threads", c.threads, "Threads (default: all)");
   app.add_option("--hidden", c.hidden, "mlp: hidden width")->capture_default_str();
   app.add_option("--layers", c.layers, "mlp: hidden layers")->capture_default_str();
-  app.add_option("--width", c.width, "cnn: channels of the first stage")->capture_default_str();
+  app.add_option("--width", c.width, "cnn: channels of the first stage; segment: of every layer")->capture_default_str();
   app.add_option("--n-layer", c.n_layer, "gpt: blocks")->capture_default_str();
   app.add_option("--n-head", c.n_head, "gpt: attention heads")->capture_default_str();
   app.add_option("--n-embd", c.n_embd, "gpt: embedding width")->capture_default_str();

@@ -97,14 +97,15 @@ void check(const TrainConfig& c) {
   real(c.weight_decay, c.weight_decay >= 0, "--weight-decay", "finite and at least 0");
   real(c.momentum, c.momentum >= 0 && c.momentum < 1, "--momentum", "in [0, 1)");
   real(c.clip, c.clip >= 0, "--clip", "finite and at least 0 (0: no clipping)");
+  real(c.loss_weight, c.loss_weight > 0, "--loss-weight", "a finite positive number");
   real(c.init_scale, c.init_scale > 0 && c.init_scale <= std::numeric_limits<float>::max(), "--init-scale",
        "positive and finite in f32");
   real(c.growth_factor, c.growth_factor > 1, "--growth-factor", "above 1");
   real(c.backoff_factor, c.backoff_factor > 0 && c.backoff_factor < 1, "--backoff-factor", "in (0, 1)");
   real(c.min_scale, c.min_scale >= 0 && c.min_scale <= std::numeric_limits<float>::max(), "--min-scale",
        "finite and at least 0");
-  if (c.model != "mlp" && c.model != "cnn" && c.model != "gpt") {
-    throw std::invalid_argument("--model: '" + c.model + "' is not mlp, cnn or gpt");
+  if (c.model != "mlp" && c.model != "cnn" && c.model != "gpt" && c.model != "segment") {
+    throw std::invalid_argument("--model: '" + c.model + "' is not mlp, cnn, segment or gpt");
   }
   if (c.precision != DType::f32 && c.precision != DType::bf16 && c.precision != DType::f16) {
     throw std::invalid_argument("--precision must be fp32, bf16 or fp16");
@@ -194,7 +195,7 @@ Signature signature(const TrainConfig& c, const DataShape& d) {
                        {"--block-size", n(c.block_size)}, {"vocabulary", "256"}});
   } else {
     if (c.model == "mlp") s.insert(s.end(), {{"--hidden", n(c.hidden)}, {"--layers", n(c.layers)}});
-    if (c.model == "cnn") s.emplace_back("--width", n(c.width));
+    if (c.model == "cnn" || c.model == "segment") s.emplace_back("--width", n(c.width));
     s.insert(s.end(), {{"image size (CxHxW)", d.input()}, {"classes", n(d.classes)}});
   }
   s.insert(s.end(), {{"--batch-size", n(c.batch_size)}, {"--seed", std::to_string(c.seed)}});
@@ -260,7 +261,7 @@ std::string config_json(const TrainConfig& c, const DataShape& d) {
                         {"loss_scale", c.loss_scale}, {"init_scale", c.init_scale}, {"growth_factor", c.growth_factor},
                         {"backoff_factor", c.backoff_factor}, {"growth_interval", c.growth_interval},
                         {"hysteresis", c.hysteresis}, {"min_scale", c.min_scale}, {"optimizer", c.optimizer},
-                        {"lr", c.lr}, {"weight_decay", c.weight_decay}, {"momentum", c.momentum}, {"clip", c.clip},
+                        {"lr", c.lr}, {"weight_decay", c.weight_decay}, {"momentum", c.momentum}, {"clip", c.clip}, {"loss_weight", c.loss_weight},
                         {"schedule", c.schedule}, {"warmup", c.warmup}, {"stochastic_rounding", c.stochastic_rounding},
                         {"steps", c.steps}, {"batch_size", c.batch_size}, {"grad_accum", c.grad_accum},
                         {"seed", c.seed}, {"hidden", c.hidden}, {"layers", c.layers}, {"cnn_width", c.width},
@@ -321,7 +322,14 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
       throw DataError(data_path + ": the CNN needs images of at least 4x4 pixels (it pools twice by 2); these are " +
                       std::to_string(shape.height) + "x" + std::to_string(shape.width));
     }
-    data = std::make_unique<train::ClassificationData>(std::move(train_set), std::move(test_set), c.batch_size, c.seed);
+    if (c.model == "segment") {
+      // Object pixels: brighter than 0.2 of full scale, under load_mnist_format's default normalization.
+      constexpr double kObject = (0.2 - 0.2860) / 0.3530;
+      data = std::make_unique<train::SegmentationData>(std::move(train_set), std::move(test_set), c.batch_size, c.seed, kObject);
+      shape.classes += 1;  // background
+    } else {
+      data = std::make_unique<train::ClassificationData>(std::move(train_set), std::move(test_set), c.batch_size, c.seed);
+    }
   }
   if (c.epochs > 0) {
     if (text) throw std::invalid_argument("--epochs applies to image data; give a text model --steps");
@@ -341,6 +349,9 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
     } else if (c.model == "cnn") {
       model = std::make_unique<train::ModuleModel<nn::Cnn>>(
           nn::CnnConfig{.in_channels = shape.channels, .width = c.width, .classes = shape.classes, .seed = c.seed});
+    } else if (c.model == "segment") {
+      model = std::make_unique<train::ModuleModel<nn::Segmenter>>(
+          nn::SegmenterConfig{.in_channels = shape.channels, .width = c.width, .classes = shape.classes, .seed = c.seed});
     } else {
       model = std::make_unique<train::ModuleModel<nn::Gpt>>(
           nn::GptConfig{c.n_layer, c.n_head, c.n_embd, c.block_size, 256, c.seed});
@@ -358,6 +369,7 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   o.loss_scaling = scaler_options(c);
   o.schedule = LrSchedule::warmup_cosine(c.lr, c.warmup, c.steps, c.schedule == "cosine" ? 0.1 * c.lr : c.lr);
   o.clip = c.clip;
+  o.loss_weight = c.loss_weight;
   o.grad_accum = c.grad_accum;
   o.steps = c.steps;
   o.eval_every = c.eval_every;

@@ -27,6 +27,7 @@ struct TrainConfig {
   int hysteresis = 1;
   std::string optimizer = "adamw";  // adamw, adam, sgd
   double lr = 1e-3, weight_decay = 0.01, momentum = 0.9, clip = 0;
+  double loss_weight = 1;  // multiplies the training loss (and so every gradient)
   std::string schedule = "cosine";  // cosine (with warm-up) or constant
   std::int64_t warmup = 0;
   bool stochastic_rounding = false;  // master-weight write-back

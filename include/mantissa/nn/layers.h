@@ -38,8 +38,10 @@ class Linear : public Module {
 
 class Conv2d : public Module {
  public:
+  // init_stddev > 0: weight normal(0, init_stddev) and bias zero (as detection heads start) instead of
+  // PyTorch's default uniform. dilation spreads the kernel's taps (a 3x3 kernel at dilation d sees 2d + 1).
   Conv2d(std::int64_t in, std::int64_t out, std::int64_t kernel, std::uint64_t seed, std::int64_t stride = 1,
-         std::int64_t padding = 0, bool bias = true);
+         std::int64_t padding = 0, bool bias = true, double init_stddev = 0, std::int64_t dilation = 1);
   Tensor forward(const Tensor& x) const;
 
  private:

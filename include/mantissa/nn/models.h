@@ -47,6 +47,27 @@ class Cnn : public Module {
   std::shared_ptr<Linear> head_;
 };
 
+// Per-pixel classification (semantic segmentation): `layers` 3x3 convolutions of `width` channels with
+// ReLU at full resolution, dilated 1, 2, 4, ... so that each pixel sees the whole object, then a 1x1 convolution to the classes, initialized normal(0, head_stddev) as
+// detection heads are (RetinaNet's 0.01). Its loss is a mean over every pixel of the batch, so its
+// gradients are small: with fp16 and no loss scaling most of them flush to zero (the mixed-precision
+// paper's SSD case).
+struct SegmenterConfig {
+  std::int64_t in_channels = 1, width = 16, layers = 4, classes = 11;
+  double head_stddev = 0.01;
+  std::uint64_t seed = 0;
+};
+
+class Segmenter : public Module {
+ public:
+  explicit Segmenter(const SegmenterConfig& c);
+  Tensor forward(const Tensor& x) const;  // [N, C, H, W] -> logits [N * H * W, classes], pixels in row-major order
+
+ private:
+  std::vector<std::shared_ptr<Conv2d>> convs_;
+  std::shared_ptr<Conv2d> head_;
+};
+
 struct GptConfig {
   std::int64_t n_layer = 4, n_head = 4, n_embd = 256, block_size = 128, vocab = 256;
   std::uint64_t seed = 0;

@@ -53,6 +53,24 @@ class ClassificationData final : public DataSource {
   BatchOrder order_;
 };
 
+// Per-pixel targets from labelled images, for segmentation: a pixel whose (normalized) value exceeds
+// `threshold` belongs to the image's object, class label + 1; any other is background, class 0. Batches,
+// order and evaluation are the wrapped ClassificationData's; accuracy is per pixel.
+class SegmentationData final : public DataSource {
+ public:
+  SegmentationData(ImageDataset train, ImageDataset test, std::int64_t batch_size, std::uint64_t seed, double threshold);
+  Batch next() override;
+  void for_each_eval_batch(bool full, const std::function<void(const Batch&)>& each) override;
+  std::string item_unit() const override { return "images"; }
+  std::map<std::string, std::string> position() const override { return images_.position(); }
+  void seek(const std::map<std::string, std::string>& position) override { images_.seek(position); }
+
+ private:
+  Batch per_pixel(Batch b) const;
+  ClassificationData images_;
+  double threshold_;
+};
+
 // Byte-level text: windows of `block` tokens at offsets drawn from a generator seeded by `seed` (its
 // state is the position); evaluation over `eval_batches` fixed windows of the validation text.
 class TextData final : public DataSource {

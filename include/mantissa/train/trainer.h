@@ -49,6 +49,9 @@ struct TrainerOptions {
   // Default: constant at optimizer.lr.
   std::optional<LrSchedule> schedule = std::nullopt;
   double clip = 0;                // global gradient-norm clipping; 0: none
+  // Multiplies the training loss before backward (a task weight, as auxiliary and multi-task losses
+  // carry): a small weight makes every gradient as small. Reported losses are unweighted.
+  double loss_weight = 1;
   std::int64_t grad_accum = 1;    // micro-batches per step
   std::int64_t steps = 500;       // the run's last step
   std::int64_t eval_every = 100;  // and after the last step, over all the held-out data
