@@ -14,7 +14,7 @@ void check_output_path(const std::string& path, const char* flag) {
     throw std::invalid_argument(std::string(flag) + " " + path + ": not a regular file (a directory, device or pipe)");
   }
   const std::string tmp = path + ".partial";
-  if (!std::ofstream(tmp)) throw std::runtime_error(path + ": cannot write a file here");
+  if (!std::ofstream(tmp)) throw std::runtime_error(std::string(flag) + " " + path + ": cannot write the file here");
   std::filesystem::remove(tmp);
 }
 
