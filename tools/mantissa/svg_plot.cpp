@@ -100,6 +100,14 @@ std::string svg_histogram(const Histogram& hist, int width, int height) {
     x0 = std::min(x0, std::floor(m.x) - 1);
     x1 = std::max(x1, std::ceil(m.x) + 1);
   }
+  // Every band edge within reach shows (a band may start far left, as "everything below").
+  for (const Band& b : hist.bands) {
+    for (const double e : {b.x0, b.x1}) {
+      if (std::fabs(e) > 150) continue;
+      x0 = std::min(x0, e - 1);
+      x1 = std::max(x1, e + 1);
+    }
+  }
   if (!(x1 > x0)) x1 = x0 + 1;
   if (!(y1 > 0)) y1 = 1;
   const auto px = [&](double x) { return kLeft + (std::clamp(x, x0, x1) - x0) / (x1 - x0) * w; };
