@@ -8,11 +8,6 @@
 namespace mantissa::nn {
 namespace {
 
-bool under(const std::string& path, const std::string& prefix) {
-  return path == prefix || (path.size() > prefix.size() && path.compare(0, prefix.size(), prefix) == 0 &&
-                            path[prefix.size()] == '.');
-}
-
 std::vector<std::pair<std::string, Linear*>> linear_layers(Module& model) {
   std::vector<std::pair<std::string, Linear*>> out;
   for (auto& [path, m] : model.named_modules()) {
@@ -30,7 +25,7 @@ std::vector<Fp8LayerChoice> apply_fp8_policy(Module& model, const Fp8Options& op
   for (const auto* list : {&policy.bf16_layers, &policy.fp8_layers}) {
     for (const std::string& p : *list) {
       bool found = false;
-      for (const auto& [path, m] : modules) found = found || under(path, p);
+      for (const auto& [path, m] : modules) found = found || path_within(path, p);
       if (!found) throw std::invalid_argument("fp8 policy: no module of the model is named '" + p + "'");
     }
   }
@@ -41,10 +36,10 @@ std::vector<Fp8LayerChoice> apply_fp8_policy(Module& model, const Fp8Options& op
     if (policy.first_last_bf16 && i == 0) c = {path, false, "first layer"};
     if (policy.first_last_bf16 && i + 1 == layers.size()) c = {path, false, "last layer"};
     for (const std::string& p : policy.bf16_layers) {
-      if (under(path, p)) c = {path, false, "kept in bf16 (" + p + ")"};
+      if (path_within(path, p)) c = {path, false, "kept in bf16 (" + p + ")"};
     }
     for (const std::string& p : policy.fp8_layers) {
-      if (under(path, p)) c = {path, true, "asked for (" + p + ")"};
+      if (path_within(path, p)) c = {path, true, "asked for (" + p + ")"};
     }
     if (c.fp8) layers[i].second->enable_fp8(options);
     plan.push_back(c);

@@ -9,6 +9,11 @@
 
 namespace mantissa::nn {
 
+bool path_within(const std::string& path, const std::string& prefix) {
+  return path == prefix || (path.size() > prefix.size() && path.compare(0, prefix.size(), prefix) == 0 &&
+                            path[prefix.size()] == '.');
+}
+
 Tensor& Module::register_parameter(const std::string& name, Tensor value) {
   if (value.defined()) {
     value.storage()->set_category(MemoryCategory::parameters);

@@ -283,10 +283,7 @@ std::vector<PrecisionChange> PrecisionController::blame(std::int64_t step, const
   std::vector<PrecisionChange> changes;
   for (auto& [path, l] : layers_) {
     // The layer itself, a parameter of it ("fc0.weight"), or a part holding it ("blocks.1").
-    const auto under = [](const std::string& a, const std::string& b) {
-      return a.size() > b.size() && a.compare(0, b.size(), b) == 0 && a[b.size()] == '.';
-    };
-    if (path != where && !under(where, path) && !under(path, where)) continue;
+    if (!nn::path_within(where, path) && !nn::path_within(path, where)) continue;
     if (++l.blamed < options_.skips || plan_.layers.at(path) == LayerPrecision::f32) continue;
     auto c = move(step, path, true, std::to_string(l.blamed) + " skipped steps in a row blamed it: " + why);
     changes.insert(changes.end(), c.begin(), c.end());

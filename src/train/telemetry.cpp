@@ -49,7 +49,7 @@ bool TelemetryPolicy::wants(TensorKind kind, const std::string& layer) const {
   if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) return false;
   if (layers.empty()) return true;
   for (const std::string& p : layers) {
-    if (layer == p || (layer.size() > p.size() && layer.compare(0, p.size(), p) == 0 && layer[p.size()] == '.')) return true;
+    if (nn::path_within(layer, p)) return true;
   }
   return false;
 }

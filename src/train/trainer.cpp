@@ -97,7 +97,7 @@ void keep_layers_in_f32(nn::Module& model, const std::vector<std::string>& paths
   if (paths.empty()) return;
   for (const auto& [path, m] : model.named_modules()) {
     for (const std::string& p : paths) {
-      if (path == p || (path.size() > p.size() && path.compare(0, p.size(), p) == 0 && path[p.size()] == '.')) m->keep_in_f32();
+      if (nn::path_within(path, p)) m->keep_in_f32();
     }
   }
 }

@@ -179,5 +179,24 @@ TEST(Telemetry, MeasuresWhatThePolicyPicksWithGradientsUnscaled) {
   EXPECT_EQ(b[0].loss_scale, 1024);
 }
 
+TEST(Telemetry, MicroBatchesAddIntoOneRecordPerTensor) {
+  train::ModuleModel<nn::Mlp> model{nn::MlpConfig{.in = 784, .hidden = 16, .layers = 1, .classes = 10, .seed = 1}};
+  train::ClassificationData data{load_mnist_format(kFashionMnistDir, true), load_mnist_format(kFashionMnistDir, false), 16, 0};
+  train::TrainerOptions o;
+  o.grad_accum = 3;
+  o.telemetry = train::TelemetryPolicy{.every = 1, .kinds = {train::TensorKind::activation, train::TensorKind::activation_grad}};
+  o.steps = 1;
+  train::Trainer t(model, data, o);
+  const train::StepRecord r = t.step();
+  ASSERT_EQ(r.numerics.size(), 4u);  // fc0 and fc1, output and output gradient
+  for (const train::TensorNumerics& n : r.numerics) {
+    const std::int64_t width = n.layer == "fc0" ? 16 : 10;
+    EXPECT_EQ(n.count, 3 * 16 * width) << n.layer;  // three micro-batches of 16
+    std::int64_t binned = 0;
+    for (const std::int64_t c : n.log2_counts) binned += c;
+    EXPECT_EQ(binned, n.nonzero()) << n.layer;
+  }
+}
+
 }  // namespace
 }  // namespace mantissa

@@ -153,8 +153,7 @@ void check_layer_paths(nn::Module& model, const std::vector<std::string>& paths,
   const auto modules = model.named_modules();
   for (const std::string& p : paths) {
     const bool found = std::any_of(modules.begin(), modules.end(), [&](const auto& m) {
-      return !m.first.empty() && (m.first == p || (m.first.size() > p.size() && m.first.compare(0, p.size(), p) == 0 &&
-                                                   m.first[p.size()] == '.'));
+      return !m.first.empty() && nn::path_within(m.first, p);
     });
     if (!found) {
       std::string some;

@@ -20,6 +20,10 @@
 
 namespace mantissa::nn {
 
+// Whether the module path `path` is `prefix` or lies under it ("blocks.1.mlp.fc" is under "blocks.1", not
+// under "blocks.10" nor "blocks.1.mlp.f"): how every option that names layers by path matches them.
+bool path_within(const std::string& path, const std::string& prefix);
+
 class Module {
  public:
   virtual ~Module() = default;
