@@ -175,7 +175,8 @@ StepRecord Trainer::step(std::span<const Batch> micro_batches) {
   Telemetry* telemetry = telemetry_ && telemetry_->policy().due(step) ? telemetry_.get() : nullptr;
   if (telemetry) telemetry->begin_step(step, scaler_.scale());
   set_trace_loss_scale(scaler_.scale());
-  // Each micro-batch's loss is divided by their number, so the gradients add up to the batch mean's.
+  // Each micro-batch's loss is divided by their number, so the gradients add up to the batch mean's (and
+  // multiplied by the loss weight); the reported loss is the unweighted mean.
   const double share = options_.loss_weight / static_cast<double>(micro_batches.size());
   double loss = 0;
   std::int64_t items = 0;

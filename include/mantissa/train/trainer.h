@@ -5,6 +5,9 @@
 // Around it: the learning-rate schedule, evaluation, metrics, and checkpoints that resume bit-identically.
 // With FP8 (PrecisionPolicy::fp8), the policy's linear layers run their products in FP8 and the delayed
 // recipe's scales are updated after each step; the recipe is written into checkpoints and checked on resume.
+// The numerics tools hook in here too (docs/numerics.md): telemetry on sampled steps, the non-finite
+// tracer (a traced inf/NaN skips the step), skipped steps named and explained, and adaptive precision
+// deciding each layer's level after the step.
 // `mantissa train`, `compare` and `bench --model` are this class with flags.
 //
 //   train::ModuleModel<nn::Cnn> model(nn::CnnConfig{});
