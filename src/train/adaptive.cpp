@@ -139,10 +139,11 @@ std::vector<std::pair<std::string, nn::Module*>> product_layers(nn::Module& mode
 
 void apply_precision_plan(nn::Module& model, const PrecisionPlan& plan) {
   const auto layers = product_layers(model);
-  for (const auto& [path, p] : plan.layers) {
+  for (const auto& entry : plan.layers) {
+    const std::string& path = entry.first;
     const auto it = std::find_if(layers.begin(), layers.end(), [&](const auto& l) { return l.first == path; });
     if (it == layers.end()) throw std::invalid_argument("precision plan: '" + path + "' is no linear or convolution layer of this model");
-    set_level(*it->second, path, p);
+    set_level(*it->second, path, entry.second);
   }
 }
 
@@ -174,7 +175,7 @@ PrecisionController::PrecisionController(nn::Module& model, AdaptiveOptions opti
     Layer l;
     l.module = m;
     l.linear = dynamic_cast<nn::Linear*>(m) != nullptr;
-    const Tensor& w = m->named_parameters().front().second;  // the weight: [out, in] or [out, in, k, k]
+    const Tensor w = m->named_parameters().front().second;  // the weight: [out, in] or [out, in, k, k]
     l.fan_in = w.numel() / w.size(0);
     layers_[path] = l;
     plan_.layers[path] = LayerPrecision::low;
