@@ -80,7 +80,7 @@ LayerTap* current_layer_tap();
 
 // What the tracer found.
 struct NonFiniteReport {
-  std::string op;            // the autograd node's name, e.g. "Linear"
+  std::string op;            // the autograd node's name, e.g. "linear"
   std::string layer;         // the module path; "" for the model itself
   bool backward = false;     // found in the backward pass
   DType dtype = DType::f32;  // of the non-finite result
@@ -91,7 +91,7 @@ struct NonFiniteReport {
   // Which input was already not finite (an input without history: data or a parameter), or -1.
   int nonfinite_input = -1;
   double loss_scale = 1;
-  // One line: "non-finite in forward of Linear at blocks.1.mlp.fc (bf16): 12 of 4096 values inf/NaN
+  // One line: "non-finite in forward of linear at blocks.1.mlp.fc (bf16): 12 of 4096 values inf/NaN
   // from finite inputs (largest magnitudes 3.2e+04, 1.1e+02); loss scale 65536".
   std::string str() const;
 };
