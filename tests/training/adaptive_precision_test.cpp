@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "../common/scratch_dir.h"
 #include "mantissa/data/datasets.h"
 #include "mantissa/io/checkpoint.h"
 #include "mantissa/io/safetensors.h"
@@ -143,12 +144,6 @@ TEST(AdaptivePrecision, StateAndPlansSurviveTheirJson) {
   EXPECT_THROW(train::apply_precision_plan(m2, bad), std::invalid_argument);
 }
 
-std::filesystem::path scratch(const std::string& name) {
-  const auto d = std::filesystem::temp_directory_path() / ("mantissa_adaptive_test_" + std::to_string(::getpid()) + "_" + name);
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d;
-}
 
 struct MlpRun {
   train::ModuleModel<nn::Mlp> model{nn::MlpConfig{.in = 784, .hidden = 32, .layers = 2, .classes = 10, .seed = 2}};
@@ -164,7 +159,7 @@ struct MlpRun {
 };
 
 TEST(AdaptivePrecision, AResumedRunDecidesAndTrainsBitForBitAsTheWholeRun) {
-  const auto dir = scratch("resume");
+  const auto dir = testing::scratch_dir("adaptive_resume");
   MlpRun whole;
   std::size_t changes = 0;
   for (int i = 0; i < 8; ++i) changes += whole.trainer.step().precision_changes.size();

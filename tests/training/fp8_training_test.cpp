@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "../common/scratch_dir.h"
 #include "mantissa/io/checkpoint.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/nn/models.h"
@@ -16,12 +17,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path scratch(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("mantissa_fp8_test_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
 
 const ImageDataset& train_images() {
   static const ImageDataset set = load_mnist_format(kFashionMnistDir, true);
@@ -67,7 +62,7 @@ TEST(Fp8Training, EveryRecipeTrainsAsFarAsBf16) {
 }
 
 TEST(Fp8Training, TheDelayedRecipesStateResumesBitIdentically) {
-  const fs::path dir = scratch("resume");
+  const fs::path dir = testing::scratch_dir("fp8_resume");
   const Fp8Options o{.recipe = Fp8Recipe::delayed, .amax_history = 4};
   MlpRun whole(o);
   for (int i = 0; i < 6; ++i) whole.trainer.step();
@@ -99,7 +94,7 @@ TEST(Fp8Training, TheDelayedRecipesStateResumesBitIdentically) {
 }
 
 TEST(Fp8Training, ACheckpointOfAnotherRecipeOrWithAnImpossibleHistoryIsRefused) {
-  const fs::path dir = scratch("refuse");
+  const fs::path dir = testing::scratch_dir("fp8_refuse");
   {
     MlpRun run(Fp8Options{.recipe = Fp8Recipe::delayed});
     run.trainer.step();

@@ -39,6 +39,14 @@ struct GptRun {
     }
     FAIL() << "no parameter " << name;
   }
+  // The same function, another balance: block 1's second norm 2^18 smaller, the MLP's first weight 2^18
+  // larger. Forward stays finite; the product's input gradient (weight times output gradient, with
+  // GradScaler's initial scale of 2^16) overflows.
+  void plant_backward_fault() {
+    scale("blocks.1.ln2.weight", std::ldexp(1.0, -18));
+    scale("blocks.1.ln2.bias", std::ldexp(1.0, -18));
+    scale("blocks.1.mlp.fc.weight", std::ldexp(1.0, 18));
+  }
 };
 
 TEST(NonFiniteTracer, NamesTheGptLayerWhoseActivationBlowsUp) {
@@ -60,12 +68,7 @@ TEST(NonFiniteTracer, NamesTheGptLayerWhoseActivationBlowsUp) {
 
 TEST(NonFiniteTracer, NamesTheGptLayerWhoseGradientBlowsUp) {
   GptRun run;
-  // The same function, another balance: block 1's second norm 2^18 smaller, the MLP's first weight 2^18
-  // larger. Forward stays finite; the product's input gradient (weight times output gradient, with
-  // GradScaler's initial scale of 2^16) overflows.
-  run.scale("blocks.1.ln2.weight", std::ldexp(1.0, -18));
-  run.scale("blocks.1.ln2.bias", std::ldexp(1.0, -18));
-  run.scale("blocks.1.mlp.fc.weight", std::ldexp(1.0, 18));
+  run.plant_backward_fault();
   train::Trainer traced = run.trainer(true, 65536);
   const train::StepRecord r = traced.step();
   ASSERT_TRUE(r.trace.has_value());
@@ -74,9 +77,7 @@ TEST(NonFiniteTracer, NamesTheGptLayerWhoseGradientBlowsUp) {
   EXPECT_TRUE(std::isnan(r.loss));
   // Without the tracer the step is skipped too, and the record names the gradients that held the inf.
   GptRun plain;
-  plain.scale("blocks.1.ln2.weight", std::ldexp(1.0, -18));
-  plain.scale("blocks.1.ln2.bias", std::ldexp(1.0, -18));
-  plain.scale("blocks.1.mlp.fc.weight", std::ldexp(1.0, 18));
+  plain.plant_backward_fault();
   train::Trainer untraced = plain.trainer(false, 65536);
   const train::StepRecord u = untraced.step();
   EXPECT_TRUE(u.skipped);

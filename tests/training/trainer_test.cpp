@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "../common/scratch_dir.h"
 #include "mantissa/io/checkpoint.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/nn/models.h"
@@ -16,12 +17,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path scratch(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("mantissa_trainer_test_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
 
 // What `mantissa train --model mlp --hidden 4 --layers 1 --precision bf16 --mode low-precision-model
 // --steps 5 --batch-size 16 --stochastic-rounding` builds (the fixtures were written by that command
@@ -49,7 +44,7 @@ TEST(Trainer, ResumesACheckpointTheCommandWroteBeforeTheLoopMovedIntoTheLibrary)
   EXPECT_EQ(run.trainer.next_step(), 4);
   run.trainer.step();
   run.trainer.step();
-  const fs::path dir = scratch("fixture");
+  const fs::path dir = testing::scratch_dir("trainer_fixture");
   run.trainer.save(dir / "step5.safetensors");
   // The old command's own step 5: the same tensors, the same data position and loss-scaler state. Values
   // agree to bf16 rounding (kernels on another CPU may sum in another order, so not bit for bit).
@@ -74,7 +69,7 @@ TEST(Trainer, ResumesACheckpointTheCommandWroteBeforeTheLoopMovedIntoTheLibrary)
 }
 
 TEST(Trainer, SaveAndResumeContinueBitIdentically) {
-  const fs::path dir = scratch("resume");
+  const fs::path dir = testing::scratch_dir("trainer_resume");
   FixtureRun whole;
   for (int i = 0; i < 5; ++i) whole.trainer.step();
   whole.trainer.save(dir / "whole.safetensors");

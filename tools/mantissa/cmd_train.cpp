@@ -10,7 +10,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -254,16 +253,6 @@ TrainConfig resolve(const TrainArgs& a) {
     throw std::invalid_argument(std::string("--mode: ") + e.what());
   }
   if (!a.inject.empty()) c.inject_nonfinite = parse_steps(a.inject);
-  // A fixed plan runs in its own 16-bit format: read it here so that --precision may be left out.
-  if (!c.precision_plan.empty() && c.precision == DType::f32 && !c.adaptive) {
-    std::ifstream in(c.precision_plan);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    try {
-      c.precision = train::PrecisionPlan::parse(text).low;
-    } catch (const std::invalid_argument&) {
-      // read again, and reported with the file's name, when the run starts
-    }
-  }
   return c;
 }
 

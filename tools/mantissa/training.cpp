@@ -130,8 +130,9 @@ void check(const TrainConfig& c) {
   optimizer_config(c);
 }
 
-// --precision-plan FILE: the plan, which must be in the run's 16-bit format.
-train::PrecisionPlan read_plan(const std::string& path, DType precision) {
+// --precision-plan FILE: the plan, which must be in the run's 16-bit format (which it sets when
+// --precision was left at fp32).
+train::PrecisionPlan read_plan(const std::string& path, DType& precision) {
   std::ifstream in(path);
   if (!in) throw std::invalid_argument("--precision-plan " + path + ": cannot read the file");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -141,6 +142,7 @@ train::PrecisionPlan read_plan(const std::string& path, DType precision) {
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument("--precision-plan " + path + ": " + e.what());
   }
+  if (precision == DType::f32) precision = plan.low;
   if (plan.low != precision) {
     throw std::invalid_argument("--precision-plan " + path + ": the plan is for " + train::layer_precision_name(train::LayerPrecision::low, plan.low) +
                                 "; give --precision " + train::layer_precision_name(train::LayerPrecision::low, plan.low));
@@ -292,6 +294,8 @@ std::string precision_label(const TrainConfig& c) {
 
 TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   TrainConfig c = config;
+  std::optional<train::PrecisionPlan> plan;
+  if (!c.precision_plan.empty() && !c.adaptive) plan = read_plan(c.precision_plan, c.precision);
   check(c);
   for (const std::string& name : c.resume_allow) {
     if (!changeable_on_resume("--" + name)) {
@@ -385,7 +389,7 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
     o.adaptive = c.adaptive_options;
     o.adaptive->low = c.precision;
   }
-  if (!c.precision_plan.empty()) o.plan = read_plan(c.precision_plan, c.precision);
+  o.plan = plan;
   train::Trainer trainer(*model, *data, o);
   check_layer_paths(model->module(), c.fp32_layers, "--fp32-layers");
   if (c.telemetry) check_layer_paths(model->module(), c.telemetry->layers, "--telemetry-layers");
