@@ -222,6 +222,23 @@ struct BatchNormBackward {
                   const Tensor& grad_x, const Tensor& grad_gamma, const Tensor& grad_beta);
 };
 
+// LSTM cell (PyTorch's gate order i, f, g, o): gates = x_gates + h_gates, both [B, 4H] in any dtype, summed
+// in f32; i, f, o = sigmoid, g = tanh of their quarter; c = f c_prev + i g; h = o tanh(c). c_prev [B, H];
+// out [2, B, H] gets h (out[0]) and c (out[1]) in its dtype (the state's); acts [B, 5H] f32 (f64 for
+// f64) keeps i, f, g, o and tanh(c) for the backward.
+struct LstmCell {
+  static constexpr const char *name = "lstm_cell", *family = "lstm";
+  using Fn = void(const Tensor& x_gates, const Tensor& h_gates, const Tensor& c_prev, const Tensor& out,
+                  const Tensor& acts);
+};
+// From acts and c_prev as the forward left them and the gradients of h and c ([B, H] each): grad_gates
+// [B, 4H] (the gradient of both gate inputs) and grad_c_prev [B, H], each in its own dtype.
+struct LstmCellBackward {
+  static constexpr const char *name = "lstm_cell_backward", *family = "lstm";
+  using Fn = void(const Tensor& acts, const Tensor& c_prev, const Tensor& grad_h, const Tensor& grad_c,
+                  const Tensor& grad_gates, const Tensor& grad_c_prev);
+};
+
 // Embedding: out [n, D] = rows ids[i] of weight [V, D] (ids checked by the front-end).
 struct Embedding {
   static constexpr const char *name = "embedding", *family = "embedding";

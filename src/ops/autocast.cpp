@@ -50,7 +50,7 @@ thread_local ThreadState tls;
 std::string_view autocast_op_name(AutocastOp op) {
   static constexpr std::array<std::string_view, kAutocastOps> names = {
       "matmul", "linear", "conv2d", "softmax", "log_softmax", "layer_norm", "batch_norm", "cross_entropy",
-      "mse_loss", "exp", "log", "pow", "sqrt", "sum", "mean", "variance"};
+      "mse_loss", "exp", "log", "pow", "sqrt", "sum", "mean", "variance", "lstm_cell"};
   return names[static_cast<std::size_t>(op)];
 }
 
@@ -61,6 +61,12 @@ AutocastPolicy AutocastPolicy::defaults() {
   p.table_[static_cast<std::size_t>(AutocastOp::linear)] = AutocastPrecision::low;
   p.table_[static_cast<std::size_t>(AutocastOp::conv2d)] = AutocastPrecision::low;
   p.table_[static_cast<std::size_t>(AutocastOp::batch_norm)] = AutocastPrecision::input;
+  return p;
+}
+
+AutocastPolicy AutocastPolicy::all_low() {
+  AutocastPolicy p;
+  p.table_.fill(AutocastPrecision::low);
   return p;
 }
 
@@ -128,6 +134,10 @@ Tensor autocast_input(const Tensor& x, AutocastOp op) {
       return x;
   }
   return x;
+}
+
+bool autocast_runs_low(AutocastOp op) {
+  return tls.current && tls.current->dtype && !in_backward() && tls.current->policy.precision(op) == AutocastPrecision::low;
 }
 
 DType autocast_input_dtype(const Tensor& x, AutocastOp op) {

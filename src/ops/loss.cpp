@@ -71,7 +71,10 @@ Tensor cross_entropy(const Tensor& logits_in, std::span<const std::int64_t> targ
   if (needs_grad({&logits})) {
     record(losses, std::make_shared<CrossEntropyNode>(probs, targets, ignore_index, label_smoothing), {&logits});
   }
-  const Tensor total = sum(losses);
+  // A policy that runs the loss in low precision too (AutocastPolicy::all_low) gets its value rounded
+  // into the region's dtype, as a model run wholly in fp16 computes it.
+  const Tensor total = sum(detail::autocast_runs_low(AutocastOp::cross_entropy) && f == DType::f32
+                               ? cast(losses, *autocast_dtype()) : losses);
   if (reduction == Reduction::sum) return total;
   // Mean over the rows that count (NaN when none does, as 0/0).
   return mul(total, 1.0 / static_cast<double>(counted));

@@ -154,6 +154,19 @@ inline std::vector<Case> op_cases() {
                33, 3, N});
   c.push_back({"attention_cross", {{{1, 2, 3, 4}}, {{1, 2, 5, 4}}, {{1, 2, 5, 3}}},
                [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], false); }, 10, 3, N});
+  // LSTM cell: gates from two strided or transposed products; h and c both reach the output. The long
+  // case has rows long enough for the vector loops and several threads; the two-step case sends the
+  // first step's c (and h, through the second step's gates) into the second.
+  c.push_back({"lstm_cell", {{{3, 4 * 5}}, {{3, 4 * 5}, S}, {{3, 5}}},
+               [](V x) { return lstm_cell(x[0], x[1], x[2]); }, 2, 2, N});
+  c.push_back({"lstm_cell_long", {{{12, 4 * 33}, T}, {{12, 4 * 33}}, {{12, 33}, S}},
+               [](V x) { return lstm_cell(x[0], x[1], x[2]); }, 2, 2, N});
+  c.push_back({"lstm_cell_two_steps", {{{2, 4 * 3}}, {{2, 4 * 3}}, {{2, 3}}, {{3, 4 * 3}}}, [](V x) {
+                 const Tensor first = lstm_cell(x[0], x[1], x[2]);
+                 const Tensor h = reshape(slice(first, 0, 0, 1), {2, 3});
+                 const Tensor c1 = reshape(slice(first, 0, 1, 2), {2, 3});
+                 return lstm_cell(x[0], matmul(h, x[3]), c1);
+               }, 6, 4, N});
   c.push_back({"conv2d", {{{2, 3, 6, 5}}, {{4, 3, 3, 3}}, {{4}}},
                [](V x) { return conv2d(x[0], x[1], x[2], {1, 1, 1, 1, 1, 1, 1}); }, 27, 2, A});
   c.back().nan_spreads_in_windows = true;

@@ -1,8 +1,8 @@
 // Autocast: inside a region, each op runs in the precision that is safe for it (PyTorch AMP's rules):
 //   low precision: matmul, linear, conv2d (and so the products inside attention): f32 inputs are cast
 //     to bf16/f16, products accumulate in f32, outputs are low precision;
-//   f32: softmax, log-softmax, layer norm, the losses, exp, log, pow, sqrt and the reductions
-//     sum, mean, variance: low-precision inputs are cast to f32, outputs are f32;
+//   f32: softmax, log-softmax, layer norm, the losses, exp, log, pow, sqrt, the reductions sum, mean,
+//     variance, and the LSTM cell's state: low-precision inputs are cast to f32, outputs are f32;
 //   everything else runs in its inputs' dtype (batch norm too, as on CUDA: computed in f32 with f32
 //     parameters and statistics, rounded once), and binary ops promote to the wider input.
 // Regions nest (the innermost wins) and can switch autocast off inside. The policy (which op goes
@@ -26,9 +26,9 @@ namespace mantissa {
 enum class AutocastOp : std::uint8_t {
   matmul, linear, conv2d,
   softmax, log_softmax, layer_norm, batch_norm, cross_entropy, mse_loss,
-  exp, log, pow, sqrt, sum, mean, variance,
+  exp, log, pow, sqrt, sum, mean, variance, lstm_cell,
 };
-inline constexpr std::size_t kAutocastOps = 16;
+inline constexpr std::size_t kAutocastOps = 17;
 std::string_view autocast_op_name(AutocastOp op);
 
 enum class AutocastPrecision : std::uint8_t {
@@ -41,6 +41,9 @@ class AutocastPolicy {
  public:
   // PyTorch AMP's lists (see the file comment).
   static AutocastPolicy defaults();
+  // Every op in the region's low precision, the f32 list included (softmax, norms, losses, reductions,
+  // the LSTM cell state): what running a whole model in fp16 does, for showing why the f32 list exists.
+  static AutocastPolicy all_low();
   AutocastPrecision precision(AutocastOp op) const { return table_[static_cast<std::size_t>(op)]; }
   AutocastPolicy& set(AutocastOp op, AutocastPrecision p);
   // A table of every op and where it runs, for people.
@@ -74,6 +77,9 @@ Tensor autocast_input(const Tensor& x, AutocastOp op);
 // The dtype autocast_input would give x, without casting: for kernels that read a low-precision input
 // and compute in f32 anyway (norms), so that no f32 copy of the input is made.
 DType autocast_input_dtype(const Tensor& x, AutocastOp op);
+// Whether a region is in force (outside backward) whose policy runs op in low precision: for ops whose
+// output is f32 by their kernel's contract (the losses), which then round it into the region's dtype.
+bool autocast_runs_low(AutocastOp op);
 }  // namespace detail
 
 }  // namespace mantissa

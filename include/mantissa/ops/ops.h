@@ -112,6 +112,10 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // gradient for qkv (no slices, no zero-filled partial gradients to add up).
 Tensor self_attention(const Tensor& qkv, std::int64_t heads, bool causal = true);
 
+// One LSTM time step (src/ops/lstm.cpp): x_gates = x W_ih^T + b and h_gates = h W_hh^T, both [B, 4H] with
+// PyTorch's gate order i, f, g, o, and the cell state c_prev [B, H] give [2, B, H]: h (index 0) and c
+// (index 1), in the state's dtype (under autocast, f32: see AutocastOp::lstm_cell). Computed in f32.
+Tensor lstm_cell(const Tensor& x_gates, const Tensor& h_gates, const Tensor& c_prev);
 // ---- Convolution (src/ops/conv.cpp), pooling (pool.cpp), batch norm (norm.cpp), NCHW
 // x [N, C, H, W], w [O, C / groups, KH, KW], bias [O] (may be undefined); output [N, O, OH, OW].
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias = {}, const Conv2dParams& p = {});

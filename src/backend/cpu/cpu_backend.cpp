@@ -45,6 +45,8 @@ void register_cpu_kernels() {
   register_kernel<kernel::SoftmaxBackward>(cpu, softmax_backward);
   register_kernel<kernel::CrossEntropy>(cpu, cpu_cross_entropy);
   register_kernel<kernel::CrossEntropyBackward>(cpu, cpu_cross_entropy_backward);
+  register_kernel<kernel::LstmCell>(cpu, cpu_lstm_cell);
+  register_kernel<kernel::LstmCellBackward>(cpu, cpu_lstm_cell_backward);
   register_kernel<kernel::AttentionSoftmax>(cpu, cpu_attention_softmax);
   register_kernel<kernel::AttentionSoftmaxBackward>(cpu, cpu_attention_softmax_backward);
   register_kernel<kernel::ScaleAndCheck>(cpu, cpu_scale_and_check);

@@ -55,6 +55,11 @@ void cpu_cross_entropy(const Tensor& logits, std::span<const std::int64_t> targe
                        double smoothing, const Tensor& probs, const Tensor& losses);
 void cpu_cross_entropy_backward(const Tensor& probs, std::span<const std::int64_t> targets, std::int64_t ignore_index,
                                 double smoothing, const Tensor& grad_losses, const Tensor& grad_logits);
+// cpu_lstm.cpp: the LSTM cell's pointwise part, f32.
+void cpu_lstm_cell(const Tensor& x_gates, const Tensor& h_gates, const Tensor& c_prev, const Tensor& out,
+                   const Tensor& acts);
+void cpu_lstm_cell_backward(const Tensor& acts, const Tensor& c_prev, const Tensor& grad_h, const Tensor& grad_c,
+                            const Tensor& grad_gates, const Tensor& grad_c_prev);
 
 // cpu_norm.cpp: f32 over rows.
 void cpu_layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,

@@ -265,6 +265,8 @@ void register_reference_kernels() {
   register_kernel<kernel::LayerNorm>(Impl::reference, layer_norm_kernel);
   register_kernel<kernel::LayerNormBackward>(Impl::reference, layer_norm_backward_kernel);
   register_kernel<kernel::CrossEntropy>(Impl::reference, cross_entropy_kernel);
+  register_kernel<kernel::LstmCell>(Impl::reference, reference_lstm_cell);
+  register_kernel<kernel::LstmCellBackward>(Impl::reference, reference_lstm_cell_backward);
   register_kernel<kernel::CrossEntropyBackward>(Impl::reference, cross_entropy_backward_kernel);
   register_kernel<kernel::Embedding>(Impl::reference, embedding_kernel);
   register_kernel<kernel::EmbeddingBackward>(Impl::reference, embedding_backward_kernel);

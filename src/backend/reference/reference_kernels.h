@@ -35,6 +35,11 @@ void reference_attention_softmax_backward(const Tensor& probs, const Tensor& gra
 void reference_embedding(const Tensor& weight, std::span<const std::int64_t> ids, const Tensor& out);
 void reference_embedding_backward(std::span<const std::int64_t> ids, const Tensor& grad_out, const Tensor& grad_weight);
 
+// reference_lstm.cpp
+void reference_lstm_cell(const Tensor& x_gates, const Tensor& h_gates, const Tensor& c_prev, const Tensor& out,
+                         const Tensor& acts);
+void reference_lstm_cell_backward(const Tensor& acts, const Tensor& c_prev, const Tensor& grad_h, const Tensor& grad_c,
+                                  const Tensor& grad_gates, const Tensor& grad_c_prev);
 // reference_conv.cpp
 void reference_conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p, const Tensor& out);
 void reference_conv2d_backward_data(const Tensor& grad_out, const Tensor& w, const Conv2dParams& p, const Tensor& grad_x);
