@@ -121,4 +121,55 @@ Tensor Gpt::forward(std::span<const std::int64_t> ids, std::int64_t batch, std::
   return matmul(reshape(ln_f_->forward(x), {batch * t, c}), transpose(wte_->weight(), 0, 1));
 }
 
+LstmLm::LstmLm(const LstmConfig& c) : c_(c) {
+  if (c.vocab < 1 || c.embd < 1 || c.hidden < 1 || c.layers < 1) {
+    throw std::invalid_argument("lstm: vocab, embedding, hidden size and layers must be at least 1");
+  }
+  std::uint64_t seed = c.seed;
+  // PyTorch's nn.LSTM draws every weight and bias uniform within 1/sqrt(hidden); Linear's default
+  // (1/sqrt(fan in)) is that for the recurrent weights and close to it for the first layer's input ones.
+  embed_ = register_module("embed", std::make_shared<Embedding>(c.vocab, c.embd, seed++, 1.0));
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    const std::string name = "layers." + std::to_string(l);
+    Layer layer;
+    layer.ih = register_module(name + ".ih", std::make_shared<Linear>(l == 0 ? c.embd : c.hidden, 4 * c.hidden, seed++));
+    layer.hh = register_module(name + ".hh", std::make_shared<Linear>(c.hidden, 4 * c.hidden, seed++, false));
+    layers_.push_back(layer);
+  }
+  head_ = register_module("head", std::make_shared<Linear>(c.hidden, c.vocab, seed++));
+}
+
+Tensor LstmLm::forward(std::span<const std::int64_t> ids, std::int64_t batch, std::int64_t t, State& state) const {
+  if (static_cast<std::int64_t>(ids.size()) != batch * t || t < 1) {
+    throw std::invalid_argument("lstm: " + std::to_string(ids.size()) + " ids for " + std::to_string(batch) + " x " +
+                                std::to_string(t));
+  }
+  const auto scope = forward_scope();
+  const std::int64_t hidden = c_.hidden;
+  const auto layers = static_cast<std::size_t>(c_.layers);
+  if (state.h.size() != layers || state.h[0].size(0) != batch) {
+    state.h.assign(layers, Tensor::zeros({batch, hidden}, DType::f32));
+    state.c.assign(layers, Tensor::zeros({batch, hidden}, DType::f32));
+  }
+  std::vector<Tensor> h = state.h, c = state.c, outputs;
+  std::vector<std::int64_t> column(static_cast<std::size_t>(batch));
+  for (std::int64_t step = 0; step < t; ++step) {
+    for (std::int64_t b = 0; b < batch; ++b) column[static_cast<std::size_t>(b)] = ids[static_cast<std::size_t>(b * t + step)];
+    Tensor x = embed_->forward(column, {batch});
+    for (std::size_t l = 0; l < layers; ++l) {
+      const LayerScope part = part_scope("layers." + std::to_string(l));  // the cell
+      const Tensor hc = lstm_cell(layers_[l].ih->forward(x), layers_[l].hh->forward(h[l]), c[l]);
+      h[l] = reshape(slice(hc, 0, 0, 1), {batch, hidden});
+      c[l] = reshape(slice(hc, 0, 1, 2), {batch, hidden});
+      x = h[l];
+    }
+    outputs.push_back(reshape(x, {batch, 1, hidden}));
+  }
+  for (std::size_t l = 0; l < layers; ++l) {
+    state.h[l] = h[l].detach();
+    state.c[l] = c[l].detach();
+  }
+  return head_->forward(reshape(concat(outputs, 1), {batch * t, hidden}));
+}
+
 }  // namespace mantissa::nn

@@ -127,4 +127,73 @@ void TextData::seek(const std::map<std::string, std::string>& p) {
   rng_ = rng;
 }
 
+TextStreams::TextStreams(TextCorpus corpus, std::int64_t batch_size, std::int64_t bptt, std::int64_t eval_batches,
+                         const std::string& name)
+    : corpus_(std::move(corpus)), batch_(batch_size), bptt_(bptt), eval_batches_(eval_batches) {
+  if (batch_ < 1 || bptt_ < 1 || eval_batches_ < 1) {
+    throw std::invalid_argument("text streams: batch size, segment length and evaluation batches must be at least 1");
+  }
+  for (const auto* split : {&corpus_.train, &corpus_.validation}) {
+    if (segments(*split) < 1) {
+      throw DataError(name + ": " + std::to_string(split->size()) + " bytes of " +
+                      (split == &corpus_.train ? "training" : "validation") + " text cannot make " +
+                      std::to_string(batch_) + " streams of a " + std::to_string(bptt_ + 1) +
+                      "-byte segment; give more text, a smaller --batch-size or a shorter --bptt");
+    }
+  }
+}
+
+std::int64_t TextStreams::segments(std::span<const std::uint8_t> text) const {
+  const auto per_stream = static_cast<std::int64_t>(text.size()) / batch_;
+  return (per_stream - 1) / bptt_;
+}
+
+Batch TextStreams::segment(std::span<const std::uint8_t> text, std::int64_t k, int stream) const {
+  Batch b;
+  b.rows = batch_;
+  b.length = bptt_;
+  b.stream = stream;
+  b.stream_start = k == 0;
+  const std::int64_t per_stream = static_cast<std::int64_t>(text.size()) / batch_;
+  b.tokens.reserve(static_cast<std::size_t>(batch_ * bptt_));
+  b.targets.reserve(static_cast<std::size_t>(batch_ * bptt_));
+  for (std::int64_t r = 0; r < batch_; ++r) {
+    const std::uint8_t* at = text.data() + r * per_stream + k * bptt_;
+    for (std::int64_t i = 0; i < bptt_; ++i) {
+      b.tokens.push_back(at[i]);
+      b.targets.push_back(at[i + 1]);
+    }
+  }
+  return b;
+}
+
+Batch TextStreams::next() {
+  const Batch b = segment(corpus_.train, next_, 0);
+  next_ = (next_ + 1) % segments(corpus_.train);
+  return b;
+}
+
+void TextStreams::for_each_eval_batch(bool /*full*/, const std::function<void(const Batch&)>& each) {
+  const std::int64_t n = std::min(eval_batches_, segments(corpus_.validation));
+  for (std::int64_t k = 0; k < n; ++k) each(segment(corpus_.validation, k, 1));
+}
+
+std::map<std::string, std::string> TextStreams::position() const { return {{"text_segment", std::to_string(next_)}}; }
+
+void TextStreams::seek(const std::map<std::string, std::string>& p) {
+  const auto it = p.find("text_segment");
+  if (it == p.end()) throw std::invalid_argument("has no 'text_segment' in its metadata");
+  std::int64_t k = -1;
+  try {
+    std::size_t used = 0;
+    k = std::stoll(it->second, &used);
+    if (used != it->second.size()) k = -1;
+  } catch (const std::exception&) {
+  }
+  if (k < 0 || k >= segments(corpus_.train)) {
+    throw std::invalid_argument("metadata 'text_segment' " + it->second + " is not a segment of these streams");
+  }
+  next_ = k;
+}
+
 }  // namespace mantissa::train

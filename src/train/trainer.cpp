@@ -104,7 +104,8 @@ void keep_layers_in_f32(nn::Module& model, const std::vector<std::string>& paths
 
 // An autocast region in the compute dtype, or none for f32.
 std::unique_ptr<Autocast> precision_region(const PrecisionPolicy& p) {
-  return p.compute == DType::f32 ? nullptr : std::make_unique<Autocast>(p.compute);
+  if (p.compute == DType::f32) return nullptr;
+  return std::make_unique<Autocast>(p.compute, p.fp32_ops ? AutocastPolicy::defaults() : AutocastPolicy::all_low());
 }
 
 // The FP8 setting as checkpoints record it: "off", or the recipe and its parameters.

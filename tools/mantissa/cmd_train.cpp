@@ -253,15 +253,23 @@ TrainConfig resolve(const TrainArgs& a) {
     throw std::invalid_argument(std::string("--mode: ") + e.what());
   }
   if (!a.inject.empty()) c.inject_nonfinite = parse_steps(a.inject);
+  if (a.master_weights != "on" && a.master_weights != "off") {
+    throw std::invalid_argument("--master-weights: '" + a.master_weights + "' is not on or off");
+  }
+  c.master_weights = a.master_weights == "on";
+  if (a.fp32_ops != "default" && a.fp32_ops != "none") {
+    throw std::invalid_argument("--fp32-ops: '" + a.fp32_ops + "' is not default or none");
+  }
+  c.fp32_ops = a.fp32_ops == "default";
   return c;
 }
 
 void add_train_options(CLI::App& app, TrainArgs& a) {
   TrainConfig& c = a.config;
   app.add_option("--model", c.model, "mlp, cnn (Fashion-MNIST), segment (Fashion-MNIST per pixel: a loss over every "
-                                     "pixel, with small gradients) or gpt (text)")
+                                     "pixel, with small gradients), gpt or lstm (text)")
       ->capture_default_str();
-  app.add_option("--data", c.data, "Data: a directory in the MNIST layout (mlp, cnn), or a text file or directory (gpt). "
+  app.add_option("--data", c.data, "Data: a directory in the MNIST layout (mlp, cnn), or a text file or directory (gpt, lstm). "
                                    "Default: Debian's Fashion-MNIST or fortunes");
   app.add_option("--precision", a.precision, "fp32, bf16, fp16, fp8 (bf16 with FP8 products in the linear layers), or "
                                             "adaptive (each layer's precision chosen as it trains)")
@@ -287,6 +295,14 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
       ->delimiter(',');
   app.add_option("--fp8-layers", c.fp8_layers.fp8_layers, "fp8: module paths (or prefixes) run in fp8 whatever else says")
       ->delimiter(',');
+  app.add_option("--master-weights", a.master_weights,
+                 "on, or off: update the bf16/fp16 parameters in place, losing updates under half an ulp (with "
+                 "--mode low-precision-model; an ablation)")
+      ->capture_default_str();
+  app.add_option("--fp32-ops", a.fp32_ops,
+                 "default (softmax, norms, losses, reductions and the LSTM state in fp32), or none: all in the "
+                 "compute dtype (an ablation)")
+      ->capture_default_str();
   app.add_option("--mode", a.mode, "autocast (f32 parameters) or low-precision-model (bf16/fp16 parameters, f32 master copies)")
       ->capture_default_str();
   app.add_option("--loss-scale", c.loss_scale, "dynamic (PyTorch's GradScaler), deepspeed (DeepSpeed's: window 1000, hysteresis 2, floor 1), static:N or none (default: dynamic for fp16, none otherwise)");
@@ -308,14 +324,17 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
   app.add_flag("--stochastic-rounding", c.stochastic_rounding, "Write master weights back with stochastic rounding");
   app.add_option("--steps", c.steps, "Optimizer steps")->capture_default_str();
   app.add_option("--epochs", c.epochs, "Passes over the training images instead of --steps (mlp, cnn)");
-  app.add_option("--batch-size", c.batch_size, "Examples (sequences for gpt) per micro-batch")->capture_default_str();
+  app.add_option("--batch-size", c.batch_size, "Examples (sequences for gpt, streams for lstm) per micro-batch")->capture_default_str();
   app.add_option("--grad-accum", c.grad_accum, "Micro-batches per step")->capture_default_str();
   app.add_option("--eval-every", c.eval_every, "Steps between evaluations")->capture_default_str();
-  app.add_option("--eval-batches", c.eval_batches, "gpt: validation batches per evaluation")->capture_default_str();
+  app.add_option("--eval-batches", c.eval_batches, "gpt, lstm: validation batches per evaluation")->capture_default_str();
   app.add_option("--seed", c.seed, "Seed of initialization, data order and sampling")->capture_default_str();
   app.add_option("--threads", c.threads, "Threads (default: all)");
-  app.add_option("--hidden", c.hidden, "mlp: hidden width")->capture_default_str();
-  app.add_option("--layers", c.layers, "mlp: hidden layers")->capture_default_str();
+  app.add_option("--hidden", c.hidden, "mlp: hidden width; lstm: hidden units")->capture_default_str();
+  app.add_option("--layers", c.layers, "mlp: hidden layers; lstm: layers")->capture_default_str();
+  app.add_option("--embd", c.embd, "lstm: embedding width")->capture_default_str();
+  app.add_option("--bptt", c.bptt, "lstm: tokens per segment (truncated backpropagation through time; the state carries across)")
+      ->capture_default_str();
   app.add_option("--width", c.width, "cnn: channels of the first stage; segment: of every layer")->capture_default_str();
   app.add_option("--n-layer", c.n_layer, "gpt: blocks")->capture_default_str();
   app.add_option("--n-head", c.n_head, "gpt: attention heads")->capture_default_str();

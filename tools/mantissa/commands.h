@@ -31,6 +31,7 @@ struct TrainArgs {
   std::string precision = "fp32", mode = "autocast", inject;
   std::string fp8_recipe = "delayed", fp8_format = "hybrid", fp8_first_last = "bf16";
   std::string adaptive_dtype = "bf16", adaptive_fp8 = "on";
+  std::string master_weights = "on", fp32_ops = "default";
 };
 void add_train_options(CLI::App& app, TrainArgs& args);
 TrainConfig resolve(const TrainArgs& args);

@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   };
   add("formats", "Print the properties of every number format", mantissa::cli::add_formats);
   add("cast", "Round fp32 values read from standard input into a format", mantissa::cli::add_cast);
-  add("train", "Train a model (mlp, cnn, gpt) on real data in fp32, bf16 or fp16", mantissa::cli::add_train);
+  add("train", "Train a model (mlp, cnn, segment, gpt, lstm) on real data in fp32, bf16 or fp16", mantissa::cli::add_train);
   add("compare", "Train the same model in several precisions and compare them side by side", mantissa::cli::add_compare);
   add("inspect", "Summarize a run's numerics telemetry: tensors closest to underflow and overflow, the gradient histogram",
       mantissa::cli::add_inspect);

@@ -49,7 +49,8 @@ train::OptimizerConfig optimizer_config(const TrainConfig& c) {
   o.lr = c.lr;
   o.weight_decay = c.weight_decay;
   o.momentum = c.momentum;
-  o.master = {true, c.stochastic_rounding ? Rounding::stochastic : Rounding::nearest_even, c.seed + 17, false};
+  o.master = {c.master_weights, c.stochastic_rounding ? Rounding::stochastic : Rounding::nearest_even, c.seed + 17,
+              !c.master_weights};
   return o;
 }
 
@@ -104,9 +105,18 @@ void check(const TrainConfig& c) {
   real(c.backoff_factor, c.backoff_factor > 0 && c.backoff_factor < 1, "--backoff-factor", "in (0, 1)");
   real(c.min_scale, c.min_scale >= 0 && c.min_scale <= std::numeric_limits<float>::max(), "--min-scale",
        "finite and at least 0");
-  if (c.model != "mlp" && c.model != "cnn" && c.model != "gpt" && c.model != "segment") {
-    throw std::invalid_argument("--model: '" + c.model + "' is not mlp, cnn, segment or gpt");
+  if (c.model != "mlp" && c.model != "cnn" && c.model != "gpt" && c.model != "segment" && c.model != "lstm") {
+    throw std::invalid_argument("--model: '" + c.model + "' is not mlp, cnn, segment, gpt or lstm");
   }
+  if (c.model == "lstm") {
+    in_range(c.embd, 1, 1 << 16, "--embd");
+    in_range(c.bptt, 1, 1 << 20, "--bptt");
+  }
+  if (!c.master_weights && !c.low_precision_model) {
+    throw std::invalid_argument("--master-weights off updates bf16/fp16 parameters in place: give --mode "
+                                "low-precision-model with it (in autocast mode the f32 parameters are the master weights)");
+  }
+  if (!c.fp32_ops && c.precision == DType::f32) throw std::invalid_argument("--fp32-ops none needs --precision bf16 or fp16");
   if (c.precision != DType::f32 && c.precision != DType::bf16 && c.precision != DType::f16) {
     throw std::invalid_argument("--precision must be fp32, bf16 or fp16");
   }
@@ -194,12 +204,16 @@ Signature signature(const TrainConfig& c, const DataShape& d) {
   if (c.model == "gpt") {
     s.insert(s.end(), {{"--n-layer", n(c.n_layer)}, {"--n-head", n(c.n_head)}, {"--n-embd", n(c.n_embd)},
                        {"--block-size", n(c.block_size)}, {"vocabulary", "256"}});
+  } else if (c.model == "lstm") {
+    s.insert(s.end(), {{"--hidden", n(c.hidden)}, {"--layers", n(c.layers)}, {"--embd", n(c.embd)},
+                       {"--bptt", n(c.bptt)}, {"vocabulary", "256"}});
   } else {
     if (c.model == "mlp") s.insert(s.end(), {{"--hidden", n(c.hidden)}, {"--layers", n(c.layers)}});
     if (c.model == "cnn" || c.model == "segment") s.emplace_back("--width", n(c.width));
     s.insert(s.end(), {{"image size (CxHxW)", d.input()}, {"classes", n(d.classes)}});
   }
-  s.insert(s.end(), {{"--batch-size", n(c.batch_size)}, {"--seed", std::to_string(c.seed)}});
+  s.insert(s.end(), {{"--batch-size", n(c.batch_size)}, {"--seed", std::to_string(c.seed)},
+                     {"--master-weights", c.master_weights ? "on" : "off"}, {"--fp32-ops", c.fp32_ops ? "default" : "none"}});
   // Settings a run may change on resume on purpose (--resume-allow): what the optimizer, the schedule
   // and the loss scaler do from here on.
   const auto x = [](double v) { return exact_number(v); };
@@ -266,7 +280,8 @@ std::string config_json(const TrainConfig& c, const DataShape& d) {
                         {"schedule", c.schedule}, {"warmup", c.warmup}, {"stochastic_rounding", c.stochastic_rounding},
                         {"steps", c.steps}, {"batch_size", c.batch_size}, {"grad_accum", c.grad_accum},
                         {"seed", c.seed}, {"hidden", c.hidden}, {"layers", c.layers}, {"cnn_width", c.width},
-                        {"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"block_size", c.block_size}}
+                        {"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"block_size", c.block_size},
+                        {"embd", c.embd}, {"bptt", c.bptt}, {"master_weights", c.master_weights}, {"fp32_ops", c.fp32_ops}}
       .dump();
 }
 
@@ -305,14 +320,16 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   }
   if (c.resume && c.checkpoint_dir.empty()) throw std::invalid_argument("--resume needs --checkpoint-dir");
   if (c.threads > 0) omp_set_num_threads(c.threads);
-  const bool text = c.model == "gpt";
+  const bool text = c.model == "gpt" || c.model == "lstm";
   const std::string data_path = !c.data.empty() ? c.data : text ? kFortunesDir.string() : kFashionMnistDir.string();
 
   // Data, and the sizes the model takes from it.
   std::unique_ptr<train::DataSource> data;
   DataShape shape;
   std::int64_t train_size = 0;
-  if (text) {
+  if (c.model == "lstm") {
+    data = std::make_unique<train::TextStreams>(TextCorpus::load(data_path), c.batch_size, c.bptt, c.eval_batches, data_path);
+  } else if (text) {
     data = std::make_unique<train::TextData>(TextCorpus::load(data_path), c.batch_size, c.block_size, c.seed,
                                              c.eval_batches, data_path);
   } else {
@@ -355,6 +372,9 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
     } else if (c.model == "segment") {
       model = std::make_unique<train::ModuleModel<nn::Segmenter>>(
           nn::SegmenterConfig{.in_channels = shape.channels, .width = c.width, .classes = shape.classes, .seed = c.seed});
+    } else if (c.model == "lstm") {
+      model = std::make_unique<train::RecurrentModel<nn::LstmLm>>(
+          nn::LstmConfig{.vocab = 256, .embd = c.embd, .hidden = c.hidden, .layers = c.layers, .seed = c.seed});
     } else {
       model = std::make_unique<train::ModuleModel<nn::Gpt>>(
           nn::GptConfig{c.n_layer, c.n_head, c.n_embd, c.block_size, 256, c.seed});
@@ -380,6 +400,7 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   o.checkpoint_metadata = {{"config", signature_json(signature(c, shape))}, {"run", config_json(c, shape)}};
   o.inject_nonfinite = c.inject_nonfinite;
   o.precision.f32_layers = c.fp32_layers;
+  o.precision.fp32_ops = c.fp32_ops;
   o.trace_nonfinite = c.trace_nonfinite;
   o.hold_lr_on_skip = c.hold_lr_on_skip;
   o.skip_patience = c.skip_patience;

@@ -14,7 +14,7 @@
 namespace mantissa::cli {
 
 struct TrainConfig {
-  std::string model = "mlp";  // mlp, cnn, gpt
+  std::string model = "mlp";  // mlp, cnn, segment, gpt, lstm
   std::string data;           // default: Fashion-MNIST (mlp, cnn) or the fortunes (gpt)
   DType precision = DType::f32;
   bool low_precision_model = false;  // --mode low-precision-model
@@ -31,6 +31,8 @@ struct TrainConfig {
   std::string schedule = "cosine";  // cosine (with warm-up) or constant
   std::int64_t warmup = 0;
   bool stochastic_rounding = false;  // master-weight write-back
+  bool master_weights = true;        // --master-weights off: bf16/fp16 parameters updated in place (needs low-precision-model)
+  bool fp32_ops = true;              // --fp32-ops none: autocast's f32 list runs in the compute dtype too
   std::int64_t steps = 500, batch_size = 128, grad_accum = 1, eval_every = 100, eval_batches = 20;
   std::int64_t epochs = 0;  // > 0: steps = epochs passes over the training images (mlp, cnn)
   std::uint64_t seed = 0;
@@ -53,6 +55,7 @@ struct TrainConfig {
   // Model sizes.
   std::int64_t hidden = 256, layers = 2, width = 32;
   std::int64_t n_layer = 4, n_head = 4, n_embd = 256, block_size = 128;
+  std::int64_t embd = 64, bptt = 64;  // lstm: embedding width, segment length (truncated BPTT); --hidden, --layers
 };
 
 // What a run reports: the library's records (mantissa/train/trainer.h).

@@ -1,6 +1,6 @@
-// The models mantissa trains: an MLP, a residual CNN with batch norm for 28x28 images, and a GPT
-// (decoder-only transformer with pre-LayerNorm blocks, causal self-attention, GELU MLP and a head tied
-// to the token embedding).
+// The models mantissa trains: an MLP, a residual CNN with batch norm for 28x28 images, a segmenter, a
+// GPT (decoder-only transformer with pre-LayerNorm blocks, causal self-attention, GELU MLP and a head tied
+// to the token embedding) and a stacked LSTM language model (the mixed-precision paper's recurrent case).
 #pragma once
 
 #include <memory>
@@ -89,6 +89,36 @@ class Gpt : public Module {
   std::shared_ptr<Embedding> wte_, wpe_;
   std::vector<Block> blocks_;
   std::shared_ptr<LayerNorm> ln_f_;
+};
+
+// A byte-level language model: an embedding, `layers` LSTM layers of `hidden` units (each step: the
+// input's and the hidden state's products, two linear layers, then the fused cell), a linear head.
+struct LstmConfig {
+  std::int64_t vocab = 256, embd = 64, hidden = 256, layers = 2;
+  std::uint64_t seed = 0;
+};
+
+class LstmLm : public Module {
+ public:
+  // Each layer's h and c [batch, hidden], carried from one segment of a stream to the next (truncated
+  // backpropagation through time); empty: zeros.
+  struct State {
+    std::vector<Tensor> h, c;
+  };
+  explicit LstmLm(const LstmConfig& c);
+  // ids [batch, t] -> logits [batch * t, vocab]; starts from `state` and leaves the final one there,
+  // detached (gradients stop at the segment's start).
+  Tensor forward(std::span<const std::int64_t> ids, std::int64_t batch, std::int64_t t, State& state) const;
+  const LstmConfig& config() const { return c_; }
+
+ private:
+  struct Layer {
+    std::shared_ptr<Linear> ih, hh;  // [4 hidden, in] with the bias; [4 hidden, hidden] without
+  };
+  LstmConfig c_;
+  std::shared_ptr<Embedding> embed_;
+  std::vector<Layer> layers_;
+  std::shared_ptr<Linear> head_;
 };
 
 }  // namespace mantissa::nn

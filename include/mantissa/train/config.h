@@ -30,6 +30,9 @@ struct PrecisionPolicy {
   nn::Fp8Policy fp8_layers = {};
   // Module paths (or prefixes) whose ops all run in f32, whatever the compute dtype (keep_in_f32).
   std::vector<std::string> f32_layers = {};
+  // Whether autocast runs its f32 list (softmax, norms, losses, reductions, the LSTM state) in f32; false
+  // runs everything in the compute dtype (AutocastPolicy::all_low), an ablation that shows why the list exists.
+  bool fp32_ops = true;
 
   bool low_precision_model() const { return mode == PrecisionMode::low_precision_model; }
   // The dtype a model's inputs are given in: the compute dtype for a low-precision model, else f32.

@@ -93,4 +93,29 @@ class TextData final : public DataSource {
   std::mt19937_64 rng_;
 };
 
+// Byte-level text as `batch` parallel streams (each split cut into `batch` equal pieces, PyTorch's
+// word_language_model's batchify), read in consecutive segments of `bptt` tokens, so that a recurrent
+// model carries its state from one segment to the next (Batch::stream); after the last segment the
+// training streams start again. Evaluation: the first `eval_batches` segments of the validation streams.
+class TextStreams final : public DataSource {
+ public:
+  // Throws DataError when a split's streams are shorter than one segment (bptt + 1 bytes).
+  TextStreams(TextCorpus corpus, std::int64_t batch_size, std::int64_t bptt, std::int64_t eval_batches,
+              const std::string& name);
+  Batch next() override;
+  void for_each_eval_batch(bool full, const std::function<void(const Batch&)>& each) override;
+  std::string item_unit() const override { return "tokens"; }
+  bool reports_accuracy() const override { return false; }
+  std::map<std::string, std::string> position() const override;
+  void seek(const std::map<std::string, std::string>& position) override;
+
+ private:
+  // Segment k of the streams over `text`.
+  Batch segment(std::span<const std::uint8_t> text, std::int64_t k, int stream) const;
+  std::int64_t segments(std::span<const std::uint8_t> text) const;
+  TextCorpus corpus_;
+  std::int64_t batch_, bptt_, eval_batches_;
+  std::int64_t next_ = 0;  // the next training segment
+};
+
 }  // namespace mantissa::train

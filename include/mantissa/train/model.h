@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -19,6 +20,11 @@ struct Batch {
   std::vector<std::int64_t> tokens;      // [rows * length] token ids; empty for tensor inputs
   std::int64_t rows = 0, length = 0;     // token batches: sequences and their length
   std::vector<std::int64_t> targets;     // classes, one per row of the logits
+  // Token batches cut from parallel streams, one segment after another (truncated backpropagation
+  // through time): which streams (0 training, 1 evaluation; -1: independent windows), and whether this
+  // segment starts them (a recurrent model then starts from a zero state, else from the last segment's).
+  int stream = -1;
+  bool stream_start = true;
   // Examples in the batch as throughput counts them: images, or tokens.
   std::int64_t items() const { return tokens.empty() ? static_cast<std::int64_t>(targets.size()) : rows * length; }
 };
@@ -53,6 +59,31 @@ class ModuleModel final : public Model {
 
  private:
   M m_;
+};
+
+// A Model over a recurrent module M (M::forward(span of ids, rows, length, M::State&)) that carries each
+// stream's state from one segment to the next: zero at a stream's start, at an independent window, and
+// after a resume (the state is not checkpointed: a resumed run restarts it at the next segment).
+template <class M>
+class RecurrentModel final : public Model {
+ public:
+  template <class... Args>
+  explicit RecurrentModel(Args&&... args) : m_(std::forward<Args>(args)...) {}
+  nn::Module& module() override { return m_; }
+  M& get() { return m_; }
+  Tensor forward(const Batch& b) override {
+    if (b.stream < 0) {
+      typename M::State fresh;
+      return m_.forward(b.tokens, b.rows, b.length, fresh);
+    }
+    typename M::State& s = states_[b.stream];
+    if (b.stream_start) s = {};
+    return m_.forward(b.tokens, b.rows, b.length, s);
+  }
+
+ private:
+  M m_;
+  std::map<int, typename M::State> states_;
 };
 
 }  // namespace mantissa::train
