@@ -102,6 +102,40 @@ void keep_layers_in_f32(nn::Module& model, const std::vector<std::string>& paths
   }
 }
 
+// Copies of the parameters that have gradients, before an optimizer step (undefined for the others).
+std::vector<Tensor> weights_before_update(nn::Module& model) {
+  NoGradGuard no_grad;
+  std::vector<Tensor> before;
+  for (const Tensor& p : model.parameters()) before.push_back(p.grad().defined() ? contiguous_copy(p) : Tensor());
+  return before;
+}
+
+// StepRecord::lost_updates, from the weights before the step and after it (the gradients still there).
+std::map<std::string, double> lost_updates(nn::Module& model, const std::vector<Tensor>& before) {
+  NoGradGuard no_grad;
+  std::map<std::string, double> lost;
+  double moved = 0;  // weights with a non-zero gradient
+  const std::vector<Tensor> params = model.parameters();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    if (!before[i].defined()) continue;
+    const Tensor& p = params[i];
+    const Tensor pushed = sub(Tensor::full({}, 1.0, DType::f32), equal(cast(p.grad(), DType::f32), Tensor::full({}, 0.0, DType::f32)));
+    moved += sum(pushed).item();
+    const auto count = [&](const Tensor& unchanged) { return sum(mul(cast(unchanged, DType::f32), pushed)).item(); };
+    if (p.dtype() == DType::bf16 || p.dtype() == DType::f16) {
+      lost[std::string(precision_name(p.dtype()))] += count(equal(p, before[i]));
+    } else {
+      const Tensor delta = sub(cast(p, DType::f32), cast(before[i], DType::f32));
+      for (const DType low : {DType::bf16, DType::f16}) {
+        const Tensor stored = cast(before[i], low);
+        lost[std::string(precision_name(low))] += count(equal(cast(add(cast(stored, DType::f32), delta), low), stored));
+      }
+    }
+  }
+  for (auto& [format, n] : lost) n = moved > 0 ? n / moved : 0;
+  return lost;
+}
+
 // An autocast region in the compute dtype, or none for f32.
 std::unique_ptr<Autocast> precision_region(const PrecisionPolicy& p) {
   if (p.compute == DType::f32) return nullptr;
@@ -203,6 +237,7 @@ StepRecord Trainer::step(std::span<const Batch> micro_batches) {
   }
   StepReport rep;
   std::vector<std::pair<std::string, std::int64_t>> bad_grads;
+  std::map<std::string, double> lost;
   if (trace) {
     // The tracer stopped the step: skipped, as an overflowing one (the scale backs off).
     rep = scaler_.record_overflow(trace->nonfinite);
@@ -211,7 +246,11 @@ StepRecord Trainer::step(std::span<const Batch> micro_batches) {
     if (telemetry) telemetry->parameters(model_.module());
     // One read-only pass over the gradients (inf/NaN, norm); unless one overflowed, the optimizer step on
     // the f32 master weights with the unscale and the clipping done inside it; the loss-scale update.
+    const std::int64_t every = options_.update_stats_every;
+    std::vector<Tensor> before;
+    if (every > 0 && (step == 1 || step % every == 0)) before = weights_before_update(model_.module());
     rep = scaled_step(scaler_, *optimizer_, options_.clip);
+    if (!before.empty() && !rep.skipped) lost = lost_updates(model_.module(), before);
     if (rep.skipped) bad_grads = nonfinite_gradients(model_.module());
   }
   optimizer_->zero_grad();
@@ -239,6 +278,7 @@ StepRecord Trainer::step(std::span<const Batch> micro_batches) {
   }
   record.trace = std::move(trace);
   record.nonfinite_grads = std::move(bad_grads);
+  record.lost_updates = std::move(lost);
   // The scaler's own collapse report is folded into one explanation per run of skips.
   record.warning = follow_skips(record, !rep.warning.empty());
   if (!record.warning.empty() && options_.stop_on_stall) throw TrainingStalled(record.warning);

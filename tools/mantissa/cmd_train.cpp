@@ -172,6 +172,7 @@ int run_train(TrainRunArgs& a) {
     if (r.fp8) record["fp8"] = fp8_json(*r.fp8);
     if (r.trace) record["trace"] = r.trace->str();
     if (!r.nonfinite_grads.empty()) record["nonfinite_grads"] = r.nonfinite_grads;
+    if (!r.lost_updates.empty()) record["lost_updates"] = r.lost_updates;
     metrics.write(record);
     if (tty || r.step % every == 0 || r.step == total) {
       // ETA from the mean step time so far.
@@ -352,6 +353,9 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
   app.add_option("--fp32-layers", c.fp32_layers, "Module paths (or prefixes) whose ops all run in fp32")->delimiter(',');
   app.add_flag("--trace-nonfinite", c.trace_nonfinite,
                "Check every op's output; the first that makes an inf/NaN stops the step (skipped) with a report naming it");
+  app.add_option("--update-stats-every", c.update_stats_every,
+                 "Every N steps, measure the share of weight updates lost to rounding in bf16/fp16 (--metrics: lost_updates)")
+      ->capture_default_str();
   app.add_flag("--hold-lr-on-skip", c.hold_lr_on_skip, "Skipped steps do not advance the learning-rate schedule");
   app.add_option("--skip-patience", c.skip_patience, "Skipped steps in a row before the run says why and what to do")
       ->capture_default_str();

@@ -90,6 +90,7 @@ void check(const TrainConfig& c) {
   in_range(c.growth_interval, 1, kMaxSteps, "--growth-interval");
   in_range(c.hysteresis, 1, 1 << 20, "--hysteresis");
   in_range(c.skip_patience, 1, 1 << 20, "--skip-patience");
+  in_range(c.update_stats_every, 0, kMaxSteps, "--update-stats-every");
   if (c.telemetry) in_range(c.telemetry->every, 1, kMaxSteps, "--telemetry-every");
   const auto real = [](double v, bool ok, const char* flag, const char* what) {
     if (!std::isfinite(v) || !ok) throw std::invalid_argument(std::string(flag) + " must be " + what + ", got " + exact_number(v));
@@ -401,6 +402,7 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   o.inject_nonfinite = c.inject_nonfinite;
   o.precision.f32_layers = c.fp32_layers;
   o.precision.fp32_ops = c.fp32_ops;
+  o.update_stats_every = c.update_stats_every;
   o.trace_nonfinite = c.trace_nonfinite;
   o.hold_lr_on_skip = c.hold_lr_on_skip;
   o.skip_patience = c.skip_patience;

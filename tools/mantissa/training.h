@@ -33,6 +33,7 @@ struct TrainConfig {
   bool stochastic_rounding = false;  // master-weight write-back
   bool master_weights = true;        // --master-weights off: bf16/fp16 parameters updated in place (needs low-precision-model)
   bool fp32_ops = true;              // --fp32-ops none: autocast's f32 list runs in the compute dtype too
+  std::int64_t update_stats_every = 0;  // StepRecord::lost_updates every N steps (0: never)
   std::int64_t steps = 500, batch_size = 128, grad_accum = 1, eval_every = 100, eval_batches = 20;
   std::int64_t epochs = 0;  // > 0: steps = epochs passes over the training images (mlp, cnn)
   std::uint64_t seed = 0;

@@ -65,6 +65,9 @@ struct TrainerOptions {
   std::vector<std::int64_t> inject_nonfinite = {};
   // Numerics telemetry on the steps the policy samples (StepRecord::numerics).
   std::optional<TelemetryPolicy> telemetry = std::nullopt;
+  // Every this many steps (and the first; 0: never), StepRecord::lost_updates: how many weight updates
+  // round away (the mixed-precision paper's case for master weights).
+  std::int64_t update_stats_every = 0;
   // The non-finite tracer (mantissa/autograd/watch.h) on during each step: the first op that makes an
   // inf or NaN stops the step, which is skipped as an overflowing one, with its report (StepRecord::trace).
   bool trace_nonfinite = false;
@@ -105,6 +108,11 @@ struct StepRecord {
   // On a skipped step: the parameters whose gradients held inf or NaN, and how many (the first few).
   std::vector<std::pair<std::string, std::int64_t>> nonfinite_grads = {};
   std::vector<PrecisionChange> precision_changes = {};  // adaptive precision's decisions after this step
+  // On steps update_stats_every samples that updated the weights: of the weights with a non-zero gradient,
+  // the share whose update was lost to rounding, by format: for bf16/fp16 parameters without master
+  // copies, those that did not change ("bf16", "fp16"); for f32 weights, those whose update, applied to
+  // the weight stored in bf16 or fp16, would leave it unchanged (both formats).
+  std::map<std::string, double> lost_updates = {};
 };
 
 struct EvalRecord {
