@@ -23,6 +23,7 @@ Run add_bench(CLI::App& app);
 Run add_info(CLI::App& app);
 Run add_train(CLI::App& app);
 Run add_compare(CLI::App& app);
+Run add_paper(CLI::App& app);
 Run add_inspect(CLI::App& app);
 
 // The training flags `train` and `compare` share (cmd_train.cpp), and the configuration they give.

@@ -1,0 +1,263 @@
+// `mantissa paper`: the mixed-precision paper's experiments (Micikevicius et al., ICLR 2018) at small
+// scale. Each model trains in each configuration the paper argues about: fp32, bf16, fp16 without loss
+// scaling, with a static scale (the paper's 128 and one chosen from the fp32 run's gradient statistics),
+// with dynamic scaling, and fp16 and bf16 without master weights. It writes the table (final quality,
+// skipped steps, whether the run diverged; each cell with the `mantissa train` command that reproduces
+// it), the share of activation gradients below fp16's range and of updates lost to rounding, and the
+// loss curves. Every run is an ordinary `mantissa train` configuration, parsed from its own flags.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <sstream>
+
+#include "commands.h"
+#include "output_file.h"
+#include "svg_plot.h"
+
+namespace mantissa::cli {
+namespace {
+
+struct PaperArgs {
+  bool quick = false;
+  std::string models = "cnn,gpt,lstm,underflow";
+  std::string out = "paper-results.md";
+  std::string plot = "paper";  // PREFIX-<model>.svg; '' for none
+  std::string threads;
+};
+
+// A model's flags, sized for the whole suite in about an hour on 2 cores (--quick: about 10 minutes).
+std::vector<std::string> model_flags(const std::string& model, bool quick) {
+  const auto steps = [&](int full, int fast) { return std::to_string(quick ? fast : full); };
+  if (model == "cnn") {
+    return {"--model", "cnn", "--batch-size", "128", "--lr", "3e-3", "--warmup", "20", "--steps", steps(300, 40)};
+  }
+  if (model == "gpt") {
+    return {"--model", "gpt", "--n-layer", "2", "--n-head", "4", "--n-embd", "128", "--block-size", "64", "--batch-size",
+            "32", "--lr", "3e-3", "--warmup", "20", "--clip", "1", "--eval-batches", "10", "--steps", steps(400, 50)};
+  }
+  if (model == "lstm") {
+    return {"--model", "lstm", "--hidden", quick ? "128" : "256", "--layers", "2", "--embd", "64", "--bptt", quick ? "32" : "64",
+            "--batch-size", "32", "--lr", "3e-3", "--warmup", "20", "--clip", "1", "--eval-batches", "10",
+            "--steps", steps(300, 40)};
+  }
+  if (model == "underflow") {
+    // The MLP with its loss weighted by 2^-16 (a task weight in a multi-task loss): most activation
+    // gradients lie below fp16's smallest subnormal, as the paper's SSD detector's did.
+    return {"--model", "mlp", "--batch-size", "64", "--lr", "1e-3", "--warmup", "50", "--loss-weight", "1.52587890625e-05",
+            "--steps", steps(1000, 300)};
+  }
+  throw std::invalid_argument("--models: '" + model + "' is not cnn, gpt, lstm or underflow");
+}
+
+struct Column {
+  std::string name;
+  std::vector<std::string> flags;  // "{scale}": the static scale chosen from the fp32 run
+};
+
+std::vector<Column> columns() {
+  return {{"fp32", {"--precision", "fp32"}},
+          {"bf16", {"--precision", "bf16"}},
+          {"fp16, no scaling", {"--precision", "fp16", "--loss-scale", "none"}},
+          {"fp16, static 128", {"--precision", "fp16", "--loss-scale", "static:128"}},
+          {"fp16, static chosen", {"--precision", "fp16", "--loss-scale", "{scale}"}},
+          {"fp16, dynamic", {"--precision", "fp16", "--loss-scale", "dynamic"}},
+          {"fp16, no master weights", {"--precision", "fp16", "--mode", "low-precision-model", "--master-weights", "off"}},
+          {"bf16, no master weights", {"--precision", "bf16", "--mode", "low-precision-model", "--master-weights", "off"}}};
+}
+
+struct Cell {
+  std::string command;
+  TrainResult result;
+  std::string stopped;  // the run stopped itself (a collapsed loss scale): why
+  double quality = NAN;  // accuracy in %, or validation loss
+  bool diverged = false;
+  std::vector<std::pair<std::int64_t, double>> below_fp16;  // fp32 run: step, share of activation grads under 2^-24
+  double grad_amax = 0;                                     // fp32 run: the largest gradient magnitude seen
+  std::map<std::string, double> lost;                       // mean share of updates lost, by format
+};
+
+std::string joined(const std::vector<std::string>& flags) {
+  std::string s = "mantissa train";
+  for (const std::string& f : flags) s += " " + f;
+  return s;
+}
+
+// The run's configuration, through the same parser `mantissa train` uses.
+TrainConfig parse_train(const std::vector<std::string>& flags) {
+  CLI::App app;
+  TrainArgs args;
+  add_train_options(app, args);
+  std::vector<std::string> reversed(flags.rbegin(), flags.rend());  // CLI11 takes them last first
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    throw std::invalid_argument(joined(flags) + ": " + e.what());
+  }
+  return resolve(args);
+}
+
+Cell run_cell(const std::vector<std::string>& flags, bool reference) {
+  Cell cell;
+  cell.command = joined(flags);
+  TrainConfig c = parse_train(flags);
+  c.eval_every = c.steps;
+  c.update_stats_every = std::max<std::int64_t>(1, c.steps / 10);
+  if (reference) c.telemetry = train::TelemetryPolicy{.every = c.update_stats_every,
+                                                      .kinds = {train::TensorKind::activation_grad, train::TensorKind::weight_grad}};
+  std::map<std::string, std::pair<double, int>> lost;
+  TrainCallbacks cb;
+  cb.on_step = [&](const StepRecord& r, std::int64_t total) {
+    if (r.step % std::max<std::int64_t>(1, total / 4) == 0) {
+      std::fprintf(stderr, "  step %lld/%lld loss %.4f scale %g\n", static_cast<long long>(r.step), static_cast<long long>(total),
+                   r.loss, r.loss_scale);
+    }
+    for (const auto& [format, share] : r.lost_updates) {
+      lost[format].first += share;
+      ++lost[format].second;
+    }
+    double below = 0, nonzero = 0;
+    for (const train::TensorNumerics& n : r.numerics) {
+      cell.grad_amax = std::max(cell.grad_amax, n.amax);
+      if (n.kind != train::TensorKind::activation_grad) continue;
+      below += n.shares(DType::f16).below_subnormal * static_cast<double>(n.nonzero());
+      nonzero += static_cast<double>(n.nonzero());
+    }
+    if (nonzero > 0) cell.below_fp16.emplace_back(r.step, below / nonzero);
+  };
+  try {
+    cell.result = train(c, cb);
+  } catch (const LossScaleCollapse& e) {
+    cell.stopped = e.what();
+  }
+  for (const auto& [format, sum] : lost) cell.lost[format] = sum.first / sum.second;
+  if (cell.stopped.empty()) {
+    const EvalRecord& e = cell.result.evals.back();
+    cell.quality = e.val_accuracy ? 100 * *e.val_accuracy : e.val_loss;
+    const double last_loss = cell.result.steps.empty() ? NAN : cell.result.steps.back().loss;
+    cell.diverged = !std::isfinite(e.val_loss) || (!std::isfinite(last_loss) && !cell.result.steps.back().skipped);
+  }
+  return cell;
+}
+
+// The largest power of 2 that keeps the largest gradient seen 2^3 below fp16's largest finite value
+// (room for gradients to grow), between 1 and 2^24.
+double chosen_scale(double grad_amax) {
+  if (!(grad_amax > 0)) return 1;
+  const int e = static_cast<int>(std::floor(std::log2(65504.0 / grad_amax))) - 3;
+  return std::ldexp(1.0, std::clamp(e, 0, 24));
+}
+
+std::string percent(double v) { return fmt::format("{:.1f}%", 100 * v); }
+
+int run_paper(const PaperArgs& a) {
+  std::vector<std::string> models;
+  std::stringstream ss(a.models);
+  for (std::string m; std::getline(ss, m, ',');) {
+    model_flags(m, a.quick);  // a bad name is a usage error before anything runs
+    models.push_back(m);
+  }
+  if (models.empty()) throw std::invalid_argument("--models: no model given");
+  check_output_path(a.out, "--out");
+  for (const std::string& m : models) {
+    if (!a.plot.empty()) check_output_path(a.plot + "-" + m + ".svg", "--plot");
+  }
+  const auto started = std::chrono::steady_clock::now();
+  std::string table = "| model | " , rule = "|---|", details;
+  for (const Column& col : columns()) {
+    table += col.name + " | ";
+    rule += "---|";
+  }
+  table += "\n" + rule + "\n";
+  for (const std::string& model : models) {
+    std::vector<Cell> cells;
+    std::string scale_note;
+    for (const Column& col : columns()) {
+      std::vector<std::string> flags = model_flags(model, a.quick);
+      if (!a.threads.empty()) flags.insert(flags.end(), {"--threads", a.threads});
+      for (const std::string& f : col.flags) {
+        if (f != "{scale}") {
+          flags.push_back(f);
+          continue;
+        }
+        const double s = chosen_scale(cells.front().grad_amax);
+        flags.push_back(fmt::format("static:{:.0f}", s));
+        scale_note = fmt::format("static {:.0f} (the fp32 run's largest gradient {:.3g} times it stays 2^3 below 65504)", s,
+                                 cells.front().grad_amax);
+      }
+      std::fprintf(stderr, "== %s: %s\n", model.c_str(), col.name.c_str());
+      cells.push_back(run_cell(flags, cells.empty()));
+    }
+    const bool accuracy = cells.front().result.evals.back().val_accuracy.has_value();
+    table += "| " + model + (accuracy ? " (val accuracy)" : " (val loss)") + " | ";
+    details += fmt::format("\n### {}\n\n| configuration | {} | vs fp32 | skipped steps | diverged | lost updates | seconds | command |\n"
+                           "|---|---|---|---|---|---|---|---|\n", model, accuracy ? "val accuracy" : "val loss");
+    const double ref = cells.front().quality;
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+      const Cell& c = cells[i];
+      const std::string q = !c.stopped.empty() ? "stopped" : accuracy ? fmt::format("{:.2f}%", c.quality) : fmt::format("{:.4f}", c.quality);
+      const std::string delta = !std::isfinite(c.quality) ? "" : accuracy ? fmt::format("{:+.2f} points", c.quality - ref)
+                                                                          : fmt::format("{:+.2f}%", 100 * (c.quality / ref - 1));
+      const std::string status = !c.stopped.empty() ? "stalled" : c.diverged ? "yes" : "no";
+      std::string lost;
+      for (const auto& [format, share] : c.lost) lost += (lost.empty() ? "" : ", ") + format + " " + percent(share);
+      table += fmt::format("{}<br>{} skipped{} | ", q, c.result.skipped_steps, status == "no" ? "" : ", " + std::string(status == "yes" ? "diverged" : "stalled"));
+      details += fmt::format("| {} | {} | {} | {} | {} | {} | {:.0f} | `{}` |\n", columns()[i].name, q, delta, c.result.skipped_steps,
+                             status, lost.empty() ? "-" : lost, c.result.wall_seconds, c.command);
+    }
+    table += "\n";
+    details += "\nThe chosen static scale: " + scale_note + ".\n";
+    std::string below;
+    for (const auto& [step, share] : cells.front().below_fp16) below += fmt::format("{}step {} {}", below.empty() ? "" : ", ", step, percent(share));
+    details += "Activation gradients below fp16's smallest subnormal (2^-24; lost without scaling), fp32 run: " +
+               (below.empty() ? std::string("none measured") : below) + ".\n";
+    if (!cells.front().lost.empty()) {
+      details += "Updates that would round away on weights stored in 16 bits (fp32 run, mean of the sampled steps): ";
+      std::string l;
+      for (const auto& [format, share] : cells.front().lost) l += (l.empty() ? "" : ", ") + format + " " + percent(share);
+      details += l + ".\n";
+    }
+    if (!a.plot.empty()) {
+      static const char* colors[] = {"#000000", "#1f77b4", "#d62728", "#ff7f0e", "#bcbd22", "#2ca02c", "#9467bd", "#8c564b"};
+      Panel loss{model + ": training loss (moving average)", "step", "loss", false, {}};
+      for (std::size_t i = 0; i < cells.size(); ++i) {
+        Series s{columns()[i].name, colors[i % 8], {}};
+        double ema = NAN;
+        for (const StepRecord& st : cells[i].result.steps) {
+          if (!std::isfinite(st.loss)) continue;
+          ema = std::isnan(ema) ? st.loss : 0.95 * ema + 0.05 * st.loss;
+          s.points.emplace_back(static_cast<double>(st.step), ema);
+        }
+        loss.series.push_back(s);
+      }
+      const std::string path = a.plot + "-" + model + ".svg";
+      write_file_atomically(path, svg_chart({loss}));
+      details += "Loss curves: " + path + ".\n";
+    }
+  }
+  const double minutes = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() / 60;
+  const std::string text = fmt::format("## The mixed-precision paper's table{}\n\nEach cell: final quality, skipped steps, and "
+                                       "whether the run diverged. {:.1f} minutes in all.\n\n{}{}",
+                                       a.quick ? " (--quick)" : "", minutes, table, details);
+  write_file_atomically(a.out, text);
+  fmt::print("{}", text);
+  return 0;
+}
+
+}  // namespace
+
+Run add_paper(CLI::App& app) {
+  auto a = std::make_shared<PaperArgs>();
+  app.add_flag("--quick", a->quick, "Short runs (about 10 minutes on 2 cores instead of an hour)");
+  app.add_option("--models", a->models, "Comma-separated: cnn, gpt, lstm, underflow")->capture_default_str();
+  app.add_option("--out", a->out, "Markdown file for the table and the details")->capture_default_str();
+  app.add_option("--plot", a->plot, "Loss curves to PREFIX-<model>.svg ('' for none)")->capture_default_str();
+  app.add_option("--threads", a->threads, "Threads per run (default: all)");
+  return [a] { return run_paper(*a); };
+}
+
+}  // namespace mantissa::cli
