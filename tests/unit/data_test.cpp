@@ -7,6 +7,7 @@
 #include <set>
 
 #include "mantissa/data/datasets.h"
+#include "mantissa/train/data.h"
 
 namespace mantissa {
 namespace {
@@ -164,6 +165,50 @@ TEST(TextCorpus, LoadsTheFortunesAndSamplesNextByteTargets) {
     FAIL();
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("/dev/zero: not a regular file"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TextStreams, CutsParallelStreamsIntoConsecutiveSegments) {
+  TextCorpus corpus;
+  for (int i = 0; i < 200; ++i) corpus.train.push_back(static_cast<std::uint8_t>(i));
+  for (int i = 0; i < 100; ++i) corpus.validation.push_back(static_cast<std::uint8_t>(100 + i));
+  // 4 streams of 50 bytes: (50 - 1) / 10 = 4 segments of 10 tokens (the last needs one more byte).
+  train::TextStreams s(corpus, 4, 10, 2, "test text");
+  for (int round = 0; round < 2; ++round) {
+    for (std::int64_t k = 0; k < 4; ++k) {
+      const train::Batch b = s.next();
+      ASSERT_EQ(b.rows, 4);
+      ASSERT_EQ(b.length, 10);
+      EXPECT_EQ(b.stream, 0);
+      EXPECT_EQ(b.stream_start, k == 0);  // the streams start again after the last segment
+      for (std::int64_t r = 0; r < 4; ++r) {
+        for (std::int64_t i = 0; i < 10; ++i) {
+          const auto at = static_cast<std::size_t>(r * 10 + i);
+          EXPECT_EQ(b.tokens[at], r * 50 + k * 10 + i);
+          EXPECT_EQ(b.targets[at], b.tokens[at] + 1);
+        }
+      }
+    }
+  }
+  s.next();
+  const auto pos = s.position();
+  const train::Batch after = s.next();
+  s.seek(pos);
+  EXPECT_EQ(s.next().tokens, after.tokens);
+  EXPECT_THROW(s.seek({{"text_segment", "4"}}), std::invalid_argument);
+  EXPECT_THROW(s.seek({{"text_segment", "1x"}}), std::invalid_argument);
+  std::vector<train::Batch> eval;
+  s.for_each_eval_batch(false, [&](const train::Batch& b) { eval.push_back(b); });
+  ASSERT_EQ(eval.size(), 2U);  // 4 validation streams of 25 bytes: 2 segments
+  EXPECT_EQ(eval[0].stream, 1);
+  EXPECT_TRUE(eval[0].stream_start);
+  EXPECT_FALSE(eval[1].stream_start);
+  EXPECT_EQ(eval[1].tokens[0], 100 + 10);
+  try {
+    train::TextStreams too_short(corpus, 4, 60, 2, "short.txt");
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("short.txt: 200 bytes of training text"), std::string::npos) << e.what();
   }
 }
 
