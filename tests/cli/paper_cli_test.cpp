@@ -1,0 +1,86 @@
+// The paper's experiments from the command line: the LSTM trains on a text with its segments and
+// writes the metrics the ablations are judged by; the ablation flags refuse what they cannot mean; and
+// `mantissa paper` writes a table in which fp16 without loss scaling fails on the underflow-prone model
+// while loss scaling matches fp32, every cell with the command that reproduces it.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_support.h"
+
+namespace {
+
+TEST(LstmCommand, TrainsOnTextInSegmentsAndReportsLostUpdates) {
+  Scratch s;
+  const std::string text = s.text("a stacked lstm reads these bytes one segment after another", 200);
+  const Result r = run("train --model lstm --data " + text + " --hidden 32 --layers 2 --embd 16 --bptt 16 --batch-size 8 "
+                       "--steps 12 --eval-every 6 --eval-batches 2 --lr 1e-2 --clip 1 --precision bf16 --mode "
+                       "low-precision-model --master-weights off --update-stats-every 6 --metrics " + s.path("m.jsonl") + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto summary = nlohmann::json::parse(r.out);
+  EXPECT_LT(summary["final_val_loss"].get<double>(), 5.0);  // below log(256) = 5.55 after 12 steps
+  EXPECT_TRUE(summary["final_val_accuracy"].is_null());
+  int measured = 0;
+  std::istringstream lines_in(slurp(s.path("m.jsonl")));
+  for (std::string line; std::getline(lines_in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (!j.contains("lost_updates")) continue;
+    ++measured;
+    EXPECT_EQ(j["lost_updates"].size(), 1U) << line;  // bf16 parameters: bf16 only
+    const double share = j["lost_updates"]["bf16"].get<double>();
+    EXPECT_TRUE(share >= 0 && share <= 1) << line;
+  }
+  EXPECT_EQ(measured, 3);  // steps 1, 6, 12
+}
+
+TEST(AblationFlags, RefuseWhatTheyCannotMean) {
+  for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--precision bf16 --master-weights off", "--mode low-precision-model"},
+           {"--precision fp16 --mode low-precision-model --master-weights maybe", "--master-weights: 'maybe'"},
+           {"--precision fp32 --fp32-ops none", "--fp32-ops none needs --precision bf16 or fp16"},
+           {"--precision bf16 --fp32-ops some", "--fp32-ops: 'some'"},
+           {"--model lstm --bptt 0", "--bptt must be in"},
+           {"--model rnn", "is not mlp, cnn, segment, gpt or lstm"}}) {
+    const Result r = run("train --steps 1 " + args);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_NE(r.err.find(says), std::string::npos) << args << ": " << r.err;
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+  }
+  Scratch s;
+  const Result short_text = run("train --model lstm --steps 1 --bptt 64 --batch-size 64 --data " + s.text("a line of text", 200));
+  EXPECT_EQ(short_text.status, 1);
+  EXPECT_NE(short_text.err.find("bytes of training text cannot make 64 streams"), std::string::npos) << short_text.err;
+}
+
+TEST(PaperCommand, ShowsFp16FailingWithoutLossScalingOnTheUnderflowProneModel) {
+  Scratch s;
+  const Result r = run("paper --quick --models underflow --out " + s.path("paper.md") + " --plot " + s.path("curves"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string md = slurp(s.path("paper.md"));
+  EXPECT_EQ(md, r.out);
+  EXPECT_NE(slurp(s.path("curves-underflow.svg")).find("fp16, no master weights"), std::string::npos);
+  // The detail rows: configuration | quality | vs fp32 | skipped | diverged | lost | seconds | command.
+  std::map<std::string, double> delta;
+  std::istringstream in(md);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("| fp", 0) != 0 && line.rfind("| bf16", 0) != 0) continue;
+    std::vector<std::string> cells;
+    std::istringstream row(line.substr(1));
+    for (std::string cell; std::getline(row, cell, '|');) {
+      const auto first = cell.find_first_not_of(' '), last = cell.find_last_not_of(' ');
+      cells.push_back(first == std::string::npos ? "" : cell.substr(first, last - first + 1));
+    }
+    ASSERT_GE(cells.size(), 8U) << line;
+    EXPECT_NE(cells[7].find("`mantissa train --model mlp"), std::string::npos) << line;
+    delta[cells[0]] = std::stod(cells[2]);
+  }
+  ASSERT_EQ(delta.size(), 8U) << md;
+  EXPECT_LT(delta["fp16, no scaling"], -10) << md;  // accuracy points
+  for (const char* scaled : {"fp16, static 128", "fp16, dynamic", "bf16"}) EXPECT_GT(delta[scaled], -1) << scaled << "\n" << md;
+  EXPECT_NE(md.find("Activation gradients below fp16's smallest subnormal"), std::string::npos);
+  const Result bad = run("paper --models cnn,resnet --out " + s.path("x.md"));
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("'resnet' is not cnn, gpt, lstm or underflow"), std::string::npos) << bad.err;
+}
+
+}  // namespace
