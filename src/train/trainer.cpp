@@ -111,11 +111,16 @@ std::vector<Tensor> weights_before_update(nn::Module& model) {
 }
 
 // StepRecord::lost_updates, from the weights before the step and after it (the gradients still there).
+// A model with bf16/fp16 parameters reports what they lost (its f32 ones, batch norm's, lose nothing); an
+// f32 model what bf16 and fp16 storage would lose.
 std::map<std::string, double> lost_updates(nn::Module& model, const std::vector<Tensor>& before) {
   NoGradGuard no_grad;
   std::map<std::string, double> lost;
   double moved = 0;  // weights with a non-zero gradient
   const std::vector<Tensor> params = model.parameters();
+  const bool stored_low = std::any_of(params.begin(), params.end(), [](const Tensor& p) {
+    return p.dtype() == DType::bf16 || p.dtype() == DType::f16;
+  });
   for (std::size_t i = 0; i < params.size(); ++i) {
     if (!before[i].defined()) continue;
     const Tensor& p = params[i];
@@ -124,7 +129,7 @@ std::map<std::string, double> lost_updates(nn::Module& model, const std::vector<
     const auto count = [&](const Tensor& unchanged) { return sum(mul(cast(unchanged, DType::f32), pushed)).item(); };
     if (p.dtype() == DType::bf16 || p.dtype() == DType::f16) {
       lost[std::string(precision_name(p.dtype()))] += count(equal(p, before[i]));
-    } else {
+    } else if (!stored_low) {
       const Tensor delta = sub(cast(p, DType::f32), cast(before[i], DType::f32));
       for (const DType low : {DType::bf16, DType::f16}) {
         const Tensor stored = cast(before[i], low);

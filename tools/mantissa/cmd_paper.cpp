@@ -1,10 +1,11 @@
 // `mantissa paper`: the mixed-precision paper's experiments (Micikevicius et al., ICLR 2018) at small
 // scale. Each model trains in each configuration the paper argues about: fp32, bf16, fp16 without loss
 // scaling, with a static scale (the paper's 128 and one chosen from the fp32 run's gradient statistics),
-// with dynamic scaling, and fp16 and bf16 without master weights. It writes the table (final quality,
-// skipped steps, whether the run diverged; each cell with the `mantissa train` command that reproduces
-// it), the share of activation gradients below fp16's range and of updates lost to rounding, and the
-// loss curves. Every run is an ordinary `mantissa train` configuration, parsed from its own flags.
+// with dynamic scaling, fp16 and bf16 without master weights, and fp16 without the fp32 op list. It
+// writes the table (final quality, skipped steps, whether the run diverged; each cell with the `mantissa
+// train` command that reproduces it), the share of activation gradients below fp16's range and of
+// updates lost to rounding, and the loss curves. Every run is an ordinary `mantissa train`
+// configuration, parsed from its own flags.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -12,8 +13,11 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <fstream>
 #include <map>
 #include <sstream>
+
+#include <omp.h>
 
 #include "commands.h"
 #include "output_file.h"
@@ -24,7 +28,7 @@ namespace {
 
 struct PaperArgs {
   bool quick = false;
-  std::string models = "cnn,gpt,lstm,underflow";
+  std::string models = "cnn,gpt,lstm,underflow,sgd";
   std::string out = "paper-results.md";
   std::string plot = "paper";  // PREFIX-<model>.svg; '' for none
   std::string threads;
@@ -51,7 +55,13 @@ std::vector<std::string> model_flags(const std::string& model, bool quick) {
     return {"--model", "mlp", "--batch-size", "64", "--lr", "1e-3", "--warmup", "50", "--loss-weight", "1.52587890625e-05",
             "--steps", steps(1000, 300)};
   }
-  throw std::invalid_argument("--models: '" + model + "' is not cnn, gpt, lstm or underflow");
+  if (model == "sgd") {
+    // The MLP trained with SGD (momentum 0.9), as the paper's networks were: each update is the learning
+    // rate times a gradient, far below half an ulp of most weights in bf16 once the schedule decays.
+    return {"--model", "mlp", "--batch-size", "64", "--optimizer", "sgd", "--lr", "2e-3", "--momentum", "0.9",
+            "--warmup", "50", "--steps", steps(1000, 500)};
+  }
+  throw std::invalid_argument("--models: '" + model + "' is not cnn, gpt, lstm, underflow or sgd");
 }
 
 struct Column {
@@ -67,7 +77,8 @@ std::vector<Column> columns() {
           {"fp16, static chosen", {"--precision", "fp16", "--loss-scale", "{scale}"}},
           {"fp16, dynamic", {"--precision", "fp16", "--loss-scale", "dynamic"}},
           {"fp16, no master weights", {"--precision", "fp16", "--mode", "low-precision-model", "--master-weights", "off"}},
-          {"bf16, no master weights", {"--precision", "bf16", "--mode", "low-precision-model", "--master-weights", "off"}}};
+          {"bf16, no master weights", {"--precision", "bf16", "--mode", "low-precision-model", "--master-weights", "off"}},
+          {"fp16, no fp32 ops", {"--precision", "fp16", "--loss-scale", "dynamic", "--fp32-ops", "none"}}};
 }
 
 struct Cell {
@@ -154,6 +165,22 @@ double chosen_scale(double grad_amax) {
 
 std::string percent(double v) { return fmt::format("{:.1f}%", 100 * v); }
 
+// Where and when the table was made: the CPU's name, the threads, the date (UTC).
+std::string machine() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string cpu = "an unknown CPU";
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      cpu = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+  return fmt::format("{}, {} threads, {}", cpu, omp_get_max_threads(), date);
+}
+
 int run_paper(const PaperArgs& a) {
   std::vector<std::string> models;
   std::stringstream ss(a.models);
@@ -222,10 +249,10 @@ int run_paper(const PaperArgs& a) {
       details += l + ".\n";
     }
     if (!a.plot.empty()) {
-      static const char* colors[] = {"#000000", "#1f77b4", "#d62728", "#ff7f0e", "#bcbd22", "#2ca02c", "#9467bd", "#8c564b"};
+      static const char* colors[] = {"#000000", "#1f77b4", "#d62728", "#ff7f0e", "#bcbd22", "#2ca02c", "#9467bd", "#8c564b", "#e377c2"};
       Panel loss{model + ": training loss (moving average)", "step", "loss", false, {}};
       for (std::size_t i = 0; i < cells.size(); ++i) {
-        Series s{columns()[i].name, colors[i % 8], {}};
+        Series s{columns()[i].name, colors[i % 9], {}};
         double ema = NAN;
         for (const StepRecord& st : cells[i].result.steps) {
           if (!std::isfinite(st.loss)) continue;
@@ -241,8 +268,8 @@ int run_paper(const PaperArgs& a) {
   }
   const double minutes = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() / 60;
   const std::string text = fmt::format("## The mixed-precision paper's table{}\n\nEach cell: final quality, skipped steps, and "
-                                       "whether the run diverged. {:.1f} minutes in all.\n\n{}{}",
-                                       a.quick ? " (--quick)" : "", minutes, table, details);
+                                       "whether the run diverged. {}; {:.1f} minutes in all.\n\n{}{}",
+                                       a.quick ? " (--quick)" : "", machine(), minutes, table, details);
   write_file_atomically(a.out, text);
   fmt::print("{}", text);
   return 0;
@@ -253,7 +280,8 @@ int run_paper(const PaperArgs& a) {
 Run add_paper(CLI::App& app) {
   auto a = std::make_shared<PaperArgs>();
   app.add_flag("--quick", a->quick, "Short runs (about 10 minutes on 2 cores instead of an hour)");
-  app.add_option("--models", a->models, "Comma-separated: cnn, gpt, lstm, underflow")->capture_default_str();
+  app.add_option("--models", a->models, "Comma-separated: cnn, gpt, lstm, underflow (the MLP with a loss weight of "
+                                        "2^-16), sgd (the MLP trained with plain SGD)")->capture_default_str();
   app.add_option("--out", a->out, "Markdown file for the table and the details")->capture_default_str();
   app.add_option("--plot", a->plot, "Loss curves to PREFIX-<model>.svg ('' for none)")->capture_default_str();
   app.add_option("--threads", a->threads, "Threads per run (default: all)");

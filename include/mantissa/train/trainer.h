@@ -109,9 +109,9 @@ struct StepRecord {
   std::vector<std::pair<std::string, std::int64_t>> nonfinite_grads = {};
   std::vector<PrecisionChange> precision_changes = {};  // adaptive precision's decisions after this step
   // On steps update_stats_every samples that updated the weights: of the weights with a non-zero gradient,
-  // the share whose update was lost to rounding, by format: for bf16/fp16 parameters without master
-  // copies, those that did not change ("bf16", "fp16"); for f32 weights, those whose update, applied to
-  // the weight stored in bf16 or fp16, would leave it unchanged (both formats).
+  // the share whose update was lost to rounding, by format. A model with bf16/fp16 parameters: those that
+  // did not change ("bf16" or "fp16"; with master copies, the master weights still moved). An f32 model:
+  // those whose update, applied to the weight stored in bf16 or fp16, would leave it unchanged (both).
   std::map<std::string, double> lost_updates = {};
 };
 
