@@ -52,6 +52,31 @@ TEST(AblationFlags, RefuseWhatTheyCannotMean) {
   EXPECT_NE(short_text.err.find("bytes of training text cannot make 64 streams"), std::string::npos) << short_text.err;
 }
 
+// A checkpoint written before the ablation flags existed has no --master-weights or --fp32-ops in its
+// settings: it was written with master weights and the fp32 ops, and resumes as such; a run that switches
+// master weights off is refused, naming the flag.
+TEST(AblationFlags, CheckpointsWithoutThemResumeAsWrittenWithTheDefaults) {
+  Scratch s;
+  const std::string flags = "train --model mlp --hidden 16 --layers 1 --precision bf16 --mode low-precision-model --eval-every 4 ";
+  const std::string dir = s.path("ck"), file = dir + "/ckpt-00000002.safetensors";
+  ASSERT_EQ(run(flags + "--steps 2 --checkpoint-dir " + dir).status, 0);
+  std::ifstream in(file, std::ios::binary);
+  std::uint64_t n = 0;
+  in.read(reinterpret_cast<char*>(&n), 8);
+  std::string header(n, ' ');
+  in.read(header.data(), static_cast<std::streamsize>(n));
+  auto config = nlohmann::json::parse(nlohmann::json::parse(header)["__metadata__"]["config"].get<std::string>());
+  ASSERT_EQ(config.erase("--master-weights") + config.erase("--fp32-ops"), 2U);
+  const std::string editor = std::string("python3 ") + MANTISSA_SOURCE_DIR + "/tests/io/edit_checkpoint.py ";
+  ASSERT_EQ(std::system((editor + file + " " + file + ".old set-meta config '" + config.dump() + "'").c_str()), 0);
+  std::filesystem::rename(file + ".old", file);
+  const Result off = run(flags + "--steps 4 --master-weights off --checkpoint-dir " + dir + " --resume");
+  EXPECT_EQ(off.status, 1);
+  EXPECT_NE(off.err.find("--master-weights on (this run: off)"), std::string::npos) << off.err;
+  const Result resumed = run(flags + "--steps 4 --checkpoint-dir " + dir + " --resume");
+  EXPECT_EQ(resumed.status, 0) << resumed.err;
+}
+
 TEST(PaperCommand, ShowsFp16FailingWithoutLossScalingOnTheUnderflowProneModel) {
   Scratch s;
   const Result r = run("paper --quick --models underflow --out " + s.path("paper.md") + " --plot " + s.path("curves"));

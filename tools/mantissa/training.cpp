@@ -252,10 +252,14 @@ void check_signature(const std::filesystem::path& path, const std::string& store
   if (!theirs.is_object()) {
     throw CheckpointError(path.string() + ": written by another version of mantissa (its settings: " + stored + ")");
   }
+  // Settings added after a checkpoint was written: it was written with what they mean when absent.
+  const std::map<std::string, std::string> absent_means = {{"--master-weights", "on"}, {"--fp32-ops", "default"}};
   std::string diff;
   for (const auto& [k, v] : ours) {
     const auto it = theirs.find(k);
-    const std::string was = it != theirs.end() && it->is_string() ? it->get<std::string>() : "(none)";
+    const auto implied = absent_means.find(k);
+    const std::string was = it != theirs.end() && it->is_string() ? it->get<std::string>()
+                            : it == theirs.end() && implied != absent_means.end() ? implied->second : "(none)";
     const bool allow = std::find(allowed.begin(), allowed.end(), k.substr(2)) != allowed.end();
     if (was != v && !allow) diff += (diff.empty() ? "" : ", ") + k + " " + was + " (this run: " + v + ")";
   }
