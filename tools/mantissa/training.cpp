@@ -110,6 +110,7 @@ void check(const TrainConfig& c) {
     throw std::invalid_argument("--model: '" + c.model + "' is not mlp, cnn, segment, gpt or lstm");
   }
   if (c.model == "lstm") {
+    in_range(c.layers, 1, 1024, "--layers");
     in_range(c.embd, 1, 1 << 16, "--embd");
     in_range(c.bptt, 1, 1 << 20, "--bptt");
   }
