@@ -132,6 +132,7 @@ LstmLm::LstmLm(const LstmConfig& c) : c_(c) {
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const std::string name = "layers." + std::to_string(l);
     Layer layer;
+    layer.path = name;
     layer.ih = register_module(name + ".ih", std::make_shared<Linear>(l == 0 ? c.embd : c.hidden, 4 * c.hidden, seed++));
     layer.hh = register_module(name + ".hh", std::make_shared<Linear>(c.hidden, 4 * c.hidden, seed++, false));
     layers_.push_back(layer);
@@ -157,7 +158,7 @@ Tensor LstmLm::forward(std::span<const std::int64_t> ids, std::int64_t batch, st
     for (std::int64_t b = 0; b < batch; ++b) column[static_cast<std::size_t>(b)] = ids[static_cast<std::size_t>(b * t + step)];
     Tensor x = embed_->forward(column, {batch});
     for (std::size_t l = 0; l < layers; ++l) {
-      const LayerScope part = part_scope("layers." + std::to_string(l));  // the cell
+      const LayerScope part = part_scope(layers_[l].path);  // the cell
       const Tensor hc = lstm_cell(layers_[l].ih->forward(x), layers_[l].hh->forward(h[l]), c[l]);
       h[l] = reshape(slice(hc, 0, 0, 1), {batch, hidden});
       c[l] = reshape(slice(hc, 0, 1, 2), {batch, hidden});

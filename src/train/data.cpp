@@ -181,17 +181,9 @@ void TextStreams::for_each_eval_batch(bool /*full*/, const std::function<void(co
 std::map<std::string, std::string> TextStreams::position() const { return {{"text_segment", std::to_string(next_)}}; }
 
 void TextStreams::seek(const std::map<std::string, std::string>& p) {
-  const auto it = p.find("text_segment");
-  if (it == p.end()) throw std::invalid_argument("has no 'text_segment' in its metadata");
-  std::int64_t k = -1;
-  try {
-    std::size_t used = 0;
-    k = std::stoll(it->second, &used);
-    if (used != it->second.size()) k = -1;
-  } catch (const std::exception&) {
-  }
+  const std::int64_t k = integer_field(p, "text_segment");
   if (k < 0 || k >= segments(corpus_.train)) {
-    throw std::invalid_argument("metadata 'text_segment' " + it->second + " is not a segment of these streams");
+    throw std::invalid_argument("metadata 'text_segment' " + std::to_string(k) + " is not a segment of these streams");
   }
   next_ = k;
 }

@@ -38,17 +38,6 @@ std::int64_t training_peak(const TrainResult& r) {
   return r.peak_bytes.at("total") - r.peak_bytes.at("data");
 }
 
-// Exponential moving average, so noisy per-step losses read as curves.
-std::vector<std::pair<double, double>> smoothed(const TrainResult& r) {
-  std::vector<std::pair<double, double>> out;
-  double ema = 0;
-  for (std::size_t i = 0; i < r.steps.size(); ++i) {
-    ema = i == 0 ? r.steps[i].loss : 0.95 * ema + 0.05 * r.steps[i].loss;
-    out.emplace_back(static_cast<double>(r.steps[i].step), ema);
-  }
-  return out;
-}
-
 int run_compare(const CompareArgs& a) {
   const TrainConfig base = resolve(a.train);
   std::vector<std::string> names;
@@ -125,7 +114,7 @@ int run_compare(const CompareArgs& a) {
     Panel scale{"loss scale", "step", "scale (log)", true, {}};
     for (std::size_t i = 0; i < runs.size(); ++i) {
       const char* color = colors[i % 5];
-      loss.series.push_back({runs[i].name, color, smoothed(runs[i].result)});
+      loss.series.push_back({runs[i].name, color, loss_curve(runs[i].result)});
       Series s{runs[i].name, color, {}};
       for (const StepRecord& st : runs[i].result.steps) s.points.emplace_back(static_cast<double>(st.step), st.loss_scale);
       scale.series.push_back(s);

@@ -165,6 +165,13 @@ double chosen_scale(double grad_amax) {
 
 std::string percent(double v) { return fmt::format("{:.1f}%", 100 * v); }
 
+// "bf16 30.4%, fp16 5.4%".
+std::string shares_text(const std::map<std::string, double>& shares) {
+  std::string s;
+  for (const auto& [format, share] : shares) s += (s.empty() ? "" : ", ") + format + " " + percent(share);
+  return s;
+}
+
 // Where and when the table was made: the CPU's name, the threads, the date (UTC).
 std::string machine() {
   std::ifstream cpuinfo("/proc/cpuinfo");
@@ -194,8 +201,9 @@ int run_paper(const PaperArgs& a) {
     if (!a.plot.empty()) check_output_path(a.plot + "-" + m + ".svg", "--plot");
   }
   const auto started = std::chrono::steady_clock::now();
-  std::string table = "| model | " , rule = "|---|", details;
-  for (const Column& col : columns()) {
+  const std::vector<Column> cols = columns();
+  std::string table = "| model | ", rule = "|---|", details;
+  for (const Column& col : cols) {
     table += col.name + " | ";
     rule += "---|";
   }
@@ -203,7 +211,7 @@ int run_paper(const PaperArgs& a) {
   for (const std::string& model : models) {
     std::vector<Cell> cells;
     std::string scale_note;
-    for (const Column& col : columns()) {
+    for (const Column& col : cols) {
       std::vector<std::string> flags = model_flags(model, a.quick);
       if (!a.threads.empty()) flags.insert(flags.end(), {"--threads", a.threads});
       for (const std::string& f : col.flags) {
@@ -230,11 +238,9 @@ int run_paper(const PaperArgs& a) {
       const std::string delta = !std::isfinite(c.quality) ? "" : accuracy ? fmt::format("{:+.2f} points", c.quality - ref)
                                                                           : fmt::format("{:+.2f}%", 100 * (c.quality / ref - 1));
       const std::string status = !c.stopped.empty() ? "stalled" : c.diverged ? "yes" : "no";
-      std::string lost;
-      for (const auto& [format, share] : c.lost) lost += (lost.empty() ? "" : ", ") + format + " " + percent(share);
       table += fmt::format("{}<br>{} skipped{} | ", q, c.result.skipped_steps, status == "no" ? "" : ", " + std::string(status == "yes" ? "diverged" : "stalled"));
-      details += fmt::format("| {} | {} | {} | {} | {} | {} | {:.0f} | `{}` |\n", columns()[i].name, q, delta, c.result.skipped_steps,
-                             status, lost.empty() ? "-" : lost, c.result.wall_seconds, c.command);
+      details += fmt::format("| {} | {} | {} | {} | {} | {} | {:.0f} | `{}` |\n", cols[i].name, q, delta, c.result.skipped_steps,
+                             status, c.lost.empty() ? "-" : shares_text(c.lost), c.result.wall_seconds, c.command);
     }
     table += "\n";
     details += "\nThe chosen static scale: " + scale_note + ".\n";
@@ -243,23 +249,14 @@ int run_paper(const PaperArgs& a) {
     details += "Activation gradients below fp16's smallest subnormal (2^-24; lost without scaling), fp32 run: " +
                (below.empty() ? std::string("none measured") : below) + ".\n";
     if (!cells.front().lost.empty()) {
-      details += "Updates that would round away on weights stored in 16 bits (fp32 run, mean of the sampled steps): ";
-      std::string l;
-      for (const auto& [format, share] : cells.front().lost) l += (l.empty() ? "" : ", ") + format + " " + percent(share);
-      details += l + ".\n";
+      details += "Updates that would round away on weights stored in 16 bits (fp32 run, mean of the sampled steps): " +
+                 shares_text(cells.front().lost) + ".\n";
     }
     if (!a.plot.empty()) {
       static const char* colors[] = {"#000000", "#1f77b4", "#d62728", "#ff7f0e", "#bcbd22", "#2ca02c", "#9467bd", "#8c564b", "#e377c2"};
       Panel loss{model + ": training loss (moving average)", "step", "loss", false, {}};
       for (std::size_t i = 0; i < cells.size(); ++i) {
-        Series s{columns()[i].name, colors[i % 9], {}};
-        double ema = NAN;
-        for (const StepRecord& st : cells[i].result.steps) {
-          if (!std::isfinite(st.loss)) continue;
-          ema = std::isnan(ema) ? st.loss : 0.95 * ema + 0.05 * st.loss;
-          s.points.emplace_back(static_cast<double>(st.step), ema);
-        }
-        loss.series.push_back(s);
+        loss.series.push_back({cols[i].name, colors[i % 9], loss_curve(cells[i].result)});
       }
       const std::string path = a.plot + "-" + model + ".svg";
       write_file_atomically(path, svg_chart({loss}));

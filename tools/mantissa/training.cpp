@@ -435,4 +435,15 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   return trainer.run(cb);
 }
 
+std::vector<std::pair<double, double>> loss_curve(const TrainResult& r) {
+  std::vector<std::pair<double, double>> out;
+  double ema = 0;
+  for (const StepRecord& s : r.steps) {
+    if (!std::isfinite(s.loss)) continue;
+    ema = out.empty() ? s.loss : 0.95 * ema + 0.05 * s.loss;
+    out.emplace_back(static_cast<double>(s.step), ema);
+  }
+  return out;
+}
+
 }  // namespace mantissa::cli

@@ -74,4 +74,8 @@ std::string precision_label(const TrainConfig& c);
 // Runs the training; throws std::invalid_argument for a bad configuration, DataError for bad data.
 TrainResult train(const TrainConfig& config, const TrainCallbacks& callbacks);
 
+// The run's training loss as (step, exponential moving average) points, so noisy per-step losses read as
+// a curve; non-finite losses (skipped or diverged steps) are left out.
+std::vector<std::pair<double, double>> loss_curve(const TrainResult& r);
+
 }  // namespace mantissa::cli

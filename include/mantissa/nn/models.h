@@ -113,6 +113,7 @@ class LstmLm : public Module {
 
  private:
   struct Layer {
+    std::string path;                // "layers.L": the cell's ops are named after it
     std::shared_ptr<Linear> ih, hh;  // [4 hidden, in] with the bias; [4 hidden, hidden] without
   };
   LstmConfig c_;
