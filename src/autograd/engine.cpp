@@ -14,6 +14,7 @@ namespace {
 
 thread_local bool tls_grad_enabled = true;
 thread_local int tls_backward_depth = 0;
+thread_local GradReadyHook* tls_grad_ready_hook = nullptr;
 
 // The engine's own arithmetic, straight on the kernels (the op front-ends sit above autograd): a
 // contiguous copy of x in `dtype`, and the sum of two gradients of one shape and dtype.
@@ -52,6 +53,8 @@ class AccumulateGrad final : public Node {
       leaf->grad = sum_of(Tensor(leaf->grad), g).impl_ptr();
     }
     leaf->grad->storage->set_category(MemoryCategory::gradients);
+    // The engine runs this node once per pass, after every contribution has arrived: the gradient is final.
+    if (tls_grad_ready_hook != nullptr) tls_grad_ready_hook->ready(Tensor(leaf));
     return {};
   }
 
@@ -79,6 +82,8 @@ const std::shared_ptr<Node>& gradient_node(const Tensor& t) {
 
 bool grad_enabled() { return tls_grad_enabled; }
 bool in_backward() { return tls_backward_depth > 0; }
+GradReadyHookGuard::GradReadyHookGuard(GradReadyHook* hook) : saved_(tls_grad_ready_hook) { tls_grad_ready_hook = hook; }
+GradReadyHookGuard::~GradReadyHookGuard() { tls_grad_ready_hook = saved_; }
 NoGradGuard::NoGradGuard() : saved_(tls_grad_enabled) { tls_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { tls_grad_enabled = saved_; }
 

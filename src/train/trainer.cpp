@@ -2,6 +2,7 @@
 #include "mantissa/train/trainer.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -15,6 +16,7 @@
 #include "mantissa/io/checkpoint.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/numeric/convert.h"
+#include "mantissa/train/data_parallel.h"
 
 namespace mantissa::train {
 namespace {
@@ -165,8 +167,27 @@ const TrainerOptions& checked(const TrainerOptions& o) {
                                   std::string(dtype_name(*low)) + ") and no model-wide fp8");
     }
   }
+  if (const auto& dp = o.data_parallel; dp && dp->group && dp->group->size() > 1) {
+    if (o.adaptive) throw std::invalid_argument("trainer: adaptive precision does not run data parallel yet (each rank would decide alone)");
+    if (dp->checksum_every < 0) throw std::invalid_argument("trainer: checksum_every must be at least 0");
+  }
   return o;
 }
+
+// During a data-parallel backward: a gradient's inf put in (when the step injects one) before the reducer
+// sends it.
+class StepHook final : public GradReadyHook {
+ public:
+  StepHook(dist::GradReducer* reducer, const TensorImpl* inject_into) : reducer_(reducer), inject_into_(inject_into) {}
+  void ready(const Tensor& leaf) override {
+    if (leaf.impl() == inject_into_) inject_inf(leaf.grad());
+    reducer_->ready(leaf);
+  }
+
+ private:
+  dist::GradReducer* reducer_;
+  const TensorImpl* inject_into_;
+};
 
 }  // namespace
 
@@ -186,6 +207,13 @@ Trainer::Trainer(Model& model, DataSource& data, TrainerOptions options)
   if (options_.precision.fp8) {
     fp8_plan_ = nn::apply_fp8_policy(model_.module(), *options_.precision.fp8, options_.precision.fp8_layers);
   }
+  if (const auto& dp = options_.data_parallel; dp && dp->group && dp->group->size() > 1) {
+    group_ = dp->group;
+    // Every rank starts from rank 0's weights (before the optimizer copies them into its master weights).
+    broadcast_from_rank0(*group_, model_.module().parameters());
+    broadcast_from_rank0(*group_, buffers_of(model_.module()));
+    reducer_ = std::make_unique<dist::GradReducer>(group_, model_.module().parameters(), dp->reducer);
+  }
   optimizer_ = make_optimizer(options_.optimizer, model_.module().parameters());
 }
 
@@ -202,9 +230,16 @@ Tensor Trainer::loss(const Batch& batch) {
   return model_.loss(batch);
 }
 
-StepRecord Trainer::step(std::span<const Batch> micro_batches) {
-  if (micro_batches.empty()) throw std::invalid_argument("trainer: a step needs at least one batch");
+StepRecord Trainer::step(std::span<const Batch> global_batches) {
+  if (global_batches.empty()) throw std::invalid_argument("trainer: a step needs at least one batch");
   const auto t0 = Clock::now();
+  // Data parallel: this rank's rows of every micro-batch, and rank 0's buffers.
+  std::vector<Batch> shards;
+  if (group_) {
+    for (const Batch& b : global_batches) shards.push_back(shard_batch(b, rank(), ranks(), true));
+    broadcast_from_rank0(*group_, buffers_of(model_.module()));
+  }
+  const std::span<const Batch> micro_batches = group_ ? std::span<const Batch>(shards) : global_batches;
   if (!start_) start_ = t0;
   const std::int64_t step = next_step_;
   // Held on skipped steps, the schedule counts only the steps that updated the weights.
@@ -221,31 +256,58 @@ StepRecord Trainer::step(std::span<const Batch> micro_batches) {
   double loss = 0;
   std::int64_t items = 0;
   std::optional<NonFiniteReport> trace;
+  const auto& inject = options_.inject_nonfinite;
+  const int inject_rank = group_ ? options_.data_parallel->inject_rank : -1;
+  const bool injects = std::find(inject.begin(), inject.end(), step) != inject.end() && (inject_rank < 0 || inject_rank == rank());
+  dist::ReducerStats comm;
   {
     const TraceSwitch tracing(options_.trace_nonfinite);
     const LayerTapGuard tap(telemetry);
+    // Data parallel: the last micro-batch's backward sends each gradient bucket as soon as it is complete.
+    StepHook hook(reducer_.get(), injects ? model_.module().parameters().front().impl() : nullptr);
+    bool reducing = false;
     try {
-      for (const Batch& b : micro_batches) {
+      for (std::size_t i = 0; i < micro_batches.size(); ++i) {
+        const Batch& b = micro_batches[i];
         items += b.items();
         const Tensor l = this->loss(b);
         loss += l.item() / static_cast<double>(micro_batches.size());
-        scaler_.scale_loss(share == 1 ? l : mul(l, share)).backward();
+        const Tensor scaled = scaler_.scale_loss(share == 1 ? l : mul(l, share));
+        if (reducer_ && i + 1 == micro_batches.size()) {
+          reducer_->begin();
+          reducing = true;
+          const GradReadyHookGuard guard(&hook);
+          scaled.backward();
+        } else {
+          scaled.backward();
+        }
       }
     } catch (const NonFiniteError& e) {
       trace = e.report();
       loss = std::numeric_limits<double>::quiet_NaN();
     }
+    if (reducer_) {
+      // Every rank sends every bucket, even after its tracer stopped the step (then skipped everywhere).
+      if (!reducing) reducer_->begin();
+      comm = reducer_->finish();
+    }
   }
-  const auto& inject = options_.inject_nonfinite;
-  if (!trace && std::find(inject.begin(), inject.end(), step) != inject.end()) {
-    inject_inf(model_.module().parameters().front().grad());
+  if (!trace && injects && !reducer_) inject_inf(model_.module().parameters().front().grad());
+  bool skip_everywhere = trace.has_value();
+  if (group_) {
+    // The ranks' losses and items added up, and whether any rank's tracer stopped the step.
+    std::array<double, 3> v{loss, static_cast<double>(items), trace ? 1.0 : 0.0};
+    group_->all_reduce(v, dist::ReduceOp::sum);
+    loss = v[0] / ranks();
+    items = static_cast<std::int64_t>(v[1]);
+    skip_everywhere = v[2] > 0;
   }
   StepReport rep;
   std::vector<std::pair<std::string, std::int64_t>> bad_grads;
   std::map<std::string, double> lost;
-  if (trace) {
-    // The tracer stopped the step: skipped, as an overflowing one (the scale backs off).
-    rep = scaler_.record_overflow(trace->nonfinite);
+  if (skip_everywhere) {
+    // The tracer stopped the step (on some rank): skipped, as an overflowing one (the scale backs off).
+    rep = scaler_.record_overflow(trace ? trace->nonfinite : 0);
     scaler_.update();
   } else {
     if (telemetry) telemetry->parameters(model_.module());
@@ -260,12 +322,19 @@ StepRecord Trainer::step(std::span<const Batch> micro_batches) {
   }
   optimizer_->zero_grad();
   if (fp8) add_fp8_scale_updates(nn::fp8_end_step(model_.module()));
+  if (group_) {
+    const std::int64_t every = options_.data_parallel->checksum_every;
+    if (every > 0 && step % every == 0) check_weights_agree(*group_, model_.module(), step);
+  }
   ++next_step_;
   const double seconds = seconds_since(t0);
   StepRecord record{step, loss, optimizer_->lr(), rep.scale, rep.grad_norm, rep.underflow_fraction,
                     static_cast<double>(items) / seconds, rep.skipped, rep.nonfinite, peaks(), seconds_since(*start_),
                     rep.warning};
   if (fp8) record.fp8 = fp8_counters();
+  record.comm_bytes = comm.bytes_sent;
+  record.comm_seconds = comm.comm_seconds;
+  record.comm_exposed_seconds = comm.exposed_seconds;
   if (telemetry) record.numerics = telemetry->take();
   if (controller_) {
     // Skipped steps blame the layers their inf/NaN came from; sampled good steps are decided on.
@@ -315,10 +384,16 @@ StepRecord Trainer::step() {
 EvalRecord Trainer::evaluate(bool full) {
   NoGradGuard no_grad;
   nn::Module& m = model_.module();
+  if (group_) {
+    broadcast_from_rank0(*group_, buffers_of(m));  // rank 0's batch-norm statistics, as every step starts with
+  }
   m.eval();
   double loss_sum = 0;
   std::int64_t count = 0, right = 0;
-  data_.for_each_eval_batch(full, [&](const Batch& raw) {
+  data_.for_each_eval_batch(full, [&](const Batch& global) {
+    // Data parallel: this rank's rows (the totals are added up below).
+    const Batch raw = group_ ? shard_batch(global, rank(), ranks(), false) : global;
+    if (raw.targets.empty()) return;
     const Batch b = prepare(raw);
     const auto region = precision_region(options_.precision);
     const Tensor logits = cast(model_.forward(b), DType::f32);
@@ -333,12 +408,20 @@ EvalRecord Trainer::evaluate(bool full) {
     }
   });
   m.train();
+  if (group_) {
+    std::array<double, 3> v{loss_sum, static_cast<double>(count), static_cast<double>(right)};
+    group_->all_reduce(v, dist::ReduceOp::sum);
+    loss_sum = v[0];
+    count = static_cast<std::int64_t>(v[1]);
+    right = static_cast<std::int64_t>(v[2]);
+  }
   EvalRecord r{next_step_ - 1, count > 0 ? loss_sum / static_cast<double>(count) : 0, std::nullopt};
   if (data_.reports_accuracy() && count > 0) r.val_accuracy = static_cast<double>(right) / static_cast<double>(count);
   return r;
 }
 
 void Trainer::save(const std::filesystem::path& path) const {
+  if (rank() != 0) return;  // data parallel: the ranks hold the same state; rank 0 writes it
   CheckpointState st{next_step_ - 1, scaler_.state(), options_.checkpoint_metadata};
   st.extra["fp8"] = fp8_setting(options_.precision);
   if (controller_) st.extra["adaptive_precision"] = controller_->state_json();
@@ -405,9 +488,11 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
     result.steps.push_back(rec);
     if (cb.on_step) cb.on_step(rec, options_.steps);
     if (!ck.dir.empty() && ((ck.every > 0 && s % ck.every == 0) || s == options_.steps)) {
-      std::filesystem::create_directories(ck.dir);
-      save(checkpoint_path(ck.dir, s));
-      prune_checkpoints(ck.dir, ck.keep);
+      if (rank() == 0) {
+        std::filesystem::create_directories(ck.dir);
+        save(checkpoint_path(ck.dir, s));
+        prune_checkpoints(ck.dir, ck.keep);
+      }
     }
     // The run's peak is the training steps' (evaluation batches have their own, not reported).
     for (const auto& [category, bytes] : rec.peak_bytes) {

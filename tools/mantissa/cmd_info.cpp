@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "training.h"
 #include "mantissa/numeric/bulk.h"
 #include "mantissa/backend/backend_select.h"
 #include "peak_flops.h"
@@ -35,6 +36,12 @@ int run_info(bool json) {
   const std::string fp8 = "emulated: e4m3/e5m2 values held exactly in bf16, multiplied by the bf16 matmul (" +
                           std::string(cpu_path(OnednnPrimitive::matmul, DType::bf16)) + ")";
   out["fp8"] = fp8;
+  // Data parallel: the MPI this build has, and this process's place (rank 0 of 1 unless under mpirun).
+  const bool mpi = dist::ProcessGroup::mpi_built();
+  out["mpi"] = mpi ? dist::ProcessGroup::mpi_version() : "none";
+  const auto group = process_group();
+  out["rank"] = group->rank();
+  out["ranks"] = group->size();
   if (json) {
     fmt::print("{}\n", out.dump());
     return 0;
@@ -43,6 +50,10 @@ int run_info(bool json) {
   fmt::print("conversion kernels: {} (portable {}, avx2 {}, avx512 {}, avx512_bf16 {})\n", isa_name(active_isa()),
              "yes", yes(isa_supported(Isa::avx2)), yes(isa_supported(Isa::avx512)), yes(isa_supported(Isa::avx512_bf16)));
   fmt::print("AMX bf16 tiles: {}\n", yes(amx_bf16_usable()));
+  fmt::print("data parallel: {}; this process: rank {} of {}\n",
+             mpi ? "MPI (" + dist::ProcessGroup::mpi_version() + "): mpirun -np N mantissa train ..."
+                 : "not built (no MPI found when it was built: install libopenmpi-dev and rebuild)",
+             group->rank(), group->size());
   fmt::print("threads: {}\n", omp_get_max_threads());
   fmt::print("oneDNN {}.{}.{}: the path each kernel family takes here, per dtype\n", v.major, v.minor, v.patch);
   for (OnednnPrimitive kind : kOnednnPrimitives) {

@@ -130,8 +130,10 @@ int run_train(TrainRunArgs& a) {
     check_output_path(a.plan_out, "--plan-out");
   }
 
-  MetricsFile metrics(a.metrics);
-  MetricsFile telemetry(a.telemetry);
+  // Data parallel: rank 0 reports and writes; the other ranks train in silence.
+  const bool writer = process_group()->rank() == 0;
+  MetricsFile metrics(writer ? a.metrics : "");
+  MetricsFile telemetry(writer ? a.telemetry : "");
   const bool tty = isatty(fileno(stderr)) != 0;
   std::int64_t every = 0;  // progress lines off a terminal: about 20 a run
   std::int64_t first = -1;
@@ -191,7 +193,7 @@ int run_train(TrainRunArgs& a) {
                  r.val_accuracy ? fmt::format(" val_accuracy {:.2f}%", 100 * *r.val_accuracy).c_str() : "");
   };
 
-  TrainResult result = train(c, cb);
+  TrainResult result = train(c, writer ? cb : TrainCallbacks{});
   end_skips();
   if (result.final_plan) {
     std::string shares;
@@ -254,6 +256,12 @@ TrainConfig resolve(const TrainArgs& a) {
     throw std::invalid_argument(std::string("--mode: ") + e.what());
   }
   if (!a.inject.empty()) c.inject_nonfinite = parse_steps(a.inject);
+  if (a.grad_reduce != "f32" && a.grad_reduce != "bf16" && a.grad_reduce != "fp16") {
+    throw std::invalid_argument("--grad-reduce: '" + a.grad_reduce + "' is not f32, bf16 or fp16");
+  }
+  c.grad_reduce = a.grad_reduce == "f32" ? DType::f32 : a.grad_reduce == "bf16" ? DType::bf16 : DType::f16;
+  if (a.overlap != "on" && a.overlap != "off") throw std::invalid_argument("--overlap: '" + a.overlap + "' is not on or off");
+  c.overlap = a.overlap == "on";
   if (a.master_weights != "on" && a.master_weights != "off") {
     throw std::invalid_argument("--master-weights: '" + a.master_weights + "' is not on or off");
   }
@@ -350,6 +358,20 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
                  "grad-accum, stochastic-rounding, loss-scale")
       ->delimiter(',');
   app.add_option("--inject-nonfinite", a.inject, "STEP[,STEP...]: put an inf into a gradient at these steps");
+  app.add_option("--inject-rank", c.inject_rank, "Data parallel: --inject-nonfinite on this rank only (-1: every rank)")
+      ->capture_default_str();
+  app.add_option("--grad-reduce", a.grad_reduce, "Data parallel (mpirun): the gradients' format on the wire, f32, bf16 or "
+                                                 "fp16 (summed in f32 either way)")
+      ->capture_default_str();
+  app.add_option("--bucket-mb", c.bucket_mb, "Data parallel: MiB of (f32) gradients per all-reduce bucket")->capture_default_str();
+  app.add_option("--overlap", a.overlap, "Data parallel: send gradient buckets while backward runs (on) or after it (off)")
+      ->capture_default_str();
+  app.add_option("--checksum-every", c.checksum_every, "Data parallel: steps between checks that every rank's weights are "
+                                                       "identical (0: never)")
+      ->capture_default_str();
+  app.add_option("--dist-timeout", c.dist_timeout, "Data parallel: seconds a rank waits for the others before the job stops "
+                                                   "(0: forever)")
+      ->capture_default_str();
   app.add_option("--fp32-layers", c.fp32_layers, "Module paths (or prefixes) whose ops all run in fp32")->delimiter(',');
   app.add_flag("--trace-nonfinite", c.trace_nonfinite,
                "Check every op's output; the first that makes an inf/NaN stops the step (skipped) with a report naming it");

@@ -33,6 +33,7 @@ struct TrainArgs {
   std::string fp8_recipe = "delayed", fp8_format = "hybrid", fp8_first_last = "bf16";
   std::string adaptive_dtype = "bf16", adaptive_fp8 = "on";
   std::string master_weights = "on", fp32_ops = "default";
+  std::string grad_reduce = "f32", overlap = "on";
 };
 void add_train_options(CLI::App& app, TrainArgs& args);
 TrainConfig resolve(const TrainArgs& args);

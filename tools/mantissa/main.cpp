@@ -10,6 +10,25 @@
 #include <string>
 
 #include "commands.h"
+#include "training.h"
+
+namespace {
+
+// Under mpirun every rank runs the command: rank 0 alone prints (the others' standard output goes to
+// /dev/null), an error names its rank, and a rank that fails ends the whole job at once rather than leave
+// the others waiting for it.
+std::shared_ptr<mantissa::dist::ProcessGroup> world;
+
+int fail(int status, const char* prefix, const char* what) {
+  if (world && world->size() > 1) {
+    std::fprintf(stderr, "mantissa: rank %d: %s%s\n", world->rank(), prefix, what);
+    world->abort(status);
+  }
+  std::fprintf(stderr, "mantissa: %s%s\n", prefix, what);
+  return status;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"mantissa: mixed-precision training of neural networks"};
@@ -50,22 +69,21 @@ int main(int argc, char** argv) {
     return status;
   };
   try {
+    if (mantissa::dist::ProcessGroup::launched_by_mpi()) {
+      world = mantissa::cli::process_group();
+      if (world->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr) return 1;
+    }
     for (CLI::App* sub : app.get_subcommands()) return flushed(runs.at(sub)());
   } catch (const mantissa::train::TrainingStalled& e) {  // --stop-on-stall: a distinct status
-    std::fprintf(stderr, "mantissa: stopped: %s\n", e.what());
-    return mantissa::cli::kStalled;
+    return fail(mantissa::cli::kStalled, "stopped: ", e.what());
   } catch (const mantissa::LossScaleCollapse& e) {
-    std::fprintf(stderr, "mantissa: stopped: %s\n", e.what());
-    return mantissa::cli::kStalled;
+    return fail(mantissa::cli::kStalled, "stopped: ", e.what());
   } catch (const std::invalid_argument& e) {  // a bad flag value or input: a usage error
-    std::fprintf(stderr, "mantissa: %s\n", e.what());
-    return mantissa::cli::kBadInput;
+    return fail(mantissa::cli::kBadInput, "", e.what());
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "mantissa: out of memory (the sizes asked for need more than this machine has)\n");
-    return 1;
-  } catch (const std::exception& e) {  // a bad data file, a failed write, ...
-    std::fprintf(stderr, "mantissa: %s\n", e.what());
-    return 1;
+    return fail(1, "", "out of memory (the sizes asked for need more than this machine has)");
+  } catch (const std::exception& e) {  // a bad data file, a failed write, a rank lost, ...
+    return fail(1, "", e.what());
   }
   return 0;
 }

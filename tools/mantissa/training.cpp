@@ -114,6 +114,10 @@ void check(const TrainConfig& c) {
     in_range(c.embd, 1, 1 << 16, "--embd");
     in_range(c.bptt, 1, 1 << 20, "--bptt");
   }
+  in_range(c.checksum_every, 0, kMaxSteps, "--checksum-every");
+  in_range(c.inject_rank, -1, 1 << 20, "--inject-rank");
+  real(c.bucket_mb, c.bucket_mb > 0 && c.bucket_mb <= 1 << 20, "--bucket-mb", "positive (MiB)");
+  real(c.dist_timeout, c.dist_timeout >= 0, "--dist-timeout", "finite and at least 0 (0: wait forever)");
   if (!c.master_weights && !c.low_precision_model) {
     throw std::invalid_argument("--master-weights off updates bf16/fp16 parameters in place: give --mode "
                                 "low-precision-model with it (in autocast mode the f32 parameters are the master weights)");
@@ -313,11 +317,29 @@ std::string precision_label(const TrainConfig& c) {
   return c.adaptive ? "adaptive" : c.fp8 ? "fp8" : std::string(train::precision_name(c.precision));
 }
 
+std::shared_ptr<dist::ProcessGroup> process_group() {
+  static const std::shared_ptr<dist::ProcessGroup> group = dist::ProcessGroup::from_environment();
+  return group;
+}
+
 TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   TrainConfig c = config;
   std::optional<train::PrecisionPlan> plan;
   if (!c.precision_plan.empty() && !c.adaptive) plan = read_plan(c.precision_plan, c.precision);
   check(c);
+  const std::shared_ptr<dist::ProcessGroup> group = process_group();
+  if (group->size() > 1) {
+    if (c.batch_size % group->size() != 0) {
+      throw std::invalid_argument("--batch-size " + std::to_string(c.batch_size) + " does not split over " +
+                                  std::to_string(group->size()) + " ranks: give a multiple of the number of ranks (each "
+                                  "rank trains on batch-size / ranks rows of every batch)");
+    }
+    if (c.inject_rank >= group->size()) {
+      throw std::invalid_argument("--inject-rank " + std::to_string(c.inject_rank) + ": there are " +
+                                  std::to_string(group->size()) + " ranks");
+    }
+    group->set_timeout(c.dist_timeout);
+  }
   for (const std::string& name : c.resume_allow) {
     if (!changeable_on_resume("--" + name)) {
       throw std::invalid_argument("--resume-allow: '" + name + "' is not one of lr, schedule, warmup, weight-decay, "
@@ -418,6 +440,13 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
     o.adaptive->low = c.precision;
   }
   o.plan = plan;
+  if (group->size() > 1) {
+    o.data_parallel = train::DataParallelOptions{
+        .group = group,
+        .reducer = {.wire = c.grad_reduce, .bucket_bytes = static_cast<std::int64_t>(c.bucket_mb * (1 << 20)), .overlap = c.overlap},
+        .checksum_every = c.checksum_every,
+        .inject_rank = c.inject_rank};
+  }
   train::Trainer trainer(*model, *data, o);
   check_layer_paths(model->module(), c.fp32_layers, "--fp32-layers");
   if (c.telemetry) check_layer_paths(model->module(), c.telemetry->layers, "--telemetry-layers");

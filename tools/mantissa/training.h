@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "mantissa/core/dtype.h"
+#include "mantissa/dist/process_group.h"
 #include "mantissa/train/trainer.h"
 
 namespace mantissa::cli {
@@ -57,6 +59,14 @@ struct TrainConfig {
   std::int64_t hidden = 256, layers = 2, width = 32;
   std::int64_t n_layer = 4, n_head = 4, n_embd = 256, block_size = 128;
   std::int64_t embd = 64, bptt = 64;  // lstm: embedding width, segment length (truncated BPTT); --hidden, --layers
+  // Data parallel (under mpirun): the gradients' wire format, buckets, overlap with backward, the weights'
+  // checksum interval, the rank --inject-nonfinite applies to (-1: all), the collectives' timeout.
+  DType grad_reduce = DType::f32;
+  double bucket_mb = 1;
+  bool overlap = true;
+  std::int64_t checksum_every = 100;
+  int inject_rank = -1;
+  double dist_timeout = 300;
 };
 
 // What a run reports: the library's records (mantissa/train/trainer.h).
@@ -70,6 +80,9 @@ using train::TrainResult;
 void set_precision(TrainConfig& c, const std::string& name);
 // The name set_precision() took: "fp32", "bf16", "fp16", "fp8" or "adaptive".
 std::string precision_label(const TrainConfig& c);
+
+// This process's group: MPI's world under mpirun, else a single process (made once).
+std::shared_ptr<dist::ProcessGroup> process_group();
 
 // Runs the training; throws std::invalid_argument for a bad configuration, DataError for bad data.
 TrainResult train(const TrainConfig& config, const TrainCallbacks& callbacks);

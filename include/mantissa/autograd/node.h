@@ -53,6 +53,27 @@ class NoGradGuard {
   bool saved_;
 };
 
+// Told, on the thread running backward, when a leaf's gradient for this pass is complete: every
+// contribution has been summed into its .grad, and the pass will not touch it again. Data-parallel training
+// starts reducing gradients this way while backward goes on.
+class GradReadyHook {
+ public:
+  virtual ~GradReadyHook() = default;
+  virtual void ready(const Tensor& leaf) = 0;
+};
+
+// Installs a hook for this thread's backward passes while it lives (the previous one after).
+class GradReadyHookGuard {
+ public:
+  explicit GradReadyHookGuard(GradReadyHook* hook);
+  ~GradReadyHookGuard();
+  GradReadyHookGuard(const GradReadyHookGuard&) = delete;
+  GradReadyHookGuard& operator=(const GradReadyHookGuard&) = delete;
+
+ private:
+  GradReadyHook* saved_;
+};
+
 // True if recording is on and any of the tensors requires grad.
 bool needs_grad(std::initializer_list<const Tensor*> inputs);
 

@@ -8,6 +8,9 @@
 // The numerics tools hook in here too (docs/numerics.md): telemetry on sampled steps, the non-finite
 // tracer (a traced inf/NaN skips the step), skipped steps named and explained, and adaptive precision
 // deciding each layer's level after the step.
+// Data parallel (TrainerOptions::data_parallel, mantissa/dist/): every rank draws the same global batch,
+// trains on its own rows of it, and the gradients are averaged across ranks while backward runs; every
+// rank then takes the same step (docs/distributed.md).
 // `mantissa train`, `compare` and `bench --model` are this class with flags.
 //
 //   train::ModuleModel<nn::Cnn> model(nn::CnnConfig{});
@@ -29,6 +32,8 @@
 #include <vector>
 
 #include "mantissa/amp/loss_scaler.h"
+#include "mantissa/dist/grad_reducer.h"
+#include "mantissa/dist/process_group.h"
 #include "mantissa/optim/optimizer.h"
 #include "mantissa/train/config.h"
 #include "mantissa/train/data.h"
@@ -42,6 +47,22 @@ struct CheckpointOptions {
   std::filesystem::path dir;  // empty: no checkpoints
   std::int64_t every = 0;     // steps between checkpoints; 0: only after the last step
   int keep = 3;               // the newest this many are kept
+};
+
+// Data-parallel training over a process group of several ranks. Every rank runs a Trainer with the same
+// options and a data source giving the same batches (the same seed); each trains on its share of every
+// batch's rows (the batch must split evenly), so the global batch is one process's. Parameters and
+// buffers are broadcast from rank 0 at the start; buffers (batch norm's statistics) again before every step,
+// as DistributedDataParallel does. Evaluation is split by rows and summed. Rank 0 alone writes checkpoints;
+// they hold nothing per rank, so a run resumes on any number of ranks.
+struct DataParallelOptions {
+  std::shared_ptr<dist::ProcessGroup> group;
+  dist::ReducerOptions reducer = {};
+  // Every this many steps (0: never), the ranks compare checksums of their weights and stop the run with
+  // dist::DistributedError if they differ.
+  std::int64_t checksum_every = 100;
+  // TrainerOptions::inject_nonfinite on this rank only (-1: every rank).
+  int inject_rank = -1;
 };
 
 struct TrainerOptions {
@@ -84,6 +105,8 @@ struct TrainerOptions {
   std::optional<AdaptiveOptions> adaptive = std::nullopt;
   // Or a fixed per-layer plan (a previous adaptive run's), with precision.compute its 16-bit format.
   std::optional<PrecisionPlan> plan = std::nullopt;
+  // Data parallel across the group's ranks (a group of one: ignored).
+  std::optional<DataParallelOptions> data_parallel = std::nullopt;
 };
 
 // Thrown by a step when stop_on_stall is set and the run has stalled; what() is the explanation.
@@ -113,6 +136,10 @@ struct StepRecord {
   // did not change ("bf16" or "fp16"; with master copies, the master weights still moved). An f32 model:
   // those whose update, applied to the weight stored in bf16 or fp16, would leave it unchanged (both).
   std::map<std::string, double> lost_updates = {};
+  // Data parallel: this rank's gradient reduction (bytes sent, the gradient thread's seconds, and those of
+  // them backward did not hide).
+  std::int64_t comm_bytes = 0;
+  double comm_seconds = 0, comm_exposed_seconds = 0;
 };
 
 struct EvalRecord {
@@ -162,7 +189,7 @@ class Trainer {
   EvalRecord evaluate(bool full);
 
   // Writes a checkpoint of everything a run needs to continue exactly (atomically: the old file or the
-  // new one, never a torn one).
+  // new one, never a torn one). Data parallel: rank 0 writes; the others return at once.
   void save(const std::filesystem::path& path) const;
   // Restores model, optimizer, loss scaler and data position from a checkpoint; `check` sees the
   // metadata first (and throws to refuse it). Throws CheckpointError naming the file and what is wrong.
@@ -181,6 +208,9 @@ class Trainer {
   const std::vector<nn::Fp8LayerChoice>& fp8_plan() const { return fp8_plan_; }
   // The adaptive precision controller (null without adaptive precision).
   const PrecisionController* controller() const { return controller_.get(); }
+  // This process's rank and the number of ranks (0 and 1 without data parallel).
+  int rank() const { return group_ ? group_->rank() : 0; }
+  int ranks() const { return group_ ? group_->size() : 1; }
 
  private:
   Model& model_;
@@ -192,6 +222,8 @@ class Trainer {
   std::vector<nn::Fp8LayerChoice> fp8_plan_;
   std::unique_ptr<Telemetry> telemetry_;
   std::unique_ptr<PrecisionController> controller_;
+  std::shared_ptr<dist::ProcessGroup> group_;   // data parallel over more than one rank, else null
+  std::unique_ptr<dist::GradReducer> reducer_;
   // The current run of skipped steps: its length, and which layers its non-finite values came from.
   struct SkipStreak {
     std::int64_t first = 0, length = 0;

@@ -1,0 +1,92 @@
+// A rank's share of a batch, broadcasts from rank 0, and the weights' checksum; see
+// mantissa/train/data_parallel.h.
+#include "mantissa/train/data_parallel.h"
+
+#include <zlib.h>
+
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+
+#include "mantissa/ops/ops.h"
+
+namespace mantissa::train {
+namespace {
+
+std::span<std::byte> bytes_of(const Tensor& t) {
+  if (!t.is_contiguous()) throw std::logic_error("data parallel: a parameter or buffer that is not contiguous");
+  return {static_cast<std::byte*>(t.data()), static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype())};
+}
+
+}  // namespace
+
+Batch shard_batch(const Batch& batch, int rank, int ranks, bool even) {
+  if (ranks == 1) return batch;
+  const bool tokens = !batch.tokens.empty();
+  const std::int64_t n = tokens ? batch.rows : batch.inputs.size(0);
+  if (even && n % ranks != 0) {
+    throw std::invalid_argument("data parallel: a batch of " + std::to_string(n) + " rows does not split evenly over " +
+                                std::to_string(ranks) + " ranks; make the batch size a multiple of the number of ranks");
+  }
+  const auto total = static_cast<std::int64_t>(batch.targets.size());
+  if (n == 0 || total % n != 0) throw std::logic_error("data parallel: targets are not a whole number per row");
+  const std::int64_t per_row = total / n;
+  const std::int64_t lo = n * rank / ranks, hi = n * (rank + 1) / ranks;
+  Batch out;
+  out.stream = batch.stream;
+  out.stream_start = batch.stream_start;
+  out.targets.assign(batch.targets.begin() + lo * per_row, batch.targets.begin() + hi * per_row);
+  if (tokens) {
+    out.rows = hi - lo;
+    out.length = batch.length;
+    out.tokens.assign(batch.tokens.begin() + lo * batch.length, batch.tokens.begin() + hi * batch.length);
+  } else if (hi > lo) {
+    out.inputs = contiguous_copy(slice(batch.inputs, 0, lo, hi));
+  }
+  return out;
+}
+
+void broadcast_from_rank0(dist::ProcessGroup& group, const std::vector<Tensor>& tensors) {
+  for (const Tensor& t : tensors) group.broadcast(bytes_of(t), 0);
+}
+
+std::vector<Tensor> buffers_of(const nn::Module& module) {
+  std::vector<Tensor> out;
+  for (const auto& [name, b] : module.named_buffers()) out.push_back(b);
+  return out;
+}
+
+std::uint32_t weights_checksum(const nn::Module& module) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto add = [&](const Tensor& t) {
+    const std::span<std::byte> b = bytes_of(t);
+    const std::uint64_t length = b.size();
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(&length), sizeof length);
+    // zlib takes at most 2^32 - 1 bytes a call.
+    for (std::size_t at = 0; at < b.size(); at += 1u << 30) {
+      const std::size_t n = std::min<std::size_t>(b.size() - at, 1u << 30);
+      crc = crc32(crc, reinterpret_cast<const Bytef*>(b.data() + at), static_cast<uInt>(n));
+    }
+  };
+  for (const auto& [name, p] : module.named_parameters()) add(p);
+  return static_cast<std::uint32_t>(crc);
+}
+
+void check_weights_agree(dist::ProcessGroup& group, const nn::Module& module, std::int64_t step) {
+  const std::uint32_t mine = weights_checksum(module);
+  std::vector<std::uint32_t> all(static_cast<std::size_t>(group.size()));
+  group.all_gather(std::as_bytes(std::span(&mine, 1)), std::as_writable_bytes(std::span(all)));
+  bool same = true;
+  for (const std::uint32_t c : all) same = same && c == all.front();
+  if (same) return;
+  std::string list;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    char hex[16];
+    std::snprintf(hex, sizeof hex, "%08x", all[r]);
+    list += (r > 0 ? ", rank " : "rank ") + std::to_string(r) + " " + hex;
+  }
+  throw dist::DistributedError("the ranks' weights differ after step " + std::to_string(step) + " (checksums: " + list +
+                               "); they must stay identical (same options, data and build on every rank)");
+}
+
+}  // namespace mantissa::train
