@@ -112,6 +112,7 @@ ReducerStats GradReducer::finish() {
     // parameter unused by this batch): the gradient they have, or zeros.
     std::lock_guard lock(mutex_);
     if (!active_) throw std::logic_error("gradient reduction: finish() without begin()");
+    launched_in_backward_ = static_cast<int>(launched_);
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
       for (std::size_t i = 0; i < buckets_[b].slots.size(); ++i) {
         Slot& s = buckets_[b].slots[i];
@@ -132,6 +133,7 @@ ReducerStats GradReducer::finish() {
   stats.exposed_seconds = seconds_since(t0);
   stats.comm_seconds = comm_seconds_;
   stats.buckets = static_cast<int>(buckets_.size());
+  stats.launched_in_backward = launched_in_backward_;
   active_ = false;
   for (Bucket& b : buckets_) {
     for (Slot& s : b.slots) s.grad = Tensor();

@@ -40,6 +40,7 @@ struct ReducerStats {
   double comm_seconds = 0;       // the gradient thread's time packing, sending and unpacking buckets
   double exposed_seconds = 0;    // of it, the time finish() waited after backward (not hidden)
   int buckets = 0;
+  int launched_in_backward = 0;  // buckets already handed to the gradient thread when backward ended
 };
 
 class GradReducer final : public GradReadyHook {
@@ -92,6 +93,7 @@ class GradReducer final : public GradReadyHook {
   std::exception_ptr error_;
   double comm_seconds_ = 0;
   std::int64_t bytes_at_begin_ = 0;
+  int launched_in_backward_ = 0;
   std::thread thread_;
 };
 
