@@ -18,6 +18,8 @@ packages=(
   libbenchmark-dev            # benchmarks
   clang-14 libclang-rt-14-dev # libFuzzer and the sanitizers' runtimes for the fuzz targets (make fuzz)
   libomp-14-dev               # OpenMP for the library when clang builds it (the fuzz build)
+  libopenmpi-dev openmpi-bin  # data-parallel training across processes (mpirun)
+  iproute2                    # the data-parallel test in two network namespaces (ip netns)
 )
 
 missing=()

@@ -25,6 +25,7 @@
 #include "mantissa/backend/kernel_timer.h"
 #include "mantissa/train/trainer.h"
 #include "peak_flops.h"
+#include "training.h"
 
 namespace mantissa::cli {
 namespace {
@@ -149,10 +150,14 @@ class Bench {
             .in_channels = data.images->channels(), .width = a.width, .classes = data.images->classes, .seed = a.seed});
       }
     }
+    // Data parallel: each rank its batch_size rows of a global batch ranks times as large.
+    const auto group = process_group();
+    ranks_ = group->size();
+    const std::int64_t global = a.batch_size * ranks_;
     if (text_) {
-      data_ = std::make_unique<train::TextData>(*data.corpus, a.batch_size, a.block_size, 7, 1, "text");
+      data_ = std::make_unique<train::TextData>(*data.corpus, global, a.block_size, 7, 1, "text");
     } else {
-      data_ = std::make_unique<train::ClassificationData>(*data.images, *data.images, a.batch_size, a.seed);
+      data_ = std::make_unique<train::ClassificationData>(*data.images, *data.images, global, a.seed);
     }
     train::TrainerOptions o;
     o.precision = {v.precision, v.low_precision_model ? train::PrecisionMode::low_precision_model
@@ -167,6 +172,14 @@ class Bench {
     if (v.numerics == "telemetry") o.telemetry = train::TelemetryPolicy{.every = 1};
     o.steps = std::numeric_limits<std::int64_t>::max() / 2;
     o.eval_every = o.steps;
+    if (ranks_ > 1) {
+      const DType wire = a.grad_reduce == "bf16" ? DType::bf16 : a.grad_reduce == "fp16" ? DType::f16 : DType::f32;
+      if (a.grad_reduce != "f32" && a.grad_reduce != "bf16" && a.grad_reduce != "fp16") {
+        throw std::invalid_argument("bench --grad-reduce: '" + a.grad_reduce + "' is not f32, bf16 or fp16");
+      }
+      o.data_parallel = train::DataParallelOptions{.group = group, .reducer = {.wire = wire, .overlap = a.overlap},
+                                                   .checksum_every = 0};
+    }
     trainer_ = std::make_unique<train::Trainer>(*model_, *data_, o);
   }
 
@@ -183,11 +196,13 @@ class Bench {
     return trainer_->loss(batch_).item();
   }
 
-  // One training step on the current batch; returns the loss.
-  double step() { return trainer_->step(std::span<const train::Batch>(&batch_, 1)).loss; }
+  // One training step on the current batch.
+  train::StepRecord step() { return trainer_->step(std::span<const train::Batch>(&batch_, 1)); }
 
   double loss_scale() { return trainer_->scaler().scale(); }
-  double items_per_step() const { return static_cast<double>(a_.batch_size * (text_ ? a_.block_size : 1)); }
+  // Of every rank together.
+  double items_per_step() const { return static_cast<double>(a_.batch_size * ranks_ * (text_ ? a_.block_size : 1)); }
+  int ranks() const { return ranks_; }
 
   // The model's parameters (f32) and the batch, for bench/pytorch to start from the same point.
   void export_to(const std::filesystem::path& path, double first_loss) const {
@@ -207,6 +222,7 @@ class Bench {
   const ModelBenchArgs& a_;
   Variant v_;
   bool text_;
+  int ranks_ = 1;
   std::unique_ptr<train::Model> model_;
   std::unique_ptr<train::DataSource> data_;
   std::unique_ptr<train::Trainer> trainer_;
@@ -224,6 +240,10 @@ struct Result {
   double timed_seconds = 0;
   std::map<std::string, std::int64_t> peak_bytes;
   double items_per_step = 0, first_loss = 0, last_loss = 0, loss_scale = 0;
+  // Data parallel: ranks, and per timed step the bytes this rank sent, the gradient thread's seconds and
+  // those backward did not hide.
+  int ranks = 1;
+  double comm_bytes = 0, comm_seconds = 0, exposed_seconds = 0;
 
   double median_ms() const { return step_ms[step_ms.size() / 2]; }
 };
@@ -257,6 +277,7 @@ Result run_variant(const ModelBenchArgs& a, const Variant& v, const BenchData& d
     }
     bench.export_to(p, r.first_loss);
   }
+  r.ranks = bench.ranks();
   for (int i = 0; i < a.warmup; ++i) {
     bench.step();
     bench.next_batch();
@@ -265,8 +286,12 @@ Result run_variant(const ModelBenchArgs& a, const Variant& v, const BenchData& d
   std::vector<double> data_ms;
   for (int i = 0; i < a.steps; ++i) {
     const auto t0 = Clock::now();
-    r.last_loss = bench.step();
+    const train::StepRecord rec = bench.step();
     r.step_ms.push_back(ms_since(t0));
+    r.last_loss = rec.loss;
+    r.comm_bytes += static_cast<double>(rec.comm_bytes) / a.steps;
+    r.comm_seconds += rec.comm_seconds / a.steps;
+    r.exposed_seconds += rec.comm_exposed_seconds / a.steps;
     data_ms.push_back(bench.next_batch());
   }
   const KernelTimes kt = kernel_times();
@@ -311,6 +336,13 @@ nlohmann::json to_json(const Result& r, const Result* fp32) {
                       {"last_loss", r.last_loss},
                       {"loss_scale", r.loss_scale}};
   for (const auto& [part, s] : r.seconds_by_part) j["time_fraction"][part] = s / r.timed_seconds;
+  if (r.ranks > 1) {
+    j["ranks"] = r.ranks;
+    j["comm_bytes_per_step"] = r.comm_bytes;
+    j["comm_ms_per_step"] = r.comm_seconds * 1e3;
+    j["comm_exposed_ms_per_step"] = r.exposed_seconds * 1e3;
+    j["comm_hidden_fraction"] = r.comm_seconds > 0 ? 1 - r.exposed_seconds / r.comm_seconds : 0.0;
+  }
   j["numerics"] = r.variant.numerics;
   if (fp32 != nullptr) {
     j["speedup_vs_fp32"] = fp32->median_ms() / ms;
@@ -329,7 +361,18 @@ void print_table(const ModelBenchArgs& a, const std::vector<Result>& results, co
   } else {
     fmt::print("CNN width {} batch {}", a.width, a.batch_size);
   }
-  fmt::print(", {} threads, median of {} steps after {} warm-up\n\n", threads, a.steps, a.warmup);
+  fmt::print(", {} threads, median of {} steps after {} warm-up\n", threads, a.steps, a.warmup);
+  if (results.front().ranks > 1) {
+    fmt::print("data parallel: {} ranks x batch {} (global {}), gradients as {} on the wire, overlap {}\n", results.front().ranks,
+               a.batch_size, a.batch_size * results.front().ranks, a.grad_reduce, a.overlap ? "on" : "off");
+    for (const Result& r : results) {
+      fmt::print("  {}: {:.2f} MiB sent per step by each rank, gradient thread {:.1f} ms, of it {:.1f} ms after backward "
+                 "({:.0f}% hidden)\n",
+                 r.variant.label(), r.comm_bytes / (1 << 20), r.comm_seconds * 1e3, r.exposed_seconds * 1e3,
+                 r.comm_seconds > 0 ? 100 * (1 - r.exposed_seconds / r.comm_seconds) : 0.0);
+    }
+  }
+  fmt::print("\n");
   fmt::print("{:<14} {:>9} {:>7} {:>11} {:>9} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7}\n", "precision", "ms/step",
              "spread", text ? "tokens/s" : "images/s", "GFLOP/s", "of pk", "params", "grads", "activ", "optim",
              "peak MiB", "x fp32");

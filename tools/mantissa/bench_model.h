@@ -21,6 +21,10 @@ struct ModelBenchArgs {
   std::string data;         // default: the fortunes (gpt) or Fashion-MNIST (cnn)
   std::string export_path;  // write the initial weights and first batch here (safetensors)
   std::uint64_t seed = 0;
+  // Data parallel (under mpirun): every rank trains on batch_size rows (the global batch is ranks times
+  // that), its gradients sent in this format, overlapped with backward or not.
+  std::string grad_reduce = "f32";
+  bool overlap = true;
   // Shapes; 0 takes the model's preset.
   std::int64_t n_layer = 0, n_head = 0, n_embd = 0, block_size = 0, batch_size = 0, width = 0;
 };

@@ -221,6 +221,11 @@ Run add_bench(CLI::App& app) {
   app.add_option("--block-size", model->block_size, "GPT tokens per sequence");
   app.add_option("--batch-size", model->batch_size, "Sequences or images per step");
   app.add_option("--width", model->width, "CNN channels of the first stage");
+  app.add_option("--grad-reduce", model->grad_reduce, "Under mpirun: the gradients' wire format, f32, bf16 or fp16 (each rank "
+                                                      "trains on --batch-size rows)")
+      ->capture_default_str();
+  app.add_option("--overlap", model->overlap, "Under mpirun: send gradient buckets while backward runs (1) or after (0)")
+      ->capture_default_str();
   CLI::App* mm = app.add_subcommand("matmul", "Time a training step's matmuls against the measured peak");
   auto args = std::make_shared<MatmulArgs>();
   mm->add_option("--m", args->m, "Rows of the input (batch x tokens)")->capture_default_str();
