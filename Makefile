@@ -31,7 +31,9 @@ test: build
 # The whole suite built with AddressSanitizer and UndefinedBehaviorSanitizer in build-asan/; any finding,
 # leaks included, fails the case. CI runs it after `make test`. The AVX2-capped variant runs here only for the
 # kernel-level suites (the fallback kernels it exists for); `make test` runs all of it. (The installed-
-# package test is left out: its outside project is built without the sanitizers.)
+# package test is left out: its outside project is built without the sanitizers. So are the command's tests
+# under mpirun, where Open MPI's never-freed start-up allocations would end every rank as a leak, and
+# `mantissa paper`'s, whose ops the other cases cover: both run in `make test`.)
 ASAN_AVX2 := '^avx2:(Ops|SpecialValues|GoldenPyTorch|Fp8Quantize|Fp8QuantizeCurrent|Fp8Amax|Fp8Linear|Numerics)[./]'
 
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -39,7 +41,7 @@ sanitize: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMANTISSA_WERROR=ON -DMANTISSA_BUILD_BENCHMARKS=OFF \
 	  -DCMAKE_CXX_FLAGS="$(SANITIZE)" -DCMAKE_EXE_LINKER_FLAGS="$(SANITIZE)" -DCMAKE_SHARED_LINKER_FLAGS="$(SANITIZE)" >/dev/null
 	@cmake --build build-asan -j $(JOBS)
-	@ctest --test-dir build-asan --output-on-failure -j $(JOBS) -E '^install\.|^avx2:'
+	@ctest --test-dir build-asan --output-on-failure -j $(JOBS) -E '^install\.|^avx2:|^DataParallelCommand\.|^PaperCommand\.'
 	@ctest --test-dir build-asan --output-on-failure -j $(JOBS) -R $(ASAN_AVX2)
 
 # The fuzz targets (fuzz/) built as libFuzzer programs with clang, ASan and UBSan in build-fuzz/, each run

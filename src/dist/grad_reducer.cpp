@@ -2,6 +2,8 @@
 // mantissa/dist/grad_reducer.h.
 #include "mantissa/dist/grad_reducer.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -144,6 +146,7 @@ ReducerStats GradReducer::finish() {
 }
 
 void GradReducer::run_thread() {
+  omp_set_num_threads(1);  // its conversions are small; the cores belong to the training thread's kernels
   std::unique_lock lock(mutex_);
   for (;;) {
     work_.wait(lock, [&] { return stop_ || reduced_ < launched_; });

@@ -335,6 +335,7 @@ StepRecord Trainer::step(std::span<const Batch> global_batches) {
   record.comm_bytes = comm.bytes_sent;
   record.comm_seconds = comm.comm_seconds;
   record.comm_exposed_seconds = comm.exposed_seconds;
+  record.comm_buckets = comm.buckets;
   if (telemetry) record.numerics = telemetry->take();
   if (controller_) {
     // Skipped steps blame the layers their inf/NaN came from; sampled good steps are decided on.

@@ -177,7 +177,9 @@ class Bench {
       if (a.grad_reduce != "f32" && a.grad_reduce != "bf16" && a.grad_reduce != "fp16") {
         throw std::invalid_argument("bench --grad-reduce: '" + a.grad_reduce + "' is not f32, bf16 or fp16");
       }
-      o.data_parallel = train::DataParallelOptions{.group = group, .reducer = {.wire = wire, .overlap = a.overlap},
+      o.data_parallel = train::DataParallelOptions{.group = group, .reducer = {.wire = wire,
+                                                               .bucket_bytes = static_cast<std::int64_t>(a.bucket_mb * (1 << 20)),
+                                                               .overlap = a.overlap},
                                                    .checksum_every = 0};
     }
     trainer_ = std::make_unique<train::Trainer>(*model_, *data_, o);
@@ -240,10 +242,11 @@ struct Result {
   double timed_seconds = 0;
   std::map<std::string, std::int64_t> peak_bytes;
   double items_per_step = 0, first_loss = 0, last_loss = 0, loss_scale = 0;
-  // Data parallel: ranks, and per timed step the bytes this rank sent, the gradient thread's seconds and
-  // those backward did not hide.
+  // Data parallel: ranks, and per timed step the bytes this rank sent (mean), the gradient thread's seconds
+  // (waiting for the other ranks included) and those backward did not hide (medians).
   int ranks = 1;
   double comm_bytes = 0, comm_seconds = 0, exposed_seconds = 0;
+  int buckets = 0;
 
   double median_ms() const { return step_ms[step_ms.size() / 2]; }
 };
@@ -283,15 +286,16 @@ Result run_variant(const ModelBenchArgs& a, const Variant& v, const BenchData& d
     bench.next_batch();
   }
   reset_kernel_times();
-  std::vector<double> data_ms;
+  std::vector<double> data_ms, comm_s, exposed_s;
   for (int i = 0; i < a.steps; ++i) {
     const auto t0 = Clock::now();
     const train::StepRecord rec = bench.step();
     r.step_ms.push_back(ms_since(t0));
     r.last_loss = rec.loss;
     r.comm_bytes += static_cast<double>(rec.comm_bytes) / a.steps;
-    r.comm_seconds += rec.comm_seconds / a.steps;
-    r.exposed_seconds += rec.comm_exposed_seconds / a.steps;
+    comm_s.push_back(rec.comm_seconds);
+    exposed_s.push_back(rec.comm_exposed_seconds);
+    r.buckets = rec.comm_buckets;
     data_ms.push_back(bench.next_batch());
   }
   const KernelTimes kt = kernel_times();
@@ -312,6 +316,10 @@ Result run_variant(const ModelBenchArgs& a, const Variant& v, const BenchData& d
   std::sort(r.step_ms.begin(), r.step_ms.end());
   std::sort(data_ms.begin(), data_ms.end());
   r.data_ms = data_ms[data_ms.size() / 2];
+  std::sort(comm_s.begin(), comm_s.end());
+  std::sort(exposed_s.begin(), exposed_s.end());
+  r.comm_seconds = comm_s[comm_s.size() / 2];
+  r.exposed_seconds = exposed_s[exposed_s.size() / 2];
   return r;
 }
 
@@ -341,6 +349,7 @@ nlohmann::json to_json(const Result& r, const Result* fp32) {
     j["comm_bytes_per_step"] = r.comm_bytes;
     j["comm_ms_per_step"] = r.comm_seconds * 1e3;
     j["comm_exposed_ms_per_step"] = r.exposed_seconds * 1e3;
+    j["comm_buckets"] = r.buckets;
     j["comm_hidden_fraction"] = r.comm_seconds > 0 ? 1 - r.exposed_seconds / r.comm_seconds : 0.0;
   }
   j["numerics"] = r.variant.numerics;
@@ -366,9 +375,9 @@ void print_table(const ModelBenchArgs& a, const std::vector<Result>& results, co
     fmt::print("data parallel: {} ranks x batch {} (global {}), gradients as {} on the wire, overlap {}\n", results.front().ranks,
                a.batch_size, a.batch_size * results.front().ranks, a.grad_reduce, a.overlap ? "on" : "off");
     for (const Result& r : results) {
-      fmt::print("  {}: {:.2f} MiB sent per step by each rank, gradient thread {:.1f} ms, of it {:.1f} ms after backward "
+      fmt::print("  {}: {:.2f} MiB sent per step by each rank in {} buckets of {} MiB, gradient thread {:.1f} ms, of it {:.1f} ms after backward "
                  "({:.0f}% hidden)\n",
-                 r.variant.label(), r.comm_bytes / (1 << 20), r.comm_seconds * 1e3, r.exposed_seconds * 1e3,
+                 r.variant.label(), r.comm_bytes / (1 << 20), r.buckets, a.bucket_mb, r.comm_seconds * 1e3, r.exposed_seconds * 1e3,
                  r.comm_seconds > 0 ? 100 * (1 - r.exposed_seconds / r.comm_seconds) : 0.0);
     }
   }

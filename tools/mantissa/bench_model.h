@@ -25,6 +25,7 @@ struct ModelBenchArgs {
   // that), its gradients sent in this format, overlapped with backward or not.
   std::string grad_reduce = "f32";
   bool overlap = true;
+  double bucket_mb = 1;
   // Shapes; 0 takes the model's preset.
   std::int64_t n_layer = 0, n_head = 0, n_embd = 0, block_size = 0, batch_size = 0, width = 0;
 };

@@ -224,6 +224,8 @@ Run add_bench(CLI::App& app) {
   app.add_option("--grad-reduce", model->grad_reduce, "Under mpirun: the gradients' wire format, f32, bf16 or fp16 (each rank "
                                                       "trains on --batch-size rows)")
       ->capture_default_str();
+  app.add_option("--bucket-mb", model->bucket_mb, "Under mpirun: MiB of (f32) gradients per all-reduce bucket")
+      ->capture_default_str();
   app.add_option("--overlap", model->overlap, "Under mpirun: send gradient buckets while backward runs (1) or after (0)")
       ->capture_default_str();
   CLI::App* mm = app.add_subcommand("matmul", "Time a training step's matmuls against the measured peak");

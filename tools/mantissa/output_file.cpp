@@ -5,6 +5,8 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "training.h"
+
 namespace mantissa::cli {
 
 void check_output_path(const std::string& path, const char* flag) {
@@ -19,6 +21,7 @@ void check_output_path(const std::string& path, const char* flag) {
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) {
+  if (process_group()->rank() != 0) return;  // under mpirun, rank 0 writes (the ranks' results are the same)
   const std::string tmp = path + ".partial";
   {
     std::ofstream out(tmp);

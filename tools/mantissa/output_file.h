@@ -10,7 +10,7 @@ namespace mantissa::cli {
 // Throws std::invalid_argument if path exists and is not a regular file, or std::runtime_error if its
 // directory does not take a new file. `flag` names the option in the message.
 void check_output_path(const std::string& path, const char* flag);
-// Writes text to path atomically; throws std::runtime_error naming the path.
+// Writes text to path atomically (under mpirun, on rank 0 only); throws std::runtime_error naming the path.
 void write_file_atomically(const std::string& path, const std::string& text);
 
 }  // namespace mantissa::cli
