@@ -1,6 +1,7 @@
-// The MPI process group: MPI's world communicator, errors returned (not fatal) and turned into
-// DistributedError naming the collective, and a watchdog thread that stops the whole job when a
-// collective waits longer than the timeout (a rank died or hangs) instead of letting it hang.
+// The MPI process group: MPI's world communicator, nonblocking collectives waited for without spinning,
+// errors returned (not fatal) and turned into DistributedError naming the collective, and a watchdog
+// thread that stops the whole job when a collective waits longer than the timeout (a rank died or hangs)
+// instead of letting it hang.
 #include <mpi.h>
 
 #include <atomic>
@@ -56,13 +57,17 @@ class MpiGroup final : public ProcessGroup {
   void all_reduce(std::span<double> values, ReduceOp op) override {
     const MPI_Op mop = op == ReduceOp::sum ? MPI_SUM : op == ReduceOp::max ? MPI_MAX : MPI_MIN;
     const Waiting w(*this, "all-reduce");
-    check(MPI_Allreduce(MPI_IN_PLACE, values.data(), count(values.size()), MPI_DOUBLE, mop, MPI_COMM_WORLD),
+    MPI_Request req;
+    check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), count(values.size()), MPI_DOUBLE, mop, MPI_COMM_WORLD, &req),
           "all-reduce");
+    complete(req, "all-reduce");
     bytes_sent_ += static_cast<std::int64_t>(values.size_bytes()) * 2 * (size_ - 1) / size_;
   }
   void broadcast(std::span<std::byte> bytes, int root) override {
     const Waiting w(*this, "broadcast");
-    check(MPI_Bcast(bytes.data(), count(bytes.size()), MPI_BYTE, root, MPI_COMM_WORLD), "broadcast");
+    MPI_Request req;
+    check(MPI_Ibcast(bytes.data(), count(bytes.size()), MPI_BYTE, root, MPI_COMM_WORLD, &req), "broadcast");
+    complete(req, "broadcast");
     if (rank_ == root) bytes_sent_ += static_cast<std::int64_t>(bytes.size()) * (size_ - 1);
   }
   void all_gather(std::span<const std::byte> mine, std::span<std::byte> all) override {
@@ -70,9 +75,11 @@ class MpiGroup final : public ProcessGroup {
       throw std::invalid_argument("all-gather: the output is not size() times the input");
     }
     const Waiting w(*this, "all-gather");
-    check(MPI_Allgather(mine.data(), count(mine.size()), MPI_BYTE, all.data(), count(mine.size()), MPI_BYTE,
-                        MPI_COMM_WORLD),
+    MPI_Request req;
+    check(MPI_Iallgather(mine.data(), count(mine.size()), MPI_BYTE, all.data(), count(mine.size()), MPI_BYTE,
+                         MPI_COMM_WORLD, &req),
           "all-gather");
+    complete(req, "all-gather");
     bytes_sent_ += static_cast<std::int64_t>(mine.size()) * (size_ - 1);
   }
   void all_to_all(std::span<const std::byte> send, std::span<std::byte> recv) override {
@@ -81,13 +88,17 @@ class MpiGroup final : public ProcessGroup {
     }
     const std::size_t block = send.size() / static_cast<std::size_t>(size_);
     const Waiting w(*this, "all-to-all");
-    check(MPI_Alltoall(send.data(), count(block), MPI_BYTE, recv.data(), count(block), MPI_BYTE, MPI_COMM_WORLD),
+    MPI_Request req;
+    check(MPI_Ialltoall(send.data(), count(block), MPI_BYTE, recv.data(), count(block), MPI_BYTE, MPI_COMM_WORLD, &req),
           "all-to-all");
+    complete(req, "all-to-all");
     bytes_sent_ += static_cast<std::int64_t>(block) * (size_ - 1);
   }
   void barrier() override {
     const Waiting w(*this, "barrier");
-    check(MPI_Barrier(MPI_COMM_WORLD), "barrier");
+    MPI_Request req;
+    check(MPI_Ibarrier(MPI_COMM_WORLD, &req), "barrier");
+    complete(req, "barrier");
   }
   [[noreturn]] void abort(int status) override {
     std::fflush(stdout);
@@ -124,6 +135,18 @@ class MpiGroup final : public ProcessGroup {
       throw std::invalid_argument("collective: more than 2^31 elements in one call");
     }
     return static_cast<int>(n);
+  }
+
+  // Waits for a nonblocking collective without spinning on a core: MPI's blocking calls poll without
+  // pause, which on the gradient thread would take the core from the backward pass it overlaps (mpirun
+  // binds a rank's threads to one core). Polls briefly, then sleeps between polls.
+  void complete(MPI_Request& req, const char* what) const {
+    for (int polls = 0;; ++polls) {
+      int done = 0;
+      check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), what);
+      if (done != 0) return;
+      if (polls >= 64) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
   }
 
   void check(int rc, const char* what) const {
