@@ -140,6 +140,7 @@ struct StepRecord {
   // them backward did not hide).
   std::int64_t comm_bytes = 0;
   double comm_seconds = 0, comm_exposed_seconds = 0;
+  int comm_buckets = 0;
 };
 
 struct EvalRecord {
