@@ -173,10 +173,7 @@ class Bench {
     o.steps = std::numeric_limits<std::int64_t>::max() / 2;
     o.eval_every = o.steps;
     if (ranks_ > 1) {
-      const DType wire = a.grad_reduce == "bf16" ? DType::bf16 : a.grad_reduce == "fp16" ? DType::f16 : DType::f32;
-      if (a.grad_reduce != "f32" && a.grad_reduce != "bf16" && a.grad_reduce != "fp16") {
-        throw std::invalid_argument("bench --grad-reduce: '" + a.grad_reduce + "' is not f32, bf16 or fp16");
-      }
+      const DType wire = grad_reduce_format(a.grad_reduce);
       o.data_parallel = train::DataParallelOptions{.group = group, .reducer = {.wire = wire,
                                                                .bucket_bytes = static_cast<std::int64_t>(a.bucket_mb * (1 << 20)),
                                                                .overlap = a.overlap},

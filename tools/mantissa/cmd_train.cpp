@@ -256,10 +256,7 @@ TrainConfig resolve(const TrainArgs& a) {
     throw std::invalid_argument(std::string("--mode: ") + e.what());
   }
   if (!a.inject.empty()) c.inject_nonfinite = parse_steps(a.inject);
-  if (a.grad_reduce != "f32" && a.grad_reduce != "bf16" && a.grad_reduce != "fp16") {
-    throw std::invalid_argument("--grad-reduce: '" + a.grad_reduce + "' is not f32, bf16 or fp16");
-  }
-  c.grad_reduce = a.grad_reduce == "f32" ? DType::f32 : a.grad_reduce == "bf16" ? DType::bf16 : DType::f16;
+  c.grad_reduce = grad_reduce_format(a.grad_reduce);
   if (a.overlap != "on" && a.overlap != "off") throw std::invalid_argument("--overlap: '" + a.overlap + "' is not on or off");
   c.overlap = a.overlap == "on";
   if (a.master_weights != "on" && a.master_weights != "off") {

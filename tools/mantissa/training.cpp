@@ -317,6 +317,14 @@ std::string precision_label(const TrainConfig& c) {
   return c.adaptive ? "adaptive" : c.fp8 ? "fp8" : std::string(train::precision_name(c.precision));
 }
 
+DType grad_reduce_format(const std::string& name) {
+  try {
+    return train::parse_precision(name);
+  } catch (const std::invalid_argument&) {
+    throw std::invalid_argument("--grad-reduce: '" + name + "' is not f32, bf16 or fp16");
+  }
+}
+
 std::shared_ptr<dist::ProcessGroup> process_group() {
   static const std::shared_ptr<dist::ProcessGroup> group = dist::ProcessGroup::from_environment();
   return group;

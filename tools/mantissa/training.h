@@ -81,6 +81,10 @@ void set_precision(TrainConfig& c, const std::string& name);
 // The name set_precision() took: "fp32", "bf16", "fp16", "fp8" or "adaptive".
 std::string precision_label(const TrainConfig& c);
 
+// --grad-reduce's format (f32, bf16 or fp16, by train::parse_precision); throws std::invalid_argument
+// naming the flag.
+DType grad_reduce_format(const std::string& name);
+
 // This process's group: MPI's world under mpirun, else a single process (made once).
 std::shared_ptr<dist::ProcessGroup> process_group();
 
