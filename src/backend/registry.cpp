@@ -33,6 +33,11 @@ Impl impl_for(Device device) {
   return Impl::cuda;
 }
 
+void throw_device_mismatch(const char* kernel, Device expected, Device found) {
+  throw std::invalid_argument(std::string(kernel) + ": a tensor on " + found.str() + " where " + expected.str() +
+                              " was expected; move tensors with to_device() first");
+}
+
 void throw_missing_kernel(const char* kernel, Device device, Impl impl) {
   throw std::runtime_error(std::string(kernel) + ": no kernel for device " + device.str() + " (" + impl_name(impl) +
                            ") in this build");

@@ -48,8 +48,19 @@ bool is_f64_tensor(const T&) {
   return false;
 }
 
+[[noreturn]] void throw_device_mismatch(const char* kernel, Device expected, Device found);
+
+// Every tensor a kernel gets must be on the device it runs on: a CPU pointer in a GPU kernel (or the
+// other way round) would read garbage or crash, never a clear error.
+inline void check_device(const char* kernel, Device device, const Tensor& t) {
+  if (t.defined() && !(t.device() == device)) throw_device_mismatch(kernel, device, t.device());
+}
+template <class T>
+void check_device(const char*, Device, const T&) {}
+
 template <class K, class... A>
 decltype(auto) run_kernel(Device device, A&&... args) {
+  (check_device(K::name, device, args), ...);
   Impl impl = impl_for(device);
   // f64 tensors exist for checks; the CPU's kernels compute in f32, the reference in f64.
   if (impl == Impl::cpu && (is_f64_tensor(args) || ...)) impl = Impl::reference;

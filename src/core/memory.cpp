@@ -9,6 +9,7 @@
 #include <vector>
 #include <new>
 #include <stdexcept>
+#include <string>
 
 #include "mantissa/core/storage.h"
 
@@ -40,7 +41,7 @@ std::atomic<bool> poison_allocations{false};
 // bounded; past the bound, blocks are really freed.
 class CpuAllocator final : public Allocator {
  public:
-  void* allocate(std::size_t bytes) override {
+  void* allocate(std::size_t bytes, Device) override {
     const std::size_t rounded = round(bytes);
     void* p = nullptr;
     {
@@ -64,7 +65,7 @@ class CpuAllocator final : public Allocator {
     return p;
   }
 
-  void deallocate(void* p, std::size_t bytes) override {
+  void deallocate(void* p, std::size_t bytes, Device) override {
     const std::size_t rounded = round(bytes);
     {
       std::lock_guard lock(mutex_);
@@ -77,12 +78,12 @@ class CpuAllocator final : public Allocator {
     std::free(p);
   }
 
-  std::size_t cached_bytes() {
+  std::size_t cached_bytes() override {
     std::lock_guard lock(mutex_);
     return cached_;
   }
 
-  void release_cache() {
+  void release_cache() override {
     std::lock_guard lock(mutex_);
     for (auto& [size, blocks] : free_) {
       for (void* b : blocks) std::free(b);
@@ -153,11 +154,15 @@ MemoryStats memory_stats(Device device) {
     std::lock_guard lock(a.mutex);
     s = a.stats;
   }
-  if (device.type == DeviceType::cpu) s.cached = static_cast<std::int64_t>(cpu_allocator().cached_bytes());
+  if (Allocator* allocator = allocator_slot(device.type)) s.cached = static_cast<std::int64_t>(allocator->cached_bytes());
   return s;
 }
 
-void release_cached_memory() { cpu_allocator().release_cache(); }
+void release_cached_memory() {
+  for (DeviceType type : {DeviceType::cpu, DeviceType::cuda}) {
+    if (Allocator* allocator = allocator_slot(type)) allocator->release_cache();
+  }
+}
 
 void reset_peak_memory(Device device) {
   DeviceAccounts& a = accounts(device);
@@ -205,14 +210,47 @@ void account_move(Device device, MemoryCategory from, MemoryCategory to, std::in
 
 void register_allocator(DeviceType type, Allocator* allocator) { allocator_slot(type) = allocator; }
 
+void Allocator::copy_to_host(void* host, const void* src, std::size_t bytes) { std::memcpy(host, src, bytes); }
+void Allocator::copy_from_host(void* dst, const void* host, std::size_t bytes) { std::memcpy(dst, host, bytes); }
+void Allocator::copy_within(void* dst, const void* src, std::size_t bytes) { std::memmove(dst, src, bytes); }
+void Allocator::fill_zero(void* p, std::size_t bytes) { std::memset(p, 0, bytes); }
+
+void copy_bytes(const Storage& dst, std::size_t dst_offset, const Storage& src, std::size_t src_offset,
+                std::size_t bytes) {
+  if (bytes == 0) return;
+  if (dst_offset + bytes > dst->bytes() || src_offset + bytes > src->bytes()) {
+    throw std::out_of_range("copy of " + std::to_string(bytes) + " bytes past the end of a storage");
+  }
+  void* to = static_cast<char*>(dst->data()) + dst_offset;
+  const void* from = static_cast<const char*>(src->data()) + src_offset;
+  const Device d = dst->device();
+  const Device s = src->device();
+  if (d == s) {
+    allocator_for(d).copy_within(to, from, bytes);
+  } else if (d.type == DeviceType::cpu) {
+    allocator_for(s).copy_to_host(to, from, bytes);
+  } else if (s.type == DeviceType::cpu) {
+    allocator_for(d).copy_from_host(to, from, bytes);
+  } else {  // between two devices: through the host (no peer copies yet)
+    std::vector<unsigned char> staging(bytes);
+    allocator_for(s).copy_to_host(staging.data(), from, bytes);
+    allocator_for(d).copy_from_host(to, staging.data(), bytes);
+  }
+}
+
+void fill_zero_bytes(const Storage& s, std::size_t offset, std::size_t bytes) {
+  if (offset + bytes > s->bytes()) throw std::out_of_range("zero fill past the end of a storage");
+  allocator_for(s->device()).fill_zero(static_cast<char*>(s->data()) + offset, bytes);
+}
+
 StorageImpl::StorageImpl(std::size_t bytes, Device device, MemoryCategory category)
-    : data_(allocator_for(device).allocate(bytes)), bytes_(bytes), device_(device), category_(category) {
+    : data_(allocator_for(device).allocate(bytes, device)), bytes_(bytes), device_(device), category_(category) {
   detail::account_allocate(device_, category_, static_cast<std::int64_t>(bytes_));
 }
 
 StorageImpl::~StorageImpl() {
   detail::account_free(device_, category_, static_cast<std::int64_t>(bytes_));
-  allocator_for(device_).deallocate(data_, bytes_);
+  allocator_for(device_).deallocate(data_, bytes_, device_);
 }
 
 void StorageImpl::set_category(MemoryCategory category) {

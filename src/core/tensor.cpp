@@ -59,11 +59,12 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
-  std::memset(t.data(), 0, t.storage()->bytes());  // +0 is all-zero bits in every format
+  fill_zero_bytes(t.storage(), 0, t.storage()->bytes());  // +0 is all-zero bits in every format
   return t;
 }
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
+  if (device.type != DeviceType::cpu) return full(shape, value, dtype).to(device);
   Tensor t = empty(shape, dtype, device);
   const auto total = static_cast<std::size_t>(t.numel()) * dtype_size(dtype);
   if (total == 0) return t;
@@ -144,7 +145,47 @@ void* Tensor::data() const {
          impl_->offset * static_cast<std::int64_t>(dtype_size(impl_->dtype));
 }
 
+namespace {
+// Elements from the first to one past the last that a view reaches, in its storage (strides >= 0).
+std::int64_t span_of(const Tensor& t) {
+  if (t.numel() == 0) return 0;
+  std::int64_t last = 0;
+  for (std::size_t d = 0; d < t.shape().size(); ++d) {
+    if (t.strides()[d] < 0) throw std::invalid_argument("a view with a negative stride cannot change device");
+    last += (t.shape()[d] - 1) * t.strides()[d];
+  }
+  return last + 1;
+}
+}  // namespace
+
+Tensor Tensor::to(Device device) const {
+  const std::size_t size = dtype_size(dtype());
+  Tensor out = empty(shape(), dtype(), device);
+  if (is_contiguous()) {
+    copy_bytes(out.storage(), 0, storage(), static_cast<std::size_t>(offset()) * size,
+               static_cast<std::size_t>(numel()) * size);
+    return out;
+  }
+  // A strided view: the part of its storage it reaches, brought to the host, gathered element by element.
+  Tensor host = *this;
+  if (this->device().type != DeviceType::cpu) {
+    const std::int64_t span = span_of(*this);
+    host = make_view(empty({span}, dtype()), shape(), strides(), 0);
+    copy_bytes(host.storage(), 0, storage(), static_cast<std::size_t>(offset()) * size, static_cast<std::size_t>(span) * size);
+  }
+  Tensor dense = device.type == DeviceType::cpu ? out : empty(shape(), dtype());
+  auto* to = static_cast<unsigned char*>(dense.data());
+  const auto* from = static_cast<const unsigned char*>(host.data());
+  std::int64_t k = 0;
+  detail::for_each_offset(shape(), {host.strides()}, [&](const std::int64_t* off) {
+    std::memcpy(to + k++ * static_cast<std::int64_t>(size), from + off[0] * static_cast<std::int64_t>(size), size);
+  });
+  if (device.type != DeviceType::cpu) copy_bytes(out.storage(), 0, dense.storage(), 0, static_cast<std::size_t>(numel()) * size);
+  return out;
+}
+
 std::vector<double> Tensor::to_doubles() const {
+  if (device().type != DeviceType::cpu) return to(Device::cpu()).to_doubles();
   std::vector<double> out(static_cast<std::size_t>(numel()));
   const void* base = data();
   std::size_t k = 0;

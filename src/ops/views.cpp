@@ -65,6 +65,16 @@ class CastNode final : public Node {
   std::vector<Tensor> backward(const Tensor& g) override { return {cast(g, inputs[0].dtype)}; }
 };
 
+class ToDeviceNode final : public Node {
+ public:
+  explicit ToDeviceNode(Device from) : from_(from) {}
+  std::string_view name() const override { return "to_device"; }
+  std::vector<Tensor> backward(const Tensor& g) override { return {to_device(g, from_)}; }
+
+ private:
+  Device from_;
+};
+
 class ConcatNode final : public Node {
  public:
   ConcatNode(std::int64_t dim, std::vector<std::int64_t> sizes) : dim_(dim), sizes_(std::move(sizes)) {}
@@ -189,8 +199,17 @@ void copy_into(const Tensor& dst, const Tensor& src) {
     throw std::invalid_argument("copy_into: shape " + shape_str(src.shape()) + " into " + shape_str(dst.shape()));
   }
   NoGradGuard no_grad;
-  run_kernel_on<kernel::Copy>(dst, src, dst);
+  const Tensor from = src.device() == dst.device() ? src : src.to(dst.device());
+  run_kernel_on<kernel::Copy>(dst, from, dst);
   dst.storage()->bump_version();
+}
+
+Tensor to_device(const Tensor& x, Device device) {
+  if (!x.defined()) throw std::invalid_argument("to_device: undefined tensor");
+  if (x.device() == device) return x;
+  Tensor out = x.to(device);
+  if (needs_grad({&x})) record(out, std::make_shared<ToDeviceNode>(x.device()), {&x});
+  return out;
 }
 
 Tensor cast(const Tensor& x, DType dtype) {

@@ -2,6 +2,8 @@
 // bytes per category, and the total peak is the peak of the sum (not the sum of the peaks).
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/memory.h"
 #include "mantissa/core/tensor.h"
@@ -88,6 +90,28 @@ TEST(Memory, FreedBlocksAreCachedForReuseWithoutCountingAsTensorMemory) {
   EXPECT_EQ(memory_stats().current_total, bytes);
   release_cached_memory();
   EXPECT_EQ(memory_stats().cached, 0);
+}
+
+}  // namespace
+}  // namespace mantissa
+
+namespace mantissa {
+namespace {
+
+// Tensor::to copies exactly the view's elements, in row-major order, bits included (a NaN's payload
+// and -0 survive), from contiguous tensors and from strided views alike.
+TEST(TensorTo, CopiesTheViewsElementsBitForBit) {
+  const Tensor x = Tensor::randn({3, 5, 4}, DType::bf16, 3);
+  reinterpret_cast<std::uint16_t*>(x.data())[7] = 0x7fa1;  // a NaN with a payload
+  reinterpret_cast<std::uint16_t*>(x.data())[8] = 0x8000;  // -0
+  for (const Tensor& v : {x, transpose(x, 0, 2), slice(x, 1, 1, 5, 2), expand(slice(x, 0, 0, 1), {4, 5, 4})}) {
+    const Tensor y = v.to(Device::cpu());
+    ASSERT_TRUE(y.is_contiguous());
+    ASSERT_EQ(y.shape(), v.shape());
+    ASSERT_NE(y.storage(), v.storage());
+    const Tensor expected = contiguous_copy(v);
+    EXPECT_EQ(0, std::memcmp(y.data(), expected.data(), static_cast<std::size_t>(y.numel()) * 2));
+  }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Reference-counted memory behind tensors. A Storage is one allocation on one device, counted under a
-// memory category that can change (an op output kept for backward becomes an activation).
+// memory category that can change (an op output kept for backward becomes an activation). Bytes move
+// between devices only through their allocators (copy_bytes), so the core never touches device memory.
 #pragma once
 
 #include <cstddef>
@@ -11,12 +12,22 @@
 
 namespace mantissa {
 
-// Hands out raw memory for one device type. The CPU's is built in; a CUDA backend registers its own.
+// Hands out raw memory for one device type, and moves bytes in and out of it. The CPU's is built in
+// (the moves are memcpy and memset); a CUDA backend registers its own. Device-side moves are ordered
+// with the device's kernels; the ones that land in host memory return once the bytes are there.
 class Allocator {
  public:
   virtual ~Allocator() = default;
-  virtual void* allocate(std::size_t bytes) = 0;
-  virtual void deallocate(void* p, std::size_t bytes) = 0;
+  // `device` is one of this allocator's type (its index says which).
+  virtual void* allocate(std::size_t bytes, Device device) = 0;
+  virtual void deallocate(void* p, std::size_t bytes, Device device) = 0;
+  virtual void copy_to_host(void* host, const void* src, std::size_t bytes);
+  virtual void copy_from_host(void* dst, const void* host, std::size_t bytes);
+  virtual void copy_within(void* dst, const void* src, std::size_t bytes);  // both on this device
+  virtual void fill_zero(void* p, std::size_t bytes);
+  // Freed memory kept for reuse, and giving it back to the system.
+  virtual std::size_t cached_bytes() { return 0; }
+  virtual void release_cache() {}
 };
 void register_allocator(DeviceType type, Allocator* allocator);
 
@@ -51,5 +62,11 @@ using Storage = std::shared_ptr<StorageImpl>;
 // Allocates under the thread's current memory category unless one is given.
 Storage allocate_storage(std::size_t bytes, Device device = Device::cpu());
 Storage allocate_storage(std::size_t bytes, Device device, MemoryCategory category);
+
+// Copies `bytes` from src (at byte offset src_offset) to dst (at dst_offset), on any pair of devices.
+void copy_bytes(const Storage& dst, std::size_t dst_offset, const Storage& src, std::size_t src_offset,
+                std::size_t bytes);
+// Sets `bytes` of s from byte offset `offset` to zero.
+void fill_zero_bytes(const Storage& s, std::size_t offset, std::size_t bytes);
 
 }  // namespace mantissa

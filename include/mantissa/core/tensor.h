@@ -56,7 +56,11 @@ class Tensor {
     return static_cast<T*>(data());
   }
 
-  // Every element in row-major order, exactly, as double (NaN, inf kept).
+  // A contiguous copy on `device`, the same dtype and bits, without autograd history (ops' to_device
+  // records one).
+  Tensor to(Device device) const;
+
+  // Every element in row-major order, exactly, as double (NaN, inf kept), from any device.
   std::vector<double> to_doubles() const;
   double item() const;  // the value of a one-element tensor
   std::string str() const;  // "Tensor[2, 3] bf16" and the values, for messages

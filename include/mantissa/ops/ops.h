@@ -30,6 +30,9 @@ Tensor contiguous_copy(const Tensor& x);
 // Copies src's values into dst in place (converting dtypes, rounding to nearest even); no history.
 // Throws if the shapes differ.
 void copy_into(const Tensor& dst, const Tensor& src);
+// x on `device` (a contiguous copy; x itself if it is there already); the backward brings the gradient
+// back to x's device.
+Tensor to_device(const Tensor& x, Device device);
 // x converted to dtype, rounding to nearest even; the backward casts the gradient back.
 Tensor cast(const Tensor& x, DType dtype);
 Tensor concat(std::span<const Tensor> xs, std::int64_t dim);
