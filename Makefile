@@ -38,7 +38,7 @@ ASAN_AVX2 := '^avx2:(Ops|SpecialValues|GoldenPyTorch|Fp8Quantize|Fp8QuantizeCurr
 
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 sanitize: deps
-	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMANTISSA_WERROR=ON -DMANTISSA_BUILD_BENCHMARKS=OFF \
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMANTISSA_WERROR=ON -DMANTISSA_BUILD_BENCHMARKS=OFF -DMANTISSA_WITH_CUDA=OFF \
 	  -DCMAKE_CXX_FLAGS="$(SANITIZE)" -DCMAKE_EXE_LINKER_FLAGS="$(SANITIZE)" -DCMAKE_SHARED_LINKER_FLAGS="$(SANITIZE)" >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	@ctest --test-dir build-asan --output-on-failure -j $(JOBS) -E '^install\.|^avx2:|^DataParallelCommand\.|^PaperCommand\.'
@@ -51,7 +51,7 @@ TEST_FUZZ_SECONDS ?= 8
 FUZZ_FLAGS := -fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=undefined -fno-omit-frame-pointer -Wno-pass-failed
 fuzz: deps
 	@CXX=clang++-14 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMANTISSA_BUILD_TESTS=OFF \
-	  -DMANTISSA_BUILD_BENCHMARKS=OFF -DMANTISSA_LIBFUZZER=ON -DCMAKE_CXX_FLAGS="$(FUZZ_FLAGS)" >/dev/null
+	  -DMANTISSA_BUILD_BENCHMARKS=OFF -DMANTISSA_WITH_CUDA=OFF -DMANTISSA_LIBFUZZER=ON -DCMAKE_CXX_FLAGS="$(FUZZ_FLAGS)" >/dev/null
 	@cmake --build build-fuzz -j $(JOBS) --target fuzz_idx fuzz_safetensors fuzz_cast fuzz_text >/dev/null
 	@scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS)
 

@@ -26,6 +26,9 @@ Impl impl_for(Device device) {
   static const bool registered = [] {
     register_reference_kernels();
     register_cpu_kernels();
+#ifdef MANTISSA_WITH_CUDA
+    register_cuda_kernels();
+#endif
     return true;
   }();
   (void)registered;

@@ -39,6 +39,7 @@ Impl impl_for(Device device);
 // Each backend's registration, called once by impl_for.
 void register_reference_kernels();
 void register_cpu_kernels();
+void register_cuda_kernels();  // in builds with the CUDA backend (src/backend/cuda/)
 
 [[noreturn]] void throw_missing_kernel(const char* kernel, Device device, Impl impl);
 

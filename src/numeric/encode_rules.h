@@ -5,6 +5,8 @@
 // sig * 2^(lsb exponent); it is rounded at the quantum of the target format at that magnitude,
 // 2^(max(exponent, emin) - M), and the rounded count of quanta added to the exponent field gives the
 // pattern directly (a carry out of the mantissa moves into the exponent by itself, subnormals included).
+// The CUDA backend compiles the same functions for the GPU (MANTISSA_HOST_DEVICE), so its casts give
+// these bits too.
 #pragma once
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include <cstdint>
 
 #include "mantissa/numeric/format.h"
+#include "host_device.h"
 #include "mantissa/numeric/rounding.h"
 
 namespace mantissa::detail {
@@ -70,7 +73,7 @@ inline EncodeParams make_encode_params(Format f, const CastOptions& o) {
 
 // Counter-based random bits: a bijective 32-bit mixer (lowbias32 constants) applied twice, keyed by the
 // seed and the high half of the index. Depends on (seed, index) alone.
-inline std::uint32_t mix32(std::uint32_t x) {
+MANTISSA_HOST_DEVICE inline std::uint32_t mix32(std::uint32_t x) {
   x ^= x >> 16;
   x *= 0x7feb352dU;
   x ^= x >> 15;
@@ -79,24 +82,24 @@ inline std::uint32_t mix32(std::uint32_t x) {
   return x;
 }
 
-inline std::uint64_t splitmix64(std::uint64_t x) {
+MANTISSA_HOST_DEVICE inline std::uint64_t splitmix64(std::uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
 }
 
-inline StochasticKey stochastic_key(std::uint64_t seed, std::uint32_t index_high) {
+MANTISSA_HOST_DEVICE inline StochasticKey stochastic_key(std::uint64_t seed, std::uint32_t index_high) {
   const std::uint64_t h = splitmix64(seed ^ splitmix64(index_high));
   return {static_cast<std::uint32_t>(h), static_cast<std::uint32_t>(h >> 32)};
 }
 
-inline std::uint32_t random_bits(StochasticKey key, std::uint32_t index_low) {
+MANTISSA_HOST_DEVICE inline std::uint32_t random_bits(StochasticKey key, std::uint32_t index_low) {
   return mix32(mix32(index_low ^ key.k0) + key.k1);
 }
 
 // The pattern for an infinite or NaN fp32 magnitude a: NaN keeps the payload's top bits, made quiet.
-inline std::uint32_t special_bits(const EncodeParams& p, std::uint32_t a) {
+MANTISSA_HOST_DEVICE inline std::uint32_t special_bits(const EncodeParams& p, std::uint32_t a) {
   const std::uint32_t nan = p.quiet_nan | ((a & 0x7fffffU) >> p.payload_shift & p.payload_mask);
   return a == 0x7f800000U ? p.on_overflow : nan;
 }
@@ -104,7 +107,7 @@ inline std::uint32_t special_bits(const EncodeParams& p, std::uint32_t a) {
 // Rounds the fp32 pattern x under rounding R; `random` is used by stochastic rounding only. Written
 // as selects without branches, so that loops over it vectorize.
 template <Rounding R>
-inline std::uint32_t encode_bits_as(const EncodeParams& p, std::uint32_t x, std::uint32_t random) {
+MANTISSA_HOST_DEVICE inline std::uint32_t encode_bits_as(const EncodeParams& p, std::uint32_t x, std::uint32_t random) {
   const std::uint32_t sign = (x >> 31) << p.sign_shift;
   const std::uint32_t a = x & 0x7fffffffU;
   const std::uint32_t e32 = a >> 23;
@@ -148,11 +151,11 @@ inline std::uint32_t encode_bits_as(const EncodeParams& p, std::uint32_t x, std:
 // Formats with fp32's 8 exponent bits (bf16, e8mY, M < 23), rounding to nearest even: their quantum is
 // always 2^(23 - M) fp32 units, so kernels may round the fp32 pattern at that bit (encode_wide_nearest()
 // in bulk_loops.h) and get the rule's bits.
-inline bool wide_nearest(const EncodeParams& p) {
+MANTISSA_HOST_DEVICE inline bool wide_nearest(const EncodeParams& p) {
   return p.rounding == Rounding::nearest_even && p.emin == -126 && p.man_bits < 23;
 }
 
-inline std::uint32_t encode_bits(const EncodeParams& p, std::uint32_t x, std::uint32_t random) {
+MANTISSA_HOST_DEVICE inline std::uint32_t encode_bits(const EncodeParams& p, std::uint32_t x, std::uint32_t random) {
   switch (p.rounding) {
     case Rounding::nearest_even: return encode_bits_as<Rounding::nearest_even>(p, x, random);
     case Rounding::toward_zero: return encode_bits_as<Rounding::toward_zero>(p, x, random);
@@ -173,7 +176,7 @@ inline DecodeParams make_decode_params(Format f) {
 }
 
 // The fp32 pattern of a format's pattern; exact. Without branches, so that loops over it vectorize.
-inline std::uint32_t decode_bits(const DecodeParams& p, std::uint32_t bits) {
+MANTISSA_HOST_DEVICE inline std::uint32_t decode_bits(const DecodeParams& p, std::uint32_t bits) {
   const std::uint32_t sign = ((bits >> p.sign_shift) & 1U) << 31;
   const std::uint32_t mag = bits & p.magnitude_mask;
   const std::uint32_t e = mag >> p.man_bits;

@@ -1,6 +1,7 @@
 // `mantissa info`: what this machine's kernels can do, so a user knows which paths their numbers came
 // from: conversion kernel levels, AMX, and for each oneDNN primitive kind and dtype whether oneDNN runs
-// it here or which fallback does.
+// it here or which fallback does; and the CUDA backend: built or not, the GPUs (or why none), and the
+// kernel families it runs with their dtypes.
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -10,6 +11,7 @@
 #include "training.h"
 #include "mantissa/numeric/bulk.h"
 #include "mantissa/backend/backend_select.h"
+#include "mantissa/backend/cuda.h"
 #include "peak_flops.h"
 
 namespace mantissa::cli {
@@ -42,6 +44,19 @@ int run_info(bool json) {
   const auto group = process_group();
   out["rank"] = group->rank();
   out["ranks"] = group->size();
+  const CudaInfo cuda = cuda_info();
+  out["cuda"]["built"] = cuda.built;
+  out["cuda"]["versions"] = cuda.versions;
+  out["cuda"]["architectures"] = cuda.architectures;
+  out["cuda"]["unavailable"] = cuda.unavailable;
+  out["cuda"]["devices"] = nlohmann::json::array();
+  for (const CudaDeviceInfo& d : cuda.devices) {
+    out["cuda"]["devices"].push_back({{"name", d.name},
+                                      {"capability", fmt::format("{}.{}", d.major, d.minor)},
+                                      {"memory_bytes", d.memory_bytes},
+                                      {"multiprocessors", d.multiprocessors}});
+  }
+  for (const auto& [family, dtypes] : cuda.kernels) out["cuda"]["kernels"][family] = dtypes;
   if (json) {
     fmt::print("{}\n", out.dump());
     return 0;
@@ -62,6 +77,19 @@ int run_info(bool json) {
     }
   }
   fmt::print("fp8 products: {}\n", fp8);
+  if (!cuda.built) {
+    fmt::print("cuda: not built ({})\n", cuda.unavailable);
+    return 0;
+  }
+  fmt::print("cuda: built ({}; kernels for {})\n", cuda.versions, cuda.architectures);
+  for (std::size_t i = 0; i < cuda.devices.size(); ++i) {
+    const CudaDeviceInfo& d = cuda.devices[i];
+    fmt::print("  cuda:{} {}, compute capability {}.{}, {:.1f} GiB, {} multiprocessors\n", i, d.name, d.major, d.minor,
+               static_cast<double>(d.memory_bytes) / (1 << 30), d.multiprocessors);
+  }
+  if (!cuda.unavailable.empty()) fmt::print("  {}\n", cuda.unavailable);
+  fmt::print("  kernels on the GPU (every other kernel is an error on cuda for now):\n");
+  for (const auto& [family, dtypes] : cuda.kernels) fmt::print("    {}: {}\n", family, dtypes);
   return 0;
 }
 

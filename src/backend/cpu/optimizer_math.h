@@ -1,18 +1,20 @@
 // The CPU backend's optimizer updates for one element, in the form its f32 loops vectorize (Adam's bias
 // corrections folded into the step size and the denominator). PyTorch's algorithms (torch.optim.SGD,
 // Adam, AdamW without amsgrad). The reference backend writes the same algorithms its own way, from the
-// textbook formulas, so that a mistake here shows up in the parity tests.
+// textbook formulas, so that a mistake here shows up in the parity tests. The CUDA backend compiles the
+// same functions for the GPU (MANTISSA_HOST_DEVICE).
 #pragma once
 
 #include <cmath>
 
+#include "../../numeric/host_device.h"
 #include "../kernels.h"
 
 namespace mantissa::detail {
 
 // Returns the new parameter; updates the momentum buffer in place.
 template <class T>
-inline T sgd_element(T p, T g, T& buf, const SgdStep& s) {
+MANTISSA_HOST_DEVICE inline T sgd_element(T p, T g, T& buf, const SgdStep& s) {
   T d = g + static_cast<T>(s.weight_decay) * p;
   if (s.momentum != 0) {
     buf = s.first ? d : static_cast<T>(s.momentum) * buf + d;
@@ -23,7 +25,7 @@ inline T sgd_element(T p, T g, T& buf, const SgdStep& s) {
 
 // Returns the new parameter; updates the moments in place.
 template <class T>
-inline T adam_element(T p, T g, T& m, T& v, const AdamStep& s, T bias1, T bias2_sqrt) {
+MANTISSA_HOST_DEVICE inline T adam_element(T p, T g, T& m, T& v, const AdamStep& s, T bias1, T bias2_sqrt) {
   if (s.decoupled) {
     p *= T(1) - static_cast<T>(s.lr * s.weight_decay);
   } else {

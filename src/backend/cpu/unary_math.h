@@ -1,30 +1,31 @@
 // The CPU backend's unary and binary functions and their derivatives, as templates its f32 loops
 // vectorize. The reference backend writes the same functions its own way (reference/reference_math.h),
 // so parity compares two independent versions; the gradient checks verify the derivatives against finite
-// differences.
+// differences. The CUDA backend compiles these same templates for the GPU (MANTISSA_HOST_DEVICE).
 #pragma once
 
 #include <cmath>
 #include <numbers>
 
+#include "../../numeric/host_device.h"
 #include "mantissa/core/op_types.h"
 
 namespace mantissa::detail {
 
 template <class T>
-inline T sigmoid_of(T x) {
+MANTISSA_HOST_DEVICE inline T sigmoid_of(T x) {
   return T(1) / (T(1) + std::exp(-x));
 }
 
 // Phi(x), the normal distribution function, as erfc(-x / sqrt 2) / 2: the form 0.5 (1 + erf(x / sqrt 2))
 // cancels for negative x and loses most of its f32 digits there.
 template <class T>
-inline T gelu_cdf(T x) {
+MANTISSA_HOST_DEVICE inline T gelu_cdf(T x) {
   return T(0.5) * std::erfc(-x * T(std::numbers::sqrt2 / 2));
 }
 
 template <class T>
-inline T unary_value(UnaryOp op, T x, T alpha) {
+MANTISSA_HOST_DEVICE inline T unary_value(UnaryOp op, T x, T alpha) {
   switch (op) {
     case UnaryOp::neg: return -x;
     case UnaryOp::abs: return std::fabs(x);
@@ -45,7 +46,7 @@ inline T unary_value(UnaryOp op, T x, T alpha) {
 
 // d/dx of unary_value(op, x, alpha).
 template <class T>
-inline T unary_derivative(UnaryOp op, T x, T alpha) {
+MANTISSA_HOST_DEVICE inline T unary_derivative(UnaryOp op, T x, T alpha) {
   switch (op) {
     case UnaryOp::neg: return T(-1);
     case UnaryOp::abs: return x > T(0) ? T(1) : x < T(0) ? T(-1) : T(0);
@@ -78,7 +79,7 @@ inline T unary_derivative(UnaryOp op, T x, T alpha) {
 }
 
 template <class T>
-inline T binary_value(BinaryOp op, T a, T b) {
+MANTISSA_HOST_DEVICE inline T binary_value(BinaryOp op, T a, T b) {
   switch (op) {
     case BinaryOp::add: return a + b;
     case BinaryOp::sub: return a - b;
@@ -92,7 +93,7 @@ inline T binary_value(BinaryOp op, T a, T b) {
 // The gradient reaching x from g: g times the derivative, except relu, which passes g where x > 0 and
 // 0 elsewhere even when g is inf or NaN (PyTorch's rule; 0 * inf, oneDNN's, would be NaN).
 template <class T>
-inline T unary_gradient(UnaryOp op, T x, T g, T alpha) {
+MANTISSA_HOST_DEVICE inline T unary_gradient(UnaryOp op, T x, T g, T alpha) {
   if (op == UnaryOp::relu) return x > T(0) ? g : T(0);
   return g * unary_derivative(op, x, alpha);
 }

@@ -1,0 +1,183 @@
+// CUDA kernels of the copy, elementwise and loss-scaling families: one thread per element over strided
+// views (grid-stride loops), values read into f32, computed with the CPU's own formulas
+// (cpu/unary_math.h, compiled for the GPU) and rounded once by the CPU's rule (encode_rules.h).
+#include <cstring>
+
+#include "../cpu/unary_math.h"
+#include "../kernels.h"
+#include "cuda_kernels.h"
+#include "cuda_support.cuh"
+
+namespace mantissa::detail::cuda {
+namespace {
+
+// f64 is kept exact by Copy: narrowed to f32 by rounding to odd, then by the rule (as the CPU's
+// store_element), or copied as it is.
+__device__ float round_to_odd(double d) {
+  if (d != d) return static_cast<float>(d);
+  float f = __double2float_rz(d);
+  if (static_cast<double>(f) == d) return f;
+  return __uint_as_float(__float_as_uint(f) | 1U);
+}
+
+__global__ void copy_kernel(Strided<2> it, std::int64_t n, ElementType from, const void* src, ElementType to,
+                            void* dst) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    std::int64_t o[2];
+    it.offsets(i, o);
+    if (from.dtype == to.dtype) {  // the same bits, whatever they are
+      switch (dtype_size(from.dtype)) {
+        case 8: static_cast<std::uint64_t*>(dst)[o[1]] = static_cast<const std::uint64_t*>(src)[o[0]]; break;
+        case 4: static_cast<std::uint32_t*>(dst)[o[1]] = static_cast<const std::uint32_t*>(src)[o[0]]; break;
+        case 2: static_cast<std::uint16_t*>(dst)[o[1]] = static_cast<const std::uint16_t*>(src)[o[0]]; break;
+        default: static_cast<std::uint8_t*>(dst)[o[1]] = static_cast<const std::uint8_t*>(src)[o[0]]; break;
+      }
+    } else if (from.dtype == DType::f64) {
+      const double d = static_cast<const double*>(src)[o[0]];
+      store(to, dst, o[1], to.dtype == DType::f32 ? static_cast<float>(d) : round_to_odd(d));
+    } else if (to.dtype == DType::f64) {
+      static_cast<double*>(dst)[o[1]] = load(from, src, o[0]);
+    } else {
+      store(to, dst, o[1], load(from, src, o[0]));
+    }
+  }
+}
+
+__global__ void binary_kernel(Strided<3> it, std::int64_t n, BinaryOp op, ElementType ta, const void* a,
+                              ElementType tb, const void* b, ElementType tout, void* out) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    std::int64_t o[3];
+    it.offsets(i, o);
+    store(tout, out, o[2], binary_value(op, load(ta, a, o[0]), load(tb, b, o[1])));
+  }
+}
+
+__global__ void unary_kernel(Strided<2> it, std::int64_t n, UnaryOp op, float alpha, ElementType tx, const void* x,
+                             ElementType tout, void* out) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    std::int64_t o[2];
+    it.offsets(i, o);
+    store(tout, out, o[1], unary_value(op, load(tx, x, o[0]), alpha));
+  }
+}
+
+__global__ void unary_backward_kernel(Strided<3> it, std::int64_t n, UnaryOp op, float alpha, ElementType tx,
+                                      const void* x, ElementType tg, const void* g, ElementType tgx, void* gx) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    std::int64_t o[3];
+    it.offsets(i, o);
+    store(tgx, gx, o[2], unary_gradient(op, load(tx, x, o[0]), load(tg, g, o[1]), alpha));
+  }
+}
+
+// What the loss-scaling pass adds up, in device memory.
+struct CheckTotals {
+  unsigned long long nonfinite, underflow;
+  double sum_squares;
+};
+
+__global__ void scale_and_check_kernel(Strided<1> it, std::int64_t n, ElementType tg, void* g, float factor,
+                                       bool write, float underflow_below, CheckTotals* totals) {
+  unsigned long long nonfinite = 0, underflow = 0;
+  double squares = 0;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    std::int64_t o[1];
+    it.offsets(i, o);
+    const float v = load(tg, g, o[0]);
+    if (v != 0 && fabsf(v) < underflow_below) ++underflow;
+    float r = v;
+    if (write) {
+      store(tg, g, o[0], v * factor);
+      r = load(tg, g, o[0]);  // the value as stored, as the CPU's check sees it
+    }
+    if (isfinite(r)) {
+      squares += static_cast<double>(r) * r;
+    } else {
+      ++nonfinite;
+    }
+  }
+  // Sum over the warp, then one atomic per warp.
+  for (int d = 16; d > 0; d /= 2) {
+    nonfinite += __shfl_down_sync(0xffffffffU, nonfinite, d);
+    underflow += __shfl_down_sync(0xffffffffU, underflow, d);
+    squares += __shfl_down_sync(0xffffffffU, squares, d);
+  }
+  if ((threadIdx.x & 31) == 0) {
+    atomicAdd(&totals->nonfinite, nonfinite);
+    atomicAdd(&totals->underflow, underflow);
+    atomicAdd(&totals->sum_squares, squares);
+  }
+}
+
+}  // namespace
+
+void copy(const Tensor& src, const Tensor& dst) {
+  const std::int64_t n = src.numel();
+  if (n == 0) return;
+  const Tensor* ts[2] = {&src, &dst};
+  copy_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(strided(src.shape(), ts, "copy"), n, element_type(src.dtype()),
+                                                        src.data(), element_type(dst.dtype()), dst.data());
+  check_launch("copy");
+}
+
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  for (const Tensor* t : {&a, &b, &out}) refuse_f64("binary", *t);
+  const std::int64_t n = out.numel();
+  if (n == 0) return;
+  const Tensor* ts[3] = {&a, &b, &out};
+  binary_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(strided(out.shape(), ts, "binary"), n, op,
+                                                          element_type(a.dtype()), a.data(), element_type(b.dtype()),
+                                                          b.data(), element_type(out.dtype()), out.data());
+  check_launch("binary");
+}
+
+void unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out) {
+  for (const Tensor* t : {&x, &out}) refuse_f64("unary", *t);
+  const std::int64_t n = x.numel();
+  if (n == 0) return;
+  const Tensor* ts[2] = {&x, &out};
+  unary_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(strided(x.shape(), ts, "unary"), n, op,
+                                                         static_cast<float>(alpha), element_type(x.dtype()), x.data(),
+                                                         element_type(out.dtype()), out.data());
+  check_launch("unary");
+}
+
+void unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& grad_y, const Tensor& grad_x) {
+  for (const Tensor* t : {&x, &grad_y, &grad_x}) refuse_f64("unary_backward", *t);
+  const std::int64_t n = x.numel();
+  if (n == 0) return;
+  const Tensor* ts[3] = {&x, &grad_y, &grad_x};
+  unary_backward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(
+      strided(x.shape(), ts, "unary_backward"), n, op, static_cast<float>(alpha), element_type(x.dtype()), x.data(),
+      element_type(grad_y.dtype()), grad_y.data(), element_type(grad_x.dtype()), grad_x.data());
+  check_launch("unary_backward");
+}
+
+GradientCheck scale_and_check(const Tensor& g, double factor, double underflow_below) {
+  refuse_f64("scale_and_check", g);
+  GradientCheck result;
+  result.count = g.numel();
+  if (result.count == 0) return result;
+  // The totals live in a small device buffer of the caching allocator (no cudaMalloc per call).
+  const Tensor totals = Tensor::zeros({static_cast<std::int64_t>(sizeof(CheckTotals))}, DType::e4m3, g.device());
+  auto* t = static_cast<CheckTotals*>(totals.data());
+  const Tensor* ts[1] = {&g};
+  scale_and_check_kernel<<<blocks_for(result.count), kThreads, 0, stream()>>>(
+      strided(g.shape(), ts, "scale_and_check"), result.count, element_type(g.dtype()), g.data(),
+      static_cast<float>(factor), factor != 1.0, static_cast<float>(underflow_below), t);
+  check_launch("scale_and_check");
+  CheckTotals host{};
+  check(cudaMemcpyAsync(&host, t, sizeof host, cudaMemcpyDeviceToHost, stream()), "scale_and_check");
+  check(cudaStreamSynchronize(stream()), "scale_and_check");
+  result.nonfinite = static_cast<std::int64_t>(host.nonfinite);
+  result.underflow = static_cast<std::int64_t>(host.underflow);
+  result.sum_squares = host.sum_squares;
+  return result;
+}
+
+}  // namespace mantissa::detail::cuda

@@ -1,0 +1,174 @@
+// The product on the GPU: cuBLASLt, f32 accumulation for every dtype (f16/bf16 operands on tensor
+// cores; f32 operands in full f32 unless TF32 is allowed), the bias added by the epilogue before the one
+// rounding, the algorithm cuBLASLt's heuristic picks cached per shape, strides and dtypes.
+//
+// Row-major tensors are column-major transposes, so out = a . w is computed as out^T = w^T . a^T:
+// cuBLASLt's A is w (N x K, leading dimension w's row stride), its B is a (K x M), D is out (N x M),
+// and the bias is D's column vector of length N. Batches are strided (a stride of 0 repeats a matrix).
+#include <cublasLt.h>
+
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include "cuda_kernels.h"
+#include "cuda_support.cuh"
+#include "mantissa/backend/cuda.h"
+
+namespace mantissa::detail::cuda {
+namespace {
+
+void check_lt(cublasStatus_t s, const char* what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return;
+  throw std::runtime_error(std::string("matmul: ") + what + ": cuBLASLt error " + cublasLtGetStatusName(s) + " (" +
+                           cublasLtGetStatusString(s) + ")");
+}
+
+cublasLtHandle_t handle() {
+  static cublasLtHandle_t h = [] {
+    cublasLtHandle_t made = nullptr;
+    check_lt(cublasLtCreate(&made), "cublasLtCreate");
+    return made;
+  }();
+  return h;
+}
+
+constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;  // what cuBLASLt's Hopper kernels ask for
+
+void* workspace() {
+  static const Tensor* w = new Tensor(Tensor::empty({static_cast<std::int64_t>(kWorkspaceBytes)}, DType::e4m3,
+                                                    Device{DeviceType::cuda, 0}));  // kept for the process
+  return w->data();
+}
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::f32: return CUDA_R_32F;
+    case DType::f16: return CUDA_R_16F;
+    case DType::bf16: return CUDA_R_16BF;
+    default: throw std::invalid_argument("matmul: no cuBLASLt type for " + std::string(dtype_name(t)));
+  }
+}
+
+// A descriptor and three layouts, destroyed with the call.
+struct Descriptors {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  ~Descriptors() {
+    if (d != nullptr) cublasLtMatrixLayoutDestroy(d);
+    if (b != nullptr) cublasLtMatrixLayoutDestroy(b);
+    if (a != nullptr) cublasLtMatrixLayoutDestroy(a);
+    if (op != nullptr) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+cublasLtMatrixLayout_t layout(DType t, std::int64_t rows, std::int64_t cols, std::int64_t ld, std::int32_t batch,
+                              std::int64_t batch_stride) {
+  cublasLtMatrixLayout_t l = nullptr;
+  check_lt(cublasLtMatrixLayoutCreate(&l, cuda_type(t), static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(cols), ld),
+           "layout");
+  if (batch > 1) {
+    check_lt(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch), "batch count");
+    check_lt(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &batch_stride,
+                                              sizeof batch_stride),
+             "batch stride");
+  }
+  return l;
+}
+
+// The cached choices: every property of the call that changes which algorithm is valid.
+using PlanKey = std::tuple<int, int, int, bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                           std::vector<std::int64_t>>;
+
+std::mutex plans_mutex;
+std::map<PlanKey, cublasLtMatmulAlgo_t> plans;
+
+// A view whose innermost stride is 1 (cuBLASLt reads rows with a leading dimension), copied if need be.
+Tensor unit_inner_stride(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype && t.strides().back() == 1 && t.strides()[1] >= t.size(2)) return t;
+  Tensor c = Tensor::empty(t.shape(), dtype, t.device());
+  copy(t, c);
+  return c;
+}
+
+}  // namespace
+
+void matmul(const Tensor& a_in, const Tensor& w_in, const Tensor& bias_in, const Tensor& out) {
+  for (const Tensor* t : {&a_in, &w_in, &bias_in, &out}) refuse_f64("matmul", *t);
+  const std::int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a_in.size(2);
+  if (out.numel() == 0) return;
+  if (batch > INT32_MAX) throw std::invalid_argument("matmul: too many batches for cuBLASLt");
+  // Operands in one dtype (f32 when a and w differ); the output directly when cuBLASLt can write it
+  // (the operands' dtype, or f32), else through an f32 product rounded once by copy().
+  const DType in = a_in.dtype() == w_in.dtype() ? a_in.dtype() : DType::f32;
+  const Tensor a = unit_inner_stride(a_in, in);
+  const Tensor w = unit_inner_stride(w_in, in);
+  const bool direct = (out.dtype() == in || out.dtype() == DType::f32) && out.strides().back() == 1 && out.strides()[1] >= n;
+  const Tensor d = direct ? out : Tensor::empty(out.shape(), DType::f32, out.device());
+  Tensor bias = bias_in;
+  if (bias.defined() && (bias.dtype() != d.dtype() || !bias.is_contiguous())) {
+    bias = Tensor::empty(bias_in.shape(), d.dtype(), d.device());
+    copy(bias_in, bias);
+  }
+  if (k == 0) {  // an empty sum: out = bias (or 0)
+    const Tensor zero = Tensor::zeros({1, 1, 1}, d.dtype(), d.device());
+    const Tensor b = bias.defined() ? bias : Tensor::zeros({n}, d.dtype(), d.device());
+    const Tensor bexp = make_view(b, d.shape(), {0, 0, 1}, b.offset());
+    binary(BinaryOp::add, bexp, make_view(zero, d.shape(), {0, 0, 0}, 0), d);
+    if (!direct) copy(d, out);
+    return;
+  }
+
+  const bool tf32 = in == DType::f32 && cuda_allow_tf32();
+  Descriptors desc;
+  check_lt(cublasLtMatmulDescCreate(&desc.op, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F),
+           "descriptor");
+  if (bias.defined()) {
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    check_lt(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue), "epilogue");
+    const void* bias_ptr = bias.data();
+    check_lt(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr),
+             "bias");
+  }
+  const auto b32 = static_cast<std::int32_t>(batch);
+  desc.a = layout(in, n, k, w.strides()[1], b32, w.strides()[0]);
+  desc.b = layout(in, k, m, a.strides()[1], b32, a.strides()[0]);
+  desc.d = layout(d.dtype(), n, m, d.strides()[1], b32, d.strides()[0]);
+
+  const PlanKey key{static_cast<int>(in), static_cast<int>(d.dtype()), static_cast<int>(batch > 1), bias.defined(), tf32,
+                    m, n, k, batch,
+                    {w.strides()[0], w.strides()[1], a.strides()[0], a.strides()[1], d.strides()[0], d.strides()[1]}};
+  cublasLtMatmulAlgo_t algo;
+  {
+    std::lock_guard lock(plans_mutex);
+    auto it = plans.find(key);
+    if (it == plans.end()) {
+      cublasLtMatmulPreference_t pref = nullptr;
+      check_lt(cublasLtMatmulPreferenceCreate(&pref), "preference");
+      const std::uint64_t ws = kWorkspaceBytes;
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+      cublasLtMatmulHeuristicResult_t result{};
+      int found = 0;
+      const cublasStatus_t s =
+          cublasLtMatmulAlgoGetHeuristic(handle(), desc.op, desc.a, desc.b, desc.d, desc.d, pref, 1, &result, &found);
+      cublasLtMatmulPreferenceDestroy(pref);
+      check_lt(s, "heuristic");
+      if (found == 0) {
+        throw std::runtime_error("matmul: cuBLASLt has no algorithm for " + std::string(dtype_name(in)) + " -> " +
+                                 std::string(dtype_name(d.dtype())) + " [" + std::to_string(batch) + ", " +
+                                 std::to_string(m) + ", " + std::to_string(k) + "] x [" + std::to_string(k) + ", " +
+                                 std::to_string(n) + "]");
+      }
+      it = plans.emplace(key, result.algo).first;
+    }
+    algo = it->second;
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  check_lt(cublasLtMatmul(handle(), desc.op, &alpha, w.data(), desc.a, a.data(), desc.b, &beta, d.data(), desc.d, d.data(),
+                          desc.d, &algo, workspace(), kWorkspaceBytes, stream()),
+           "cublasLtMatmul");
+  if (!direct) copy(d, out);
+}
+
+}  // namespace mantissa::detail::cuda

@@ -1,0 +1,165 @@
+// The CUDA backend's runtime: errors as exceptions, the stream, the device allocator (the caching
+// allocator of caching_allocator.h on cudaMalloc, registered for DeviceType::cuda at load time) with its
+// byte moves, and what cuda_info() reports.
+#include <cublasLt.h>
+
+#include <mutex>
+#include <stdexcept>
+
+#include "../caching_allocator.h"
+#include "cuda_kernels.h"
+#include "cuda_support.cuh"
+#include "mantissa/backend/cuda.h"
+#include "mantissa/core/storage.h"
+
+namespace mantissa {
+namespace detail::cuda {
+
+void check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return;
+  throw std::runtime_error(std::string(what) + ": CUDA error " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+}
+
+cudaStream_t stream() {
+  static cudaStream_t s = [] {
+    cudaStream_t made = nullptr;
+    check(cudaStreamCreateWithFlags(&made, cudaStreamNonBlocking), "creating the CUDA stream");
+    return made;
+  }();
+  return s;
+}
+
+ElementType element_type(DType t) {
+  ElementType e{t, {}, {}};
+  if (t != DType::f32 && t != DType::f64) {
+    e.decode = make_decode_params(format_of(t));
+    e.encode = make_encode_params(format_of(t), CastOptions{});
+  }
+  return e;
+}
+
+void refuse_f64(const char* what, const Tensor& t) {
+  if (t.defined() && t.dtype() == DType::f64) {
+    throw std::invalid_argument(std::string(what) + ": f64 tensors are for checks on the CPU's reference backend; cuda computes in f32");
+  }
+}
+
+namespace {
+
+// cudaMalloc and cudaFree of the device the allocator serves.
+class CudaMemory final : public DeviceMemory {
+ public:
+  void* allocate(std::size_t bytes) override {
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, bytes);
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();  // clear it: the caller gives the cache back and tries again
+      return nullptr;
+    }
+    check(e, "cudaMalloc");
+    return p;
+  }
+  void free(void* p) override {
+    // Blocks go back only when nothing queued can still use them.
+    check(cudaStreamSynchronize(stream()), "cudaFree");
+    check(cudaFree(p), "cudaFree");
+  }
+};
+
+// One GPU per process (cuda:0; pick it with CUDA_VISIBLE_DEVICES, as each data-parallel rank would).
+class CudaAllocator final : public Allocator {
+ public:
+  void* allocate(std::size_t bytes, Device device) override {
+    if (!cuda_available()) throw std::runtime_error("cuda:0: " + cuda_info().unavailable);
+    if (device.index != 0) {
+      throw std::invalid_argument("cuda:" + std::to_string(device.index) +
+                                  ": one GPU per process, cuda:0 (choose it with CUDA_VISIBLE_DEVICES)");
+    }
+    return cache().allocate(bytes);
+  }
+  void deallocate(void* p, std::size_t, Device) override { cache().free(p); }
+  void copy_to_host(void* host, const void* src, std::size_t bytes) override {
+    check(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, stream()), "copy from cuda");
+    check(cudaStreamSynchronize(stream()), "copy from cuda");
+  }
+  void copy_from_host(void* dst, const void* host, std::size_t bytes) override {
+    check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream()), "copy to cuda");
+    check(cudaStreamSynchronize(stream()), "copy to cuda");  // the host buffer may go away on return
+  }
+  void copy_within(void* dst, const void* src, std::size_t bytes) override {
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()), "copy on cuda");
+  }
+  void fill_zero(void* p, std::size_t bytes) override { check(cudaMemsetAsync(p, 0, bytes, stream()), "zero fill on cuda"); }
+  std::size_t cached_bytes() override {
+    const CachingAllocatorStats s = cache().stats();
+    return s.reserved - s.allocated;
+  }
+  void release_cache() override { cache().release_cache(); }
+
+ private:
+  static CachingAllocator& cache() {
+    static CudaMemory memory;
+    static CachingAllocator* c = new CachingAllocator(memory, "cuda:0");  // never destroyed, as the CPU's
+    return *c;
+  }
+};
+
+const bool registered = [] {
+  static CudaAllocator allocator;
+  register_allocator(DeviceType::cuda, &allocator);
+  return true;
+}();
+
+bool allow_tf32 = false;
+
+}  // namespace
+
+void keep_allocator_registration() { (void)registered; }
+
+}  // namespace detail::cuda
+
+CudaInfo cuda_info() {
+  (void)detail::cuda::registered;
+  CudaInfo info;
+  info.built = true;
+  info.architectures = MANTISSA_CUDA_ARCHITECTURES;
+  int runtime = 0;
+  cudaRuntimeGetVersion(&runtime);
+  info.versions = "CUDA runtime " + std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10) +
+                  ", cuBLASLt " + std::to_string(cublasLtGetVersion());
+  info.kernels = {
+      {"copy and cast", "f64 f32 f16 bf16 e4m3 e5m2, the CPU's rounding bits"},
+      {"elementwise (binary, unary and their backward)", "f32 f16 bf16, computed in f32"},
+      {"loss scaling (scale and check)", "f32 f16 bf16"},
+      {"optimizer (SGD, Adam/AdamW, master-weight write-back with stochastic rounding)", "f32 master, f32 f16 bf16 gradients"},
+      {"matmul (cuBLASLt, bias epilogue)", "f32 (TF32 only when allowed), f16 and bf16 with f32 accumulation"},
+  };
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    info.unavailable = std::string("no usable GPU: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+    (void)cudaGetLastError();
+    return info;
+  }
+  for (int d = 0; d < count; ++d) {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, d) != cudaSuccess) continue;
+    info.devices.push_back({p.name, p.major, p.minor, static_cast<std::int64_t>(p.totalGlobalMem), p.multiProcessorCount});
+  }
+  if (info.devices.empty()) info.unavailable = "no GPU found";
+  return info;
+}
+
+bool cuda_available() {
+  static const bool available = [] { return cuda_info().unavailable.empty(); }();
+  return available;
+}
+
+void cuda_synchronize() {
+  if (cuda_available()) detail::cuda::check(cudaStreamSynchronize(detail::cuda::stream()), "cuda_synchronize");
+}
+
+void set_cuda_allow_tf32(bool allow) { detail::cuda::allow_tf32 = allow; }
+bool cuda_allow_tf32() { return detail::cuda::allow_tf32; }
+
+}  // namespace mantissa

@@ -1,0 +1,107 @@
+// What every CUDA kernel file shares: CUDA errors turned into one-line exceptions naming the op, the one
+// stream all of a device's work is queued on (so the caching allocator may reuse a freed block at once),
+// element loads and stores of every dtype with the CPU's own rounding rule (encode_rules.h, compiled for
+// the device too, so casts give the CPU's bits), and strided indexing of up to kMaxDims dimensions.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "../../numeric/encode_rules.h"
+#include "mantissa/core/tensor.h"
+
+namespace mantissa::detail::cuda {
+
+// Throws std::runtime_error "<what>: CUDA error <name> (<description>)" unless e is cudaSuccess.
+void check(cudaError_t e, const char* what);
+// After a kernel launch: a launch error (bad configuration, no kernel image for this GPU) names the op.
+inline void check_launch(const char* what) { check(cudaGetLastError(), what); }
+
+// The stream all work on the current GPU is queued on.
+cudaStream_t stream();
+
+inline constexpr int kMaxDims = 8;
+inline constexpr int kThreads = 256;
+
+inline unsigned blocks_for(std::int64_t n) {
+  const std::int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65535 * 16 ? b : 65535 * 16);  // grid-stride loops do the rest
+}
+
+// The dtype of a tensor with what loads and stores need, passed to kernels by value.
+struct ElementType {
+  DType dtype;
+  DecodeParams decode;
+  EncodeParams encode;  // nearest even, not saturating: the CPU's cast
+};
+ElementType element_type(DType t);
+
+// The value of element i (in elements from base) as float; f64 is read as double and narrowed, which
+// only Copy avoids (it keeps f64 exact).
+__device__ inline float load(const ElementType& t, const void* base, std::int64_t i) {
+  switch (t.dtype) {
+    case DType::f64: return static_cast<float>(static_cast<const double*>(base)[i]);
+    case DType::f32: return static_cast<const float*>(base)[i];
+    case DType::f16:
+    case DType::bf16: return __uint_as_float(decode_bits(t.decode, static_cast<const std::uint16_t*>(base)[i]));
+    case DType::e4m3:
+    case DType::e5m2: return __uint_as_float(decode_bits(t.decode, static_cast<const std::uint8_t*>(base)[i]));
+  }
+  return 0;
+}
+
+// The format's pattern of v rounded by the CPU's rule (`random` for stochastic rounding only).
+__device__ inline std::uint32_t encode_value(const EncodeParams& p, float v, std::uint32_t random = 0) {
+  return encode_bits(p, __float_as_uint(v), random);
+}
+
+__device__ inline void store(const ElementType& t, void* base, std::int64_t i, float v) {
+  switch (t.dtype) {
+    case DType::f64: static_cast<double*>(base)[i] = v; return;
+    case DType::f32: static_cast<float*>(base)[i] = v; return;
+    case DType::f16:
+    case DType::bf16: static_cast<std::uint16_t*>(base)[i] = static_cast<std::uint16_t>(encode_value(t.encode, v)); return;
+    case DType::e4m3:
+    case DType::e5m2: static_cast<std::uint8_t*>(base)[i] = static_cast<std::uint8_t>(encode_value(t.encode, v)); return;
+  }
+}
+
+// Shape and the strides of up to N tensors over it; offsets of the row-major element index i.
+template <int N>
+struct Strided {
+  int rank = 0;
+  std::int64_t shape[kMaxDims] = {};
+  std::int64_t strides[N][kMaxDims] = {};
+
+  __device__ void offsets(std::int64_t i, std::int64_t (&off)[N]) const {
+    for (int t = 0; t < N; ++t) off[t] = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      const std::int64_t s = shape[d];
+      const std::int64_t k = i % s;
+      i /= s;
+      for (int t = 0; t < N; ++t) off[t] += k * strides[t][d];
+    }
+  }
+};
+
+// The iteration over `shape` with the tensors' strides; throws for more than kMaxDims dimensions.
+template <int N>
+Strided<N> strided(const Shape& shape, const Tensor* const (&tensors)[N], const char* what) {
+  if (shape.size() > static_cast<std::size_t>(kMaxDims)) {
+    throw std::invalid_argument(std::string(what) + ": more than " + std::to_string(kMaxDims) + " dimensions on cuda");
+  }
+  Strided<N> s;
+  s.rank = static_cast<int>(shape.size());
+  for (int d = 0; d < s.rank; ++d) {
+    s.shape[d] = shape[static_cast<std::size_t>(d)];
+    for (int t = 0; t < N; ++t) s.strides[t][d] = tensors[t]->strides()[static_cast<std::size_t>(d)];
+  }
+  return s;
+}
+
+// f64 tensors exist for checks, which run on the reference backend; the CUDA kernels compute in f32.
+void refuse_f64(const char* what, const Tensor& t);
+
+}  // namespace mantissa::detail::cuda
