@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cublaslt_api.h"
 #include "cuda_kernels.h"
 #include "cuda_support.cuh"
 #include "mantissa/backend/cuda.h"
@@ -21,14 +22,14 @@ namespace {
 
 void check_lt(cublasStatus_t s, const char* what) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
-  throw std::runtime_error(std::string("matmul: ") + what + ": cuBLASLt error " + cublasLtGetStatusName(s) + " (" +
-                           cublasLtGetStatusString(s) + ")");
+  throw std::runtime_error(std::string("matmul: ") + what + ": cuBLASLt error " + cublaslt().GetStatusName(s) + " (" +
+                           cublaslt().GetStatusString(s) + ")");
 }
 
 cublasLtHandle_t handle() {
   static cublasLtHandle_t h = [] {
     cublasLtHandle_t made = nullptr;
-    check_lt(cublasLtCreate(&made), "cublasLtCreate");
+    check_lt(cublaslt().Create(&made), "cublasLtCreate");
     return made;
   }();
   return h;
@@ -56,21 +57,21 @@ struct Descriptors {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   ~Descriptors() {
-    if (d != nullptr) cublasLtMatrixLayoutDestroy(d);
-    if (b != nullptr) cublasLtMatrixLayoutDestroy(b);
-    if (a != nullptr) cublasLtMatrixLayoutDestroy(a);
-    if (op != nullptr) cublasLtMatmulDescDestroy(op);
+    if (d != nullptr) cublaslt().MatrixLayoutDestroy(d);
+    if (b != nullptr) cublaslt().MatrixLayoutDestroy(b);
+    if (a != nullptr) cublaslt().MatrixLayoutDestroy(a);
+    if (op != nullptr) cublaslt().MatmulDescDestroy(op);
   }
 };
 
 cublasLtMatrixLayout_t layout(DType t, std::int64_t rows, std::int64_t cols, std::int64_t ld, std::int32_t batch,
                               std::int64_t batch_stride) {
   cublasLtMatrixLayout_t l = nullptr;
-  check_lt(cublasLtMatrixLayoutCreate(&l, cuda_type(t), static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(cols), ld),
+  check_lt(cublaslt().MatrixLayoutCreate(&l, cuda_type(t), static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(cols), ld),
            "layout");
   if (batch > 1) {
-    check_lt(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch), "batch count");
-    check_lt(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &batch_stride,
+    check_lt(cublaslt().MatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch), "batch count");
+    check_lt(cublaslt().MatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &batch_stride,
                                               sizeof batch_stride),
              "batch stride");
   }
@@ -122,13 +123,13 @@ void matmul(const Tensor& a_in, const Tensor& w_in, const Tensor& bias_in, const
 
   const bool tf32 = in == DType::f32 && cuda_allow_tf32();
   Descriptors desc;
-  check_lt(cublasLtMatmulDescCreate(&desc.op, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F),
+  check_lt(cublaslt().MatmulDescCreate(&desc.op, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F),
            "descriptor");
   if (bias.defined()) {
     const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    check_lt(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue), "epilogue");
+    check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue), "epilogue");
     const void* bias_ptr = bias.data();
-    check_lt(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr),
+    check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr),
              "bias");
   }
   const auto b32 = static_cast<std::int32_t>(batch);
@@ -145,14 +146,14 @@ void matmul(const Tensor& a_in, const Tensor& w_in, const Tensor& bias_in, const
     auto it = plans.find(key);
     if (it == plans.end()) {
       cublasLtMatmulPreference_t pref = nullptr;
-      check_lt(cublasLtMatmulPreferenceCreate(&pref), "preference");
+      check_lt(cublaslt().MatmulPreferenceCreate(&pref), "preference");
       const std::uint64_t ws = kWorkspaceBytes;
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+      cublaslt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
       cublasLtMatmulHeuristicResult_t result{};
       int found = 0;
       const cublasStatus_t s =
-          cublasLtMatmulAlgoGetHeuristic(handle(), desc.op, desc.a, desc.b, desc.d, desc.d, pref, 1, &result, &found);
-      cublasLtMatmulPreferenceDestroy(pref);
+          cublaslt().MatmulAlgoGetHeuristic(handle(), desc.op, desc.a, desc.b, desc.d, desc.d, pref, 1, &result, &found);
+      cublaslt().MatmulPreferenceDestroy(pref);
       check_lt(s, "heuristic");
       if (found == 0) {
         throw std::runtime_error("matmul: cuBLASLt has no algorithm for " + std::string(dtype_name(in)) + " -> " +
@@ -165,7 +166,7 @@ void matmul(const Tensor& a_in, const Tensor& w_in, const Tensor& bias_in, const
     algo = it->second;
   }
   const float alpha = 1.0f, beta = 0.0f;
-  check_lt(cublasLtMatmul(handle(), desc.op, &alpha, w.data(), desc.a, a.data(), desc.b, &beta, d.data(), desc.d, d.data(),
+  check_lt(cublaslt().Matmul(handle(), desc.op, &alpha, w.data(), desc.a, a.data(), desc.b, &beta, d.data(), desc.d, d.data(),
                           desc.d, &algo, workspace(), kWorkspaceBytes, stream()),
            "cublasLtMatmul");
   if (!direct) copy(d, out);

@@ -1,12 +1,11 @@
 // The CUDA backend's runtime: errors as exceptions, the stream, the device allocator (the caching
 // allocator of caching_allocator.h on cudaMalloc, registered for DeviceType::cuda at load time) with its
 // byte moves, and what cuda_info() reports.
-#include <cublasLt.h>
-
 #include <mutex>
 #include <stdexcept>
 
 #include "../caching_allocator.h"
+#include "cublaslt_api.h"
 #include "cuda_kernels.h"
 #include "cuda_support.cuh"
 #include "mantissa/backend/cuda.h"
@@ -125,8 +124,9 @@ CudaInfo cuda_info() {
   info.architectures = MANTISSA_CUDA_ARCHITECTURES;
   int runtime = 0;
   cudaRuntimeGetVersion(&runtime);
+  // cuBLASLt is loaded at the first product on a GPU (cublaslt_api.h); here, the version it was built with.
   info.versions = "CUDA runtime " + std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10) +
-                  ", cuBLASLt " + std::to_string(cublasLtGetVersion());
+                  ", cuBLASLt " + std::to_string(CUBLAS_VER_MAJOR) + "." + std::to_string(CUBLAS_VER_MINOR) + " headers";
   info.kernels = {
       {"copy and cast", "f64 f32 f16 bf16 e4m3 e5m2, the CPU's rounding bits"},
       {"elementwise (binary, unary and their backward)", "f32 f16 bf16, computed in f32"},
@@ -146,7 +146,15 @@ CudaInfo cuda_info() {
     if (cudaGetDeviceProperties(&p, d) != cudaSuccess) continue;
     info.devices.push_back({p.name, p.major, p.minor, static_cast<std::int64_t>(p.totalGlobalMem), p.multiProcessorCount});
   }
-  if (info.devices.empty()) info.unavailable = "no GPU found";
+  if (info.devices.empty()) {
+    info.unavailable = "no GPU found";
+    return info;
+  }
+  try {
+    info.versions += "; loaded cuBLASLt " + std::to_string(detail::cuda::cublaslt().GetVersion());
+  } catch (const std::exception& e) {
+    info.unavailable = e.what();  // no products without it
+  }
   return info;
 }
 

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds, on a development machine (nvcc, no GPU), what scripts/gpu-check.sh runs on the lent GPU
+# machine, which has the NVIDIA driver, CUDA and PyTorch but none of Debian's development packages: the
+# CUDA build's test programs and command in build-gpu/ (MPI off: Open MPI's libraries are not there),
+# and a folder build-gpu/carry/ with them and the shared libraries they need that such a machine may lack
+# (oneDNN, fmt, ...). cuBLASLt (541 MB) is not carried: gpu-check.sh finds the machine's own (PyTorch's).
+# Then, with the device tool:  run  command="bash scripts/gpu-check.sh"  carry=["build-gpu/carry"]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DMANTISSA_WERROR=ON -DMANTISSA_WITH_MPI=OFF \
+  -DMANTISSA_BUILD_BENCHMARKS=OFF -DMANTISSA_BUILD_FUZZERS=OFF >/dev/null
+grep -q "^CMAKE_CUDA_COMPILER:[A-Z]*=/.*nvcc" build-gpu/CMakeCache.txt || { echo "gpu-pack: no CUDA compiler found" >&2; exit 1; }
+cmake --build build-gpu -j "$(nproc)" --target gpu_tests parity_tests mantissa_cli
+rm -rf build-gpu/carry && mkdir -p build-gpu/carry/bin build-gpu/carry/lib
+cp build-gpu/bin/gpu_tests build-gpu/bin/parity_tests build-gpu/bin/mantissa build-gpu/carry/bin/
+strip build-gpu/carry/bin/*
+# Every shared library the programs name except the C library's own and the CUDA driver's.
+for b in build-gpu/carry/bin/*; do ldd "$b"; done | awk '/=> \// {print $3}' | sort -u |
+  grep -v -E '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libcuda)\.so' |
+  while read -r lib; do cp -L "$lib" build-gpu/carry/lib/; done
+du -sh build-gpu/carry

@@ -1,0 +1,213 @@
+// The CUDA backend where a GPU is present (every case is skipped, with the reason, where there is none;
+// scripts/gpu-check.sh runs them on the device machine): casts give the CPU's bits on every 16-bit
+// pattern and on 10^6 random f32 values, for bf16, fp16, e4m3 and e5m2, nearest and stochastic; the
+// caching allocator reuses memory and says clearly when the GPU is full; the optimizer and the loss
+// scaler's check give the CPU's results; a tensor on the wrong device is a one-line error.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "mantissa/autograd/node.h"
+#include "mantissa/backend/cuda.h"
+#include "mantissa/core/memory.h"
+#include "mantissa/core/tensor.h"
+#include "mantissa/ops/ops.h"
+#include "mantissa/optim/optimizer.h"
+#include "../../src/backend/registry.h"
+
+namespace mantissa {
+namespace {
+
+const Device kGpu{DeviceType::cuda, 0};
+
+class Cuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << cuda_info().unavailable;
+  }
+};
+
+// f32 values from raw bit patterns.
+Tensor f32_from_bits(const std::vector<std::uint32_t>& bits) {
+  Tensor t = Tensor::empty({static_cast<std::int64_t>(bits.size())}, DType::f32);
+  std::memcpy(t.data(), bits.data(), bits.size() * 4);
+  return t;
+}
+
+std::vector<std::uint32_t> cast_inputs() {
+  std::vector<std::uint32_t> bits;
+  for (std::uint32_t p = 0; p < 65536; ++p) {
+    bits.push_back(p << 16);                 // every bf16 value, and the f32 values around every fp16 and fp8 one
+    bits.push_back(p << 16 | 0x8000);        // ties for bf16
+    bits.push_back(p << 16 | (p * 2654435761U >> 16));  // an arbitrary low half
+  }
+  std::mt19937 rng(20261201);
+  for (int i = 0; i < 1000000; ++i) bits.push_back(static_cast<std::uint32_t>(rng()));  // every exponent, NaNs and infinities included
+  return bits;
+}
+
+void expect_same_bytes(const Tensor& gpu_result, const Tensor& cpu_result, const std::string& what) {
+  const Tensor back = gpu_result.to(Device::cpu());
+  const std::size_t n = static_cast<std::size_t>(back.numel()) * dtype_size(back.dtype());
+  ASSERT_EQ(back.numel(), cpu_result.numel());
+  const auto* a = static_cast<const unsigned char*>(back.data());
+  const auto* b = static_cast<const unsigned char*>(cpu_result.data());
+  const std::size_t size = dtype_size(back.dtype());
+  for (std::size_t i = 0; i < n; i += size) {
+    ASSERT_EQ(0, std::memcmp(a + i, b + i, size)) << what << ": element " << i / size << " differs";
+  }
+}
+
+TEST_F(Cuda, CastsGiveTheCpusBitsOnEveryPatternAndAMillionRandomValues) {
+  const Tensor x = f32_from_bits(cast_inputs());
+  const Tensor xg = x.to(kGpu);
+  for (DType t : {DType::bf16, DType::f16, DType::e4m3, DType::e5m2}) {
+    // f32 -> format, nearest even (the Copy kernel, as cast() and autocast use it).
+    const Tensor cpu = Tensor::empty(x.shape(), t);
+    detail::run_kernel<detail::kernel::Copy>(Device::cpu(), x, cpu);
+    const Tensor gpu = Tensor::empty(x.shape(), t, kGpu);
+    detail::run_kernel<detail::kernel::Copy>(kGpu, xg, gpu);
+    expect_same_bytes(gpu, cpu, std::string("f32 -> ") + std::string(dtype_name(t)));
+    // format -> f32 on every pattern of the format.
+    const std::int64_t patterns = dtype_size(t) == 2 ? 65536 : 256;
+    Tensor all = Tensor::empty({patterns}, t);
+    for (std::int64_t p = 0; p < patterns; ++p) {
+      if (dtype_size(t) == 2) {
+        static_cast<std::uint16_t*>(all.data())[p] = static_cast<std::uint16_t>(p);
+      } else {
+        static_cast<std::uint8_t*>(all.data())[p] = static_cast<std::uint8_t>(p);
+      }
+    }
+    const Tensor up_cpu = Tensor::empty({patterns}, DType::f32);
+    detail::run_kernel<detail::kernel::Copy>(Device::cpu(), all, up_cpu);
+    const Tensor up_gpu = Tensor::empty({patterns}, DType::f32, kGpu);
+    detail::run_kernel<detail::kernel::Copy>(kGpu, all.to(kGpu), up_gpu);
+    expect_same_bytes(up_gpu, up_cpu, std::string(dtype_name(t)) + " -> f32");
+    // Stochastic rounding of master weights: the same random bits from (seed, index).
+    for (Rounding r : {Rounding::nearest_even, Rounding::stochastic}) {
+      const Tensor w_cpu = Tensor::empty(x.shape(), t);
+      detail::run_kernel<detail::kernel::RoundInto>(Device::cpu(), x, w_cpu, r, 77);
+      const Tensor w_gpu = Tensor::empty(x.shape(), t, kGpu);
+      detail::run_kernel<detail::kernel::RoundInto>(kGpu, xg, w_gpu, r, 77);
+      expect_same_bytes(w_gpu, w_cpu, std::string("round_into ") + std::string(dtype_name(t)));
+    }
+  }
+}
+
+TEST_F(Cuda, TheAllocatorReusesFreedMemoryAndCountsItLikeTheCpus) {
+  reset_peak_memory(kGpu);
+  const MemoryStats before = memory_stats(kGpu);
+  {
+    MemoryCategoryScope scope(MemoryCategory::activations);
+    const Tensor a = Tensor::zeros({1024, 1024}, DType::f32, kGpu);
+    EXPECT_EQ(memory_stats(kGpu).current_of(MemoryCategory::activations) -
+                  before.current_of(MemoryCategory::activations),
+              4 << 20);
+    EXPECT_EQ(a.to_doubles()[12345], 0.0);
+  }
+  EXPECT_EQ(memory_stats(kGpu).current_total, before.current_total);
+  EXPECT_GE(memory_stats(kGpu).cached, 4 << 20);  // kept for the next step
+  release_cached_memory();
+}
+
+TEST_F(Cuda, RunningOutOfGpuMemoryIsOneClearError) {
+  try {
+    const Tensor huge = Tensor::empty({std::int64_t{1} << 48}, DType::f32, kGpu);
+    FAIL() << "allocated 1 PiB";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda:0: out of memory: asked for"), std::string::npos) << e.what();
+  }
+  const Tensor after = Tensor::full({4}, 2.5, DType::f32, kGpu);  // and the device still works
+  EXPECT_EQ(after.to_doubles(), (std::vector<double>{2.5, 2.5, 2.5, 2.5}));
+}
+
+TEST_F(Cuda, ATensorOnTheWrongDeviceIsAnErrorNamingBoth) {
+  const Tensor a = Tensor::randn({3, 4}, DType::f32, 1).to(kGpu);
+  const Tensor b = Tensor::randn({3, 4}, DType::f32, 2);
+  try {
+    (void)add(a, b);
+    FAIL() << "added tensors on two devices";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "binary: a tensor on cpu where cuda:0 was expected; move tensors with to_device() first");
+  }
+  EXPECT_THROW((void)Tensor::zeros({2}, DType::f32, Device{DeviceType::cuda, 1}), std::invalid_argument);
+}
+
+// Five AdamW steps with bf16 gradients, bf16 moments and f32 master weights, and an SGD step with
+// Nesterov momentum: the same f32 formulas as the CPU's, so the same results within a few f32 ulps
+// (the GPU may fuse a multiply and an add the CPU rounds twice).
+TEST_F(Cuda, OptimizerStepsFollowTheCpus) {
+  const std::int64_t n = 100003;
+  Tensor p_cpu = Tensor::randn({n}, DType::f32, 5);
+  Tensor m_cpu = Tensor::zeros({n}, DType::bf16), v_cpu = Tensor::zeros({n}, DType::bf16);
+  Tensor p_gpu = p_cpu.to(kGpu), m_gpu = m_cpu.to(kGpu), v_gpu = v_cpu.to(kGpu);
+  for (int step = 1; step <= 5; ++step) {
+    const Tensor g = Tensor::randn({n}, DType::bf16, 100 + static_cast<std::uint64_t>(step), 0, 1e3);
+    const detail::AdamStep s{1e-3, 0.9, 0.999, 1e-8, 0.1, true, step, 1.0 / 1024};
+    detail::run_kernel<detail::kernel::AdamUpdate>(Device::cpu(), p_cpu, g, m_cpu, v_cpu, s);
+    detail::run_kernel<detail::kernel::AdamUpdate>(kGpu, p_gpu, g.to(kGpu), m_gpu, v_gpu, s);
+  }
+  const std::vector<double> a = p_cpu.to_doubles(), b = p_gpu.to_doubles();
+  for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(b[i], a[i], 8 * 0x1p-24 * std::fabs(a[i]) + 1e-12) << i;
+  // The bf16 moments: within one bf16 rounding of each other.
+  const std::vector<double> mc = m_cpu.to_doubles(), mg = m_gpu.to_doubles();
+  for (std::size_t i = 0; i < mc.size(); ++i) ASSERT_NEAR(mg[i], mc[i], 0x1p-8 * std::fabs(mc[i]) + 1e-30) << i;
+
+  Tensor q_cpu = Tensor::randn({n}, DType::f32, 6), buf_cpu = Tensor::randn({n}, DType::f32, 7);
+  Tensor q_gpu = q_cpu.to(kGpu), buf_gpu = buf_cpu.to(kGpu);
+  const Tensor g = Tensor::randn({n}, DType::f16, 8);
+  const detail::SgdStep s{0.1, 0.9, 1e-4, true, false, 0.5};
+  detail::run_kernel<detail::kernel::SgdUpdate>(Device::cpu(), q_cpu, g, buf_cpu, s);
+  detail::run_kernel<detail::kernel::SgdUpdate>(kGpu, q_gpu, g.to(kGpu), buf_gpu, s);
+  const std::vector<double> c = q_cpu.to_doubles(), d = q_gpu.to_doubles();
+  for (std::size_t i = 0; i < c.size(); ++i) ASSERT_NEAR(d[i], c[i], 4 * 0x1p-24 * (std::fabs(c[i]) + 1)) << i;
+}
+
+// The loss scaler's pass: the same non-finite and underflow counts as the CPU's, the same values
+// written, the sum of squares to f64 rounding.
+TEST_F(Cuda, TheScaleAndCheckPassCountsWhatTheCpusCounts) {
+  for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+    Tensor g = Tensor::randn({300, 701}, t, 9, 0, 1e-3);
+    std::vector<double> v = g.to_doubles();
+    v[17] = std::numeric_limits<double>::infinity();
+    v[9000] = std::numeric_limits<double>::quiet_NaN();
+    v[123] = 1e-9;
+    g = Tensor::from_values(v, g.shape(), t);
+    Tensor gg = g.to(kGpu);
+    const detail::GradientCheck cpu = detail::run_kernel<detail::kernel::ScaleAndCheck>(Device::cpu(), g, 1.0 / 64, 1e-7);
+    const detail::GradientCheck gpu = detail::run_kernel<detail::kernel::ScaleAndCheck>(kGpu, gg, 1.0 / 64, 1e-7);
+    EXPECT_EQ(gpu.count, cpu.count);
+    EXPECT_EQ(gpu.nonfinite, cpu.nonfinite);
+    EXPECT_EQ(gpu.underflow, cpu.underflow);
+    EXPECT_NEAR(gpu.sum_squares, cpu.sum_squares, 1e-12 * cpu.sum_squares);
+    expect_same_bytes(gg, g, std::string("scaled ") + std::string(dtype_name(t)));
+  }
+}
+
+// A linear layer's forward and backward entirely on the GPU, gradients back on the CPU's leaves.
+TEST_F(Cuda, GradientsFlowBackAcrossDevices) {
+  Tensor x = Tensor::randn({8, 16}, DType::f32, 10);
+  Tensor w = Tensor::randn({4, 16}, DType::f32, 11);
+  x.set_requires_grad();
+  w.set_requires_grad();
+  const Tensor y = linear(to_device(x, kGpu), to_device(w, kGpu), Tensor());
+  ASSERT_EQ(y.device(), kGpu);
+  mul(y, y).backward(Tensor::full({8, 4}, 1, DType::f32, kGpu));
+  ASSERT_TRUE(x.grad().defined());
+  EXPECT_EQ(x.grad().device(), Device::cpu());
+  Tensor xr = Tensor::randn({8, 16}, DType::f32, 10), wr = Tensor::randn({4, 16}, DType::f32, 11);
+  xr.set_requires_grad();
+  wr.set_requires_grad();
+  const Tensor yr = linear(xr, wr, Tensor());
+  mul(yr, yr).backward(Tensor::full({8, 4}, 1, DType::f32));
+  const std::vector<double> a = x.grad().to_doubles(), b = xr.grad().to_doubles();
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4 * (std::fabs(b[i]) + 1)) << i;
+}
+
+}  // namespace
+}  // namespace mantissa
