@@ -31,6 +31,7 @@ timeout 180 "$carry/bin/gpu_tests" --gtest_brief=1 2>&1 | tail -40
 
 section "parity on cuda against the reference, every op and dtype (tests/parity/parity_test.cpp)"
 timeout 240 "$carry/bin/parity_tests" --gtest_filter='*CudaBackendMatchesReference*' > /tmp/parity-cuda.txt 2>&1
+echo "exit status: $? (a crash ends the run: the last case started is the last '[ RUN' line of parity-cuda.txt)"
 echo "passed:  $(grep -c '^\[       OK \]' /tmp/parity-cuda.txt)"
 echo "failed:  $(grep -c '^\[  FAILED  \].*Cuda.*(' /tmp/parity-cuda.txt)"
 echo "skipped: $(grep -c '^\[  SKIPPED \].*(' /tmp/parity-cuda.txt)"

@@ -16,6 +16,6 @@ cp build-gpu/bin/gpu_tests build-gpu/bin/parity_tests build-gpu/bin/mantissa bui
 strip build-gpu/carry/bin/*
 # Every shared library the programs name except the C library's own and the CUDA driver's.
 for b in build-gpu/carry/bin/*; do ldd "$b"; done | awk '/=> \// {print $3}' | sort -u |
-  grep -v -E '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libcuda)\.so' |
+  grep -v -E '/(libc|libm|libmvec|libdl|libpthread|librt|ld-linux[^/]*|libcuda)\.so' |
   while read -r lib; do cp -L "$lib" build-gpu/carry/lib/; done
 du -sh build-gpu/carry
