@@ -154,7 +154,7 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
       throw std::invalid_argument("backward() of a tensor of shape " + shape_str(shape()) +
                                   " needs a gradient of that shape (it is not a scalar)");
     }
-    seed = Tensor::full(shape(), 1.0, dtype());
+    seed = Tensor::full(shape(), 1.0, dtype(), device());
   }
   if (seed.shape() != shape()) {
     throw std::invalid_argument("backward(): gradient of shape " + shape_str(seed.shape()) +

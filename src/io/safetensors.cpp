@@ -69,7 +69,7 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<std:
   std::uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     if (name.empty() || name == "__metadata__" || header.contains(name)) fail(path, "bad or repeated tensor name '" + name + "'");
-    const Tensor c = contiguous(t);
+    const Tensor c = t.device() == Device::cpu() ? contiguous(t) : t.to(Device::cpu());  // written from host memory
     const std::uint64_t bytes = static_cast<std::uint64_t>(c.numel()) * dtype_size(c.dtype());
     header[name] = {{"dtype", safetensors_dtype(c.dtype())}, {"shape", c.shape()}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;

@@ -120,4 +120,21 @@ void Module::to_dtype(DType dtype) {
   for (auto& [name, child] : children_) child->to_dtype(dtype);
 }
 
+void Module::to_device(Device device) {
+  NoGradGuard no_grad;
+  for (auto& [name, t] : params_) {
+    if (!t.defined() || t.device() == device) continue;
+    MemoryCategoryScope scope(MemoryCategory::parameters);
+    const bool grad = t.requires_grad();
+    t = t.to(device);
+    if (grad) t.set_requires_grad();
+  }
+  for (auto& [name, t] : buffers_) {
+    if (!t.defined() || t.device() == device) continue;
+    MemoryCategoryScope scope(MemoryCategory::parameters);
+    t = t.to(device);
+  }
+  for (auto& [name, child] : children_) child->to_device(device);
+}
+
 }  // namespace mantissa::nn

@@ -148,7 +148,7 @@ Tensor dropout(const Tensor& x, double p, std::uint64_t seed, bool training) {
   for (std::size_t i = 0; i < mask.size(); ++i) {
     mask[i] = stochastic_bits(seed, i) >= threshold ? keep_scale : 0.0;
   }
-  const Tensor m = Tensor::from_values(mask, x.shape(), DType::f32);
+  const Tensor m = Tensor::from_values(mask, x.shape(), DType::f32).to(x.device());
   return cast(mul(x, m), x.dtype());
 }
 

@@ -38,7 +38,7 @@ class SliceNode final : public Node {
       : dim_(dim), start_(start), end_(end), step_(step) {}
   std::string_view name() const override { return "slice"; }
   std::vector<Tensor> backward(const Tensor& g) override {
-    Tensor full = Tensor::zeros(inputs[0].shape, g.dtype());
+    Tensor full = Tensor::zeros(inputs[0].shape, g.dtype(), g.device());
     run_kernel_on<kernel::Copy>(g, g, slice(full, dim_, start_, end_, step_));
     return {full};
   }

@@ -142,7 +142,8 @@ void Optimizer::load_state(const OptimizerState& state, bool complete) {
       throw std::invalid_argument("optimizer state: '" + key + "' is " + std::string(dtype_name(saved.dtype())) + ", this optimizer keeps " +
                                   std::string(dtype_name(target->dtype())));
     }
-    detail::run_kernel<detail::kernel::Copy>(target->device(), saved, *target);
+    detail::run_kernel<detail::kernel::Copy>(target->device(), saved.device() == target->device() ? saved : saved.to(target->device()),
+                                             *target);
   }
   step_ = state.step;
   // Parameters follow their restored master copies exactly as the last step left them.

@@ -33,14 +33,10 @@ std::map<std::string, std::int64_t> peaks() {
   return out;
 }
 
-// Writes an inf into the first element of a gradient, in its dtype.
+// Writes an inf into the first element of a gradient, in its dtype (on any device).
 void inject_inf(const Tensor& g) {
-  if (g.dtype() == DType::f32) {
-    g.data_as<float>()[0] = std::numeric_limits<float>::infinity();
-  } else {
-    g.data_as<std::uint16_t>()[0] =
-        static_cast<std::uint16_t>(encode(format_of(g.dtype()), std::numeric_limits<float>::infinity()));
-  }
+  const Tensor inf = Tensor::full({1}, std::numeric_limits<double>::infinity(), g.dtype());
+  copy_bytes(g.storage(), static_cast<std::size_t>(g.offset()) * dtype_size(g.dtype()), inf.storage(), 0, dtype_size(g.dtype()));
 }
 
 // The tracer switched on for a step when asked (and left as it was otherwise).
@@ -126,7 +122,8 @@ std::map<std::string, double> lost_updates(nn::Module& model, const std::vector<
   for (std::size_t i = 0; i < params.size(); ++i) {
     if (!before[i].defined()) continue;
     const Tensor& p = params[i];
-    const Tensor pushed = sub(Tensor::full({}, 1.0, DType::f32), equal(cast(p.grad(), DType::f32), Tensor::full({}, 0.0, DType::f32)));
+    const Tensor pushed = sub(Tensor::full({}, 1.0, DType::f32, p.device()),
+                              equal(cast(p.grad(), DType::f32), Tensor::full({}, 0.0, DType::f32, p.device())));
     moved += sum(pushed).item();
     const auto count = [&](const Tensor& unchanged) { return sum(mul(cast(unchanged, DType::f32), pushed)).item(); };
     if (p.dtype() == DType::bf16 || p.dtype() == DType::f16) {
@@ -197,6 +194,7 @@ Trainer::Trainer(Model& model, DataSource& data, TrainerOptions options)
       options_(checked(options)),
       scaler_(options_.loss_scaling.value_or(LossScalerOptions::for_compute(options_.precision.compute))),
       schedule_(options_.schedule.value_or(LrSchedule::constant(options_.optimizer.lr))) {
+  if (!(options_.device == Device::cpu())) model_.module().to_device(options_.device);
   if (options_.precision.low_precision_model()) model_.module().to_dtype(options_.precision.compute);
   keep_layers_in_f32(model_.module(), options_.precision.f32_layers);
   if (options_.plan) apply_precision_plan(model_.module(), *options_.plan);
@@ -218,6 +216,7 @@ Trainer::Trainer(Model& model, DataSource& data, TrainerOptions options)
 }
 
 Batch Trainer::prepare(Batch batch) const {
+  if (batch.inputs.defined() && !(batch.inputs.device() == options_.device)) batch.inputs = batch.inputs.to(options_.device);
   const DType dtype = options_.precision.input_dtype();
   if (batch.inputs.defined() && batch.inputs.dtype() != dtype) batch.inputs = cast(batch.inputs, dtype);
   return batch;
@@ -226,7 +225,8 @@ Batch Trainer::prepare(Batch batch) const {
 Tensor Trainer::loss(const Batch& batch) {
   const auto region = precision_region(options_.precision);
   const DType dtype = options_.precision.input_dtype();
-  if (batch.inputs.defined() && batch.inputs.dtype() != dtype) return model_.loss(prepare(batch));
+  const bool moved = batch.inputs.defined() && (batch.inputs.dtype() != dtype || !(batch.inputs.device() == options_.device));
+  if (moved) return model_.loss(prepare(batch));
   return model_.loss(batch);
 }
 

@@ -191,6 +191,22 @@ TEST(BenchCommand, ModelStepsReportEveryFigureForEachPrecisionAndMode) {
   }
 }
 
+// --device: what cannot run is refused in one line before any data is read: a name that is no device
+// (status 2), and cuda where no GPU can be used, with the reason `info` gives (status 1). Where a GPU is
+// usable, tests/gpu trains on it instead.
+TEST(TrainCommand, TheDeviceFlagRefusesWhatCannotRunInOneLine) {
+  const Result bad = run("train --model mlp --steps 1 --device tpu");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(bad.err, "mantissa: --device: 'tpu' is not cpu or cuda\n");
+  const auto info = nlohmann::json::parse(run("info --json").out);
+  const std::string reason = info["cuda"]["unavailable"].get<std::string>();
+  EXPECT_EQ(info["cuda"]["built"].get<bool>(), !info["cuda"]["versions"].get<std::string>().empty());
+  if (reason.empty()) GTEST_SKIP() << "a GPU is usable here";
+  const Result r = run("train --model mlp --steps 1 --device cuda");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "mantissa: --device cuda: " + reason + "\n");
+}
+
 TEST(TrainCommand, TrainsOnFashionMnistAndWritesMetricsAndSummary) {
   Scratch s;
   const Result r = run("train --model mlp --steps 60 --eval-every 30 --lr 3e-3 --precision fp16 --inject-nonfinite 10,20 "

@@ -336,6 +336,7 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
   app.add_option("--eval-batches", c.eval_batches, "gpt, lstm: validation batches per evaluation")->capture_default_str();
   app.add_option("--seed", c.seed, "Seed of initialization, data order and sampling")->capture_default_str();
   app.add_option("--threads", c.threads, "Threads (default: all)");
+  app.add_option("--device", c.device, "cpu, or cuda: train on the GPU (cuda:0); checkpoints resume on either")->capture_default_str();
   app.add_option("--hidden", c.hidden, "mlp: hidden width; lstm: hidden units")->capture_default_str();
   app.add_option("--layers", c.layers, "mlp: hidden layers; lstm: layers")->capture_default_str();
   app.add_option("--embd", c.embd, "lstm: embedding width")->capture_default_str();

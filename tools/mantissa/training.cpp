@@ -15,6 +15,7 @@
 #include <iterator>
 #include <stdexcept>
 
+#include "mantissa/backend/cuda.h"
 #include "mantissa/core/memory.h"
 #include "mantissa/data/datasets.h"
 #include "mantissa/io/checkpoint.h"
@@ -23,6 +24,15 @@
 
 namespace mantissa::cli {
 namespace {
+
+// --device: cpu, or cuda (cuda:0, the one GPU a process uses), refused with the reason where no GPU is usable.
+Device parse_device(const std::string& name) {
+  if (name == "cpu") return Device::cpu();
+  if (name != "cuda" && name != "cuda:0") throw std::invalid_argument("--device: '" + name + "' is not cpu or cuda");
+  if (!cuda_available()) throw std::runtime_error("--device cuda: " + cuda_info().unavailable);
+  return Device{DeviceType::cuda, 0};
+}
+
 
 LossScalerOptions scaler_options(const TrainConfig& c) {
   LossScalerOptions dynamic;
@@ -356,6 +366,10 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   }
   if (c.resume && c.checkpoint_dir.empty()) throw std::invalid_argument("--resume needs --checkpoint-dir");
   if (c.threads > 0) omp_set_num_threads(c.threads);
+  const Device device = parse_device(c.device);
+  if (device.type == DeviceType::cuda && group->size() > 1) {
+    throw std::invalid_argument("--device cuda under mpirun: data parallel on GPUs needs NCCL, which is not built yet");
+  }
   const bool text = c.model == "gpt" || c.model == "lstm";
   const std::string data_path = !c.data.empty() ? c.data : text ? kFortunesDir.string() : kFashionMnistDir.string();
 
@@ -448,6 +462,7 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
     o.adaptive->low = c.precision;
   }
   o.plan = plan;
+  o.device = device;
   if (group->size() > 1) {
     o.data_parallel = train::DataParallelOptions{
         .group = group,

@@ -40,6 +40,7 @@ struct TrainConfig {
   std::int64_t epochs = 0;  // > 0: steps = epochs passes over the training images (mlp, cnn)
   std::uint64_t seed = 0;
   int threads = 0;
+  std::string device = "cpu";  // cpu, or cuda (cuda:0): where the model trains; not part of a checkpoint's settings
   std::vector<std::int64_t> inject_nonfinite;  // steps (1-based) whose gradient gets an inf
   std::vector<std::string> fp32_layers;        // module paths (or prefixes) run in f32
   bool trace_nonfinite = false;                // stop a step at the first op that makes an inf/NaN, naming it

@@ -56,6 +56,9 @@ class Module {
   // Low-precision-model mode: parameters (not buffers) converted to dtype, except those of modules that
   // keep f32 parameters (norm layers). Replaces the parameter tensors: build the optimizer afterwards.
   void to_dtype(DType dtype);
+  // Parameters and buffers moved to `device` (copies; parameters keep requires_grad). Replaces the
+  // tensors: build the optimizer afterwards.
+  void to_device(Device device);
 
  protected:
   Tensor& register_parameter(const std::string& name, Tensor value);

@@ -107,6 +107,9 @@ struct TrainerOptions {
   std::optional<PrecisionPlan> plan = std::nullopt;
   // Data parallel across the group's ranks (a group of one: ignored).
   std::optional<DataParallelOptions> data_parallel = std::nullopt;
+  // Where the model trains: its parameters, buffers, optimizer state and every batch go there (the data
+  // sources stay on the CPU). Checkpoints are the same on every device: a run may resume on another.
+  Device device = Device::cpu();
 };
 
 // Thrown by a step when stop_on_stall is set and the run has stalled; what() is the explanation.

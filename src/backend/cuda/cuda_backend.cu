@@ -16,6 +16,17 @@ void register_cuda_kernels() {
   register_kernel<kernel::AdamUpdate>(Impl::cuda, cuda::adam_update);
   register_kernel<kernel::RoundInto>(Impl::cuda, cuda::round_into);
   register_kernel<kernel::Matmul>(Impl::cuda, cuda::matmul);
+  register_kernel<kernel::Softmax>(Impl::cuda, cuda::softmax);
+  register_kernel<kernel::SoftmaxBackward>(Impl::cuda, cuda::softmax_backward);
+  register_kernel<kernel::AttentionSoftmax>(Impl::cuda, cuda::attention_softmax);
+  register_kernel<kernel::AttentionSoftmaxBackward>(Impl::cuda, cuda::attention_softmax_backward);
+  register_kernel<kernel::CrossEntropy>(Impl::cuda, cuda::cross_entropy);
+  register_kernel<kernel::CrossEntropyBackward>(Impl::cuda, cuda::cross_entropy_backward);
+  register_kernel<kernel::LayerNorm>(Impl::cuda, cuda::layer_norm);
+  register_kernel<kernel::LayerNormBackward>(Impl::cuda, cuda::layer_norm_backward);
+  register_kernel<kernel::Reduce>(Impl::cuda, cuda::reduce);
+  register_kernel<kernel::Embedding>(Impl::cuda, cuda::embedding);
+  register_kernel<kernel::EmbeddingBackward>(Impl::cuda, cuda::embedding_backward);
 }
 
 }  // namespace mantissa::detail

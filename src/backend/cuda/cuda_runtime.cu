@@ -37,6 +37,16 @@ ElementType element_type(DType t) {
   return e;
 }
 
+Tensor indices_on_gpu(std::span<const std::int64_t> values, Device device) {
+  // f64 has the size of int64: the bytes are copied as they are, never read as doubles.
+  Tensor t = Tensor::empty({static_cast<std::int64_t>(values.size())}, DType::f64, device);
+  if (!values.empty()) {
+    check(cudaMemcpyAsync(t.data(), values.data(), values.size_bytes(), cudaMemcpyHostToDevice, stream()), "indices to cuda");
+    check(cudaStreamSynchronize(stream()), "indices to cuda");
+  }
+  return t;
+}
+
 void refuse_f64(const char* what, const Tensor& t) {
   if (t.defined() && t.dtype() == DType::f64) {
     throw std::invalid_argument(std::string(what) + ": f64 tensors are for checks on the CPU's reference backend; cuda computes in f32");
@@ -133,6 +143,11 @@ CudaInfo cuda_info() {
       {"loss scaling (scale and check)", "f32 f16 bf16"},
       {"optimizer (SGD, Adam/AdamW, master-weight write-back with stochastic rounding)", "f32 master, f32 f16 bf16 gradients"},
       {"matmul (cuBLASLt, bias epilogue)", "f32 (TF32 only when allowed), f16 and bf16 with f32 accumulation"},
+      {"softmax, log-softmax and the attention softmax (scaled, causal), with their backward", "f32 f16 bf16, in f32"},
+      {"cross-entropy (label smoothing, ignored index) and its backward", "f32 f16 bf16 logits, f32 probabilities"},
+      {"layer norm and its backward", "f32 f16 bf16, statistics in f32"},
+      {"reductions (sum, mean, max over any axes)", "f32 f16 bf16, summed in f32"},
+      {"embedding and its backward", "f32 f16 bf16 weights, f32 gradient (atomic adds)"},
   };
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);

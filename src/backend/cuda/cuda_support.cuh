@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "../../numeric/encode_rules.h"
@@ -100,6 +101,37 @@ Strided<N> strided(const Shape& shape, const Tensor* const (&tensors)[N], const 
   }
   return s;
 }
+
+// A 2-D view's rows and columns: element (r, c) at r * row + c * col (in elements).
+struct Rows {
+  std::int64_t rows, cols, row, col;
+};
+inline Rows rows_of(const Tensor& t) { return {t.size(0), t.size(1), t.strides()[0], t.strides()[1]}; }
+
+// Sum and max over a block of kThreads threads; every thread gets the result. `scratch` holds one value
+// per warp.
+__device__ inline float block_sum(float v, float* scratch) {
+  for (int d = 16; d > 0; d /= 2) v += __shfl_xor_sync(0xffffffffU, v, d);
+  __syncthreads();  // scratch may still be read by a previous reduction
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x / 32] = v;
+  __syncthreads();
+  float total = 0;
+  for (int w = 0; w < kThreads / 32; ++w) total += scratch[w];
+  return total;
+}
+__device__ inline float block_max(float v, float* scratch) {
+  for (int d = 16; d > 0; d /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffU, v, d));
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x / 32] = v;
+  __syncthreads();
+  float m = -INFINITY;
+  for (int w = 0; w < kThreads / 32; ++w) m = fmaxf(m, scratch[w]);
+  return m;
+}
+
+// A host array (ids, targets) copied to the GPU for the duration of a kernel: an int64 tensor of the
+// caching allocator, freed when the handle goes (stream order keeps it alive for the kernel).
+Tensor indices_on_gpu(std::span<const std::int64_t> values, Device device);
 
 // f64 tensors exist for checks, which run on the reference backend; the CUDA kernels compute in f32.
 void refuse_f64(const char* what, const Tensor& t);

@@ -1,0 +1,319 @@
+// CUDA kernels that work a row at a time, one block of kThreads threads per row, statistics in f32:
+// softmax and log-softmax with their backward, the attention softmax (scaled, causal) with its backward,
+// cross-entropy with label smoothing and an ignored index, and layer norm with its backward. Each
+// follows its contract in kernels.h and the reference's formulas; values are rounded once on store.
+#include <cmath>
+
+#include "cuda_kernels.h"
+#include "cuda_support.cuh"
+
+namespace mantissa::detail::cuda {
+namespace {
+
+__global__ void softmax_kernel(Rows x, ElementType tx, const void* xp, Rows y, ElementType ty, void* yp, bool log) {
+  __shared__ float scratch[kThreads / 32];
+  const std::int64_t r = blockIdx.x;
+  float mx = -INFINITY;
+  for (std::int64_t c = threadIdx.x; c < x.cols; c += kThreads) mx = fmaxf(mx, load(tx, xp, r * x.row + c * x.col));
+  mx = block_max(mx, scratch);
+  float total = 0;
+  for (std::int64_t c = threadIdx.x; c < x.cols; c += kThreads) total += expf(load(tx, xp, r * x.row + c * x.col) - mx);
+  total = block_sum(total, scratch);
+  const float log_total = logf(total);
+  for (std::int64_t c = threadIdx.x; c < x.cols; c += kThreads) {
+    const float z = load(tx, xp, r * x.row + c * x.col) - mx;
+    store(ty, yp, r * y.row + c * y.col, log ? z - log_total : expf(z) / total);
+  }
+}
+
+__global__ void softmax_backward_kernel(Rows y, ElementType ty, const void* yp, Rows g, ElementType tg, const void* gp,
+                                        Rows gx, ElementType tgx, void* gxp, bool log) {
+  __shared__ float scratch[kThreads / 32];
+  const std::int64_t r = blockIdx.x;
+  float dot = 0;
+  for (std::int64_t c = threadIdx.x; c < y.cols; c += kThreads) {
+    const float gv = load(tg, gp, r * g.row + c * g.col);
+    dot += log ? gv : gv * load(ty, yp, r * y.row + c * y.col);
+  }
+  dot = block_sum(dot, scratch);
+  for (std::int64_t c = threadIdx.x; c < y.cols; c += kThreads) {
+    const float gv = load(tg, gp, r * g.row + c * g.col);
+    const float yv = load(ty, yp, r * y.row + c * y.col);
+    store(tgx, gxp, r * gx.row + c * gx.col, log ? gv - expf(yv) * dot : yv * (gv - dot));
+  }
+}
+
+// [B, T, S] tensors by their strides; row (b, i) is block b * T + i.
+struct Rows3 {
+  std::int64_t t, s, sb, si, sj;
+  __device__ std::int64_t at(std::int64_t row, std::int64_t j) const { return row / t * sb + row % t * si + j * sj; }
+};
+Rows3 rows3_of(const Tensor& x) { return {x.size(1), x.size(2), x.strides()[0], x.strides()[1], x.strides()[2]}; }
+
+__device__ std::int64_t visible_columns(bool causal, std::int64_t i, std::int64_t t, std::int64_t s) {
+  if (!causal) return s;
+  const std::int64_t n = i + s - t + 1;
+  return n < 0 ? 0 : n > s ? s : n;
+}
+
+__global__ void attention_softmax_kernel(Rows3 sc, ElementType ts, const void* sp, float scale, bool causal, Rows3 pr,
+                                         ElementType tp, void* pp) {
+  __shared__ float scratch[kThreads / 32];
+  const std::int64_t row = blockIdx.x;
+  const std::int64_t n = visible_columns(causal, row % sc.t, sc.t, sc.s);
+  float mx = -INFINITY;
+  for (std::int64_t j = threadIdx.x; j < n; j += kThreads) mx = fmaxf(mx, scale * load(ts, sp, sc.at(row, j)));
+  mx = block_max(mx, scratch);
+  float total = 0;
+  for (std::int64_t j = threadIdx.x; j < n; j += kThreads) total += expf(scale * load(ts, sp, sc.at(row, j)) - mx);
+  total = block_sum(total, scratch);
+  for (std::int64_t j = threadIdx.x; j < sc.s; j += kThreads) {
+    const float p = j < n ? expf(scale * load(ts, sp, sc.at(row, j)) - mx) / total : n == 0 ? NAN : 0.0f;
+    store(tp, pp, pr.at(row, j), p);
+  }
+}
+
+__global__ void attention_softmax_backward_kernel(Rows3 pr, ElementType tp, const void* pp, Rows3 gpr, ElementType tgp,
+                                                  const void* gpp, float scale, bool causal, Rows3 gs, ElementType tgs,
+                                                  void* gsp) {
+  __shared__ float scratch[kThreads / 32];
+  const std::int64_t row = blockIdx.x;
+  const std::int64_t n = visible_columns(causal, row % pr.t, pr.t, pr.s);
+  float dot = 0;
+  for (std::int64_t j = threadIdx.x; j < n; j += kThreads) dot += load(tp, pp, pr.at(row, j)) * load(tgp, gpp, gpr.at(row, j));
+  dot = block_sum(dot, scratch);
+  for (std::int64_t j = threadIdx.x; j < pr.s; j += kThreads) {
+    const float g = j < n ? scale * load(tp, pp, pr.at(row, j)) * (load(tgp, gpp, gpr.at(row, j)) - dot) : 0.0f;
+    store(tgs, gsp, gs.at(row, j), g);
+  }
+}
+
+__global__ void cross_entropy_kernel(Rows x, ElementType tx, const void* xp, const std::int64_t* targets,
+                                     std::int64_t ignore_index, float smoothing, Rows p, float* pp, std::int64_t loss_stride,
+                                     float* losses) {
+  __shared__ float scratch[kThreads / 32];
+  const std::int64_t r = blockIdx.x;
+  float mx = -INFINITY;
+  for (std::int64_t c = threadIdx.x; c < x.cols; c += kThreads) mx = fmaxf(mx, load(tx, xp, r * x.row + c * x.col));
+  mx = block_max(mx, scratch);
+  float total = 0, sum_z = 0;
+  for (std::int64_t c = threadIdx.x; c < x.cols; c += kThreads) {
+    const float z = load(tx, xp, r * x.row + c * x.col) - mx;
+    total += expf(z);
+    sum_z += z;
+  }
+  total = block_sum(total, scratch);
+  sum_z = block_sum(sum_z, scratch);
+  const float log_total = logf(total);
+  for (std::int64_t c = threadIdx.x; c < x.cols; c += kThreads) {
+    pp[r * p.row + c * p.col] = expf(load(tx, xp, r * x.row + c * x.col) - mx - log_total);
+  }
+  if (threadIdx.x == 0) {
+    const std::int64_t t = targets[r];
+    // -sum_c w_c log p_c with log p_c = z_c - log_total and sum_c w_c = 1.
+    const float z_t = t >= 0 && t < x.cols ? load(tx, xp, r * x.row + t * x.col) - mx : 0.0f;
+    const float loss = log_total - (1 - smoothing) * z_t - smoothing / static_cast<float>(x.cols) * sum_z;
+    losses[r * loss_stride] = t == ignore_index ? 0.0f : loss;
+  }
+}
+
+__global__ void cross_entropy_backward_kernel(Rows p, const float* pp, const std::int64_t* targets, std::int64_t ignore_index,
+                                              float smoothing, ElementType tgl, const void* glp, std::int64_t gl_stride,
+                                              Rows gx, ElementType tgx, void* gxp) {
+  const std::int64_t r = blockIdx.x;
+  const std::int64_t t = targets[r];
+  const float g = t == ignore_index ? 0.0f : load(tgl, glp, r * gl_stride);
+  for (std::int64_t c = threadIdx.x; c < p.cols; c += kThreads) {
+    const float w = smoothing / static_cast<float>(p.cols) + (c == t ? 1 - smoothing : 0.0f);
+    store(tgx, gxp, r * gx.row + c * gx.col, (pp[r * p.row + c * p.col] - w) * g);
+  }
+}
+
+// gamma and beta [C] by their stride (an undefined one: 1 and 0).
+struct Affine {
+  ElementType tg, tb;
+  const void* gamma;
+  const void* beta;
+  std::int64_t sg, sb;
+  __device__ float g(std::int64_t c) const { return gamma != nullptr ? load(tg, gamma, c * sg) : 1.0f; }
+  __device__ float b(std::int64_t c) const { return beta != nullptr ? load(tb, beta, c * sb) : 0.0f; }
+};
+Affine affine_of(const Tensor& gamma, const Tensor& beta) {
+  return {element_type(gamma.defined() ? gamma.dtype() : DType::f32), element_type(beta.defined() ? beta.dtype() : DType::f32),
+          gamma.defined() ? gamma.data() : nullptr, beta.defined() ? beta.data() : nullptr,
+          gamma.defined() ? gamma.strides()[0] : 0, beta.defined() ? beta.strides()[0] : 0};
+}
+
+__global__ void layer_norm_kernel(Rows x, ElementType tx, const void* xp, Affine a, float eps, Rows y, ElementType ty,
+                                  void* yp, ElementType tm, void* mean, std::int64_t ms, ElementType tr, void* rstd,
+                                  std::int64_t rs) {
+  __shared__ float scratch[kThreads / 32];
+  const std::int64_t r = blockIdx.x;
+  float sum = 0;
+  for (std::int64_t c = threadIdx.x; c < x.cols; c += kThreads) sum += load(tx, xp, r * x.row + c * x.col);
+  const float mu = block_sum(sum, scratch) / static_cast<float>(x.cols);
+  float var = 0;  // two passes: no cancellation for data far from zero
+  for (std::int64_t c = threadIdx.x; c < x.cols; c += kThreads) {
+    const float d = load(tx, xp, r * x.row + c * x.col) - mu;
+    var += d * d;
+  }
+  const float rstd_v = rsqrtf(block_sum(var, scratch) / static_cast<float>(x.cols) + eps);
+  for (std::int64_t c = threadIdx.x; c < x.cols; c += kThreads) {
+    store(ty, yp, r * y.row + c * y.col, (load(tx, xp, r * x.row + c * x.col) - mu) * rstd_v * a.g(c) + a.b(c));
+  }
+  if (threadIdx.x == 0) {
+    store(tm, mean, r * ms, mu);
+    store(tr, rstd, r * rs, rstd_v);
+  }
+}
+
+__global__ void layer_norm_backward_x_kernel(Rows x, ElementType tx, const void* xp, Affine a, ElementType tm,
+                                             const void* mean, std::int64_t ms, ElementType tr, const void* rstd,
+                                             std::int64_t rs, Rows gy, ElementType tgy, const void* gyp, Rows gx,
+                                             ElementType tgx, void* gxp) {
+  __shared__ float scratch[kThreads / 32];
+  const std::int64_t r = blockIdx.x;
+  const float mu = load(tm, mean, r * ms), rsv = load(tr, rstd, r * rs);
+  float mean_g = 0, mean_gx = 0;
+  for (std::int64_t c = threadIdx.x; c < x.cols; c += kThreads) {
+    const float xhat = (load(tx, xp, r * x.row + c * x.col) - mu) * rsv;
+    const float g = load(tgy, gyp, r * gy.row + c * gy.col) * a.g(c);
+    mean_g += g;
+    mean_gx += g * xhat;
+  }
+  mean_g = block_sum(mean_g, scratch) / static_cast<float>(x.cols);
+  mean_gx = block_sum(mean_gx, scratch) / static_cast<float>(x.cols);
+  for (std::int64_t c = threadIdx.x; c < x.cols; c += kThreads) {
+    const float xhat = (load(tx, xp, r * x.row + c * x.col) - mu) * rsv;
+    const float g = load(tgy, gyp, r * gy.row + c * gy.col) * a.g(c);
+    store(tgx, gxp, r * gx.row + c * gx.col, rsv * (g - mean_g - xhat * mean_gx));
+  }
+}
+
+// grad_gamma and grad_beta: one thread per column, summing over the rows in order (deterministic).
+__global__ void layer_norm_backward_params_kernel(Rows x, ElementType tx, const void* xp, ElementType tm, const void* mean,
+                                                  std::int64_t ms, ElementType tr, const void* rstd, std::int64_t rs,
+                                                  Rows gy, ElementType tgy, const void* gyp, ElementType tgg, void* ggp,
+                                                  std::int64_t sgg, ElementType tgb, void* gbp, std::int64_t sgb) {
+  const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (c >= x.cols) return;
+  float dg = 0, db = 0;
+  for (std::int64_t r = 0; r < x.rows; ++r) {
+    const float xhat = (load(tx, xp, r * x.row + c * x.col) - load(tm, mean, r * ms)) * load(tr, rstd, r * rs);
+    const float g = load(tgy, gyp, r * gy.row + c * gy.col);
+    dg += g * xhat;
+    db += g;
+  }
+  if (ggp != nullptr) store(tgg, ggp, c * sgg, dg);
+  if (gbp != nullptr) store(tgb, gbp, c * sgb, db);
+}
+
+unsigned row_blocks(std::int64_t rows, const char* what) {
+  if (rows > 0x7fffffff) throw std::invalid_argument(std::string(what) + ": too many rows for one launch");
+  return static_cast<unsigned>(rows);
+}
+
+}  // namespace
+
+void softmax(const Tensor& x, const Tensor& y, bool log) {
+  for (const Tensor* t : {&x, &y}) refuse_f64("softmax", *t);
+  if (x.numel() == 0) return;
+  softmax_kernel<<<row_blocks(x.size(0), "softmax"), kThreads, 0, stream()>>>(rows_of(x), element_type(x.dtype()), x.data(),
+                                                                             rows_of(y), element_type(y.dtype()), y.data(), log);
+  check_launch("softmax");
+}
+
+void softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor& grad_x, bool log) {
+  for (const Tensor* t : {&y, &grad_y, &grad_x}) refuse_f64("softmax_backward", *t);
+  if (y.numel() == 0) return;
+  softmax_backward_kernel<<<row_blocks(y.size(0), "softmax_backward"), kThreads, 0, stream()>>>(
+      rows_of(y), element_type(y.dtype()), y.data(), rows_of(grad_y), element_type(grad_y.dtype()), grad_y.data(),
+      rows_of(grad_x), element_type(grad_x.dtype()), grad_x.data(), log);
+  check_launch("softmax_backward");
+}
+
+void attention_softmax(const Tensor& scores, double scale, bool causal, const Tensor& probs) {
+  for (const Tensor* t : {&scores, &probs}) refuse_f64("attention_softmax", *t);
+  if (scores.numel() == 0) return;
+  attention_softmax_kernel<<<row_blocks(scores.size(0) * scores.size(1), "attention_softmax"), kThreads, 0, stream()>>>(
+      rows3_of(scores), element_type(scores.dtype()), scores.data(), static_cast<float>(scale), causal, rows3_of(probs),
+      element_type(probs.dtype()), probs.data());
+  check_launch("attention_softmax");
+}
+
+void attention_softmax_backward(const Tensor& probs, const Tensor& grad_probs, double scale, bool causal,
+                                const Tensor& grad_scores) {
+  for (const Tensor* t : {&probs, &grad_probs, &grad_scores}) refuse_f64("attention_softmax_backward", *t);
+  if (probs.numel() == 0) return;
+  attention_softmax_backward_kernel<<<row_blocks(probs.size(0) * probs.size(1), "attention_softmax_backward"), kThreads, 0,
+                                      stream()>>>(rows3_of(probs), element_type(probs.dtype()), probs.data(),
+                                                  rows3_of(grad_probs), element_type(grad_probs.dtype()), grad_probs.data(),
+                                                  static_cast<float>(scale), causal, rows3_of(grad_scores),
+                                                  element_type(grad_scores.dtype()), grad_scores.data());
+  check_launch("attention_softmax_backward");
+}
+
+void cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index, double smoothing,
+                   const Tensor& probs, const Tensor& losses) {
+  for (const Tensor* t : {&logits, &probs, &losses}) refuse_f64("cross_entropy", *t);
+  if (probs.dtype() != DType::f32 || losses.dtype() != DType::f32) throw std::invalid_argument("cross_entropy: f32 probs and losses");
+  if (logits.size(0) == 0) return;
+  const Tensor ids = indices_on_gpu(targets, logits.device());
+  cross_entropy_kernel<<<row_blocks(logits.size(0), "cross_entropy"), kThreads, 0, stream()>>>(
+      rows_of(logits), element_type(logits.dtype()), logits.data(), static_cast<const std::int64_t*>(ids.data()),
+      ignore_index, static_cast<float>(smoothing), rows_of(probs), probs.data_as<float>(), losses.strides()[0],
+      losses.data_as<float>());
+  check_launch("cross_entropy");
+}
+
+void cross_entropy_backward(const Tensor& probs, std::span<const std::int64_t> targets, std::int64_t ignore_index,
+                            double smoothing, const Tensor& grad_losses, const Tensor& grad_logits) {
+  for (const Tensor* t : {&grad_losses, &grad_logits}) refuse_f64("cross_entropy_backward", *t);
+  if (probs.dtype() != DType::f32) throw std::invalid_argument("cross_entropy_backward: f32 probs");
+  if (probs.size(0) == 0) return;
+  const Tensor ids = indices_on_gpu(targets, probs.device());
+  cross_entropy_backward_kernel<<<row_blocks(probs.size(0), "cross_entropy_backward"), kThreads, 0, stream()>>>(
+      rows_of(probs), probs.data_as<float>(), static_cast<const std::int64_t*>(ids.data()), ignore_index,
+      static_cast<float>(smoothing), element_type(grad_losses.dtype()), grad_losses.data(), grad_losses.strides()[0],
+      rows_of(grad_logits), element_type(grad_logits.dtype()), grad_logits.data());
+  check_launch("cross_entropy_backward");
+}
+
+void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y, const Tensor& mean,
+                const Tensor& rstd) {
+  for (const Tensor* t : {&x, &gamma, &beta, &y, &mean, &rstd}) refuse_f64("layer_norm", *t);
+  if (x.size(0) == 0) return;
+  layer_norm_kernel<<<row_blocks(x.size(0), "layer_norm"), kThreads, 0, stream()>>>(
+      rows_of(x), element_type(x.dtype()), x.data(), affine_of(gamma, beta), static_cast<float>(eps), rows_of(y),
+      element_type(y.dtype()), y.data(), element_type(mean.dtype()), mean.data(), mean.strides()[0],
+      element_type(rstd.dtype()), rstd.data(), rstd.strides()[0]);
+  check_launch("layer_norm");
+}
+
+void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd, const Tensor& grad_y,
+                         const Tensor& grad_x, const Tensor& grad_gamma, const Tensor& grad_beta, double /*eps*/) {
+  for (const Tensor* t : {&x, &gamma, &mean, &rstd, &grad_y, &grad_x, &grad_gamma, &grad_beta}) {
+    refuse_f64("layer_norm_backward", *t);
+  }
+  if (x.size(0) == 0) return;
+  const Affine a = affine_of(gamma, Tensor());
+  if (grad_x.defined()) {
+    layer_norm_backward_x_kernel<<<row_blocks(x.size(0), "layer_norm_backward"), kThreads, 0, stream()>>>(
+        rows_of(x), element_type(x.dtype()), x.data(), a, element_type(mean.dtype()), mean.data(), mean.strides()[0],
+        element_type(rstd.dtype()), rstd.data(), rstd.strides()[0], rows_of(grad_y), element_type(grad_y.dtype()),
+        grad_y.data(), rows_of(grad_x), element_type(grad_x.dtype()), grad_x.data());
+    check_launch("layer_norm_backward");
+  }
+  if (grad_gamma.defined() || grad_beta.defined()) {
+    layer_norm_backward_params_kernel<<<blocks_for(x.size(1)), kThreads, 0, stream()>>>(
+        rows_of(x), element_type(x.dtype()), x.data(), element_type(mean.dtype()), mean.data(), mean.strides()[0],
+        element_type(rstd.dtype()), rstd.data(), rstd.strides()[0], rows_of(grad_y), element_type(grad_y.dtype()),
+        grad_y.data(), element_type(grad_gamma.defined() ? grad_gamma.dtype() : DType::f32),
+        grad_gamma.defined() ? grad_gamma.data() : nullptr, grad_gamma.defined() ? grad_gamma.strides()[0] : 0,
+        element_type(grad_beta.defined() ? grad_beta.dtype() : DType::f32), grad_beta.defined() ? grad_beta.data() : nullptr,
+        grad_beta.defined() ? grad_beta.strides()[0] : 0);
+    check_launch("layer_norm_backward");
+  }
+}
+
+}  // namespace mantissa::detail::cuda
