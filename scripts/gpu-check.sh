@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The device check of the CUDA backend, in one call on the lent GPU machine (under 8 minutes): what the
-# machine is, the GPU test cases, and the parity of every op on cuda against the reference backend, with
-# a count of the ops whose kernels are not on the GPU yet. It runs what scripts/gpu-pack.sh built and
+# machine is, the GPU test cases, the parity of every op on cuda against the reference backend (with a
+# count of the ops whose kernels are not on the GPU yet), and GPT-2 124M training steps per precision in
+# mantissa and, alternating, in the machine's PyTorch (bench/pytorch/bench.py): ms/step, tokens/s, model
+# FLOP/s against mantissa's own product rate for an 8192^3 GEMM, peak memory. It runs what scripts/gpu-pack.sh built and
 # carried (build-gpu/carry/), with the machine's own cuBLASLt (PyTorch's, or the toolkit's). Everything
 # it prints also goes to $OUT/gpu-check.log when $OUT is set (the device tool brings it back).
 set -uo pipefail
@@ -40,7 +42,46 @@ grep -o '[a-z0-9_]*: no kernel for device cuda:0' /tmp/parity-cuda.txt | sort | 
 grep -B2 -A12 '^\[  FAILED  \].*(' /tmp/parity-cuda.txt | grep -v '^\[ RUN' | head -80
 cp /tmp/parity-cuda.txt "${OUT:-/tmp}/" 2>/dev/null
 
-section "not measured yet"
-echo "GEMM rates against cuBLASLt's own and GPT-2 124M steps against PyTorch need the rest of the GPT's"
-echo "kernels on the GPU (attention, layer norm, softmax + cross-entropy, embedding, reductions); see issue 13."
+section "GPT-2 124M training steps: mantissa and PyTorch, alternating (batch 16 x 1024, AdamW)"
+py=$(command -v python3 || true)
+if [ -n "$py" ] && ! "$py" -c 'import torch' 2>/dev/null; then py=""; fi
+[ -z "$py" ] && echo "no python with torch here: PyTorch's side is not timed"
+results=${OUT:-/tmp}/gpt2-124m
+mkdir -p "$results"
+for p in fp32 tf32 bf16 fp16; do
+  flags="--precision $p"
+  case $p in tf32) flags="--precision fp32 --tf32" ;; esac
+  timeout 100 "$carry/bin/mantissa" bench --model gpt2-124m --device cuda $flags --mode autocast --steps 5 --warmup 2 \
+    --json > "$results/mantissa-$p.json" 2> "$results/mantissa-$p.err" || echo "mantissa $p: failed: $(tail -1 "$results/mantissa-$p.err")"
+  if [ -n "$py" ]; then
+    timeout 100 "$py" bench/pytorch/bench.py --model gpt2-124m --device cuda --precision "$p" --steps 5 --warmup 2 \
+      > "$results/pytorch-$p.json" 2> "$results/pytorch-$p.err" || echo "pytorch $p: failed: $(tail -1 "$results/pytorch-$p.err")"
+  fi
+done
+[ -n "$py" ] && timeout 150 "$py" bench/pytorch/bench.py --model gpt2-124m --device cuda --precision bf16 --compile --steps 5 \
+  --warmup 3 > "$results/pytorch-bf16-compile.json" 2> "$results/pytorch-bf16-compile.err"
+python3 - "$results" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+def load(name):
+    try:
+        with open(os.path.join(d, name + ".json")) as f:
+            return json.loads(f.read().strip().splitlines()[-1])
+    except Exception:
+        return None
+print(f"{'precision':<10}{'mantissa ms':>12}{'PyTorch ms':>12}{'ratio':>8}{'tokens/s':>12}{'TFLOP/s':>9}{'of GEMM':>9}{'peak GiB':>10}{'PyTorch GiB':>12}")
+for p in ["fp32", "tf32", "bf16", "fp16"]:
+    m, t = load("mantissa-" + p), load("pytorch-" + p)
+    r = (m["results"][0] if "results" in m else m) if m else None  # one variant: a flat object
+    ms = r["ms_per_step"] if r else float("nan")
+    tms = t["ms_per_step"] if t else float("nan")
+    print(f"{p:<10}{ms:>12.1f}{tms:>12.1f}{tms / ms:>8.2f}{(r or {}).get('items_per_second', float('nan')):>12.0f}"
+          f"{(r or {}).get('model_gflops', float('nan')) / 1e3:>9.1f}{100 * (r or {}).get('fraction_of_peak', float('nan')):>8.0f}%"
+          f"{(r or {}).get('peak_bytes', {}).get('total', float('nan')) / 2**30:>10.1f}{(t or {}).get('peak_bytes', float('nan')) / 2**30:>12.1f}")
+    if r:
+        print(f"{'':<10}mantissa's product rate for the shape: {r.get('peak_gflops', 0) / 1e3:.0f} TFLOP/s ({r.get('peak_instruction')})")
+c = load("pytorch-bf16-compile")
+if c:
+    print(f"PyTorch bf16 + torch.compile: {c['ms_per_step']:.1f} ms/step, {c.get('peak_bytes', 0) / 2**30:.1f} GiB")
+PY
 section "done"

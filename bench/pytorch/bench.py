@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Times training steps of mantissa's benchmark models in plain PyTorch, the way `mantissa bench --model`
-times them: forward, backward and AdamW (f32 parameters), fp32 or torch.autocast('cpu', bfloat16),
-after warm-up, the median of --steps. Batches are prepared before the clock starts.
+times them: forward, backward and AdamW (f32 parameters), fp32, tf32 (GPU), or torch.autocast in bfloat16
+or float16 (with GradScaler), on the CPU or the GPU (--device cuda), after warm-up, the median of --steps.
+Batches are prepared before the clock starts.
 
 With --init FILE (written by `mantissa bench --model M --precision P --export FILE`) the model starts
 from mantissa's weights and first batch, and the first-step loss is compared with mantissa's: the run
@@ -26,7 +27,7 @@ import models  # noqa: E402
 
 # Relative first-step loss tolerance: a loss is a mean over many tokens of log-probabilities computed
 # in f32 from matmuls with inputs rounded to the format; a few units of the format's epsilon cover it.
-TOLERANCE = {"fp32": 1e-4, "bf16": 4 * 2.0**-8, "fp16": 4 * 2.0**-11}
+TOLERANCE = {"fp32": 1e-4, "tf32": 4 * 2.0**-11, "bf16": 4 * 2.0**-8, "fp16": 4 * 2.0**-11}
 
 
 def read_safetensors(path):
@@ -58,7 +59,7 @@ def build(args):
         if meta.get("model") != args.model:
             raise SystemExit(f"{args.init}: written for model {meta.get('model')}, not {args.model}")
         for k in shape:
-            shape[k] = int(meta[k])
+            shape[k] = int(meta.get(k, shape[k]))
         init = (tensors, meta)
     torch.manual_seed(args.seed)
     model = models.make(args.model, **shape)
@@ -90,7 +91,8 @@ def build(args):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model", required=True, choices=sorted(models.PRESETS))
-    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    p.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16", "fp16"])
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
@@ -102,8 +104,16 @@ def main():
     args = p.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+    if args.precision in ("tf32", "fp16") and args.device != "cuda":
+        raise SystemExit(f"--precision {args.precision} is timed on the GPU only (--device cuda)")
+    gpu = args.device == "cuda"
+    if gpu:
+        torch.backends.cuda.matmul.allow_tf32 = args.precision == "tf32"
+        torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
 
     model, inputs, targets, shape, init = build(args)
+    model.to(args.device)
+    inputs, targets = inputs.to(args.device), targets.to(args.device)
     model.train()
     fwd = torch.compile(model) if args.compile else model
     try:
@@ -113,8 +123,11 @@ def main():
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
         fused = False
 
+    low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
+    scaler = torch.amp.GradScaler(args.device, enabled=args.precision == "fp16")
+
     def loss_of():
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+        with torch.autocast(args.device, dtype=low or torch.bfloat16, enabled=low is not None):
             return F.cross_entropy(fwd(inputs), targets)
 
     with torch.no_grad():
@@ -123,12 +136,17 @@ def main():
     def step():
         opt.zero_grad(set_to_none=True)
         loss = loss_of()
-        loss.backward()
-        opt.step()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        if gpu:
+            torch.cuda.synchronize()
         return loss.item()
 
     for _ in range(args.warmup):
         step()
+    if gpu:
+        torch.cuda.reset_peak_memory_stats()
     ms = []
     for _ in range(args.steps):
         t0 = time.perf_counter()
@@ -142,8 +160,11 @@ def main():
         "ms_per_step": med, "ms_min": ms[0], "ms_max": ms[-1], "items_per_second": items / med * 1e3,
         "torch": torch.__version__, "mkldnn": torch.backends.mkldnn.is_available(),
         "mkl": torch.backends.mkl.is_available(), "fused_adamw": fused, "compiled": args.compile,
-        "first_loss": first_loss,
+        "first_loss": first_loss, "device": args.device,
     }
+    if gpu:
+        out["peak_bytes"] = torch.cuda.max_memory_allocated()
+        out["gpu"] = torch.cuda.get_device_name()
     if init:
         theirs = float(init[1]["first_loss"])
         tol = TOLERANCE[args.precision]

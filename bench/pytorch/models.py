@@ -10,6 +10,7 @@ import torch.nn.functional as F
 PRESETS = {
     "gpt-small": dict(n_layer=4, n_head=4, n_embd=256, block_size=128, batch_size=16),
     "gpt-wide": dict(n_layer=4, n_head=12, n_embd=768, block_size=256, batch_size=8),
+    "gpt2-124m": dict(n_layer=12, n_head=12, n_embd=768, block_size=1024, batch_size=16, vocab=50304),
     "cnn": dict(width=32, batch_size=256),
 }
 

@@ -1,7 +1,9 @@
-// `mantissa bench --model gpt-small|gpt-wide|cnn`: whole training steps of train::Trainer (forward,
-// backward, loss scaling, AdamW with f32 master weights) timed per precision and master-weight mode after warm-up, with where the
-// time goes, the model FLOP/s against the peak measured in the same run, peak memory by category, and
-// the ratios to fp32. Data preparation is timed apart and not counted in a step.
+// `mantissa bench --model gpt-small|gpt-wide|gpt2-124m|cnn`: whole training steps of train::Trainer
+// (forward, backward, loss scaling, AdamW with f32 master weights) timed per precision and master-weight
+// mode after warm-up, on the CPU or the GPU (--device), with where the time goes, the model FLOP/s
+// against the peak measured in the same run, peak memory by category, and the ratios to fp32. Data
+// preparation is timed apart and not counted in a step. (On the GPU, where the time goes counts kernel
+// launches, not their run time: the kernels run asynchronously.)
 #include "bench_model.h"
 
 #include <fmt/format.h>
@@ -18,10 +20,12 @@
 #include <sstream>
 
 #include "mantissa/autograd/node.h"
+#include "mantissa/backend/cuda.h"
 #include "mantissa/core/memory.h"
 #include "mantissa/data/datasets.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/nn/models.h"
+#include "mantissa/ops/ops.h"
 #include "mantissa/backend/kernel_timer.h"
 #include "mantissa/train/trainer.h"
 #include "peak_flops.h"
@@ -52,11 +56,17 @@ void apply_preset(ModelBenchArgs& a) {
   } else if (a.model == "gpt-wide") {
     preset(a.n_layer, 4), preset(a.n_head, 12), preset(a.n_embd, 768), preset(a.block_size, 256);
     preset(a.batch_size, 8);
+  } else if (a.model == "gpt2-124m") {
+    // GPT-2 small as llm.c and the PyTorch figures time it: the vocabulary padded to 50304 (the
+    // byte-level data uses its first 256 entries; the classifier costs what GPT-2's does).
+    preset(a.n_layer, 12), preset(a.n_head, 12), preset(a.n_embd, 768), preset(a.block_size, 1024);
+    preset(a.batch_size, 16), preset(a.vocab, 50304);
   } else if (a.model == "cnn") {
     preset(a.width, 32), preset(a.batch_size, 256);
   } else {
-    throw std::invalid_argument("bench --model: '" + a.model + "' is not gpt-small, gpt-wide or cnn");
+    throw std::invalid_argument("bench --model: '" + a.model + "' is not gpt-small, gpt-wide, gpt2-124m or cnn");
   }
+  preset(a.vocab, 256);
 }
 
 std::string precision_name(DType d) { return std::string(train::precision_name(d)); }
@@ -144,7 +154,7 @@ class Bench {
       MemoryCategoryScope params(MemoryCategory::parameters);
       if (text_) {
         model_ = std::make_unique<train::ModuleModel<nn::Gpt>>(
-            nn::GptConfig{a.n_layer, a.n_head, a.n_embd, a.block_size, 256, a.seed});
+            nn::GptConfig{a.n_layer, a.n_head, a.n_embd, a.block_size, a.vocab, a.seed});
       } else {
         model_ = std::make_unique<train::ModuleModel<nn::Cnn>>(nn::CnnConfig{
             .in_channels = data.images->channels(), .width = a.width, .classes = data.images->classes, .seed = a.seed});
@@ -170,6 +180,7 @@ class Bench {
                    .master = {true, Rounding::nearest_even, a.seed + 17, false}};
     o.trace_nonfinite = v.numerics == "trace";
     if (v.numerics == "telemetry") o.telemetry = train::TelemetryPolicy{.every = 1};
+    o.device = device_option(a.device);
     o.steps = std::numeric_limits<std::int64_t>::max() / 2;
     o.eval_every = o.steps;
     if (ranks_ > 1) {
@@ -258,13 +269,33 @@ Peak peak_for(DType precision, int threads) {
   return f32_peak(threads);
 }
 
+// On the GPU: the rate of mantissa's product kernel itself (cuBLASLt) on an 8192^3 product in the
+// precision's dtype (f32 without TF32 unless it is allowed), measured in this run.
+Peak gpu_matmul_peak(DType precision) {
+  const Device gpu{DeviceType::cuda, 0};
+  constexpr std::int64_t n = 8192;
+  NoGradGuard no_grad;
+  const Tensor a = cast(Tensor::uniform({n, n}, DType::f32, 1, -1, 1).to(gpu), precision);
+  const Tensor w = cast(Tensor::uniform({n, n}, DType::f32, 2, -1, 1).to(gpu), precision);
+  for (int i = 0; i < 3; ++i) (void)matmul(a, w);
+  cuda_synchronize();
+  constexpr int kTimes = 10;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < kTimes; ++i) (void)matmul(a, w);
+  cuda_synchronize();
+  const double seconds = ms_since(t0) / 1e3;
+  return {2.0 * n * n * n * kTimes / seconds / 1e9, fmt::format("cuBLASLt {} {}^3 on the GPU", dtype_name(precision), n)};
+}
+
 Result run_variant(const ModelBenchArgs& a, const Variant& v, const BenchData& data, bool several, int threads) {
   Result r;
   r.variant = v;
-  const Peak peak = peak_for(v.precision, threads);
+  const Device device = device_option(a.device);
+  const bool gpu = device.type == DeviceType::cuda;
+  const Peak peak = gpu ? gpu_matmul_peak(v.precision) : peak_for(v.precision, threads);
   r.peak_gflops = peak.gflops;
   r.peak_instruction = peak.instruction;
-  reset_peak_memory();
+  reset_peak_memory(device);
   Bench bench(a, v, data);
   r.items_per_step = bench.items_per_step();
   bench.next_batch();
@@ -287,6 +318,7 @@ Result run_variant(const ModelBenchArgs& a, const Variant& v, const BenchData& d
   for (int i = 0; i < a.steps; ++i) {
     const auto t0 = Clock::now();
     const train::StepRecord rec = bench.step();
+    if (gpu) cuda_synchronize();  // the step's last kernels may still be running
     r.step_ms.push_back(ms_since(t0));
     r.last_loss = rec.loss;
     r.comm_bytes += static_cast<double>(rec.comm_bytes) / a.steps;
@@ -296,7 +328,7 @@ Result run_variant(const ModelBenchArgs& a, const Variant& v, const BenchData& d
     data_ms.push_back(bench.next_batch());
   }
   const KernelTimes kt = kernel_times();
-  const MemoryStats mem = memory_stats();
+  const MemoryStats mem = memory_stats(device);
   for (std::size_t c = 0; c < kMemoryCategories; ++c) {
     r.peak_bytes[std::string(category_name(static_cast<MemoryCategory>(c)))] = mem.peak[c];
   }
@@ -436,6 +468,8 @@ int run_model_bench(ModelBenchArgs a) {
   if (a.steps <= 0 || a.warmup < 0) throw std::invalid_argument("bench: --steps must be positive, --warmup not negative");
   const std::vector<Variant> vs = variants(a);
   const BenchData data = load_data(a);
+  if (a.tf32 && device_option(a.device).type != DeviceType::cuda) throw std::invalid_argument("bench --tf32: only with --device cuda");
+  set_cuda_allow_tf32(a.tf32);
   const int threads = a.threads > 0 ? a.threads : omp_get_max_threads();
   omp_set_num_threads(threads);
   std::vector<Result> results;
@@ -449,7 +483,7 @@ int run_model_bench(ModelBenchArgs a) {
   }
   if (a.json) {
     nlohmann::json out = {{"model", a.model}, {"threads", threads}, {"steps", a.steps}, {"warmup", a.warmup},
-                          {"batch_size", a.batch_size}};
+                          {"batch_size", a.batch_size}, {"device", a.device}, {"tf32", a.tf32}, {"vocab", a.vocab}};
     if (a.model == "cnn") {
       out["width"] = a.width;
     } else {

@@ -197,7 +197,7 @@ int run_mlp(const MlpArgs& a) {
 Run add_bench(CLI::App& app) {
   app.require_subcommand(0, 1);
   auto model = std::make_shared<ModelBenchArgs>();
-  app.add_option("--model", model->model, "Time training steps of gpt-small, gpt-wide or cnn");
+  app.add_option("--model", model->model, "Time training steps of gpt-small, gpt-wide, gpt2-124m or cnn");
   app.add_option("--precision", model->precision, "fp32, bf16, fp16, fp8, or several, comma-separated")->capture_default_str();
   app.add_option("--fp8-recipe", model->fp8_recipe, "For fp8: delayed, current, block, or several, comma-separated")
       ->capture_default_str();
@@ -208,6 +208,8 @@ Run add_bench(CLI::App& app) {
                                                "comma-separated: their cost against off")->capture_default_str();
   app.add_option("--mode", model->mode, "autocast, low-precision-model, or both, comma-separated")->capture_default_str();
   app.add_option("--threads", model->threads, "Threads (default: all)");
+  app.add_option("--device", model->device, "cpu, or cuda: time the steps on the GPU")->capture_default_str();
+  app.add_flag("--tf32", model->tf32, "On the GPU: fp32 products on TF32 tensor cores (10-bit mantissa inputs)");
   app.add_option("--steps", model->steps, "Timed steps; the median is reported")->capture_default_str();
   app.add_option("--warmup", model->warmup, "Untimed steps first")->capture_default_str();
   app.add_flag("--json", model->json, "One JSON object on standard output");

@@ -25,13 +25,6 @@
 namespace mantissa::cli {
 namespace {
 
-// --device: cpu, or cuda (cuda:0, the one GPU a process uses), refused with the reason where no GPU is usable.
-Device parse_device(const std::string& name) {
-  if (name == "cpu") return Device::cpu();
-  if (name != "cuda" && name != "cuda:0") throw std::invalid_argument("--device: '" + name + "' is not cpu or cuda");
-  if (!cuda_available()) throw std::runtime_error("--device cuda: " + cuda_info().unavailable);
-  return Device{DeviceType::cuda, 0};
-}
 
 
 LossScalerOptions scaler_options(const TrainConfig& c) {
@@ -327,6 +320,14 @@ std::string precision_label(const TrainConfig& c) {
   return c.adaptive ? "adaptive" : c.fp8 ? "fp8" : std::string(train::precision_name(c.precision));
 }
 
+// --device: cpu, or cuda (cuda:0, the one GPU a process uses), refused with the reason where no GPU is usable.
+Device device_option(const std::string& name) {
+  if (name == "cpu") return Device::cpu();
+  if (name != "cuda" && name != "cuda:0") throw std::invalid_argument("--device: '" + name + "' is not cpu or cuda");
+  if (!cuda_available()) throw std::runtime_error("--device cuda: " + cuda_info().unavailable);
+  return Device{DeviceType::cuda, 0};
+}
+
 DType grad_reduce_format(const std::string& name) {
   try {
     return train::parse_precision(name);
@@ -366,7 +367,7 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   }
   if (c.resume && c.checkpoint_dir.empty()) throw std::invalid_argument("--resume needs --checkpoint-dir");
   if (c.threads > 0) omp_set_num_threads(c.threads);
-  const Device device = parse_device(c.device);
+  const Device device = device_option(c.device);
   if (device.type == DeviceType::cuda && group->size() > 1) {
     throw std::invalid_argument("--device cuda under mpirun: data parallel on GPUs needs NCCL, which is not built yet");
   }

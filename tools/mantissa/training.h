@@ -85,6 +85,9 @@ std::string precision_label(const TrainConfig& c);
 // --grad-reduce's format (f32, bf16 or fp16, by train::parse_precision); throws std::invalid_argument
 // naming the flag.
 DType grad_reduce_format(const std::string& name);
+// --device (train, compare, bench --model): cpu, or cuda (cuda:0); cuda where no GPU is usable is refused
+// with the reason (std::runtime_error), a name that is no device with std::invalid_argument.
+Device device_option(const std::string& name);
 
 // This process's group: MPI's world under mpirun, else a single process (made once).
 std::shared_ptr<dist::ProcessGroup> process_group();
