@@ -7,9 +7,9 @@
 # Then, with the device tool:  run  command="bash scripts/gpu-check.sh"  carry=["build-gpu/carry"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DMANTISSA_WERROR=ON -DMANTISSA_WITH_MPI=OFF \
-  -DMANTISSA_BUILD_BENCHMARKS=OFF -DMANTISSA_BUILD_FUZZERS=OFF >/dev/null
-grep -q "^CMAKE_CUDA_COMPILER:[A-Z]*=/.*nvcc" build-gpu/CMakeCache.txt || { echo "gpu-pack: no CUDA compiler found" >&2; exit 1; }
+configured=$(cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DMANTISSA_WERROR=ON -DMANTISSA_WITH_MPI=OFF \
+  -DMANTISSA_BUILD_BENCHMARKS=OFF -DMANTISSA_BUILD_FUZZERS=OFF)
+grep -q "mantissa: CUDA backend on" <<<"$configured" || { echo "gpu-pack: no CUDA compiler found (nvcc)" >&2; exit 1; }
 cmake --build build-gpu -j "$(nproc)" --target gpu_tests parity_tests mantissa_cli
 rm -rf build-gpu/carry && mkdir -p build-gpu/carry/bin build-gpu/carry/lib
 cp build-gpu/bin/gpu_tests build-gpu/bin/parity_tests build-gpu/bin/mantissa build-gpu/carry/bin/

@@ -177,6 +177,7 @@ MemoryCategoryScope::MemoryCategoryScope(MemoryCategory category) : saved_(tls_c
 MemoryCategoryScope::~MemoryCategoryScope() { tls_category = saved_; }
 MemoryCategory current_memory_category() { return tls_category; }
 void set_allocation_poisoning(bool on) { poison_allocations.store(on, std::memory_order_relaxed); }
+bool allocation_poisoning() { return poison_allocations.load(std::memory_order_relaxed); }
 
 namespace detail {
 

@@ -57,6 +57,7 @@ MemoryCategory current_memory_category();
 // Tests: fill every new allocation with 0xFF bytes (NaN in every float format), so that an output
 // element a kernel forgot to write shows up. Off by default.
 void set_allocation_poisoning(bool on);
+bool allocation_poisoning();  // for device allocators, which poison their own memory
 
 namespace detail {
 // The accounting calls the allocators make (and Storage when it moves bytes between categories).

@@ -84,7 +84,10 @@ class CudaAllocator final : public Allocator {
       throw std::invalid_argument("cuda:" + std::to_string(device.index) +
                                   ": one GPU per process, cuda:0 (choose it with CUDA_VISIBLE_DEVICES)");
     }
-    return cache().allocate(bytes);
+    void* p = cache().allocate(bytes);
+    // Tests poison new memory with 0xFF bytes (NaN in every float format) to catch unwritten outputs.
+    if (allocation_poisoning() && bytes > 0) check(cudaMemsetAsync(p, 0xff, bytes, stream()), "poisoning cuda memory");
+    return p;
   }
   void deallocate(void* p, std::size_t, Device) override { cache().free(p); }
   void copy_to_host(void* host, const void* src, std::size_t bytes) override {
