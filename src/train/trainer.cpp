@@ -25,8 +25,9 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-std::map<std::string, std::int64_t> peaks() {
-  const MemoryStats m = memory_stats();
+// The peaks on the device the model trains on.
+std::map<std::string, std::int64_t> peaks(Device device) {
+  const MemoryStats m = memory_stats(device);
   std::map<std::string, std::int64_t> out;
   for (std::size_t i = 0; i < kMemoryCategories; ++i) out[std::string(category_name(static_cast<MemoryCategory>(i)))] = m.peak[i];
   out["total"] = m.peak_total;
@@ -329,7 +330,7 @@ StepRecord Trainer::step(std::span<const Batch> global_batches) {
   ++next_step_;
   const double seconds = seconds_since(t0);
   StepRecord record{step, loss, optimizer_->lr(), rep.scale, rep.grad_norm, rep.underflow_fraction,
-                    static_cast<double>(items) / seconds, rep.skipped, rep.nonfinite, peaks(), seconds_since(*start_),
+                    static_cast<double>(items) / seconds, rep.skipped, rep.nonfinite, peaks(options_.device), seconds_since(*start_),
                     rep.warning};
   if (fp8) record.fp8 = fp8_counters();
   record.comm_bytes = comm.bytes_sent;
@@ -478,7 +479,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
   result.first_step = next_step_;
   result.throughput_unit = data_.item_unit() + "/s";
   const CheckpointOptions& ck = options_.checkpoints;
-  reset_peak_memory();
+  reset_peak_memory(options_.device);
   const auto start = Clock::now();
   start_ = start;
   while (next_step_ <= options_.steps) {
@@ -502,7 +503,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
     if (s % options_.eval_every == 0 || s == options_.steps) {
       result.evals.push_back(evaluate(s == options_.steps));
       if (cb.on_eval) cb.on_eval(result.evals.back());
-      reset_peak_memory();
+      reset_peak_memory(options_.device);
     }
   }
   if (result.evals.empty()) {  // resumed at or past the last step: evaluate what was loaded
@@ -516,7 +517,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
     }
   }
   result.wall_seconds = seconds_since(start);
-  if (result.peak_bytes.empty()) result.peak_bytes = peaks();  // resumed past the last step
+  if (result.peak_bytes.empty()) result.peak_bytes = peaks(options_.device);  // resumed past the last step
   return result;
 }
 
