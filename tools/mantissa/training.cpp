@@ -25,8 +25,6 @@
 namespace mantissa::cli {
 namespace {
 
-
-
 LossScalerOptions scaler_options(const TrainConfig& c) {
   LossScalerOptions dynamic;
   dynamic.init_scale = c.init_scale;
