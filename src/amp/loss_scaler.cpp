@@ -5,12 +5,37 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "../backend/registry.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/ops/ops.h"
 
 namespace mantissa {
+namespace {
+
+// The scale_and_check pass over every gradient: one kernel call per device (in practice one), so a
+// device backend reads its totals back once a step.
+detail::GradientCheck scale_and_check_all(std::span<const Tensor> gradients, double factor, double below) {
+  detail::GradientCheck total;
+  std::vector<bool> done(gradients.size(), false);
+  std::vector<Tensor> group;
+  for (std::size_t i = 0; i < gradients.size(); ++i) {
+    if (done[i]) continue;
+    const Device device = gradients[i].device();
+    group.clear();
+    for (std::size_t j = i; j < gradients.size(); ++j) {
+      if (!done[j] && gradients[j].device() == device) {
+        group.push_back(gradients[j]);
+        done[j] = true;
+      }
+    }
+    total += detail::run_kernel<detail::kernel::ScaleAndCheck>(device, std::span<const Tensor>(group), factor, below);
+  }
+  return total;
+}
+
+}  // namespace
 
 LossScalerOptions LossScalerOptions::for_compute(DType compute) {
   LossScalerOptions o;
@@ -71,28 +96,20 @@ StepReport LossScaler::examine(std::span<const Tensor> gradients, bool in_place)
   // to zero there; before the division they are below that times the scale.
   const double half_subnormal = options_.compute == DType::f64 ? 0.0 : traits(format_of(options_.compute)).min_subnormal / 2;
   const double below = half_subnormal * state_.scale;
-  std::int64_t count = 0;
-  std::int64_t underflow = 0;
-  double sum_squares = 0;
   NoGradGuard no_grad;
   for (std::size_t i = 0; i < gradients.size(); ++i) {
-    const Tensor& g = gradients[i];
-    if (!g.defined()) {
+    if (!gradients[i].defined()) {
       throw std::logic_error("loss scaler: gradient " + std::to_string(i) +
                              " is missing; call backward() before unscale() (stepping before backward?)");
     }
-    // In place: g /= scale, the norm of the results. Check only: nothing written, the norm of the scaled
-    // values (divided by the scale below).
-    const detail::GradientCheck c =
-        detail::run_kernel<detail::kernel::ScaleAndCheck>(g.device(), g, in_place ? 1.0 / state_.scale : 1.0, below);
-    r.nonfinite += c.nonfinite;
-    underflow += c.underflow;
-    count += c.count;
-    sum_squares += c.sum_squares;
   }
+  // In place: g /= scale, the norm of the results. Check only: nothing written, the norm of the scaled
+  // values (divided by the scale below).
+  const detail::GradientCheck c = scale_and_check_all(gradients, in_place ? 1.0 / state_.scale : 1.0, below);
+  r.nonfinite = c.nonfinite;
   r.skipped = r.nonfinite > 0;
-  r.grad_norm = std::sqrt(sum_squares) / (in_place ? 1.0 : state_.scale);
-  r.underflow_fraction = count > 0 ? static_cast<double>(underflow) / static_cast<double>(count) : 0.0;
+  r.grad_norm = std::sqrt(c.sum_squares) / (in_place ? 1.0 : state_.scale);
+  r.underflow_fraction = c.count > 0 ? static_cast<double>(c.underflow) / static_cast<double>(c.count) : 0.0;
   finish(r);
   return r;
 }
@@ -172,15 +189,11 @@ void LossScaler::load_state(const LossScalerState& state) {
 double clip_grad_norm(std::span<const Tensor> gradients, double max_norm, double norm) {
   NoGradGuard no_grad;
   if (norm < 0) {
-    double sum_squares = 0;
-    for (const Tensor& g : gradients) {
-      sum_squares += detail::run_kernel<detail::kernel::ScaleAndCheck>(g.device(), g, 1.0, 0.0).sum_squares;
-    }
-    norm = std::sqrt(sum_squares);
+    norm = std::sqrt(scale_and_check_all(gradients, 1.0, 0.0).sum_squares);
   }
   if (!(norm > max_norm)) return 1.0;
   const double factor = max_norm / (norm + 1e-6);
-  for (const Tensor& g : gradients) detail::run_kernel<detail::kernel::ScaleAndCheck>(g.device(), g, factor, 0.0);
+  scale_and_check_all(gradients, factor, 0.0);
   return factor;
 }
 

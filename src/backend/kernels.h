@@ -65,6 +65,14 @@ struct GradientCheck {
   double sum_squares = 0;
   std::int64_t underflow = 0;
   std::int64_t count = 0;
+
+  GradientCheck& operator+=(const GradientCheck& o) {
+    nonfinite += o.nonfinite;
+    sum_squares += o.sum_squares;
+    underflow += o.underflow;
+    count += o.count;
+    return *this;
+  }
 };
 
 // The scale that fits a block whose largest finite magnitude is amax into the format: (max finite / amax)
@@ -160,13 +168,14 @@ struct AttentionSoftmaxBackward {
   using Fn = void(const Tensor& probs, const Tensor& grad_probs, double scale, bool causal, const Tensor& grad_scores);
 };
 
-// Loss scaling: one pass over a gradient, in place: g *= factor (in f32, rounded once into g's dtype; a
-// factor of 1 writes nothing), counting non-finite values, summing squares of the finite results (f64
-// accumulation) and counting values that are non-zero but smaller in magnitude than `underflow_below`
-// before the multiplication (0: none).
+// Loss scaling: one pass over every gradient of the list (all on one device), in place: g *= factor (in
+// f32, rounded once into g's dtype; a factor of 1 writes nothing), counting non-finite values, summing
+// squares of the finite results (f64 accumulation) and counting values that are non-zero but smaller in
+// magnitude than `underflow_below` before the multiplication (0: none); the totals are over the whole list.
+// A whole step's gradients go in one call, so a device backend reads its totals back once a step.
 struct ScaleAndCheck {
   static constexpr const char *name = "scale_and_check", *family = "loss_scaling";
-  using Fn = GradientCheck(const Tensor& g, double factor, double underflow_below);
+  using Fn = GradientCheck(std::span<const Tensor> gradients, double factor, double underflow_below);
 };
 
 // Numerics: every value v of x (any layout) times factor, in f64: counted, zeros, non-finite, the largest

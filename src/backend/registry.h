@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -44,6 +45,12 @@ void register_cuda_kernels();  // in builds with the CUDA backend (src/backend/c
 [[noreturn]] void throw_missing_kernel(const char* kernel, Device device, Impl impl);
 
 inline bool is_f64_tensor(const Tensor& t) { return t.defined() && t.dtype() == DType::f64; }
+inline bool is_f64_tensor(std::span<const Tensor> ts) {
+  for (const Tensor& t : ts) {
+    if (is_f64_tensor(t)) return true;
+  }
+  return false;
+}
 template <class T>
 bool is_f64_tensor(const T&) {
   return false;
@@ -55,6 +62,10 @@ bool is_f64_tensor(const T&) {
 // other way round) would read garbage or crash, never a clear error.
 inline void check_device(const char* kernel, Device device, const Tensor& t) {
   if (t.defined() && !(t.device() == device)) throw_device_mismatch(kernel, device, t.device());
+}
+// (A list of tensors is passed as a std::span, which these two overloads look into.)
+inline void check_device(const char* kernel, Device device, std::span<const Tensor> ts) {
+  for (const Tensor& t : ts) check_device(kernel, device, t);
 }
 template <class T>
 void check_device(const char*, Device, const T&) {}

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <span>
+#include <string>
 #include <vector>
 
 #include <unistd.h>
@@ -176,24 +178,46 @@ TEST_F(Cuda, OptimizerStepsFollowTheCpus) {
   for (std::size_t i = 0; i < c.size(); ++i) ASSERT_NEAR(d[i], c[i], 4 * 0x1p-24 * (std::fabs(c[i]) + 1)) << i;
 }
 
-// The loss scaler's pass: the same non-finite and underflow counts as the CPU's, the same values
-// written, the sum of squares to f64 rounding.
+// The loss scaler's pass over a whole step's gradients in one call: the same non-finite and underflow
+// counts as the CPU's, the same values written, the sum of squares to f64 rounding. The list mixes
+// dtypes, has more tensors than one launch takes (48), a tensor longer than one launch's chunks (512 x
+// 32768 elements), empty and one-element tensors, and a transposed view (launched on its own).
 TEST_F(Cuda, TheScaleAndCheckPassCountsWhatTheCpusCounts) {
-  for (DType t : {DType::f32, DType::bf16, DType::f16}) {
-    Tensor g = Tensor::randn({300, 701}, t, 9, 0, 1e-3);
+  std::vector<Tensor> cpu_bases, gpu_bases, cpu_list, gpu_list;
+  const auto add = [&](Tensor g, bool transposed) {
     std::vector<double> v = g.to_doubles();
-    v[17] = std::numeric_limits<double>::infinity();
-    v[9000] = std::numeric_limits<double>::quiet_NaN();
-    v[123] = 1e-9;
-    g = Tensor::from_values(v, g.shape(), t);
+    if (v.size() > 9000) {
+      v[17] = std::numeric_limits<double>::infinity();
+      v[9000] = std::numeric_limits<double>::quiet_NaN();
+      v[123] = 1e-9;
+    }
+    g = Tensor::from_values(v, g.shape(), g.dtype());
     Tensor gg = g.to(kGpu);
-    const detail::GradientCheck cpu = detail::run_kernel<detail::kernel::ScaleAndCheck>(Device::cpu(), g, 1.0 / 64, 1e-7);
-    const detail::GradientCheck gpu = detail::run_kernel<detail::kernel::ScaleAndCheck>(kGpu, gg, 1.0 / 64, 1e-7);
+    cpu_bases.push_back(g);
+    gpu_bases.push_back(gg);
+    cpu_list.push_back(transposed ? transpose(g, 0, 1) : g);
+    gpu_list.push_back(transposed ? transpose(gg, 0, 1) : gg);
+  };
+  std::uint64_t seed = 9;
+  for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+    add(Tensor::randn({300, 701}, t, seed++, 0, 1e-3), false);
+    add(Tensor::randn({701, 300}, t, seed++, 0, 1e-3), true);
+    add(Tensor::randn({1}, t, seed++, 0, 1e-3), false);
+    add(Tensor::zeros({0}, t), false);
+    for (int i = 0; i < 30; ++i) add(Tensor::randn({257 + i}, t, seed++, 0, 1e-3), false);
+  }
+  add(Tensor::randn({17 * 1024 * 1024 + 5}, DType::f32, seed++, 0, 1e-3), false);
+  const std::span<const Tensor> on_cpu(cpu_list), on_gpu(gpu_list);
+  for (double factor : {1.0, 1.0 / 64}) {
+    const detail::GradientCheck cpu = detail::run_kernel<detail::kernel::ScaleAndCheck>(Device::cpu(), on_cpu, factor, 1e-7);
+    const detail::GradientCheck gpu = detail::run_kernel<detail::kernel::ScaleAndCheck>(kGpu, on_gpu, factor, 1e-7);
     EXPECT_EQ(gpu.count, cpu.count);
     EXPECT_EQ(gpu.nonfinite, cpu.nonfinite);
     EXPECT_EQ(gpu.underflow, cpu.underflow);
     EXPECT_NEAR(gpu.sum_squares, cpu.sum_squares, 1e-12 * cpu.sum_squares);
-    expect_same_bytes(gg, g, std::string("scaled ") + std::string(dtype_name(t)));
+    for (std::size_t i = 0; i < cpu_bases.size(); ++i) {
+      expect_same_bytes(gpu_bases[i], cpu_bases[i], "gradient " + std::to_string(i) + " scaled by " + std::to_string(factor));
+    }
   }
 }
 

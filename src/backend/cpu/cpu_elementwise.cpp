@@ -380,9 +380,7 @@ MANTISSA_VECTOR_CLONES std::int64_t scale_counting_underflow(float* x, std::int6
   return underflow;
 }
 
-}  // namespace
-
-GradientCheck cpu_scale_and_check(const Tensor& g, double factor, double underflow_below) {
+GradientCheck scale_and_check_one(const Tensor& g, double factor, double underflow_below) {
   if (!g.is_contiguous()) return reference_scale_and_check(g, factor, underflow_below);
   const auto f = static_cast<float>(factor);
   const auto below = static_cast<float>(underflow_below);
@@ -419,6 +417,14 @@ GradientCheck cpu_scale_and_check(const Tensor& g, double factor, double underfl
     total.underflow += c.underflow;
     total.sum_squares += c.sum_squares;
   }
+  return total;
+}
+
+}  // namespace
+
+GradientCheck cpu_scale_and_check(std::span<const Tensor> gradients, double factor, double underflow_below) {
+  GradientCheck total;
+  for (const Tensor& g : gradients) total += scale_and_check_one(g, factor, underflow_below);
   return total;
 }
 

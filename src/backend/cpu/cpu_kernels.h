@@ -30,7 +30,7 @@ bool onednn_layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tens
                                 const Tensor& grad_beta, double eps);
 
 // cpu_elementwise.cpp: the loss scaler's fused pass (in place).
-GradientCheck cpu_scale_and_check(const Tensor& g, double factor, double underflow_below);
+GradientCheck cpu_scale_and_check(std::span<const Tensor> gradients, double factor, double underflow_below);
 NumericsStats cpu_numerics(const Tensor& x, double factor, std::span<const double> limits);
 
 // cpu_optim.cpp: fused optimizer updates and master-weight write-back.

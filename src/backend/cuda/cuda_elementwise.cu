@@ -1,7 +1,10 @@
 // CUDA kernels of the copy, elementwise and loss-scaling families: one thread per element over strided
 // views (grid-stride loops), values read into f32, computed with the CPU's own formulas
 // (cpu/unary_math.h, compiled for the GPU) and rounded once by the CPU's rule (encode_rules.h).
+#include <algorithm>
 #include <cstring>
+#include <span>
+#include <vector>
 
 #include "../cpu/unary_math.h"
 #include "../kernels.h"
@@ -80,20 +83,18 @@ struct CheckTotals {
   double sum_squares;
 };
 
-__global__ void scale_and_check_kernel(Strided<1> it, std::int64_t n, ElementType tg, void* g, float factor,
-                                       bool write, float underflow_below, CheckTotals* totals) {
+// One thread's share of the pass: element o of g.
+struct CheckTally {
   unsigned long long nonfinite = 0, underflow = 0;
   double squares = 0;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    std::int64_t o[1];
-    it.offsets(i, o);
-    const float v = load(tg, g, o[0]);
+
+  __device__ void add(const ElementType& tg, void* g, std::int64_t o, float factor, bool write, float underflow_below) {
+    const float v = load(tg, g, o);
     if (v != 0 && fabsf(v) < underflow_below) ++underflow;
     float r = v;
     if (write) {
-      store(tg, g, o[0], v * factor);
-      r = load(tg, g, o[0]);  // the value as stored, as the CPU's check sees it
+      store(tg, g, o, v * factor);
+      r = load(tg, g, o);  // the value as stored, as the CPU's check sees it
     }
     if (isfinite(r)) {
       squares += static_cast<double>(r) * r;
@@ -101,17 +102,90 @@ __global__ void scale_and_check_kernel(Strided<1> it, std::int64_t n, ElementTyp
       ++nonfinite;
     }
   }
-  // Sum over the warp, then one atomic per warp.
-  for (int d = 16; d > 0; d /= 2) {
-    nonfinite += __shfl_down_sync(0xffffffffU, nonfinite, d);
-    underflow += __shfl_down_sync(0xffffffffU, underflow, d);
-    squares += __shfl_down_sync(0xffffffffU, squares, d);
+
+  // Sums over the warp, then one atomic per warp. Every thread of the block calls it.
+  __device__ void add_to(CheckTotals* totals) {
+    for (int d = 16; d > 0; d /= 2) {
+      nonfinite += __shfl_down_sync(0xffffffffU, nonfinite, d);
+      underflow += __shfl_down_sync(0xffffffffU, underflow, d);
+      squares += __shfl_down_sync(0xffffffffU, squares, d);
+    }
+    if ((threadIdx.x & 31) == 0) {
+      atomicAdd(&totals->nonfinite, nonfinite);
+      atomicAdd(&totals->underflow, underflow);
+      atomicAdd(&totals->sum_squares, squares);
+    }
   }
-  if ((threadIdx.x & 31) == 0) {
-    atomicAdd(&totals->nonfinite, nonfinite);
-    atomicAdd(&totals->underflow, underflow);
-    atomicAdd(&totals->sum_squares, squares);
+};
+
+// A strided gradient: one launch of its own.
+__global__ void scale_and_check_kernel(Strided<1> it, std::int64_t n, ElementType tg, void* g, float factor,
+                                       bool write, float underflow_below, CheckTotals* totals) {
+  CheckTally tally;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    std::int64_t o[1];
+    it.offsets(i, o);
+    tally.add(tg, g, o[0], factor, write, underflow_below);
   }
+  tally.add_to(totals);
+}
+
+// Contiguous gradients of one dtype, many to a launch (as Apex's multi_tensor_apply): each block takes
+// one chunk of kCheckChunk elements of one tensor. The list is a kernel parameter (under 4 KiB).
+constexpr int kListTensors = 48;
+constexpr int kListBlocks = 512;
+constexpr std::int64_t kCheckChunk = 32768;
+struct TensorList {
+  void* data[kListTensors];
+  std::int64_t count[kListTensors];
+  std::uint8_t block_tensor[kListBlocks];
+  std::int32_t block_chunk[kListBlocks];
+};
+static_assert(sizeof(TensorList) + sizeof(ElementType) + 64 <= 4096, "kernel parameters past 4 KiB");
+
+__global__ void scale_and_check_list_kernel(TensorList list, ElementType tg, float factor, bool write,
+                                            float underflow_below, CheckTotals* totals) {
+  const int t = list.block_tensor[blockIdx.x];
+  const std::int64_t begin = static_cast<std::int64_t>(list.block_chunk[blockIdx.x]) * kCheckChunk;
+  const std::int64_t end = begin + kCheckChunk < list.count[t] ? begin + kCheckChunk : list.count[t];
+  CheckTally tally;
+  for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    tally.add(tg, list.data[t], i, factor, write, underflow_below);
+  }
+  tally.add_to(totals);
+}
+
+// Launches the list kernel over the contiguous tensors of `dtype` among `gradients`.
+void check_contiguous(std::span<const Tensor> gradients, DType dtype, float factor, bool write, float below,
+                      CheckTotals* totals) {
+  const ElementType tg = element_type(dtype);
+  TensorList list{};
+  int tensors = 0, blocks = 0;
+  const auto launch = [&] {
+    if (blocks > 0) {
+      scale_and_check_list_kernel<<<blocks, kThreads, 0, stream()>>>(list, tg, factor, write, below, totals);
+      check_launch("scale_and_check");
+    }
+    tensors = blocks = 0;
+  };
+  for (const Tensor& g : gradients) {
+    if (g.dtype() != dtype || !g.is_contiguous() || g.numel() == 0) continue;
+    if (tensors == kListTensors) launch();
+    const std::int64_t chunks = (g.numel() + kCheckChunk - 1) / kCheckChunk;
+    for (std::int64_t c = 0; c < chunks; ++c) {
+      if (blocks == kListBlocks) launch();  // the tensor goes on in the next launch, as its first
+      if (c == 0 || blocks == 0) {
+        list.data[tensors] = g.data();
+        list.count[tensors] = g.numel();
+      }
+      list.block_tensor[blocks] = static_cast<std::uint8_t>(tensors);
+      list.block_chunk[blocks] = static_cast<std::int32_t>(c);
+      ++blocks;
+    }
+    ++tensors;
+  }
+  launch();
 }
 
 }  // namespace
@@ -158,19 +232,32 @@ void unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& gra
   check_launch("unary_backward");
 }
 
-GradientCheck scale_and_check(const Tensor& g, double factor, double underflow_below) {
-  refuse_f64("scale_and_check", g);
+GradientCheck scale_and_check(std::span<const Tensor> gradients, double factor, double underflow_below) {
   GradientCheck result;
-  result.count = g.numel();
+  std::vector<DType> dtypes;  // of the contiguous gradients, in order of appearance
+  for (const Tensor& g : gradients) {
+    refuse_f64("scale_and_check", g);
+    result.count += g.numel();
+    if (g.is_contiguous() && std::find(dtypes.begin(), dtypes.end(), g.dtype()) == dtypes.end()) {
+      dtypes.push_back(g.dtype());
+    }
+  }
   if (result.count == 0) return result;
-  // The totals live in a small device buffer of the caching allocator (no cudaMalloc per call).
-  const Tensor totals = Tensor::zeros({static_cast<std::int64_t>(sizeof(CheckTotals))}, DType::e4m3, g.device());
+  // Every launch adds into one small device buffer of the caching allocator, read back once.
+  const Tensor totals =
+      Tensor::zeros({static_cast<std::int64_t>(sizeof(CheckTotals))}, DType::e4m3, gradients.front().device());
   auto* t = static_cast<CheckTotals*>(totals.data());
-  const Tensor* ts[1] = {&g};
-  scale_and_check_kernel<<<blocks_for(result.count), kThreads, 0, stream()>>>(
-      strided(g.shape(), ts, "scale_and_check"), result.count, element_type(g.dtype()), g.data(),
-      static_cast<float>(factor), factor != 1.0, static_cast<float>(underflow_below), t);
-  check_launch("scale_and_check");
+  const auto f = static_cast<float>(factor);
+  const bool write = factor != 1.0;
+  const auto below = static_cast<float>(underflow_below);
+  for (DType d : dtypes) check_contiguous(gradients, d, f, write, below, t);
+  for (const Tensor& g : gradients) {
+    if (g.is_contiguous() || g.numel() == 0) continue;
+    const Tensor* ts[1] = {&g};
+    scale_and_check_kernel<<<blocks_for(g.numel()), kThreads, 0, stream()>>>(
+        strided(g.shape(), ts, "scale_and_check"), g.numel(), element_type(g.dtype()), g.data(), f, write, below, t);
+    check_launch("scale_and_check");
+  }
   CheckTotals host{};
   check(cudaMemcpyAsync(&host, t, sizeof host, cudaMemcpyDeviceToHost, stream()), "scale_and_check");
   check(cudaStreamSynchronize(stream()), "scale_and_check");

@@ -1,6 +1,6 @@
 // The CUDA backend's kernels, with the signatures of kernels.h; cuda_backend.cu registers them for
 // Impl::cuda. Each runs on the backend's stream and returns without waiting, except where it returns
-// a value computed on the GPU (scale_and_check), which it waits for.
+// a value computed on the GPU (scale_and_check, once for the whole list of gradients), which it waits for.
 #pragma once
 
 #include "../kernels.h"
@@ -12,7 +12,7 @@ void copy(const Tensor& src, const Tensor& dst);
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
 void unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out);
 void unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& grad_y, const Tensor& grad_x);
-GradientCheck scale_and_check(const Tensor& g, double factor, double underflow_below);
+GradientCheck scale_and_check(std::span<const Tensor> gradients, double factor, double underflow_below);
 
 // cuda_optim.cu
 void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s);

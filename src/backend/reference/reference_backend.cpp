@@ -120,7 +120,7 @@ void attention_softmax_backward_kernel(const Tensor& probs, const Tensor& grad_p
   reference_attention_softmax_backward(probs, grad_probs, scale, causal, grad_scores);
 }
 
-GradientCheck scale_and_check_kernel(const Tensor& g, double factor, double underflow_below) {
+GradientCheck scale_and_check_one(const Tensor& g, double factor, double underflow_below) {
   GradientCheck c;
   for_each_offset(g.shape(), {g.strides()}, [&](const std::int64_t* o) {
     const double v = load_element(g.dtype(), g.data(), o[0]);
@@ -135,6 +135,12 @@ GradientCheck scale_and_check_kernel(const Tensor& g, double factor, double unde
     }
   });
   return c;
+}
+
+GradientCheck scale_and_check_kernel(std::span<const Tensor> gradients, double factor, double underflow_below) {
+  GradientCheck total;
+  for (const Tensor& g : gradients) total += scale_and_check_one(g, factor, underflow_below);
+  return total;
 }
 
 // torch.optim.SGD, as its documentation writes it: g = grad + wd p; with momentum, b = g at the first
@@ -243,7 +249,7 @@ void batch_norm_backward_kernel(const Tensor& x, const Tensor& gamma, const Tens
 }  // namespace
 
 GradientCheck reference_scale_and_check(const Tensor& g, double factor, double underflow_below) {
-  return scale_and_check_kernel(g, factor, underflow_below);
+  return scale_and_check_one(g, factor, underflow_below);
 }
 
 void register_reference_kernels() {
