@@ -114,6 +114,21 @@ TEST(DataParallelCommand, TwoRanksGiveOneProcesssResultAndOneReport) {
   EXPECT_NEAR(final_val_loss(bf16.out), final_val_loss(one.out), 0.01 * final_val_loss(one.out));
 }
 
+// compare under mpirun: one table and one set of progress lines (rank 0's), not one a rank.
+TEST(DataParallelCommand, CompareReportsOnceUnderTwoRanks) {
+  const Result two = shell(mpirun(2) + "compare --model mlp --hidden 64 --steps 10 --eval-every 10 --seed 3 --threads 1 "
+                                       "--batch-size 64 --precisions fp32,bf16 --plot ''");
+  ASSERT_EQ(two.status, 0) << two.err;
+  const auto count = [](const std::string& text, const std::string& what) {
+    std::size_t n = 0;
+    for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count(two.err, "== fp32"), 1U) << two.err;
+  EXPECT_EQ(count(two.err, "== bf16"), 1U) << two.err;
+  EXPECT_EQ(count(two.out, "precision"), 1U) << two.out;
+}
+
 TEST(DataParallelCommand, RefusesABatchThatDoesNotSplitAndABadWireFormat) {
   const Result odd = shell(mpirun(2) + kMlpFlags + " --batch-size 63");
   EXPECT_NE(odd.status, 0);

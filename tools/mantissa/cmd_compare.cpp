@@ -62,13 +62,13 @@ int run_compare(const CompareArgs& a) {
     c.low_precision_model = base.low_precision_model && c.precision != DType::f32;
     // Each precision's checkpoints in a directory of its own (DIR/fp32, DIR/bf16, ...).
     if (!c.checkpoint_dir.empty()) c.checkpoint_dir = (std::filesystem::path(base.checkpoint_dir) / name).string();
-    std::fprintf(stderr, "== %s\n", name.c_str());
+    progress("== %s\n", name.c_str());
     TrainCallbacks cb;
     const std::int64_t every = std::max<std::int64_t>(1, c.steps / 5);
     cb.on_step = [&](const StepRecord& r, std::int64_t total) {
       if (r.step % every == 0 || r.skipped) {
-        std::fprintf(stderr, "  step %lld/%lld loss %.4f scale %g%s\n", static_cast<long long>(r.step),
-                     static_cast<long long>(total), r.loss, r.loss_scale, r.skipped ? " (skipped)" : "");
+        progress("  step %lld/%lld loss %.4f scale %g%s\n", static_cast<long long>(r.step), static_cast<long long>(total),
+                 r.loss, r.loss_scale, r.skipped ? " (skipped)" : "");
       }
     };
     runs.push_back({name, train(c, cb)});

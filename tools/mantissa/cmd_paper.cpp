@@ -124,8 +124,8 @@ Cell run_cell(const std::vector<std::string>& flags, bool reference) {
   TrainCallbacks cb;
   cb.on_step = [&](const StepRecord& r, std::int64_t total) {
     if (r.step % std::max<std::int64_t>(1, total / 4) == 0) {
-      std::fprintf(stderr, "  step %lld/%lld loss %.4f scale %g\n", static_cast<long long>(r.step), static_cast<long long>(total),
-                   r.loss, r.loss_scale);
+      progress("  step %lld/%lld loss %.4f scale %g\n", static_cast<long long>(r.step), static_cast<long long>(total),
+               r.loss, r.loss_scale);
     }
     for (const auto& [format, share] : r.lost_updates) {
       lost[format].first += share;
@@ -224,7 +224,7 @@ int run_paper(const PaperArgs& a) {
         scale_note = fmt::format("static {:.0f} (the fp32 run's largest gradient {:.3g} times it stays 2^3 below 65504)", s,
                                  cells.front().grad_amax);
       }
-      std::fprintf(stderr, "== %s: %s\n", model.c_str(), col.name.c_str());
+      progress("== %s: %s\n", model.c_str(), col.name.c_str());
       cells.push_back(run_cell(flags, cells.empty()));
     }
     const bool accuracy = cells.front().result.evals.back().val_accuracy.has_value();

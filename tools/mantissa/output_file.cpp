@@ -1,6 +1,8 @@
 // Whole-file writes of the command; see output_file.h.
 #include "output_file.h"
 
+#include <cstdarg>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -33,6 +35,14 @@ void write_file_atomically(const std::string& path, const std::string& text) {
     }
   }
   std::filesystem::rename(tmp, path);
+}
+
+void progress(const char* format, ...) {
+  if (process_group()->rank() != 0) return;
+  va_list args;
+  va_start(args, format);
+  std::vfprintf(stderr, format, args);
+  va_end(args);
 }
 
 }  // namespace mantissa::cli

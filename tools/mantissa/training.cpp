@@ -15,6 +15,7 @@
 #include <iterator>
 #include <stdexcept>
 
+#include "output_file.h"
 #include "mantissa/backend/cuda.h"
 #include "mantissa/core/memory.h"
 #include "mantissa/data/datasets.h"
@@ -482,7 +483,7 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
       check_signature(all.back(), it->second, signature(c, shape), c.resume_allow);
     });
   }
-  if (c.fp8) std::fprintf(stderr, "%s: %s\n", o.precision.label().c_str(), nn::fp8_plan_str(trainer.fp8_plan()).c_str());
+  if (c.fp8) progress("%s: %s\n", o.precision.label().c_str(), nn::fp8_plan_str(trainer.fp8_plan()).c_str());
   return trainer.run(cb);
 }
 
