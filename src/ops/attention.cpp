@@ -2,8 +2,15 @@
 // kernel in the inputs' dtype, the scores come out in f32, and scale, causal mask and softmax are one
 // kernel that writes the probabilities in the inputs' dtype. Backward keeps q, k, v and those
 // probabilities only (no f32 score matrices), and counts under the "attention" kernel region.
+//
+// Self-attention can also run in blocks of query rows (as memory-efficient attention does): each block's
+// scores against only the keys it sees (causal: those up to its last row, about half the products),
+// never the whole [B * H, T, T] at once, and nothing of that size kept for backward, which recomputes
+// each block's probabilities with the same kernels (so the same bits) from q and k.
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <vector>
 
 #include "mantissa/ops/autocast.h"
 #include "mantissa/backend/kernel_timer.h"
@@ -100,15 +107,103 @@ class SelfAttentionNode final : public Node {
   bool causal_;
 };
 
+// Rows r0..r1 of every matrix of a [B * H, R, C] view; the first `cols` columns of one.
+Tensor rows(const Tensor& x, std::int64_t r0, std::int64_t r1) {
+  return make_view(x, {x.size(0), r1 - r0, x.size(2)}, x.strides(), x.offset() + r0 * x.strides()[1]);
+}
+Tensor first_columns(const Tensor& x, std::int64_t cols) {
+  return make_view(x, {x.size(0), x.size(1), cols}, x.strides(), x.offset());
+}
+
+// A block of query rows [t0, t1) and the keys it sees: causal, the first t1 (the attention softmax's
+// causal rule for a block of T rows against S keys, j <= i + S - T, is then row t0 + i seeing j <= t0 + i).
+struct QueryBlock {
+  std::int64_t t0, t1, keys;
+};
+std::vector<QueryBlock> query_blocks(std::int64_t t, std::int64_t block, bool causal) {
+  std::vector<QueryBlock> blocks;
+  for (std::int64_t t0 = 0; t0 < t; t0 += block) {
+    const std::int64_t t1 = std::min(t, t0 + block);
+    blocks.push_back({t0, t1, causal ? t1 : t});
+  }
+  return blocks;
+}
+
+// One block's probabilities [B * H, rows, keys] in `dtype`, from q and k [B * H, T, D] (head-major).
+Tensor block_probs(const QueryBlock& b, const Tensor& q, const Tensor& k, double scale, bool causal, DType dtype) {
+  const Device device = q.device();
+  const Tensor scores = Tensor::empty({q.size(0), b.t1 - b.t0, b.keys}, score_dtype(dtype), device);
+  run_kernel<kernel::Matmul>(device, rows(q, b.t0, b.t1), first_columns(transposed(k), b.keys), Tensor(), scores);
+  const Tensor probs = Tensor::empty(scores.shape(), dtype, device);
+  run_kernel<kernel::AttentionSoftmax>(device, scores, scale, causal, probs);
+  return probs;
+}
+
+class BlockedSelfAttentionNode final : public Node {
+ public:
+  BlockedSelfAttentionNode(const Tensor& heads, std::int64_t batch, double scale, bool causal, std::int64_t block)
+      : heads_(save_for_backward(heads)), batch_(batch), scale_(scale), causal_(causal), block_(block) {}
+  std::string_view name() const override { return "self_attention"; }
+  void release() override { heads_ = {}; }
+  std::vector<Tensor> backward(const Tensor& g_in) override {
+    const DType dtype = heads_.dtype();
+    const std::int64_t nb = batch_, h = heads_.size(1) / nb, t = heads_.size(2), d = heads_.size(3);
+    const Device device = heads_.device();
+    const Tensor g = Tensor::empty({1, nb * h, t, d}, dtype, device);
+    run_kernel<kernel::Copy>(device, head_major_view(contiguous(cast(g_in, dtype)), 1, h), reshape(g, {1, nb, h, t, d}));
+    const Tensor q = part(heads_, 0), k = part(heads_, 1), v = part(heads_, 2), go = part(g, 0);
+    const Tensor grad_heads = Tensor::empty(heads_.shape(), dtype, device);
+    // dk and dv gather a term from every block that sees their row: summed in f32, rounded once at the end.
+    const Tensor sums = Tensor::zeros({2, nb * h, t, d}, score_dtype(dtype), device);
+    const Tensor dk = part(sums, 0), dv = part(sums, 1);
+    for (const QueryBlock& b : query_blocks(t, block_, causal_)) {
+      // dP = g v^T (f32), dS = scale P (dP - rowsum(dP P)); dq = dS k, dk += dS^T q, dv += P^T g.
+      const Tensor probs = block_probs(b, q, k, scale_, causal_, dtype);
+      const Tensor g_rows = rows(go, b.t0, b.t1);
+      const Tensor grad_probs = Tensor::empty(probs.shape(), score_dtype(dtype), device);
+      run_kernel<kernel::Matmul>(device, g_rows, first_columns(transposed(v), b.keys), Tensor(), grad_probs);
+      const Tensor grad_scores = Tensor::empty(probs.shape(), dtype, device);
+      run_kernel<kernel::AttentionSoftmaxBackward>(device, probs, grad_probs, scale_, causal_, grad_scores);
+      run_kernel<kernel::Matmul>(device, grad_scores, rows(k, 0, b.keys), Tensor(), rows(part(grad_heads, 0), b.t0, b.t1));
+      const Tensor term = Tensor::empty({nb * h, b.keys, d}, score_dtype(dtype), device);
+      run_kernel<kernel::Matmul>(device, transposed(grad_scores), rows(q, b.t0, b.t1), Tensor(), term);
+      run_kernel<kernel::Binary>(device, BinaryOp::add, rows(dk, 0, b.keys), term, rows(dk, 0, b.keys));
+      run_kernel<kernel::Matmul>(device, transposed(probs), g_rows, Tensor(), term);
+      run_kernel<kernel::Binary>(device, BinaryOp::add, rows(dv, 0, b.keys), term, rows(dv, 0, b.keys));
+    }
+    run_kernel<kernel::Copy>(device, dk, part(grad_heads, 1));
+    run_kernel<kernel::Copy>(device, dv, part(grad_heads, 2));
+    const Tensor grad_qkv = Tensor::empty(inputs[0].shape, dtype, device);
+    run_kernel<kernel::Copy>(device, reshape(grad_heads, {3, nb, h, t, d}), head_major_view(grad_qkv, 3, h));
+    return {grad_qkv};
+  }
+
+ private:
+  Tensor heads_;  // q, k, v as [3, B * H, T, D]
+  std::int64_t batch_;
+  double scale_;
+  bool causal_;
+  std::int64_t block_;
+};
+
+// Query rows per block when the caller leaves it to the op: the whole sequence on the CPU (its batched
+// products are fastest on whole head matrices, and its sequences are short); 128 on a GPU for sequences
+// past 256, where [B * H, T, T] probabilities per layer would be most of a step's memory.
+std::int64_t query_block_rows(std::int64_t asked, std::int64_t t, Device device) {
+  if (asked > 0) return std::min(asked, t);
+  return device.type != DeviceType::cpu && t > 256 ? 128 : t;
+}
+
 }  // namespace
 
-Tensor self_attention(const Tensor& qkv_in, std::int64_t heads, bool causal) {
+Tensor self_attention(const Tensor& qkv_in, std::int64_t heads, bool causal, std::int64_t query_block) {
   const KernelRegion region("attention");
   detail::check_computable(qkv_in, "self_attention");
   if (qkv_in.dim() != 3 || heads <= 0 || qkv_in.size(2) % (3 * heads) != 0) {
     throw std::invalid_argument("self_attention: qkv [B, T, 3 C] with C a multiple of " + std::to_string(heads) +
                                 " heads expected, got " + shape_str(qkv_in.shape()));
   }
+  if (query_block < 0) throw std::invalid_argument("self_attention: query_block must be 0 (automatic) or positive");
   const Tensor qkv = contiguous(detail::autocast_input(qkv_in, AutocastOp::matmul));
   const DType dtype = qkv.dtype();
   const std::int64_t nb = qkv.size(0), t = qkv.size(1), c = qkv.size(2) / 3, h = heads, d = c / h;
@@ -117,19 +212,29 @@ Tensor self_attention(const Tensor& qkv_in, std::int64_t heads, bool causal) {
   // q, k, v copied once into head-major order: each head one contiguous matrix, which oneDNN's fast
   // batched kernels need (with the heads read in place it fell back to a 4x slower kernel).
   const Tensor qkv_heads = Tensor::empty({3, nb * h, t, d}, dtype, qkv.device());
-  const Tensor scores = Tensor::empty({nb * h, t, t}, score_dtype(dtype), qkv.device());
-  const Tensor probs = Tensor::empty({nb * h, t, t}, dtype, qkv.device());
   const Tensor out_heads = Tensor::empty({1, nb * h, t, d}, dtype, qkv.device());
   const Tensor out = Tensor::empty({nb, t, c}, dtype, qkv.device());
+  const std::int64_t block = query_block_rows(query_block, t, device);
+  Tensor probs;  // kept for backward when the sequence is one block
   {
     NoGradGuard no_grad;
     run_kernel<kernel::Copy>(device, head_major_view(qkv, 3, h), reshape(qkv_heads, {3, nb, h, t, d}));
-    run_kernel<kernel::Matmul>(device, part(qkv_heads, 0), part(qkv_heads, 1, true), Tensor(), scores);
-    run_kernel<kernel::AttentionSoftmax>(device, scores, scale, causal, probs);
-    run_kernel<kernel::Matmul>(device, probs, part(qkv_heads, 2), Tensor(), part(out_heads, 0));
+    for (const QueryBlock& b : query_blocks(t, block, causal)) {
+      const Tensor p = block_probs(b, part(qkv_heads, 0), part(qkv_heads, 1), scale, causal, dtype);
+      run_kernel<kernel::Matmul>(device, p, rows(part(qkv_heads, 2), 0, b.keys), Tensor(),
+                                 rows(part(out_heads, 0), b.t0, b.t1));
+      if (block >= t) probs = p;
+    }
     run_kernel<kernel::Copy>(device, reshape(out_heads, {1, nb, h, t, d}), head_major_view(out, 1, h));
   }
-  if (needs_grad({&qkv})) record(out, std::make_shared<SelfAttentionNode>(qkv_heads, probs, nb, scale, causal), {&qkv});
+  if (needs_grad({&qkv})) {
+    if (block < t) {
+      record(out, std::make_shared<BlockedSelfAttentionNode>(qkv_heads, nb, scale, causal, block), {&qkv});
+    } else {
+      if (!probs.defined()) probs = Tensor::empty({nb * h, t, t}, dtype, device);  // an empty sequence
+      record(out, std::make_shared<SelfAttentionNode>(qkv_heads, probs, nb, scale, causal), {&qkv});
+    }
+  }
   return out;
 }
 

@@ -116,6 +116,11 @@ inline std::vector<Case> op_cases() {
   c.push_back({"matmul_batched", {{{2, 3, 4}}, {{2, 4, 5}, T}}, [](V x) { return matmul(x[0], x[1]); }, 4, 1, A});
   c.push_back({"matmul_shared_right", {{{2, 3, 4}}, {{4, 2}}}, [](V x) { return matmul(x[0], x[1]); }, 6, 1, A});
   c.push_back({"linear", {{{4, 3}}, {{5, 3}}, {{5}}}, [](V x) { return linear(x[0], x[1], x[2]); }, 4, 2, A});
+  // Views that start one element into their storage: a GPU's product must not assume aligned matrices.
+  c.push_back({"matmul_offset_views", {{{3, 9}}, {{9, 6}}},
+               [](V x) { return matmul(slice(x[0], 1, 1, 8), slice(x[1], 0, 1, 8)); }, 7, 1, A});
+  c.push_back({"linear_offset_bias", {{{4, 3}}, {{5, 3}}, {{6}}},
+               [](V x) { return linear(x[0], x[1], slice(x[2], 0, 1, 6)); }, 4, 2, A});
   c.push_back({"softmax", {{{3, 6}}}, [](V x) { return softmax(x[0]); }, 6});
   c.push_back({"softmax_axis0", {{{4, 3}, T}}, [](V x) { return softmax(x[0], 0); }, 4});
   c.push_back({"log_softmax", {{{3, 5}, S}}, [](V x) { return log_softmax(x[0]); }, 5, 1, N});
@@ -152,6 +157,11 @@ inline std::vector<Case> op_cases() {
   c.push_back({"self_attention", {{{2, 5, 3 * 6}}}, [](V x) { return self_attention(x[0], 2); }, 5, 3, N});
   c.push_back({"self_attention_long", {{{2, 33, 3 * 8}, Layout::strided}}, [](V x) { return self_attention(x[0], 2); },
                33, 3, N});
+  // In blocks of query rows (the last one shorter), each against the keys it sees.
+  c.push_back({"self_attention_blocked", {{{2, 33, 3 * 8}, Layout::strided}},
+               [](V x) { return self_attention(x[0], 2, true, 8); }, 33, 3, N});
+  c.push_back({"self_attention_blocked_full", {{{2, 17, 3 * 6}}}, [](V x) { return self_attention(x[0], 2, false, 5); },
+               17, 3, N});
   c.push_back({"attention_cross", {{{1, 2, 3, 4}}, {{1, 2, 5, 4}}, {{1, 2, 5, 3}}},
                [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], false); }, 10, 3, N});
   // LSTM cell: gates from two strided or transposed products; h and c both reach the output. The long

@@ -183,6 +183,8 @@ std::vector<Case> large_cases() {
   // Rows of attention scores longer than a vector loop's tail, several threads.
   c.push_back({"self_attention_large", {{{2, 130, 3 * 8}}}, [](V x) { return self_attention(x[0], 2); },
                130, 3, Bound::normwise});
+  c.push_back({"self_attention_blocked_large", {{{2, 130, 3 * 8}}}, [](V x) { return self_attention(x[0], 2, true, 32); },
+               130, 3, Bound::normwise});
   c.push_back({"linear_batched_large", {{{3, 70, 96}}, {{80, 96}}, {{80}}},
                [](V x) { return linear(x[0], x[1], x[2]); }, 210, 2, A});
   c.push_back({"gelu_large", {{{300, 257}}}, [](V x) { return gelu(x[0]); }});

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "mantissa/core/memory.h"
 #include "mantissa/ops/ops.h"
 
 namespace mantissa {
@@ -90,34 +91,57 @@ TEST(Attention, CausalPositionsIgnoreLaterKeys) {
 }
 
 // self_attention on a fused projection is scaled_dot_product_attention on the heads split out of it,
-// forward and backward, in f64 (so the two agree to rounding).
-// self_attention on a fused projection is scaled_dot_product_attention on the heads split out of it,
-// forward and backward, in f64 (so the two agree to rounding), causal or not, short and long.
+// forward and backward, in f64 (so the two agree to rounding), causal or not, short and long, whole or
+// in blocks of query rows (one row, 16 rows, and 50 rows: 130 = 50 + 50 + 30).
 TEST(Attention, SelfAttentionOnAFusedProjectionMatchesTheSplitHeads) {
   for (const std::int64_t t : {7, 130}) {
-    for (const bool causal : {true, false}) {
-      SCOPED_TRACE("t " + std::to_string(t) + (causal ? " causal" : ""));
-      const std::int64_t b = 2, h = 3, d = 4, c = h * d;
-      const Tensor qkv = Tensor::randn({b, t, 3 * c}, DType::f64, 11).set_requires_grad();
-      const Tensor weights = Tensor::randn({b, t, c}, DType::f64, 12);
-      const Tensor fused = self_attention(qkv, h, causal);
-      sum(mul(fused, weights)).backward();
-      const std::vector<double> fused_grad = qkv.grad().to_doubles();
+    for (const std::int64_t block : {0, 1, 16, 50}) {
+      for (const bool causal : {true, false}) {
+        SCOPED_TRACE("t " + std::to_string(t) + " query block " + std::to_string(block) + (causal ? " causal" : ""));
+        const std::int64_t b = 2, h = 3, d = 4, c = h * d;
+        const Tensor qkv = Tensor::randn({b, t, 3 * c}, DType::f64, 11).set_requires_grad();
+        const Tensor weights = Tensor::randn({b, t, c}, DType::f64, 12);
+        const Tensor fused = self_attention(qkv, h, causal, block);
+        sum(mul(fused, weights)).backward();
+        const std::vector<double> fused_grad = qkv.grad().to_doubles();
 
-      const Tensor qkv2 = qkv.detach().set_requires_grad();
-      const Tensor heads = permute(reshape(qkv2, {b, t, 3, h, d}), {2, 0, 3, 1, 4});  // [3, b, h, t, d]
-      const auto part = [&](std::int64_t i) { return reshape(slice(heads, 0, i, i + 1), {b, h, t, d}); };
-      const Tensor split =
-          reshape(permute(scaled_dot_product_attention(part(0), part(1), part(2), causal), {0, 2, 1, 3}), {b, t, c});
-      sum(mul(split, weights)).backward();
+        const Tensor qkv2 = qkv.detach().set_requires_grad();
+        const Tensor heads = permute(reshape(qkv2, {b, t, 3, h, d}), {2, 0, 3, 1, 4});  // [3, b, h, t, d]
+        const auto part = [&](std::int64_t i) { return reshape(slice(heads, 0, i, i + 1), {b, h, t, d}); };
+        const Tensor split =
+            reshape(permute(scaled_dot_product_attention(part(0), part(1), part(2), causal), {0, 2, 1, 3}), {b, t, c});
+        sum(mul(split, weights)).backward();
 
-      const std::vector<double> x = fused.to_doubles(), y = split.to_doubles();
-      for (std::size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], y[i], 1e-12) << i;
-      const std::vector<double> gx = fused_grad, gy = qkv2.grad().to_doubles();
-      for (std::size_t i = 0; i < gx.size(); ++i) ASSERT_NEAR(gx[i], gy[i], 1e-12) << i;
+        const std::vector<double> x = fused.to_doubles(), y = split.to_doubles();
+        for (std::size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], y[i], 1e-12) << i;
+        const std::vector<double> gx = fused_grad, gy = qkv2.grad().to_doubles();
+        for (std::size_t i = 0; i < gx.size(); ++i) ASSERT_NEAR(gx[i], gy[i], 1e-12) << i;
+      }
     }
   }
   EXPECT_THROW(self_attention(Tensor::randn({1, 4, 9}, DType::f32, 1), 2), std::invalid_argument);
+  EXPECT_THROW(self_attention(Tensor::randn({1, 4, 12}, DType::f32, 1), 2, true, -1), std::invalid_argument);
+}
+
+// In blocks of query rows nothing of [B * H, T, T] is kept for backward or made at once: with 8 heads
+// of 256 positions in f32, whole attention keeps 2 MiB of probabilities (and makes as much of scores);
+// blocks of 32 rows hold an eighth of that at a time.
+TEST(Attention, BlocksOfQueryRowsKeepNoSquareOfProbabilities) {
+  const std::int64_t b = 2, t = 256, h = 4, c = 4 * 8;
+  const std::int64_t square = b * h * t * t * 4;
+  const auto peak = [&](std::int64_t block, std::int64_t& kept) {
+    const Tensor qkv = Tensor::randn({b, t, 3 * c}, DType::f32, 5).set_requires_grad();
+    reset_peak_memory();
+    const std::int64_t before = memory_stats().current_of(MemoryCategory::activations);
+    Tensor out = self_attention(qkv, h, true, block);
+    kept = memory_stats().current_of(MemoryCategory::activations) - before;
+    sum(out).backward();
+    return memory_stats().peak_total;
+  };
+  std::int64_t kept_whole = 0, kept_blocked = 0;
+  const std::int64_t whole = peak(0, kept_whole), blocked = peak(32, kept_blocked);
+  EXPECT_GE(kept_whole - kept_blocked, square);
+  EXPECT_LT(blocked, whole - square);
 }
 
 TEST(LayerNorm, RowsComeOutWithMeanZeroAndUnitVarianceInBf16) {

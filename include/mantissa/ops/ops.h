@@ -112,8 +112,11 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // Self-attention on a fused projection: qkv [B, T, 3 C] holds q, k and v ([B, T, C] each, in that order)
 // for `heads` heads of C / heads features; returns [B, T, C], the heads side by side. The result of
 // scaled_dot_product_attention on the heads, with one copy of q, k, v into head-major order, and one
-// gradient for qkv (no slices, no zero-filled partial gradients to add up).
-Tensor self_attention(const Tensor& qkv, std::int64_t heads, bool causal = true);
+// gradient for qkv (no slices, no zero-filled partial gradients to add up). query_block > 0 computes it
+// in blocks of that many query rows, each against only the keys it sees, and backward recomputes each
+// block's probabilities instead of keeping [B * H, T, T] of them; 0 chooses: one block on the CPU, 128
+// rows on a GPU for sequences past 256.
+Tensor self_attention(const Tensor& qkv, std::int64_t heads, bool causal = true, std::int64_t query_block = 0);
 
 // One LSTM time step (src/ops/lstm.cpp): x_gates = x W_ih^T + b and h_gates = h W_hh^T, both [B, 4H] with
 // PyTorch's gate order i, f, g, o, and the cell state c_prev [B, H] give [2, B, H]: h (index 0) and c
