@@ -78,8 +78,18 @@ cublasLtMatrixLayout_t layout(DType t, std::int64_t rows, std::int64_t cols, std
   return l;
 }
 
+// The alignment in bytes cuBLASLt may assume of a matrix: the largest power of 2, up to 256, dividing its
+// address and (batched) its batch stride. The heuristic assumes 256 unless told, and a view that starts
+// inside its storage (a slice, q/k/v out of one product) is often less aligned: an algorithm chosen for
+// 256 would fault there, or read wrongly.
+std::uint32_t alignment(const void* p, std::int64_t batch_stride_elements, DType t, bool batched) {
+  std::uint64_t bits = reinterpret_cast<std::uintptr_t>(p) | 256U;
+  if (batched) bits |= static_cast<std::uint64_t>(batch_stride_elements) * dtype_size(t);
+  return static_cast<std::uint32_t>(bits & (~bits + 1));  // the lowest bit set
+}
+
 // The cached choices: every property of the call that changes which algorithm is valid.
-using PlanKey = std::tuple<int, int, int, bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+using PlanKey = std::tuple<int, int, bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
                            std::vector<std::int64_t>>;
 
 std::mutex plans_mutex;
@@ -108,7 +118,9 @@ void matmul(const Tensor& a_in, const Tensor& w_in, const Tensor& bias_in, const
   const bool direct = (out.dtype() == in || out.dtype() == DType::f32) && out.strides().back() == 1 && out.strides()[1] >= n;
   const Tensor d = direct ? out : Tensor::empty(out.shape(), DType::f32, out.device());
   Tensor bias = bias_in;
-  if (bias.defined() && (bias.dtype() != d.dtype() || !bias.is_contiguous())) {
+  // The bias epilogue reads the vector in 16-byte pieces.
+  if (bias.defined() && (bias.dtype() != d.dtype() || !bias.is_contiguous() ||
+                         reinterpret_cast<std::uintptr_t>(bias.data()) % 16 != 0)) {
     bias = Tensor::empty(bias_in.shape(), d.dtype(), d.device());
     copy(bias_in, bias);
   }
@@ -137,9 +149,12 @@ void matmul(const Tensor& a_in, const Tensor& w_in, const Tensor& bias_in, const
   desc.b = layout(in, k, m, a.strides()[1], b32, a.strides()[0]);
   desc.d = layout(d.dtype(), n, m, d.strides()[1], b32, d.strides()[0]);
 
-  const PlanKey key{static_cast<int>(in), static_cast<int>(d.dtype()), static_cast<int>(batch > 1), bias.defined(), tf32,
-                    m, n, k, batch,
-                    {w.strides()[0], w.strides()[1], a.strides()[0], a.strides()[1], d.strides()[0], d.strides()[1]}};
+  const std::uint32_t align_w = alignment(w.data(), w.strides()[0], in, batch > 1),
+                      align_a = alignment(a.data(), a.strides()[0], in, batch > 1),
+                      align_d = alignment(d.data(), d.strides()[0], d.dtype(), batch > 1);
+  const PlanKey key{static_cast<int>(in), static_cast<int>(d.dtype()), bias.defined(), tf32, m, n, k, batch,
+                    {w.strides()[0], w.strides()[1], a.strides()[0], a.strides()[1], d.strides()[0], d.strides()[1],
+                     align_w, align_a, align_d}};
   cublasLtMatmulAlgo_t algo;
   {
     std::lock_guard lock(plans_mutex);
@@ -149,6 +164,11 @@ void matmul(const Tensor& a_in, const Tensor& w_in, const Tensor& bias_in, const
       check_lt(cublaslt().MatmulPreferenceCreate(&pref), "preference");
       const std::uint64_t ws = kWorkspaceBytes;
       cublaslt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+      // cuBLASLt's A is w, its B is a, C and D are d.
+      cublaslt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_w, sizeof align_w);
+      cublaslt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_a, sizeof align_a);
+      cublaslt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof align_d);
+      cublaslt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof align_d);
       cublasLtMatmulHeuristicResult_t result{};
       int found = 0;
       const cublasStatus_t s =

@@ -131,7 +131,6 @@ void keep_allocator_registration() { (void)registered; }
 }  // namespace detail::cuda
 
 CudaInfo cuda_info() {
-  (void)detail::cuda::registered;
   CudaInfo info;
   info.built = true;
   info.architectures = MANTISSA_CUDA_ARCHITECTURES;
