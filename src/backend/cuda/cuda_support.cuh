@@ -1,7 +1,7 @@
 // What every CUDA kernel file shares: CUDA errors turned into one-line exceptions naming the op, the one
 // stream all of a device's work is queued on (so the caching allocator may reuse a freed block at once),
 // element loads and stores of every dtype with the CPU's own rounding rule (encode_rules.h, compiled for
-// the device too, so casts give the CPU's bits), and strided indexing of up to kMaxDims dimensions.
+// the device too, so casts give the CPU's bits), and strided indexing (strided.h).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,6 +11,7 @@
 #include <string>
 
 #include "../../numeric/encode_rules.h"
+#include "strided.h"
 #include "mantissa/core/tensor.h"
 
 namespace mantissa::detail::cuda {
@@ -23,7 +24,6 @@ inline void check_launch(const char* what) { check(cudaGetLastError(), what); }
 // The stream all work on the current GPU is queued on.
 cudaStream_t stream();
 
-inline constexpr int kMaxDims = 8;
 inline constexpr int kThreads = 256;
 
 inline unsigned blocks_for(std::int64_t n) {
@@ -67,64 +67,6 @@ __device__ inline void store(const ElementType& t, void* base, std::int64_t i, f
     case DType::e4m3:
     case DType::e5m2: static_cast<std::uint8_t*>(base)[i] = static_cast<std::uint8_t>(encode_value(t.encode, v)); return;
   }
-}
-
-// Shape and the strides of up to N tensors over it; offsets of the row-major element index i (below the
-// shape's element count: the outermost dimension needs no division, so one dimension needs none).
-template <int N>
-struct Strided {
-  int rank = 0;
-  std::int64_t shape[kMaxDims] = {};
-  std::int64_t strides[N][kMaxDims] = {};
-
-  MANTISSA_HOST_DEVICE void offsets(std::int64_t i, std::int64_t (&off)[N]) const {
-    for (int t = 0; t < N; ++t) off[t] = 0;
-    for (int d = rank - 1; d > 0; --d) {
-      const std::int64_t s = shape[d];
-      const std::int64_t k = i % s;
-      i /= s;
-      for (int t = 0; t < N; ++t) off[t] += k * strides[t][d];
-    }
-    if (rank > 0) {
-      for (int t = 0; t < N; ++t) off[t] += i * strides[t][0];
-    }
-  }
-};
-
-// The iteration over `shape` with the tensors' strides, in row-major order, with dimensions of size 1
-// dropped and neighbours merged where every tensor steps through them as one (stride[d] = stride[d+1] *
-// shape[d+1]): tensors contiguous alike become one dimension, and their elements cost no division.
-// Throws for more than kMaxDims dimensions left.
-template <int N>
-Strided<N> strided(const Shape& shape, const Tensor* const (&tensors)[N], const char* what) {
-  std::int64_t sizes[64];
-  std::int64_t steps[64][N];
-  int rank = 0;  // merged dimensions, innermost first
-  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
-    const auto u = static_cast<std::size_t>(d);
-    if (shape[u] == 1) continue;
-    bool merges = rank > 0;
-    for (int t = 0; t < N && merges; ++t) merges = tensors[t]->strides()[u] == steps[rank - 1][t] * sizes[rank - 1];
-    if (merges) {
-      sizes[rank - 1] *= shape[u];
-      continue;
-    }
-    if (rank == 64) throw std::invalid_argument(std::string(what) + ": too many dimensions on cuda");
-    sizes[rank] = shape[u];
-    for (int t = 0; t < N; ++t) steps[rank][t] = tensors[t]->strides()[u];
-    ++rank;
-  }
-  if (rank > kMaxDims) {
-    throw std::invalid_argument(std::string(what) + ": more than " + std::to_string(kMaxDims) +
-                                " dimensions (after merging) on cuda");
-  }
-  Strided<N> s;
-  s.rank = rank;
-  for (int d = 0; d < rank; ++d) {
-    s.shape[d] = sizes[rank - 1 - d];
-    for (int t = 0; t < N; ++t) s.strides[t][d] = steps[rank - 1 - d][t];
-  }
-  return s;
 }
 
 // A 2-D view's rows and columns: element (r, c) at r * row + c * col (in elements).
