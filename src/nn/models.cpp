@@ -102,10 +102,21 @@ Tensor Segmenter::forward(const Tensor& x) const {
 }
 
 Tensor Gpt::forward(std::span<const std::int64_t> ids, std::int64_t batch, std::int64_t t) const {
+  const auto scope = forward_scope();
+  // The head is the token embedding, transposed (weight tying).
+  return matmul(hidden(ids, batch, t), transpose(wte_->weight(), 0, 1));
+}
+
+Tensor Gpt::loss(std::span<const std::int64_t> ids, std::int64_t batch, std::int64_t t,
+                 std::span<const std::int64_t> targets) const {
+  const auto scope = forward_scope();
+  return linear_cross_entropy(hidden(ids, batch, t), wte_->weight(), targets);
+}
+
+Tensor Gpt::hidden(std::span<const std::int64_t> ids, std::int64_t batch, std::int64_t t) const {
   if (t > c_.block_size) {
     throw std::invalid_argument("gpt: " + std::to_string(t) + " tokens exceed the block size " + std::to_string(c_.block_size));
   }
-  const auto scope = forward_scope();
   const std::int64_t c = c_.n_embd, h = c_.n_head;
   std::vector<std::int64_t> positions(static_cast<std::size_t>(t));
   for (std::int64_t i = 0; i < t; ++i) positions[static_cast<std::size_t>(i)] = i;
@@ -117,8 +128,7 @@ Tensor Gpt::forward(std::span<const std::int64_t> ids, std::int64_t batch, std::
     x = add(x, b.proj->forward(self_attention(b.qkv->forward(b.ln1->forward(x)), h)));
     x = add(x, b.fc_proj->forward(gelu(b.fc->forward(b.ln2->forward(x)))));
   }
-  // The head is the token embedding, transposed (weight tying).
-  return matmul(reshape(ln_f_->forward(x), {batch * t, c}), transpose(wte_->weight(), 0, 1));
+  return reshape(ln_f_->forward(x), {batch * t, c});
 }
 
 LstmLm::LstmLm(const LstmConfig& c) : c_(c) {

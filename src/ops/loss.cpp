@@ -1,8 +1,12 @@
 // The losses: cross-entropy (softmax and loss fused, with ignore index and label smoothing) and mean
-// squared error, computed in f32 whatever the dtype of the logits.
+// squared error, computed in f32 whatever the dtype of the logits; and cross-entropy fused with the
+// classifier's product, in blocks of rows, so that the [N, V] logits and probabilities of a large
+// vocabulary never exist whole (as llm.c's fused classifier; backward recomputes each block's logits).
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "mantissa/ops/autocast.h"
 #include "mantissa/ops/ops.h"
@@ -35,6 +39,100 @@ class CrossEntropyNode final : public Node {
   double smoothing_;
 };
 
+// Checks every target is a class in [0, classes) or ignore_index; returns how many rows count.
+std::int64_t counted_targets(std::span<const std::int64_t> targets, std::int64_t rows, std::int64_t classes,
+                             std::int64_t ignore_index, double label_smoothing, const char* op) {
+  if (static_cast<std::int64_t>(targets.size()) != rows) {
+    throw std::invalid_argument(std::string(op) + ": " + std::to_string(targets.size()) + " targets for " +
+                                std::to_string(rows) + " rows");
+  }
+  if (label_smoothing < 0 || label_smoothing > 1) {
+    throw std::invalid_argument(std::string(op) + ": label smoothing must be in [0, 1]");
+  }
+  std::int64_t counted = 0;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const std::int64_t t = targets[static_cast<std::size_t>(i)];
+    if (t == ignore_index) continue;
+    if (t < 0 || t >= classes) {
+      throw std::invalid_argument(std::string(op) + ": target " + std::to_string(t) + " of row " + std::to_string(i) +
+                                  " is not a class in [0, " + std::to_string(classes) + ")");
+    }
+    ++counted;
+  }
+  return counted;
+}
+
+// Rows [r0, r1) of the classifier's input and their logits, in blocks.
+struct RowBlock {
+  std::int64_t r0, r1;
+};
+std::vector<RowBlock> row_blocks(std::int64_t rows, std::int64_t block) {
+  std::vector<RowBlock> blocks;
+  for (std::int64_t r0 = 0; r0 < rows; r0 += block) blocks.push_back({r0, std::min(rows, r0 + block)});
+  return blocks;
+}
+Tensor rows_of(const Tensor& x, const RowBlock& b) { return slice(x, 0, b.r0, b.r1); }
+// A matrix as a batch of one, for the matmul kernel.
+Tensor one_batch(const Tensor& m) {
+  return make_view(m, {1, m.size(0), m.size(1)}, {0, m.strides()[0], m.strides()[1]}, m.offset());
+}
+
+// One block's logits x w^T [rows, V] in the inputs' dtype, and their softmax (f32) and per-row losses.
+struct BlockLoss {
+  Tensor probs, losses;
+};
+BlockLoss block_loss(const Tensor& x, const Tensor& w, const RowBlock& b, std::span<const std::int64_t> targets,
+                     std::int64_t ignore_index, double smoothing) {
+  const Tensor logits = detail::batched_product(rows_of(x, b), transpose(w, 0, 1), Tensor(), x.dtype());
+  const DType f = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  BlockLoss r{Tensor::empty(logits.shape(), f, x.device()), Tensor::empty({b.r1 - b.r0}, f, x.device())};
+  run_kernel_on<kernel::CrossEntropy>(logits, logits, targets.subspan(static_cast<std::size_t>(b.r0),
+                                                                      static_cast<std::size_t>(b.r1 - b.r0)),
+                                      ignore_index, smoothing, r.probs, r.losses);
+  return r;
+}
+
+class LinearCrossEntropyNode final : public Node {
+ public:
+  LinearCrossEntropyNode(const Tensor& x, const Tensor& w, std::span<const std::int64_t> targets, std::int64_t ignore_index,
+                         double smoothing, double row_factor, std::int64_t block)
+      : x_(save_for_backward(x)), w_(save_for_backward(w)), targets_(targets.begin(), targets.end()),
+        ignore_(ignore_index), smoothing_(smoothing), row_factor_(row_factor), block_(block) {}
+  std::string_view name() const override { return "linear_cross_entropy"; }
+  void release() override {
+    x_ = w_ = Tensor();
+    targets_.clear();
+  }
+  std::vector<Tensor> backward(const Tensor& g) override {
+    const DType dtype = x_.dtype(), f = dtype == DType::f64 ? DType::f64 : DType::f32;
+    const Device device = x_.device();
+    const Tensor gx = Tensor::empty(x_.shape(), dtype, device);
+    // dw gathers a term from every block: summed in f32, rounded once at the end.
+    const Tensor gw_sum = Tensor::zeros(w_.shape(), f, device);
+    // Every row's loss gradient: the scalar's, times 1 / (counted rows) for the mean.
+    const Tensor g_row = mul(cast(g, f), row_factor_);
+    for (const RowBlock& b : row_blocks(x_.size(0), block_)) {
+      const BlockLoss l = block_loss(x_, w_, b, targets_, ignore_, smoothing_);
+      const Tensor grad_logits = Tensor::empty(l.probs.shape(), dtype, device);
+      run_kernel_on<kernel::CrossEntropyBackward>(
+          l.probs, l.probs, std::span<const std::int64_t>(targets_).subspan(static_cast<std::size_t>(b.r0),
+                                                                            static_cast<std::size_t>(b.r1 - b.r0)),
+          ignore_, smoothing_, make_view(g_row, {b.r1 - b.r0}, {0}, g_row.offset()), grad_logits);
+      run_kernel_on<kernel::Matmul>(x_, one_batch(grad_logits), one_batch(w_), Tensor(), one_batch(rows_of(gx, b)));
+      const Tensor term = detail::batched_product(transpose(grad_logits, 0, 1), rows_of(x_, b), Tensor(), f);
+      run_kernel_on<kernel::Binary>(gw_sum, BinaryOp::add, gw_sum, term, gw_sum);
+    }
+    return {gx, cast(gw_sum, dtype)};
+  }
+
+ private:
+  Tensor x_, w_;
+  std::vector<std::int64_t> targets_;
+  std::int64_t ignore_;
+  double smoothing_, row_factor_;
+  std::int64_t block_;
+};
+
 }  // namespace
 
 Tensor cross_entropy(const Tensor& logits_in, std::span<const std::int64_t> targets, Reduction reduction,
@@ -46,23 +144,7 @@ Tensor cross_entropy(const Tensor& logits_in, std::span<const std::int64_t> targ
   }
   const std::int64_t n = logits.size(0);
   const std::int64_t c = logits.size(1);
-  if (static_cast<std::int64_t>(targets.size()) != n) {
-    throw std::invalid_argument("cross_entropy: " + std::to_string(targets.size()) + " targets for " +
-                                std::to_string(n) + " rows");
-  }
-  if (label_smoothing < 0 || label_smoothing > 1) {
-    throw std::invalid_argument("cross_entropy: label smoothing must be in [0, 1]");
-  }
-  std::int64_t counted = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::int64_t t = targets[static_cast<std::size_t>(i)];
-    if (t == ignore_index) continue;
-    if (t < 0 || t >= c) {
-      throw std::invalid_argument("cross_entropy: target " + std::to_string(t) + " of row " + std::to_string(i) +
-                                  " is not a class in [0, " + std::to_string(c) + ")");
-    }
-    ++counted;
-  }
+  const std::int64_t counted = counted_targets(targets, n, c, ignore_index, label_smoothing, "cross_entropy");
   // Per-row losses from the fused kernel (softmax kept for backward), then their sum or mean.
   const DType f = logits.dtype() == DType::f64 ? DType::f64 : DType::f32;
   Tensor probs = Tensor::empty({n, c}, f, logits.device());
@@ -78,6 +160,50 @@ Tensor cross_entropy(const Tensor& logits_in, std::span<const std::int64_t> targ
   if (reduction == Reduction::sum) return total;
   // Mean over the rows that count (NaN when none does, as 0/0).
   return mul(total, 1.0 / static_cast<double>(counted));
+}
+
+Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& w_in, std::span<const std::int64_t> targets,
+                            Reduction reduction, std::int64_t ignore_index, double label_smoothing,
+                            std::int64_t row_block) {
+  detail::check_computable(x_in, "linear_cross_entropy");
+  detail::check_computable(w_in, "linear_cross_entropy");
+  if (x_in.dim() != 2 || w_in.dim() != 2 || x_in.size(1) != w_in.size(1)) {
+    throw std::invalid_argument("linear_cross_entropy: x [N, C] and w [V, C] expected, got " + shape_str(x_in.shape()) +
+                                " and " + shape_str(w_in.shape()));
+  }
+  if (row_block < 0) throw std::invalid_argument("linear_cross_entropy: row_block must be 0 (automatic) or positive");
+  const std::int64_t n = x_in.size(0), v = w_in.size(0);
+  // Automatic: one block on the CPU (then it is exactly the two ops); on a GPU, blocks of about 2^26
+  // logits (256 MiB of f32 probabilities) at a time.
+  const std::int64_t block = row_block > 0 ? std::min(row_block, std::max<std::int64_t>(n, 1))
+                             : x_in.device().type == DeviceType::cpu ? std::max<std::int64_t>(n, 1)
+                                                                     : std::max<std::int64_t>(256, (std::int64_t{1} << 26) / std::max<std::int64_t>(v, 1));
+  if (block >= n) {
+    return cross_entropy(matmul(x_in, transpose(w_in, 0, 1)), targets, reduction, ignore_index, label_smoothing);
+  }
+  // The product is a matmul for autocast (low precision in a region), the loss f32 as cross_entropy's.
+  const Tensor x0 = detail::autocast_input(x_in, AutocastOp::matmul), w0 = detail::autocast_input(w_in, AutocastOp::matmul);
+  const DType dtype = detail::promote(x0.dtype(), w0.dtype());
+  const Tensor x = cast(x0, dtype), w = cast(w0, dtype);
+  const std::int64_t counted = counted_targets(targets, n, v, ignore_index, label_smoothing, "linear_cross_entropy");
+  const double row_factor = reduction == Reduction::sum ? 1.0 : 1.0 / static_cast<double>(counted);
+  Tensor loss;
+  {
+    NoGradGuard no_grad;
+    const Tensor losses = Tensor::empty({n}, dtype == DType::f64 ? DType::f64 : DType::f32, x.device());
+    for (const RowBlock& b : row_blocks(n, block)) {
+      run_kernel_on<kernel::Copy>(losses, block_loss(x, w, b, targets, ignore_index, label_smoothing).losses, slice(losses, 0, b.r0, b.r1));
+    }
+    // As cross_entropy: rounded into the region's dtype under a policy that runs losses low too; the mean
+    // over the rows that count (NaN when none does, as 0/0).
+    const bool low = detail::autocast_runs_low(AutocastOp::cross_entropy) && losses.dtype() == DType::f32;
+    loss = mul(sum(low ? cast(losses, *autocast_dtype()) : losses), row_factor);
+  }
+  if (needs_grad({&x, &w})) {
+    record(loss, std::make_shared<LinearCrossEntropyNode>(x, w, targets, ignore_index, label_smoothing, row_factor, block),
+           {&x, &w});
+  }
+  return loss;
 }
 
 Tensor mse_loss(const Tensor& a_in, const Tensor& b_in, Reduction reduction) {

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "mantissa/core/memory.h"
 #include "mantissa/ops/ops.h"
@@ -142,6 +144,52 @@ TEST(Attention, BlocksOfQueryRowsKeepNoSquareOfProbabilities) {
   const std::int64_t whole = peak(0, kept_whole), blocked = peak(32, kept_blocked);
   EXPECT_GE(kept_whole - kept_blocked, square);
   EXPECT_LT(blocked, whole - square);
+}
+
+// linear_cross_entropy is cross_entropy(matmul(x, w^T)), value and gradients, in f64 (so the two agree to
+// rounding), whole or in blocks of rows (one row, 7 rows, 50 rows: 130 = 50 + 50 + 30), mean or sum, with
+// label smoothing and ignored rows.
+TEST(LinearCrossEntropy, MatchesTheClassifierProductThenCrossEntropy) {
+  const std::int64_t n = 130, c = 12, v = 37;
+  std::vector<std::int64_t> targets(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) targets[static_cast<std::size_t>(i)] = i % 11 == 3 ? -100 : (i * 7) % v;
+  for (const std::int64_t block : {0, 1, 7, 50}) {
+    for (const Reduction reduction : {Reduction::mean, Reduction::sum}) {
+      SCOPED_TRACE("block " + std::to_string(block) + (reduction == Reduction::sum ? " sum" : " mean"));
+      const Tensor x = Tensor::randn({n, c}, DType::f64, 21).set_requires_grad();
+      const Tensor w = Tensor::randn({v, c}, DType::f64, 22).set_requires_grad();
+      const Tensor fused = linear_cross_entropy(x, w, targets, reduction, -100, 0.05, block);
+      fused.backward();
+      const Tensor x2 = x.detach().set_requires_grad(), w2 = w.detach().set_requires_grad();
+      const Tensor split = cross_entropy(matmul(x2, transpose(w2, 0, 1)), targets, reduction, -100, 0.05);
+      split.backward();
+      EXPECT_NEAR(fused.item(), split.item(), 1e-12 * std::fabs(split.item()));
+      for (const auto& [a, b] : {std::pair{x.grad(), x2.grad()}, std::pair{w.grad(), w2.grad()}}) {
+        const std::vector<double> ga = a.to_doubles(), gb = b.to_doubles();
+        for (std::size_t i = 0; i < ga.size(); ++i) ASSERT_NEAR(ga[i], gb[i], 1e-12) << i;
+      }
+    }
+  }
+  EXPECT_THROW(linear_cross_entropy(Tensor::randn({3, 4}, DType::f32, 1), Tensor::randn({5, 3}, DType::f32, 1),
+                                    std::vector<std::int64_t>{0, 1, 2}),
+               std::invalid_argument);
+  EXPECT_THROW(linear_cross_entropy(Tensor::randn({3, 4}, DType::f32, 1), Tensor::randn({5, 4}, DType::f32, 1),
+                                    std::vector<std::int64_t>{0, 1, 5}, Reduction::mean, -100, 0.0, 2),
+               std::invalid_argument);
+}
+
+// In blocks nothing of [N, V] is kept for backward: whole, the f32 probabilities are (1 MiB here).
+TEST(LinearCrossEntropy, BlocksKeepNoLogitsOrProbabilities) {
+  const std::int64_t n = 512, c = 16, v = 512;
+  const std::vector<std::int64_t> targets(static_cast<std::size_t>(n), 3);
+  const auto kept = [&](std::int64_t block) {
+    const Tensor x = Tensor::randn({n, c}, DType::f32, 5).set_requires_grad();
+    const Tensor w = Tensor::randn({v, c}, DType::f32, 6).set_requires_grad();
+    const std::int64_t before = memory_stats().current_of(MemoryCategory::activations);
+    const Tensor loss = linear_cross_entropy(x, w, targets, Reduction::mean, -100, 0.0, block);
+    return memory_stats().current_of(MemoryCategory::activations) - before;
+  };
+  EXPECT_GE(kept(0) - kept(64), n * v * 4);
 }
 
 TEST(LayerNorm, RowsComeOutWithMeanZeroAndUnitVarianceInBf16) {

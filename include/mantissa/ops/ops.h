@@ -94,6 +94,14 @@ enum class Reduction : unsigned char { mean, sum };
 Tensor cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets,
                      Reduction reduction = Reduction::mean, std::int64_t ignore_index = -100,
                      double label_smoothing = 0.0);
+// cross_entropy(matmul(x, w^T), targets, ...) for x [N, C] and a classifier's weight w [V, C], without
+// the [N, V] logits and probabilities at once: in blocks of row_block rows, each block's logits made,
+// turned into its losses and dropped; backward recomputes each block's logits (one more product) and
+// sums w's gradient over blocks in f32. 0 chooses: one block on the CPU (exactly the two ops), blocks of
+// about 2^26 logits on a GPU (GPT-2's 16384 x 50304: 3.3 GB of f32 probabilities not kept).
+Tensor linear_cross_entropy(const Tensor& x, const Tensor& w, std::span<const std::int64_t> targets,
+                            Reduction reduction = Reduction::mean, std::int64_t ignore_index = -100,
+                            double label_smoothing = 0.0, std::int64_t row_block = 0);
 // Mean (or sum) of (a - b)^2 over all elements, in f32 (f64 for f64).
 Tensor mse_loss(const Tensor& a, const Tensor& b, Reduction reduction = Reduction::mean);
 

@@ -56,6 +56,14 @@ class ModuleModel final : public Model {
       return m_.forward(b.tokens, b.rows, b.length);
     }
   }
+  // A module with a loss of its own (the GPT's fused classifier and cross-entropy) computes it.
+  Tensor loss(const Batch& b) override {
+    if constexpr (requires { m_.loss(b.tokens, b.rows, b.length, b.targets); }) {
+      return m_.loss(b.tokens, b.rows, b.length, b.targets);
+    } else {
+      return Model::loss(b);
+    }
+  }
 
  private:
   M m_;
