@@ -70,6 +70,24 @@ Tensor part(const Tensor& x, std::int64_t i, bool transposed = false) {
 // [B * H, R, C] transposed to [B * H, C, R] (a view).
 Tensor transposed(const Tensor& x) { return transpose(x, 1, 2); }
 
+// The output's gradient [B, T, C] as [1, B * H, T, D], head-major like the saved q, k, v.
+Tensor head_major_gradient(const Tensor& g_in, std::int64_t batch, std::int64_t heads, DType dtype, Device device) {
+  const std::int64_t t = g_in.size(1), d = g_in.size(2) / heads;
+  const Tensor g = Tensor::empty({1, batch * heads, t, d}, dtype, device);
+  run_kernel<kernel::Copy>(device, head_major_view(contiguous(cast(g_in, dtype)), 1, heads),
+                           reshape(g, {1, batch, heads, t, d}));
+  return g;
+}
+
+// q's, k's and v's gradients [3, B * H, T, D] as one gradient of the fused projection [B, T, 3 C].
+Tensor fused_projection_gradient(const Tensor& grad_heads, const Shape& qkv_shape, std::int64_t batch, std::int64_t heads) {
+  const std::int64_t t = grad_heads.size(2), d = grad_heads.size(3);
+  const Tensor grad_qkv = Tensor::empty(qkv_shape, grad_heads.dtype(), grad_heads.device());
+  run_kernel<kernel::Copy>(grad_heads.device(), reshape(grad_heads, {3, batch, heads, t, d}),
+                           head_major_view(grad_qkv, 3, heads));
+  return grad_qkv;
+}
+
 class SelfAttentionNode final : public Node {
  public:
   SelfAttentionNode(const Tensor& heads, const Tensor& probs, std::int64_t batch, double scale, bool causal)
@@ -79,12 +97,9 @@ class SelfAttentionNode final : public Node {
   void release() override { heads_ = probs_ = {}; }
   std::vector<Tensor> backward(const Tensor& g_in) override {
     const DType dtype = heads_.dtype();
-    const std::int64_t nb = batch_, h = heads_.size(1) / nb, t = heads_.size(2), d = heads_.size(3);
+    const std::int64_t nb = batch_, h = heads_.size(1) / nb;
     const Device device = heads_.device();
-    // The output's gradient, head-major like the saved q, k, v.
-    const Tensor g = Tensor::empty({1, nb * h, t, d}, dtype, heads_.device());
-    run_kernel<kernel::Copy>(device, head_major_view(contiguous(cast(g_in, dtype)), 1, h),
-                             reshape(g, {1, nb, h, t, d}));
+    const Tensor g = head_major_gradient(g_in, nb, h, dtype, device);
     // dP = g v^T (f32), dS = scale P (dP - rowsum(dP P)); dq = dS k, dk = dS^T q, dv = P^T g.
     const Tensor grad_probs = Tensor::empty(probs_.shape(), score_dtype(dtype), probs_.device());
     run_kernel<kernel::Matmul>(device, part(g, 0), part(heads_, 2, true), Tensor(), grad_probs);
@@ -94,10 +109,7 @@ class SelfAttentionNode final : public Node {
     run_kernel<kernel::Matmul>(device, grad_scores, part(heads_, 1), Tensor(), part(grad_heads, 0));
     run_kernel<kernel::Matmul>(device, transposed(grad_scores), part(heads_, 0), Tensor(), part(grad_heads, 1));
     run_kernel<kernel::Matmul>(device, transposed(probs_), part(g, 0), Tensor(), part(grad_heads, 2));
-    // One gradient for the fused projection, in its [B, T, 3 C] layout.
-    const Tensor grad_qkv = Tensor::empty(inputs[0].shape, dtype, heads_.device());
-    run_kernel<kernel::Copy>(device, reshape(grad_heads, {3, nb, h, t, d}), head_major_view(grad_qkv, 3, h));
-    return {grad_qkv};
+    return {fused_projection_gradient(grad_heads, inputs[0].shape, nb, h)};
   }
 
  private:
@@ -149,8 +161,7 @@ class BlockedSelfAttentionNode final : public Node {
     const DType dtype = heads_.dtype();
     const std::int64_t nb = batch_, h = heads_.size(1) / nb, t = heads_.size(2), d = heads_.size(3);
     const Device device = heads_.device();
-    const Tensor g = Tensor::empty({1, nb * h, t, d}, dtype, device);
-    run_kernel<kernel::Copy>(device, head_major_view(contiguous(cast(g_in, dtype)), 1, h), reshape(g, {1, nb, h, t, d}));
+    const Tensor g = head_major_gradient(g_in, nb, h, dtype, device);
     const Tensor q = part(heads_, 0), k = part(heads_, 1), v = part(heads_, 2), go = part(g, 0);
     const Tensor grad_heads = Tensor::empty(heads_.shape(), dtype, device);
     // dk and dv gather a term from every block that sees their row: summed in f32, rounded once at the end.
@@ -173,9 +184,7 @@ class BlockedSelfAttentionNode final : public Node {
     }
     run_kernel<kernel::Copy>(device, dk, part(grad_heads, 1));
     run_kernel<kernel::Copy>(device, dv, part(grad_heads, 2));
-    const Tensor grad_qkv = Tensor::empty(inputs[0].shape, dtype, device);
-    run_kernel<kernel::Copy>(device, reshape(grad_heads, {3, nb, h, t, d}), head_major_view(grad_qkv, 3, h));
-    return {grad_qkv};
+    return {fused_projection_gradient(grad_heads, inputs[0].shape, nb, h)};
   }
 
  private:

@@ -72,24 +72,31 @@ std::vector<RowBlock> row_blocks(std::int64_t rows, std::int64_t block) {
   return blocks;
 }
 Tensor rows_of(const Tensor& x, const RowBlock& b) { return slice(x, 0, b.r0, b.r1); }
+std::span<const std::int64_t> targets_of(std::span<const std::int64_t> targets, const RowBlock& b) {
+  return targets.subspan(static_cast<std::size_t>(b.r0), static_cast<std::size_t>(b.r1 - b.r0));
+}
 // A matrix as a batch of one, for the matmul kernel.
 Tensor one_batch(const Tensor& m) {
   return make_view(m, {1, m.size(0), m.size(1)}, {0, m.strides()[0], m.strides()[1]}, m.offset());
 }
 
-// One block's logits x w^T [rows, V] in the inputs' dtype, and their softmax (f32) and per-row losses.
-struct BlockLoss {
-  Tensor probs, losses;
-};
-BlockLoss block_loss(const Tensor& x, const Tensor& w, const RowBlock& b, std::span<const std::int64_t> targets,
-                     std::int64_t ignore_index, double smoothing) {
+// One block's logits x w^T [rows, V] in the inputs' dtype; returns their softmax (f32) and writes the
+// block's per-row losses into `losses` [rows].
+Tensor block_probs(const Tensor& x, const Tensor& w, const RowBlock& b, std::span<const std::int64_t> targets,
+                   std::int64_t ignore_index, double smoothing, const Tensor& losses) {
   const Tensor logits = detail::batched_product(rows_of(x, b), transpose(w, 0, 1), Tensor(), x.dtype());
-  const DType f = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
-  BlockLoss r{Tensor::empty(logits.shape(), f, x.device()), Tensor::empty({b.r1 - b.r0}, f, x.device())};
-  run_kernel_on<kernel::CrossEntropy>(logits, logits, targets.subspan(static_cast<std::size_t>(b.r0),
-                                                                      static_cast<std::size_t>(b.r1 - b.r0)),
-                                      ignore_index, smoothing, r.probs, r.losses);
-  return r;
+  const Tensor probs = Tensor::empty(logits.shape(), losses.dtype(), x.device());
+  run_kernel_on<kernel::CrossEntropy>(logits, logits, targets_of(targets, b), ignore_index, smoothing, probs, losses);
+  return probs;
+}
+
+// Rows per block when the caller leaves it to the op: one block on the CPU (then it is exactly the two
+// ops); on a GPU, about 2^26 logits (256 MiB of f32 probabilities) at a time.
+std::int64_t classifier_block_rows(std::int64_t asked, std::int64_t rows, std::int64_t classes, Device device) {
+  const std::int64_t all = std::max<std::int64_t>(rows, 1);
+  if (asked > 0) return std::min(asked, all);
+  if (device.type == DeviceType::cpu) return all;
+  return std::max<std::int64_t>(256, (std::int64_t{1} << 26) / std::max<std::int64_t>(classes, 1));
 }
 
 class LinearCrossEntropyNode final : public Node {
@@ -112,12 +119,10 @@ class LinearCrossEntropyNode final : public Node {
     // Every row's loss gradient: the scalar's, times 1 / (counted rows) for the mean.
     const Tensor g_row = mul(cast(g, f), row_factor_);
     for (const RowBlock& b : row_blocks(x_.size(0), block_)) {
-      const BlockLoss l = block_loss(x_, w_, b, targets_, ignore_, smoothing_);
-      const Tensor grad_logits = Tensor::empty(l.probs.shape(), dtype, device);
-      run_kernel_on<kernel::CrossEntropyBackward>(
-          l.probs, l.probs, std::span<const std::int64_t>(targets_).subspan(static_cast<std::size_t>(b.r0),
-                                                                            static_cast<std::size_t>(b.r1 - b.r0)),
-          ignore_, smoothing_, make_view(g_row, {b.r1 - b.r0}, {0}, g_row.offset()), grad_logits);
+      const Tensor probs = block_probs(x_, w_, b, targets_, ignore_, smoothing_, Tensor::empty({b.r1 - b.r0}, f, device));
+      const Tensor grad_logits = Tensor::empty(probs.shape(), dtype, device);
+      run_kernel_on<kernel::CrossEntropyBackward>(probs, probs, targets_of(targets_, b), ignore_, smoothing_,
+                                                  make_view(g_row, {b.r1 - b.r0}, {0}, g_row.offset()), grad_logits);
       run_kernel_on<kernel::Matmul>(x_, one_batch(grad_logits), one_batch(w_), Tensor(), one_batch(rows_of(gx, b)));
       const Tensor term = detail::batched_product(transpose(grad_logits, 0, 1), rows_of(x_, b), Tensor(), f);
       run_kernel_on<kernel::Binary>(gw_sum, BinaryOp::add, gw_sum, term, gw_sum);
@@ -173,11 +178,7 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& w_in, std::span<co
   }
   if (row_block < 0) throw std::invalid_argument("linear_cross_entropy: row_block must be 0 (automatic) or positive");
   const std::int64_t n = x_in.size(0), v = w_in.size(0);
-  // Automatic: one block on the CPU (then it is exactly the two ops); on a GPU, blocks of about 2^26
-  // logits (256 MiB of f32 probabilities) at a time.
-  const std::int64_t block = row_block > 0 ? std::min(row_block, std::max<std::int64_t>(n, 1))
-                             : x_in.device().type == DeviceType::cpu ? std::max<std::int64_t>(n, 1)
-                                                                     : std::max<std::int64_t>(256, (std::int64_t{1} << 26) / std::max<std::int64_t>(v, 1));
+  const std::int64_t block = classifier_block_rows(row_block, n, v, x_in.device());
   if (block >= n) {
     return cross_entropy(matmul(x_in, transpose(w_in, 0, 1)), targets, reduction, ignore_index, label_smoothing);
   }
@@ -191,9 +192,7 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& w_in, std::span<co
   {
     NoGradGuard no_grad;
     const Tensor losses = Tensor::empty({n}, dtype == DType::f64 ? DType::f64 : DType::f32, x.device());
-    for (const RowBlock& b : row_blocks(n, block)) {
-      run_kernel_on<kernel::Copy>(losses, block_loss(x, w, b, targets, ignore_index, label_smoothing).losses, slice(losses, 0, b.r0, b.r1));
-    }
+    for (const RowBlock& b : row_blocks(n, block)) block_probs(x, w, b, targets, ignore_index, label_smoothing, rows_of(losses, b));
     // As cross_entropy: rounded into the region's dtype under a policy that runs losses low too; the mean
     // over the rows that count (NaN when none does, as 0/0).
     const bool low = detail::autocast_runs_low(AutocastOp::cross_entropy) && losses.dtype() == DType::f32;
