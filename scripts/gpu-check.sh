@@ -24,11 +24,20 @@ if [ -z "$lt" ]; then
   lt=$(find $site /usr/local/lib /opt -name 'libcublasLt.so.13' 2>/dev/null | head -1)
 fi
 echo "cuBLASLt: ${lt:-not found}"
-export LD_LIBRARY_PATH="$PWD/$carry/lib${lt:+:$(dirname "$lt")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# NCCL (data parallel on GPUs) the same way: PyTorch's wheels carry one (nvidia/nccl/lib).
+nccl=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 / {print $NF; exit}')
+[ -z "$nccl" ] && nccl=$(ls /usr/local/cuda*/lib*/libnccl.so.2 2>/dev/null | head -1)
+if [ -z "$nccl" ]; then
+  site=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
+  nccl=$(find $site /usr/local/lib /opt -name 'libnccl.so.2' 2>/dev/null | head -1)
+fi
+echo "NCCL: ${nccl:-not found}"
+export LD_LIBRARY_PATH="$PWD/$carry/lib${lt:+:$(dirname "$lt")}${nccl:+:$(dirname "$nccl")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OMP_WAIT_POLICY=passive
+"$carry/bin/mantissa" info | grep -E '^data parallel on GPUs'
 "$carry/bin/mantissa" info | sed -n '/^cuda/,$p'
 
-section "GPU test cases (tests/gpu/cuda_test.cpp)"
+section "GPU test cases (tests/gpu/cuda_test.cpp, nccl_test.cpp)"
 timeout 180 "$carry/bin/gpu_tests" --gtest_brief=1 2>&1 | tail -40
 
 section "parity on cuda against the reference, every op and dtype (tests/parity/parity_test.cpp)"

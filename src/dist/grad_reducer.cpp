@@ -47,15 +47,25 @@ GradReducer::GradReducer(std::shared_ptr<ProcessGroup> group, std::vector<Tensor
   if (options_.bucket_bytes < 1) throw std::invalid_argument("gradient reduction: bucket_bytes must be positive");
   // Backward finishes the last parameters first: buckets from the end of the list.
   std::reverse(params.begin(), params.end());
+  bool first = true;
   for (Tensor& p : params) {
     if (!p.requires_grad()) continue;
+    if (first) device_ = p.device();
+    first = false;
+    if (!(p.device() == device_)) {
+      throw std::invalid_argument("gradient reduction: parameters on " + device_.str() + " and on " + p.device().str());
+    }
     if (buckets_.empty() || buckets_.back().elements * 4 >= options_.bucket_bytes) buckets_.emplace_back();
     Bucket& b = buckets_.back();
     where_[p.impl()] = {buckets_.size() - 1, b.slots.size()};
     b.slots.push_back({p, Tensor(), b.elements});
     b.elements += p.numel();
   }
-  thread_ = std::thread([this] { run_thread(); });
+  if (device_.type == DeviceType::cuda) {
+    gpu_ = make_nccl_reducer(*group_, device_);
+  } else {
+    thread_ = std::thread([this] { run_thread(); });
+  }
 }
 
 GradReducer::~GradReducer() {
@@ -64,7 +74,7 @@ GradReducer::~GradReducer() {
     stop_ = true;
   }
   work_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void GradReducer::begin() {
@@ -76,7 +86,7 @@ void GradReducer::begin() {
   }
   next_launch_ = launched_ = reduced_ = 0;
   comm_seconds_ = 0;
-  bytes_at_begin_ = group_->bytes_sent();
+  bytes_at_begin_ = bytes_sent();
   error_ = nullptr;
   active_ = true;
 }
@@ -102,10 +112,25 @@ void GradReducer::mark_ready(std::size_t bucket, std::size_t slot, const Tensor&
 
 void GradReducer::launch_ready_buckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) ++next_launch_;
-  if (next_launch_ > launched_) {
-    launched_ = next_launch_;
-    work_.notify_one();
+  if (next_launch_ <= launched_) return;
+  if (gpu_) {
+    // Queued on the GPU from here, in bucket order; finish() waits for them.
+    for (; launched_ < next_launch_; ++launched_) {
+      const auto t0 = Clock::now();
+      if (!error_) {
+        try {
+          reduce_on_device(buckets_[launched_]);
+        } catch (...) {
+          error_ = std::current_exception();
+        }
+      }
+      comm_seconds_ += seconds_since(t0);
+    }
+    reduced_ = launched_;
+    return;
   }
+  launched_ = next_launch_;
+  work_.notify_one();
 }
 
 ReducerStats GradReducer::finish() {
@@ -121,7 +146,7 @@ ReducerStats GradReducer::finish() {
         if (s.grad.defined()) continue;
         if (!s.param.grad().defined()) {
           MemoryCategoryScope scope(MemoryCategory::gradients);
-          s.param.set_grad(Tensor::zeros(s.param.shape(), s.param.dtype()));
+          s.param.set_grad(Tensor::zeros(s.param.shape(), s.param.dtype(), device_));
         }
         mark_ready(b, i, s.param.grad());
       }
@@ -131,6 +156,13 @@ ReducerStats GradReducer::finish() {
   const auto t0 = Clock::now();
   std::unique_lock lock(mutex_);
   done_.wait(lock, [&] { return reduced_ == buckets_.size(); });
+  if (gpu_ && !error_) {
+    try {
+      gpu_->wait();
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+  }
   ReducerStats stats;
   stats.exposed_seconds = seconds_since(t0);
   stats.comm_seconds = comm_seconds_;
@@ -141,8 +173,17 @@ ReducerStats GradReducer::finish() {
     for (Slot& s : b.slots) s.grad = Tensor();
   }
   if (error_) std::rethrow_exception(error_);
-  stats.bytes_sent = group_->bytes_sent() - bytes_at_begin_;
+  stats.bytes_sent = bytes_sent() - bytes_at_begin_;
   return stats;
+}
+
+std::int64_t GradReducer::bytes_sent() const { return group_->bytes_sent() + (gpu_ ? gpu_->bytes_sent() : 0); }
+
+void GradReducer::reduce_on_device(Bucket& b) {
+  std::vector<Tensor> grads;
+  grads.reserve(b.slots.size());
+  for (const Slot& s : b.slots) grads.push_back(s.grad);
+  gpu_->reduce(grads, b.elements, options_.wire);
 }
 
 void GradReducer::run_thread() {

@@ -56,7 +56,7 @@ class MpiGroup final : public ProcessGroup {
 
   void all_reduce(std::span<double> values, ReduceOp op) override {
     const MPI_Op mop = op == ReduceOp::sum ? MPI_SUM : op == ReduceOp::max ? MPI_MAX : MPI_MIN;
-    const Waiting w(*this, "all-reduce");
+    const WaitScope w(*this, "all-reduce");
     MPI_Request req;
     check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), count(values.size()), MPI_DOUBLE, mop, MPI_COMM_WORLD, &req),
           "all-reduce");
@@ -64,7 +64,7 @@ class MpiGroup final : public ProcessGroup {
     bytes_sent_ += static_cast<std::int64_t>(values.size_bytes()) * 2 * (size_ - 1) / size_;
   }
   void broadcast(std::span<std::byte> bytes, int root) override {
-    const Waiting w(*this, "broadcast");
+    const WaitScope w(*this, "broadcast");
     MPI_Request req;
     check(MPI_Ibcast(bytes.data(), count(bytes.size()), MPI_BYTE, root, MPI_COMM_WORLD, &req), "broadcast");
     complete(req, "broadcast");
@@ -74,7 +74,7 @@ class MpiGroup final : public ProcessGroup {
     if (all.size() != mine.size() * static_cast<std::size_t>(size_)) {
       throw std::invalid_argument("all-gather: the output is not size() times the input");
     }
-    const Waiting w(*this, "all-gather");
+    const WaitScope w(*this, "all-gather");
     MPI_Request req;
     check(MPI_Iallgather(mine.data(), count(mine.size()), MPI_BYTE, all.data(), count(mine.size()), MPI_BYTE,
                          MPI_COMM_WORLD, &req),
@@ -87,7 +87,7 @@ class MpiGroup final : public ProcessGroup {
       throw std::invalid_argument("all-to-all: buffers not size() equal blocks");
     }
     const std::size_t block = send.size() / static_cast<std::size_t>(size_);
-    const Waiting w(*this, "all-to-all");
+    const WaitScope w(*this, "all-to-all");
     MPI_Request req;
     check(MPI_Ialltoall(send.data(), count(block), MPI_BYTE, recv.data(), count(block), MPI_BYTE, MPI_COMM_WORLD, &req),
           "all-to-all");
@@ -95,10 +95,23 @@ class MpiGroup final : public ProcessGroup {
     bytes_sent_ += static_cast<std::int64_t>(block) * (size_ - 1);
   }
   void barrier() override {
-    const Waiting w(*this, "barrier");
+    const WaitScope w(*this, "barrier");
     MPI_Request req;
     check(MPI_Ibarrier(MPI_COMM_WORLD, &req), "barrier");
     complete(req, "barrier");
+  }
+  // A collective in progress, for the watchdog (the gradient thread and the training thread may each
+  // have one; the oldest counts).
+  void begin_wait(const char* what) override {
+    std::lock_guard lock(mutex_);
+    if (waiting_++ == 0) {
+      since_ = Clock::now();
+      what_ = what;
+    }
+  }
+  void end_wait() override {
+    std::lock_guard lock(mutex_);
+    --waiting_;
   }
   [[noreturn]] void abort(int status) override {
     std::fflush(stdout);
@@ -108,28 +121,6 @@ class MpiGroup final : public ProcessGroup {
   }
 
  private:
-  // Marks a collective in progress for the watchdog (the gradient thread and the training thread may each
-  // have one; the oldest counts).
-  class Waiting {
-   public:
-    Waiting(MpiGroup& g, const char* what) : g_(g) {
-      std::lock_guard lock(g_.mutex_);
-      if (g_.waiting_++ == 0) {
-        g_.since_ = Clock::now();
-        g_.what_ = what;
-      }
-    }
-    ~Waiting() {
-      std::lock_guard lock(g_.mutex_);
-      --g_.waiting_;
-    }
-    Waiting(const Waiting&) = delete;
-    Waiting& operator=(const Waiting&) = delete;
-
-   private:
-    MpiGroup& g_;
-  };
-
   static int count(std::size_t n) {
     if (n > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
       throw std::invalid_argument("collective: more than 2^31 elements in one call");

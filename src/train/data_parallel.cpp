@@ -18,6 +18,9 @@ std::span<std::byte> bytes_of(const Tensor& t) {
   return {static_cast<std::byte*>(t.data()), static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype())};
 }
 
+// A tensor's bytes where the host can read them: itself, or a copy from its device.
+Tensor on_host(const Tensor& t) { return t.device() == Device::cpu() ? t : t.to(Device::cpu()); }
+
 }  // namespace
 
 Batch shard_batch(const Batch& batch, int rank, int ranks, bool even) {
@@ -47,7 +50,19 @@ Batch shard_batch(const Batch& batch, int rank, int ranks, bool even) {
 }
 
 void broadcast_from_rank0(dist::ProcessGroup& group, const std::vector<Tensor>& tensors) {
-  for (const Tensor& t : tensors) group.broadcast(bytes_of(t), 0);
+  for (const Tensor& t : tensors) {
+    if (t.device() == Device::cpu()) {
+      group.broadcast(bytes_of(t), 0);
+      continue;
+    }
+    // On a GPU: through the host (once at the start, and batch norm's statistics each step).
+    bytes_of(t);  // contiguous, or the error
+    const Tensor host = t.to(Device::cpu());
+    const std::span<std::byte> bytes = bytes_of(host);
+    group.broadcast(bytes, 0);
+    copy_bytes(t.storage(), static_cast<std::size_t>(t.offset()) * dtype_size(t.dtype()), host.storage(),
+               static_cast<std::size_t>(host.offset()) * dtype_size(host.dtype()), bytes.size());
+  }
 }
 
 std::vector<Tensor> buffers_of(const nn::Module& module) {
@@ -68,7 +83,7 @@ std::uint32_t weights_checksum(const nn::Module& module) {
       crc = crc32(crc, reinterpret_cast<const Bytef*>(b.data() + at), static_cast<uInt>(n));
     }
   };
-  for (const auto& [name, p] : module.named_parameters()) add(p);
+  for (const auto& [name, p] : module.named_parameters()) add(on_host(p));
   return static_cast<std::uint32_t>(crc);
 }
 

@@ -129,6 +129,30 @@ TEST(DataParallelCommand, CompareReportsOnceUnderTwoRanks) {
   EXPECT_EQ(count(two.out, "precision"), 1U) << two.out;
 }
 
+// On GPUs (NCCL, one GPU a rank: the machine's rank i takes GPU i): two ranks follow one process on one
+// GPU. Where there are not two GPUs with NCCL, the run is refused with the reason.
+TEST(DataParallelCommand, TwoRanksOnTwoGpusFollowOneGpu) {
+  const auto info = nlohmann::json::parse(run("info --json").out);
+  const std::string gpu = kMlp + " --device cuda";
+  const std::string nccl = info["nccl"]["unavailable"].get<std::string>();
+  if (info["cuda"]["devices"].size() < 2 || !nccl.empty()) {
+    const Result r = shell(mpirun(2) + gpu);
+    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.err.find(": --device cuda"), std::string::npos) << r.err;
+    GTEST_SKIP() << "needs 2 GPUs and NCCL (" << info["cuda"]["devices"].size() << " GPUs; NCCL: "
+                 << (nccl.empty() ? "yes" : nccl) << ")";
+  }
+  const Result one = run(gpu);
+  const Result two = shell(mpirun(2) + gpu);
+  ASSERT_EQ(one.status, 0) << one.err;
+  ASSERT_EQ(two.status, 0) << two.err;
+  EXPECT_EQ(lines(two.out), 1) << two.out;
+  EXPECT_NEAR(final_val_loss(two.out), final_val_loss(one.out), 1e-3 * final_val_loss(one.out));
+  const Result bf16 = shell(mpirun(2) + gpu + " --grad-reduce bf16");
+  ASSERT_EQ(bf16.status, 0) << bf16.err;
+  EXPECT_NEAR(final_val_loss(bf16.out), final_val_loss(one.out), 0.01 * final_val_loss(one.out));
+}
+
 TEST(DataParallelCommand, RefusesABatchThatDoesNotSplitAndABadWireFormat) {
   const Result odd = shell(mpirun(2) + kMlpFlags + " --batch-size 63");
   EXPECT_NE(odd.status, 0);

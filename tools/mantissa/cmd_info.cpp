@@ -12,6 +12,7 @@
 #include "mantissa/numeric/bulk.h"
 #include "mantissa/backend/backend_select.h"
 #include "mantissa/backend/cuda.h"
+#include "mantissa/dist/device_reducer.h"
 #include "peak_flops.h"
 
 namespace mantissa::cli {
@@ -41,6 +42,10 @@ int run_info(bool json) {
   // Data parallel: the MPI this build has, and this process's place (rank 0 of 1 unless under mpirun).
   const bool mpi = dist::ProcessGroup::mpi_built();
   out["mpi"] = mpi ? dist::ProcessGroup::mpi_version() : "none";
+  const dist::NcclInfo nccl = dist::nccl_info();
+  out["nccl"]["built"] = nccl.built;
+  out["nccl"]["version"] = nccl.version;
+  out["nccl"]["unavailable"] = nccl.unavailable;
   const auto group = process_group();
   out["rank"] = group->rank();
   out["ranks"] = group->size();
@@ -69,6 +74,9 @@ int run_info(bool json) {
              mpi ? "MPI (" + dist::ProcessGroup::mpi_version() + "): mpirun -np N mantissa train ..."
                  : "not built (no MPI found when it was built: install libopenmpi-dev and rebuild)",
              group->rank(), group->size());
+  fmt::print("data parallel on GPUs: {}\n",
+             nccl.unavailable.empty() ? "NCCL " + nccl.version + ": mpirun -np N mantissa train --device cuda ..."
+             : "no: " + nccl.unavailable);
   fmt::print("threads: {}\n", omp_get_max_threads());
   fmt::print("oneDNN {}.{}.{}: the path each kernel family takes here, per dtype\n", v.major, v.minor, v.patch);
   for (OnednnPrimitive kind : kOnednnPrimitives) {

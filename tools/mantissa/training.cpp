@@ -11,6 +11,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
@@ -19,6 +20,7 @@
 #include "mantissa/backend/cuda.h"
 #include "mantissa/core/memory.h"
 #include "mantissa/data/datasets.h"
+#include "mantissa/dist/device_reducer.h"
 #include "mantissa/io/checkpoint.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/nn/models.h"
@@ -319,11 +321,31 @@ std::string precision_label(const TrainConfig& c) {
   return c.adaptive ? "adaptive" : c.fp8 ? "fp8" : std::string(train::precision_name(c.precision));
 }
 
+namespace {
+
+// Under mpirun with several ranks on this machine, the machine's rank i takes GPU i (one GPU a process),
+// unless CUDA_VISIBLE_DEVICES already says which. Before the first CUDA call, or it has no effect. Returns
+// what it chose ("" when it chose nothing).
+std::string pick_gpu_of_local_rank() {
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  const char* local_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (local == nullptr || local_size == nullptr || std::getenv("CUDA_VISIBLE_DEVICES") != nullptr) return "";
+  if (std::atoi(local_size) < 2) return "";
+  setenv("CUDA_VISIBLE_DEVICES", local, 1);
+  return local;
+}
+
+}  // namespace
+
 // --device: cpu, or cuda (cuda:0, the one GPU a process uses), refused with the reason where no GPU is usable.
 Device device_option(const std::string& name) {
   if (name == "cpu") return Device::cpu();
   if (name != "cuda" && name != "cuda:0") throw std::invalid_argument("--device: '" + name + "' is not cpu or cuda");
-  if (!cuda_available()) throw std::runtime_error("--device cuda: " + cuda_info().unavailable);
+  static const std::string picked = pick_gpu_of_local_rank();
+  if (!cuda_available()) {
+    const std::string which = picked.empty() ? "" : " (GPU " + picked + ", this machine's rank " + picked + ")";
+    throw std::runtime_error("--device cuda" + which + ": " + cuda_info().unavailable);
+  }
   return Device{DeviceType::cuda, 0};
 }
 
@@ -368,7 +390,8 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   if (c.threads > 0) omp_set_num_threads(c.threads);
   const Device device = device_option(c.device);
   if (device.type == DeviceType::cuda && group->size() > 1) {
-    throw std::invalid_argument("--device cuda under mpirun: data parallel on GPUs needs NCCL, which is not built yet");
+    const dist::NcclInfo nccl = dist::nccl_info();
+    if (!nccl.unavailable.empty()) throw std::runtime_error("--device cuda under mpirun: data parallel on GPUs needs NCCL: " + nccl.unavailable);
   }
   const bool text = c.model == "gpt" || c.model == "lstm";
   const std::string data_path = !c.data.empty() ? c.data : text ? kFortunesDir.string() : kFashionMnistDir.string();

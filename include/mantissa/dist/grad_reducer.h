@@ -10,6 +10,9 @@
 // to the wire format along the way (f32 accumulation), the bytes sent are those of the wire format (bf16 or
 // fp16: half of f32's), and every rank ends with the same bits. An inf or NaN on any rank reaches every
 // rank's gradients, so the loss scaler's check skips the same steps everywhere.
+//
+// Parameters on a GPU: the same arithmetic through NCCL (device_reducer.h), each bucket's work queued on
+// the GPU from the hook itself, on a stream of its own, with no gradient thread.
 #pragma once
 
 #include <condition_variable>
@@ -24,6 +27,7 @@
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/dtype.h"
 #include "mantissa/core/tensor.h"
+#include "mantissa/dist/device_reducer.h"
 #include "mantissa/dist/process_group.h"
 
 namespace mantissa::dist {
@@ -37,7 +41,8 @@ struct ReducerOptions {
 // One step's communication.
 struct ReducerStats {
   std::int64_t bytes_sent = 0;   // payload bytes this rank sent
-  double comm_seconds = 0;       // the gradient thread's time packing, sending and unpacking buckets
+  double comm_seconds = 0;       // the gradient thread's time packing, sending and unpacking buckets (on a
+                                 // GPU: the host's time queueing them)
   double exposed_seconds = 0;    // of it, the time finish() waited after backward (not hidden)
   int buckets = 0;
   int launched_in_backward = 0;  // buckets already handed to the gradient thread when backward ended
@@ -61,6 +66,8 @@ class GradReducer final : public GradReadyHook {
   ReducerStats finish();
 
   const ReducerOptions& options() const { return options_; }
+  // Whether the buckets go through NCCL on a GPU (the parameters are there) rather than the ProcessGroup.
+  bool on_gpu() const { return gpu_ != nullptr; }
   int buckets() const { return static_cast<int>(buckets_.size()); }
 
  private:
@@ -77,10 +84,14 @@ class GradReducer final : public GradReadyHook {
   void mark_ready(std::size_t bucket, std::size_t slot, const Tensor& grad);
   void launch_ready_buckets();  // with mutex_ held
   void reduce(Bucket& b);       // on the gradient thread
+  void reduce_on_device(Bucket& b);  // queued on the GPU from the calling thread
   void run_thread();
+  std::int64_t bytes_sent() const;  // the group's and NCCL's
 
   std::shared_ptr<ProcessGroup> group_;
   ReducerOptions options_;
+  Device device_ = Device::cpu();          // the parameters'
+  std::unique_ptr<DeviceReducer> gpu_;     // set when they are on a GPU
   std::vector<Bucket> buckets_;
   std::unordered_map<const TensorImpl*, std::pair<std::size_t, std::size_t>> where_;  // param -> bucket, slot
   std::vector<float> sum_;                    // the gradient thread's f32 scratch

@@ -52,6 +52,12 @@ class ProcessGroup {
   // wait for it). A single process just exits.
   [[noreturn]] virtual void abort(int status) = 0;
 
+  // Marks a wait for the other ranks that is not one of the group's own collectives (a GPU collective
+  // queued through NCCL): the group's watchdog stops the job when it lasts past the timeout, as it does
+  // for its own. Pairs of calls may nest (the oldest wait counts); WaitScope makes the pair.
+  virtual void begin_wait(const char* what) { (void)what; }
+  virtual void end_wait() {}
+
   // Payload bytes this process has sent to other ranks so far (what leaves it, by the collectives'
   // arithmetic: an all-gather sends its block to size()-1 ranks, an all-to-all size()-1 of its blocks).
   std::int64_t bytes_sent() const { return bytes_sent_; }
@@ -73,6 +79,18 @@ class ProcessGroup {
  protected:
   std::atomic<std::int64_t> bytes_sent_ = 0;  // the gradient thread and the training thread both send
   std::atomic<double> timeout_seconds_ = 300;
+};
+
+// begin_wait() now, end_wait() at the end of the scope.
+class WaitScope {
+ public:
+  WaitScope(ProcessGroup& group, const char* what) : group_(group) { group_.begin_wait(what); }
+  ~WaitScope() { group_.end_wait(); }
+  WaitScope(const WaitScope&) = delete;
+  WaitScope& operator=(const WaitScope&) = delete;
+
+ private:
+  ProcessGroup& group_;
 };
 
 }  // namespace mantissa::dist
