@@ -16,23 +16,23 @@ section() { printf '\n== %s (%ss)\n' "$1" "$(( $(date +%s) - started ))"; }
 
 section "machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 | head -3
-# cuBLASLt: the loader's, else the toolkit's, else the one inside PyTorch's wheels.
-lt=$(ldconfig -p 2>/dev/null | awk '/libcublasLt\.so\.13 / {print $NF; exit}')
-[ -z "$lt" ] && lt=$(ls /usr/local/cuda*/lib*/libcublasLt.so.13 2>/dev/null | head -1)
-if [ -z "$lt" ]; then
-  site=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
-  lt=$(find $site /usr/local/lib /opt -name 'libcublasLt.so.13' 2>/dev/null | head -1)
-fi
-echo "cuBLASLt: ${lt:-not found}"
-# NCCL (data parallel on GPUs) the same way: PyTorch's wheels carry one (nvidia/nccl/lib).
-nccl=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 / {print $NF; exit}')
-[ -z "$nccl" ] && nccl=$(ls /usr/local/cuda*/lib*/libnccl.so.2 2>/dev/null | head -1)
-if [ -z "$nccl" ]; then
-  site=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
-  nccl=$(find $site /usr/local/lib /opt -name 'libnccl.so.2' 2>/dev/null | head -1)
-fi
-echo "NCCL: ${nccl:-not found}"
-export LD_LIBRARY_PATH="$PWD/$carry/lib${lt:+:$(dirname "$lt")}${nccl:+:$(dirname "$nccl")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The NVIDIA libraries mantissa loads with dlopen (cuBLASLt, cuDNN, NCCL): the loader's, else the
+# toolkit's, else the ones inside PyTorch's wheels (nvidia/*/lib).
+site=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
+find_lib() {
+  local found
+  found=$(ldconfig -p 2>/dev/null | awk -v n="$1" '$1 == n {print $NF; exit}')
+  [ -z "$found" ] && found=$(ls /usr/local/cuda*/lib*/"$1" 2>/dev/null | head -1)
+  [ -z "$found" ] && found=$(find $site /usr/local/lib /opt -name "$1" 2>/dev/null | head -1)
+  echo "$found"
+}
+dirs=""
+for lib in libcublasLt.so.13 libcudnn.so.9 libnccl.so.2; do
+  path=$(find_lib $lib)
+  echo "$lib: ${path:-not found}"
+  [ -n "$path" ] && dirs="$dirs:$(dirname "$path")"
+done
+export LD_LIBRARY_PATH="$PWD/$carry/lib$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OMP_WAIT_POLICY=passive
 "$carry/bin/mantissa" info | grep -E '^data parallel on GPUs'
 "$carry/bin/mantissa" info | sed -n '/^cuda/,$p'

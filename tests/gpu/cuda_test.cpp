@@ -3,7 +3,8 @@
 // pattern and on 10^6 random f32 values, for bf16, fp16, e4m3 and e5m2, nearest and stochastic; the
 // caching allocator reuses memory and says clearly when the GPU is full; the optimizer and the loss
 // scaler's check give the CPU's results; a tensor on the wrong device is a one-line error; a small GPT
-// trains on the GPU along the CPU's loss curve, and its checkpoints move between the devices.
+// trains on the GPU along the CPU's loss curve, and its checkpoints move between the devices; so does
+// the CNN (cuDNN's convolutions, batch norm and pooling).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -277,6 +278,38 @@ TEST_F(Cuda, AGptTrainsOnTheGpuAlongTheCpusCurve) {
     }
     for (const Tensor& p : gpu.model.module().parameters()) ASSERT_EQ(p.device(), kGpu);
     EXPECT_GT(memory_stats(kGpu).peak_of(MemoryCategory::activations), 0);
+  }
+}
+
+using CnnModel = train::ModuleModel<nn::Cnn>;
+
+// The CNN (convolutions through cuDNN, batch norm, pooling) on Fashion-MNIST, the same seeds on both
+// devices.
+struct CnnRun {
+  CnnModel model{nn::CnnConfig{.width = 16, .seed = 5}};
+  train::ClassificationData data{load_mnist_format(kFashionMnistDir, true), load_mnist_format(kFashionMnistDir, false), 64, 1};
+  train::Trainer trainer;
+  CnnRun(DType compute, Device device)
+      : trainer(model, data, [&] {
+          train::TrainerOptions o;
+          o.precision = {compute};
+          o.steps = 30;
+          o.device = device;
+          return o;
+        }()) {}
+};
+
+// 30 steps in f32, bf16 and fp16 with dynamic loss scaling: the GPU's loss curve follows the CPU's, and
+// the batch-norm statistics end on the GPU.
+TEST_F(Cuda, TheCnnTrainsOnTheGpuAlongTheCpusCurve) {
+  for (DType compute : {DType::f32, DType::bf16, DType::f16}) {
+    CnnRun cpu(compute, Device::cpu()), gpu(compute, kGpu);
+    for (int s = 0; s < 30; ++s) {
+      const train::StepRecord a = cpu.trainer.step(), b = gpu.trainer.step();
+      ASSERT_EQ(a.skipped, b.skipped) << dtype_name(compute) << " step " << s + 1;
+      ASSERT_NEAR(b.loss, a.loss, 0.03 * a.loss) << dtype_name(compute) << " step " << s + 1;
+    }
+    for (const auto& [name, b] : gpu.model.module().named_buffers()) ASSERT_EQ(b.device(), kGpu) << name;
   }
 }
 

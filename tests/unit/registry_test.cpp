@@ -1,12 +1,14 @@
 // The kernel registry: the reference and the CPU backend each register every kernel of kernels.h, ops
-// reach them through run_kernel (the reference under CpuBackendScope, and for f64 tensors), and a device
-// without a kernel is an error naming the kernel and the device.
+// reach them through run_kernel (the reference under CpuBackendScope, and for f64 tensors), a CUDA build
+// registers them all for the GPU, and a device without a kernel is an error naming the kernel and the
+// device.
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "../../src/backend/registry.h"
 #include "mantissa/backend/backend_select.h"
+#include "mantissa/backend/cuda.h"
 #include "mantissa/backend/kernel_timer.h"
 #include "mantissa/ops/ops.h"
 
@@ -35,16 +37,36 @@ TEST(KernelRegistry, TheReferenceAndTheCpuBackendRegisterEveryKernel) {
   }
 }
 
-// (The LSTM cell has no CUDA kernel; undefined tensors pass the device check, so the lookup is reached
-// in builds with and without CUDA, GPU or not.)
+// A CUDA build registers every kernel for the GPU too (convolutions where cuDNN's header was found).
+TEST(KernelRegistry, TheCudaBackendRegistersEveryKernelWhereItIsBuilt) {
+  const CudaInfo info = cuda_info();
+  if (!info.built) GTEST_SKIP() << info.unavailable;
+  using namespace kernel;
+  expect_registered<Copy, Binary, Unary, UnaryBackward, Reduce, Matmul, Softmax, SoftmaxBackward, CrossEntropy,
+                    CrossEntropyBackward, AttentionSoftmax, AttentionSoftmaxBackward, ScaleAndCheck, SgdUpdate, AdamUpdate,
+                    RoundInto, LayerNorm, LayerNormBackward, BatchNorm, BatchNormBackward, Embedding, EmbeddingBackward,
+                    Pool2d, Pool2dBackward, LstmCell, LstmCellBackward, Numerics, Fp8Amax, Fp8QuantizeCurrent, Fp8Quantize,
+                    ScaledMatmul>(Impl::cuda);
+  bool cudnn = false;
+  for (const auto& [family, dtypes] : info.kernels) cudnn = cudnn || family.find("cuDNN") != std::string::npos;
+  if (cudnn) expect_registered<Conv2d, Conv2dBackwardData, Conv2dBackwardWeights>(Impl::cuda);
+}
+
+// A kernel a device lacks (taken out of the table for the test: a CUDA build has them all) is an error
+// naming both; an undefined tensor passes the device check, so the lookup is reached, GPU or not.
 TEST(KernelRegistry, ADeviceWithoutTheKernelIsAnErrorNamingBoth) {
+  impl_for(Device::cpu());  // registers every backend's kernels
+  auto& slot = KernelTable<kernel::Numerics>::fn[static_cast<std::size_t>(Impl::cuda)];
+  auto* const saved = slot;
+  slot = nullptr;
   const Tensor none;
   try {
-    run_kernel<kernel::LstmCell>(Device{DeviceType::cuda, 0}, none, none, none, none, none);
-    FAIL() << "no error";
+    run_kernel<kernel::Numerics>(Device{DeviceType::cuda, 0}, none, 1.0, std::span<const double>{});
+    ADD_FAILURE() << "no error";
   } catch (const std::runtime_error& e) {
-    EXPECT_EQ(std::string(e.what()), "lstm_cell: no kernel for device cuda:0 (cuda) in this build");
+    EXPECT_EQ(std::string(e.what()), "numerics: no kernel for device cuda:0 (cuda) in this build");
   }
+  slot = saved;
 }
 
 TEST(KernelRegistry, ATensorOnAnotherDeviceIsAnErrorNamingBoth) {

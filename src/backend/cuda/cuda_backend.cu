@@ -27,6 +27,22 @@ void register_cuda_kernels() {
   register_kernel<kernel::Reduce>(Impl::cuda, cuda::reduce);
   register_kernel<kernel::Embedding>(Impl::cuda, cuda::embedding);
   register_kernel<kernel::EmbeddingBackward>(Impl::cuda, cuda::embedding_backward);
+  register_kernel<kernel::Pool2d>(Impl::cuda, cuda::pool2d);
+  register_kernel<kernel::Pool2dBackward>(Impl::cuda, cuda::pool2d_backward);
+  register_kernel<kernel::BatchNorm>(Impl::cuda, cuda::batch_norm);
+  register_kernel<kernel::BatchNormBackward>(Impl::cuda, cuda::batch_norm_backward);
+  register_kernel<kernel::Numerics>(Impl::cuda, cuda::numerics);
+  register_kernel<kernel::ScaledMatmul>(Impl::cuda, cuda::scaled_matmul);
+  register_kernel<kernel::Fp8Amax>(Impl::cuda, cuda::fp8_amax);
+  register_kernel<kernel::Fp8Quantize>(Impl::cuda, cuda::fp8_quantize);
+  register_kernel<kernel::Fp8QuantizeCurrent>(Impl::cuda, cuda::fp8_quantize_current);
+  register_kernel<kernel::LstmCell>(Impl::cuda, cuda::lstm_cell);
+  register_kernel<kernel::LstmCellBackward>(Impl::cuda, cuda::lstm_cell_backward);
+#ifdef MANTISSA_WITH_CUDNN
+  register_kernel<kernel::Conv2d>(Impl::cuda, cuda::conv2d);
+  register_kernel<kernel::Conv2dBackwardData>(Impl::cuda, cuda::conv2d_backward_data);
+  register_kernel<kernel::Conv2dBackwardWeights>(Impl::cuda, cuda::conv2d_backward_weights);
+#endif
 }
 
 }  // namespace mantissa::detail

@@ -3,6 +3,8 @@
 // a value computed on the GPU (scale_and_check, once for the whole list of gradients), which it waits for.
 #pragma once
 
+#include <string>
+
 #include "../kernels.h"
 
 namespace mantissa::detail::cuda {
@@ -41,6 +43,39 @@ void embedding_backward(std::span<const std::int64_t> ids, const Tensor& grad_ou
 
 // cuda_matmul.cu
 void matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out);
+void scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out);
+
+// cuda_fp8.cu
+void fp8_amax(const Tensor& x, std::int64_t block_rows, std::int64_t block_cols, const Tensor& amax);
+Fp8QuantizeStats fp8_quantize(const Tensor& x, Format format, const Tensor& scales, std::int64_t block_rows,
+                              std::int64_t block_cols, bool dequantize, const Tensor& out);
+Fp8QuantizeStats fp8_quantize_current(const Tensor& x, Format format, std::int64_t block_rows, std::int64_t block_cols,
+                                      int margin, bool power_of_2, bool dequantize, const Tensor& scales, const Tensor& out);
+
+// cuda_pool.cu
+void pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out);
+void pool2d_backward(const Tensor& x, const Tensor& grad_out, const Pool2dParams& p, const Tensor& grad_x);
+
+// cuda_batch_norm.cu
+void batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y, const Tensor& mean,
+                const Tensor& rstd);
+void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd, const Tensor& grad_y,
+                         const Tensor& grad_x, const Tensor& grad_gamma, const Tensor& grad_beta);
+
+// cuda_numerics.cu
+NumericsStats numerics(const Tensor& x, double factor, std::span<const double> limits);
+
+// cuda_lstm.cu
+void lstm_cell(const Tensor& x_gates, const Tensor& h_gates, const Tensor& c_prev, const Tensor& out, const Tensor& acts);
+void lstm_cell_backward(const Tensor& acts, const Tensor& c_prev, const Tensor& grad_h, const Tensor& grad_c,
+                        const Tensor& grad_gates, const Tensor& grad_c_prev);
+
+// cuda_conv.cu (builds whose CUDA toolkit has cudnn.h: MANTISSA_WITH_CUDNN)
+void conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p, const Tensor& out);
+void conv2d_backward_data(const Tensor& grad_out, const Tensor& w, const Conv2dParams& p, const Tensor& grad_x);
+void conv2d_backward_weights(const Tensor& x, const Tensor& grad_out, const Conv2dParams& p, const Tensor& grad_w);
+// "9.19.0", loading cuDNN if it is not yet; throws when it cannot be loaded.
+std::string cudnn_version();
 
 // cuda_runtime.cu: the allocator is registered when the library is loaded; this makes sure the linker
 // keeps the file that does it.

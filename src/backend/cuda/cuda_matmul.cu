@@ -1,6 +1,7 @@
 // The product on the GPU: cuBLASLt, f32 accumulation for every dtype (f16/bf16 operands on tensor
 // cores; f32 operands in full f32 unless TF32 is allowed), the bias added by the epilogue before the one
-// rounding, the algorithm cuBLASLt's heuristic picks cached per shape, strides and dtypes.
+// rounding, the algorithm cuBLASLt's heuristic picks cached per shape, strides and dtypes. FP8's scaled
+// product is the same call with alpha.
 //
 // Row-major tensors are column-major transposes, so out = a . w is computed as out^T = w^T . a^T:
 // cuBLASLt's A is w (N x K, leading dimension w's row stride), its B is a (K x M), D is out (N x M),
@@ -103,9 +104,8 @@ Tensor unit_inner_stride(const Tensor& t, DType dtype) {
   return c;
 }
 
-}  // namespace
-
-void matmul(const Tensor& a_in, const Tensor& w_in, const Tensor& bias_in, const Tensor& out) {
+// out = alpha (a . w) + bias, alpha and the bias applied in f32 before the one rounding.
+void product(const Tensor& a_in, const Tensor& w_in, float alpha, const Tensor& bias_in, const Tensor& out) {
   for (const Tensor* t : {&a_in, &w_in, &bias_in, &out}) refuse_f64("matmul", *t);
   const std::int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a_in.size(2);
   if (out.numel() == 0) return;
@@ -185,11 +185,20 @@ void matmul(const Tensor& a_in, const Tensor& w_in, const Tensor& bias_in, const
     }
     algo = it->second;
   }
-  const float alpha = 1.0f, beta = 0.0f;
+  const float beta = 0.0f;
   check_lt(cublaslt().Matmul(handle(), desc.op, &alpha, w.data(), desc.a, a.data(), desc.b, &beta, d.data(), desc.d, d.data(),
                           desc.d, &algo, workspace(), kWorkspaceBytes, stream()),
            "cublasLtMatmul");
   if (!direct) copy(d, out);
+}
+
+}  // namespace
+
+void matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out) { product(a, w, 1.0f, bias, out); }
+
+// FP8's product: the operands hold fp8 values in bf16 (exactly), so this is the bf16 product with alpha.
+void scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out) {
+  product(a, w, static_cast<float>(alpha), bias, out);
 }
 
 }  // namespace mantissa::detail::cuda

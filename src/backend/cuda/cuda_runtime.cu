@@ -150,6 +150,15 @@ CudaInfo cuda_info() {
       {"layer norm and its backward", "f32 f16 bf16, statistics in f32"},
       {"reductions (sum, mean, max over any axes)", "f32 f16 bf16, summed in f32"},
       {"embedding and its backward", "f32 f16 bf16 weights, f32 gradient (atomic adds)"},
+      {"max and average pooling and their backward", "f32 f16 bf16, computed in f32"},
+      {"batch norm (training) and its backward", "f32 f16 bf16, statistics summed in f64"},
+      {"LSTM cell and its backward", "f32 f16 bf16 gates and state, computed in f32"},
+      {"numerics telemetry (zeros, non-finite, log2 histogram, counts past limits)", "f32 f16 bf16 e4m3 e5m2, in f64"},
+      {"fp8 amax, quantization (delayed and current scaling, saturating) and the scaled product",
+       "e4m3 e5m2 values held in bf16, products on the bf16 path (emulated, as on the CPU)"},
+#ifdef MANTISSA_WITH_CUDNN
+      {"convolution and its backward (cuDNN)", "f32 (TF32 only when allowed), f16 and bf16 with f32 accumulation"},
+#endif
   };
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
@@ -172,6 +181,13 @@ CudaInfo cuda_info() {
   } catch (const std::exception& e) {
     info.unavailable = e.what();  // no products without it
   }
+#ifdef MANTISSA_WITH_CUDNN
+  try {
+    info.versions += ", cuDNN " + detail::cuda::cudnn_version();
+  } catch (const std::exception& e) {
+    info.versions += std::string(", no cuDNN (convolutions fail): ") + e.what();
+  }
+#endif
   return info;
 }
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <thread>
 
-#include "cuda_support.cuh"
+#include "../backend/cuda/cuda_support.cuh"
 #include "mantissa/backend/cuda.h"
 #include "mantissa/dist/device_reducer.h"
 
