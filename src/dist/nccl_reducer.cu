@@ -175,8 +175,10 @@ class NcclReducer final : public DeviceReducer {
   }
 
   ~NcclReducer() override {
+    // After a failure the transfers may never end: abort them first, then wait.
+    if (comm_ != nullptr && failed_) nccl().CommAbort(comm_);
     if (stream_ != nullptr) cudaStreamSynchronize(stream_);
-    if (comm_ != nullptr) (failed_ ? nccl().CommAbort(comm_) : nccl().CommDestroy(comm_));
+    if (comm_ != nullptr && !failed_) nccl().CommDestroy(comm_);
     if (ready_ != nullptr) cudaEventDestroy(ready_);
     if (done_ != nullptr) cudaEventDestroy(done_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);

@@ -1,8 +1,8 @@
 // Convolution on the GPU through cuDNN (what it does best; the issue's choice): forward, backward data
 // and backward weights, NCHW, f32 / f16 / bf16 data with f32 accumulation. f32 runs on FMA kernels only
 // (no TF32) unless set_cuda_allow_tf32(true), as the products do. Among cuDNN's heuristic choices the
-// first deterministic one that works is taken, cached per shape, and its workspace comes from the
-// caching allocator.
+// first deterministic one that works is taken, cached per shape, and its workspace (the size cuDNN gives
+// for it) comes from the caching allocator.
 //
 // cuDNN is loaded with dlopen at the first convolution (libcudnn.so.9, a shim that loads its own parts),
 // as cuBLASLt is: the machines that build mantissa have it in the CUDA toolkit, the GPU machine inside
@@ -46,6 +46,9 @@ struct Cudnn {
   decltype(&cudnnGetConvolutionForwardAlgorithm_v7) GetForwardAlgorithm;
   decltype(&cudnnGetConvolutionBackwardDataAlgorithm_v7) GetBackwardDataAlgorithm;
   decltype(&cudnnGetConvolutionBackwardFilterAlgorithm_v7) GetBackwardFilterAlgorithm;
+  decltype(&cudnnGetConvolutionForwardWorkspaceSize) ForwardWorkspaceSize;
+  decltype(&cudnnGetConvolutionBackwardDataWorkspaceSize) BackwardDataWorkspaceSize;
+  decltype(&cudnnGetConvolutionBackwardFilterWorkspaceSize) BackwardFilterWorkspaceSize;
   decltype(&cudnnConvolutionForward) ConvolutionForward;
   decltype(&cudnnConvolutionBackwardData) ConvolutionBackwardData;
   decltype(&cudnnConvolutionBackwardFilter) ConvolutionBackwardFilter;
@@ -85,6 +88,9 @@ Cudnn load() {
   bind(lib, api.GetForwardAlgorithm, "cudnnGetConvolutionForwardAlgorithm_v7");
   bind(lib, api.GetBackwardDataAlgorithm, "cudnnGetConvolutionBackwardDataAlgorithm_v7");
   bind(lib, api.GetBackwardFilterAlgorithm, "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+  bind(lib, api.ForwardWorkspaceSize, "cudnnGetConvolutionForwardWorkspaceSize");
+  bind(lib, api.BackwardDataWorkspaceSize, "cudnnGetConvolutionBackwardDataWorkspaceSize");
+  bind(lib, api.BackwardFilterWorkspaceSize, "cudnnGetConvolutionBackwardFilterWorkspaceSize");
   bind(lib, api.ConvolutionForward, "cudnnConvolutionForward");
   bind(lib, api.ConvolutionBackwardData, "cudnnConvolutionBackwardData");
   bind(lib, api.ConvolutionBackwardFilter, "cudnnConvolutionBackwardFilter");
@@ -151,8 +157,9 @@ class Descriptors {
           what);
     check(api.SetConvolutionGroupCount(conv_, dim(p.groups, what)), what);
     // f32: FMA kernels only, unless TF32 is allowed; f16 and bf16: tensor cores.
-    math_ = x.dtype() != DType::f32 ? CUDNN_TENSOR_OP_MATH : cuda_allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
-    check(api.SetConvolutionMathType(conv_, math_), what);
+    const cudnnMathType_t math =
+        x.dtype() != DType::f32 ? CUDNN_TENSOR_OP_MATH : cuda_allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    check(api.SetConvolutionMathType(conv_, math), what);
   }
   ~Descriptors() {
     const Cudnn& api = cudnn();
@@ -167,7 +174,6 @@ class Descriptors {
   cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
   cudnnFilterDescriptor_t w_ = nullptr;
   cudnnConvolutionDescriptor_t conv_ = nullptr;
-  cudnnMathType_t math_ = CUDNN_DEFAULT_MATH;
 };
 
 // What a pass was given by the heuristic: its algorithm and the workspace it needs.
@@ -187,17 +193,19 @@ ShapeKey key_of(int pass, const Tensor& x, const Tensor& w, const Conv2dParams& 
           cuda_allow_tf32()};
 }
 
-// The first of the heuristic's results that works, deterministic ones first, and (for f32 without TF32)
-// on the math type asked for.
-template <class Perf>
-Choice pick(const Perf* results, int count, cudnnMathType_t math, const char* what) {
+// The first of the heuristic's results (best first) that works, deterministic ones first. The math type
+// stays the descriptor's (FMA only for f32 without TF32, as PyTorch does), whatever a result says.
+// `workspace_of` asks cuDNN for the algorithm's exact workspace.
+template <class Perf, class Workspace>
+Choice pick(const Perf* results, int count, Workspace&& workspace_of, const char* what) {
   for (bool deterministic : {true, false}) {
     for (int i = 0; i < count; ++i) {
       const Perf& r = results[i];
       if (r.status != CUDNN_STATUS_SUCCESS) continue;
       if (deterministic && r.determinism != CUDNN_DETERMINISTIC) continue;
-      if (math == CUDNN_FMA_MATH && r.mathType != CUDNN_FMA_MATH) continue;
-      return {static_cast<int>(r.algo), r.memory};
+      std::size_t bytes = 0;
+      if (workspace_of(r.algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
+      return {static_cast<int>(r.algo), bytes};
     }
   }
   throw std::runtime_error(std::string(what) + ": cuDNN has no algorithm for this convolution");
@@ -252,7 +260,9 @@ void conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p, const Tenso
     cudnnConvolutionFwdAlgoPerf_t results[kMaxResults];
     int count = 0;
     check(cudnn().GetForwardAlgorithm(handle(), d.x_, d.w_, d.conv_, d.y_, kMaxResults, &count, results), what);
-    return pick(results, count, d.math_, what);
+    return pick(results, count, [&](cudnnConvolutionFwdAlgo_t algo, std::size_t* bytes) {
+      return cudnn().ForwardWorkspaceSize(handle(), d.x_, d.w_, d.conv_, d.y_, algo, bytes);
+    }, what);
   });
   const Tensor ws = workspace(c.workspace, out.device());
   const float alpha = 1, beta = 0;
@@ -271,7 +281,9 @@ void conv2d_backward_data(const Tensor& grad_out, const Tensor& w, const Conv2dP
     cudnnConvolutionBwdDataAlgoPerf_t results[kMaxResults];
     int count = 0;
     check(cudnn().GetBackwardDataAlgorithm(handle(), d.w_, d.y_, d.conv_, d.x_, kMaxResults, &count, results), what);
-    return pick(results, count, d.math_, what);
+    return pick(results, count, [&](cudnnConvolutionBwdDataAlgo_t algo, std::size_t* bytes) {
+      return cudnn().BackwardDataWorkspaceSize(handle(), d.w_, d.y_, d.conv_, d.x_, algo, bytes);
+    }, what);
   });
   const Tensor ws = workspace(c.workspace, grad_x.device());
   const float alpha = 1, beta = 0;
@@ -296,7 +308,9 @@ void conv2d_backward_weights(const Tensor& x, const Tensor& grad_out, const Conv
     cudnnConvolutionBwdFilterAlgoPerf_t results[kMaxResults];
     int count = 0;
     check(cudnn().GetBackwardFilterAlgorithm(handle(), d.x_, d.y_, d.conv_, d.w_, kMaxResults, &count, results), what);
-    return pick(results, count, d.math_, what);
+    return pick(results, count, [&](cudnnConvolutionBwdFilterAlgo_t algo, std::size_t* bytes) {
+      return cudnn().BackwardFilterWorkspaceSize(handle(), d.x_, d.y_, d.conv_, d.w_, algo, bytes);
+    }, what);
   });
   const Tensor ws = workspace(c.workspace, grad_w.device());
   const float alpha = 1, beta = 0;
