@@ -3,7 +3,8 @@
 # machine is, the GPU test cases, the parity of every op on cuda against the reference backend (with a
 # count of the ops whose kernels are not on the GPU yet), and GPT-2 124M training steps per precision in
 # mantissa and, alternating, in the machine's PyTorch (bench/pytorch/bench.py): ms/step, tokens/s, model
-# FLOP/s against mantissa's own product rate for an 8192^3 GEMM, peak memory. It runs what scripts/gpu-pack.sh built and
+# FLOP/s against mantissa's own product rate for an 8192^3 GEMM, peak memory; then the char GPT's quality
+# trained on the GPU in bf16 and fp16. It runs what scripts/gpu-pack.sh built and
 # carried (build-gpu/carry/), with the machine's own cuBLASLt (PyTorch's, or the toolkit's). Everything
 # it prints also goes to $OUT/gpu-check.log when $OUT is set (the device tool brings it back).
 set -uo pipefail
@@ -34,6 +35,13 @@ for lib in libcublasLt.so.13 libcudnn.so.9 libnccl.so.2; do
 done
 export LD_LIBRARY_PATH="$PWD/$carry/lib$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OMP_WAIT_POLICY=passive
+# The data sets where mantissa looks for them, from the carry when the machine lacks Debian's packages.
+for d in /usr/share/games/fortunes /usr/share/datasets/fashion-mnist; do
+  if [ ! -d "$d" ]; then
+    mkdir -p "$d" && cp "$carry/data/$(basename "$d")"/* "$d"/ && echo "data: $d from the carry" ||
+      echo "data: cannot create $d (the cases that read it will fail)"
+  fi
+done
 "$carry/bin/mantissa" info | grep -E '^data parallel on GPUs'
 "$carry/bin/mantissa" info | sed -n '/^cuda/,$p'
 
@@ -93,4 +101,23 @@ c = load("pytorch-bf16-compile")
 if c:
     print(f"PyTorch bf16 + torch.compile: {c['ms_per_step']:.1f} ms/step, {c.get('peak_bytes', 0) / 2**30:.1f} GiB")
 PY
+section "quality: the char GPT of docs/results.md trained on the GPU (target: within 1% of the CPU's fp32 1.8870)"
+for p in bf16 fp16; do
+  timeout 120 "$carry/bin/mantissa" train --model gpt --device cuda --precision $p --steps 1000 --batch-size 16 --lr 1e-3 \
+    --warmup 100 --eval-every 1000 --eval-batches 20 --seed 1 --json > "$results/quality-$p.json" 2> "$results/quality-$p.err" ||
+    echo "quality $p: failed: $(tail -1 "$results/quality-$p.err")"
+done
+python3 - "$results" <<'PY'
+import json, os, sys
+for p in ["bf16", "fp16"]:
+    try:
+        with open(os.path.join(sys.argv[1], f"quality-{p}.json")) as f:
+            r = json.loads(f.read().strip().splitlines()[-1])
+        v = r["final_val_loss"]
+        print(f"{p}: validation loss {v:.4f} ({100 * (v / 1.8870 - 1):+.2f}% against the CPU's fp32), "
+              f"{r.get('skipped_steps', 0)} skipped steps, {r.get('wall_seconds', float('nan')):.1f} s")
+    except Exception as e:
+        print(f"{p}: no result ({e})")
+PY
+
 section "done"

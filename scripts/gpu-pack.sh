@@ -3,7 +3,8 @@
 # machine, which has the NVIDIA driver, CUDA and PyTorch but none of Debian's development packages: the
 # CUDA build's test programs and command in build-gpu/ (MPI off: Open MPI's libraries are not there),
 # and a folder build-gpu/carry/ with them and the shared libraries they need that such a machine may lack
-# (oneDNN, fmt, ...). cuBLASLt (541 MB) is not carried: gpu-check.sh finds the machine's own (PyTorch's).
+# (oneDNN, fmt, ...), and the data the GPU cases read. cuBLASLt (541 MB), cuDNN and NCCL are not carried:
+# gpu-check.sh finds the machine's own (PyTorch's).
 # Then, with the device tool:  run  command="bash scripts/gpu-check.sh"  carry=["build-gpu/carry"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,4 +19,9 @@ strip build-gpu/carry/bin/*
 for b in build-gpu/carry/bin/*; do ldd "$b"; done | awk '/=> \// {print $3}' | sort -u |
   grep -v -E '/(libc|libm|libmvec|libdl|libpthread|librt|ld-linux[^/]*|libcuda)\.so' |
   while read -r lib; do cp -L "$lib" build-gpu/carry/lib/; done
+# The data the GPU cases and the quality runs read, for a machine without Debian's data packages: the
+# fortunes (regular files only: the .u8 links would not travel) and Fashion-MNIST's test split.
+mkdir -p build-gpu/carry/data/fortunes build-gpu/carry/data/fashion-mnist
+find /usr/share/games/fortunes -maxdepth 1 -type f -exec cp {} build-gpu/carry/data/fortunes/ \;
+cp /usr/share/datasets/fashion-mnist/t10k-* build-gpu/carry/data/fashion-mnist/
 du -sh build-gpu/carry

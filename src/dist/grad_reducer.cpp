@@ -50,9 +50,10 @@ GradReducer::GradReducer(std::shared_ptr<ProcessGroup> group, std::vector<Tensor
   bool first = true;
   for (Tensor& p : params) {
     if (!p.requires_grad()) continue;
-    if (first) device_ = p.device();
-    first = false;
-    if (!(p.device() == device_)) {
+    if (first) {
+      device_ = p.device();
+      first = false;
+    } else if (!(p.device() == device_)) {
       throw std::invalid_argument("gradient reduction: parameters on " + device_.str() + " and on " + p.device().str());
     }
     if (buckets_.empty() || buckets_.back().elements * 4 >= options_.bucket_bytes) buckets_.emplace_back();

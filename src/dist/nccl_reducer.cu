@@ -8,7 +8,6 @@
 // queued so far (the bucket's last gradient), so it runs while backward goes on; wait() puts the GPU's
 // stream behind it again. Hangs: the host waits (communicator setup, transfers, the end of the step) are
 // marked on the ProcessGroup, whose watchdog stops the job past its timeout.
-#include <dlfcn.h>
 #include <nccl.h>
 
 #include <chrono>
@@ -17,6 +16,7 @@
 #include <thread>
 
 #include "../backend/cuda/cuda_support.cuh"
+#include "../backend/cuda/library_loader.h"
 #include "mantissa/backend/cuda.h"
 #include "mantissa/dist/device_reducer.h"
 
@@ -27,6 +27,8 @@ using detail::cuda::blocks_for;
 using detail::cuda::element_type;
 using detail::cuda::ElementType;
 using detail::cuda::kThreads;
+using detail::cuda::open_library;
+using detail::cuda::Symbols;
 
 // The NCCL functions mantissa calls, by their own types.
 struct Nccl {
@@ -44,40 +46,31 @@ struct Nccl {
   decltype(&ncclAllGather) AllGather;
 };
 
-template <class F>
-void bind(void* lib, F& f, const char* name) {
-  f = reinterpret_cast<F>(dlsym(lib, name));
-  if (f == nullptr) throw DistributedError(std::string("NCCL: the library has no ") + name);
-}
-
 Nccl load() {
-  const std::string soname = "libnccl.so." + std::to_string(NCCL_MAJOR);
-  void* lib = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
-  const std::string fallback = std::string(MANTISSA_CUDA_LIBRARY_DIR) + "/" + soname;
-  if (lib == nullptr) lib = dlopen(fallback.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) {
-    throw DistributedError("NCCL: cannot load " + soname + " (tried the loader's path and " + fallback +
-                           "; set LD_LIBRARY_PATH to the folder that has it)");
-  }
+  const Symbols bind(open_library("libnccl.so." + std::to_string(NCCL_MAJOR), "NCCL"), "NCCL");
   Nccl api{};
-  bind(lib, api.GetVersion, "ncclGetVersion");
-  bind(lib, api.GetErrorString, "ncclGetErrorString");
-  bind(lib, api.GetUniqueId, "ncclGetUniqueId");
-  bind(lib, api.CommInitRank, "ncclCommInitRank");
-  bind(lib, api.CommDestroy, "ncclCommDestroy");
-  bind(lib, api.CommAbort, "ncclCommAbort");
-  bind(lib, api.CommGetAsyncError, "ncclCommGetAsyncError");
-  bind(lib, api.GroupStart, "ncclGroupStart");
-  bind(lib, api.GroupEnd, "ncclGroupEnd");
-  bind(lib, api.Send, "ncclSend");
-  bind(lib, api.Recv, "ncclRecv");
-  bind(lib, api.AllGather, "ncclAllGather");
+  bind(api.GetVersion, "ncclGetVersion");
+  bind(api.GetErrorString, "ncclGetErrorString");
+  bind(api.GetUniqueId, "ncclGetUniqueId");
+  bind(api.CommInitRank, "ncclCommInitRank");
+  bind(api.CommDestroy, "ncclCommDestroy");
+  bind(api.CommAbort, "ncclCommAbort");
+  bind(api.CommGetAsyncError, "ncclCommGetAsyncError");
+  bind(api.GroupStart, "ncclGroupStart");
+  bind(api.GroupEnd, "ncclGroupEnd");
+  bind(api.Send, "ncclSend");
+  bind(api.Recv, "ncclRecv");
+  bind(api.AllGather, "ncclAllGather");
   return api;
 }
 
 const Nccl& nccl() {
-  static const Nccl api = load();  // a failed load throws, and the next call tries again
-  return api;
+  try {
+    static const Nccl api = load();  // a failed load throws, and the next call tries again
+    return api;
+  } catch (const std::runtime_error& e) {
+    throw DistributedError(e.what());
+  }
 }
 
 void check(ncclResult_t r, const char* what, int rank) {

@@ -9,7 +9,6 @@
 // PyTorch's wheels. Its legacy convolution API is used (deprecated in cuDNN 9 but shipped and supported);
 // the graph API is the way to fused convolution epilogues later.
 #include <cudnn.h>
-#include <dlfcn.h>
 
 #include <array>
 #include <map>
@@ -20,6 +19,7 @@
 
 #include "cuda_kernels.h"
 #include "cuda_support.cuh"
+#include "library_loader.h"
 #include "mantissa/backend/cuda.h"
 #include "mantissa/core/memory.h"
 
@@ -54,46 +54,33 @@ struct Cudnn {
   decltype(&cudnnConvolutionBackwardFilter) ConvolutionBackwardFilter;
 };
 
-template <class F>
-void bind(void* lib, F& f, const char* name) {
-  f = reinterpret_cast<F>(dlsym(lib, name));
-  if (f == nullptr) throw std::runtime_error(std::string("cuDNN: the library has no ") + name);
-}
-
 Cudnn load() {
-  const std::string soname = "libcudnn.so." + std::to_string(CUDNN_MAJOR);
-  void* lib = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
-  const std::string fallback = std::string(MANTISSA_CUDA_LIBRARY_DIR) + "/" + soname;
-  if (lib == nullptr) lib = dlopen(fallback.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) {
-    throw std::runtime_error("cuDNN: cannot load " + soname + " (tried the loader's path and " + fallback +
-                             "; set LD_LIBRARY_PATH to the folder that has it)");
-  }
+  const Symbols bind(open_library("libcudnn.so." + std::to_string(CUDNN_MAJOR), "cuDNN"), "cuDNN");
   Cudnn api{};
-  bind(lib, api.GetVersion, "cudnnGetVersion");
-  bind(lib, api.GetErrorString, "cudnnGetErrorString");
-  bind(lib, api.Create, "cudnnCreate");
-  bind(lib, api.SetStream, "cudnnSetStream");
-  bind(lib, api.CreateTensorDescriptor, "cudnnCreateTensorDescriptor");
-  bind(lib, api.DestroyTensorDescriptor, "cudnnDestroyTensorDescriptor");
-  bind(lib, api.SetTensor4dDescriptor, "cudnnSetTensor4dDescriptor");
-  bind(lib, api.CreateFilterDescriptor, "cudnnCreateFilterDescriptor");
-  bind(lib, api.DestroyFilterDescriptor, "cudnnDestroyFilterDescriptor");
-  bind(lib, api.SetFilter4dDescriptor, "cudnnSetFilter4dDescriptor");
-  bind(lib, api.CreateConvolutionDescriptor, "cudnnCreateConvolutionDescriptor");
-  bind(lib, api.DestroyConvolutionDescriptor, "cudnnDestroyConvolutionDescriptor");
-  bind(lib, api.SetConvolution2dDescriptor, "cudnnSetConvolution2dDescriptor");
-  bind(lib, api.SetConvolutionGroupCount, "cudnnSetConvolutionGroupCount");
-  bind(lib, api.SetConvolutionMathType, "cudnnSetConvolutionMathType");
-  bind(lib, api.GetForwardAlgorithm, "cudnnGetConvolutionForwardAlgorithm_v7");
-  bind(lib, api.GetBackwardDataAlgorithm, "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-  bind(lib, api.GetBackwardFilterAlgorithm, "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-  bind(lib, api.ForwardWorkspaceSize, "cudnnGetConvolutionForwardWorkspaceSize");
-  bind(lib, api.BackwardDataWorkspaceSize, "cudnnGetConvolutionBackwardDataWorkspaceSize");
-  bind(lib, api.BackwardFilterWorkspaceSize, "cudnnGetConvolutionBackwardFilterWorkspaceSize");
-  bind(lib, api.ConvolutionForward, "cudnnConvolutionForward");
-  bind(lib, api.ConvolutionBackwardData, "cudnnConvolutionBackwardData");
-  bind(lib, api.ConvolutionBackwardFilter, "cudnnConvolutionBackwardFilter");
+  bind(api.GetVersion, "cudnnGetVersion");
+  bind(api.GetErrorString, "cudnnGetErrorString");
+  bind(api.Create, "cudnnCreate");
+  bind(api.SetStream, "cudnnSetStream");
+  bind(api.CreateTensorDescriptor, "cudnnCreateTensorDescriptor");
+  bind(api.DestroyTensorDescriptor, "cudnnDestroyTensorDescriptor");
+  bind(api.SetTensor4dDescriptor, "cudnnSetTensor4dDescriptor");
+  bind(api.CreateFilterDescriptor, "cudnnCreateFilterDescriptor");
+  bind(api.DestroyFilterDescriptor, "cudnnDestroyFilterDescriptor");
+  bind(api.SetFilter4dDescriptor, "cudnnSetFilter4dDescriptor");
+  bind(api.CreateConvolutionDescriptor, "cudnnCreateConvolutionDescriptor");
+  bind(api.DestroyConvolutionDescriptor, "cudnnDestroyConvolutionDescriptor");
+  bind(api.SetConvolution2dDescriptor, "cudnnSetConvolution2dDescriptor");
+  bind(api.SetConvolutionGroupCount, "cudnnSetConvolutionGroupCount");
+  bind(api.SetConvolutionMathType, "cudnnSetConvolutionMathType");
+  bind(api.GetForwardAlgorithm, "cudnnGetConvolutionForwardAlgorithm_v7");
+  bind(api.GetBackwardDataAlgorithm, "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+  bind(api.GetBackwardFilterAlgorithm, "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+  bind(api.ForwardWorkspaceSize, "cudnnGetConvolutionForwardWorkspaceSize");
+  bind(api.BackwardDataWorkspaceSize, "cudnnGetConvolutionBackwardDataWorkspaceSize");
+  bind(api.BackwardFilterWorkspaceSize, "cudnnGetConvolutionBackwardFilterWorkspaceSize");
+  bind(api.ConvolutionForward, "cudnnConvolutionForward");
+  bind(api.ConvolutionBackwardData, "cudnnConvolutionBackwardData");
+  bind(api.ConvolutionBackwardFilter, "cudnnConvolutionBackwardFilter");
   return api;
 }
 

@@ -244,9 +244,8 @@ GradientCheck scale_and_check(std::span<const Tensor> gradients, double factor, 
   }
   if (result.count == 0) return result;
   // Every launch adds into one small device buffer of the caching allocator, read back once.
-  const Tensor totals =
-      Tensor::zeros({static_cast<std::int64_t>(sizeof(CheckTotals))}, DType::e4m3, gradients.front().device());
-  auto* t = static_cast<CheckTotals*>(totals.data());
+  const DeviceTotals<CheckTotals> totals(gradients.front().device());
+  CheckTotals* t = totals.get();
   const auto f = static_cast<float>(factor);
   const bool write = factor != 1.0;
   const auto below = static_cast<float>(underflow_below);
@@ -258,9 +257,7 @@ GradientCheck scale_and_check(std::span<const Tensor> gradients, double factor, 
         strided(g.shape(), ts, "scale_and_check"), g.numel(), element_type(g.dtype()), g.data(), f, write, below, t);
     check_launch("scale_and_check");
   }
-  CheckTotals host{};
-  check(cudaMemcpyAsync(&host, t, sizeof host, cudaMemcpyDeviceToHost, stream()), "scale_and_check");
-  check(cudaStreamSynchronize(stream()), "scale_and_check");
+  const CheckTotals host = totals.read("scale_and_check");
   result.nonfinite = static_cast<std::int64_t>(host.nonfinite);
   result.underflow = static_cast<std::int64_t>(host.underflow);
   result.sum_squares = host.sum_squares;

@@ -112,15 +112,13 @@ Fp8QuantizeStats fp8_quantize(const Tensor& x, Format format, const Tensor& scal
   const Rules rules{make_encode_params(format, CastOptions{Rounding::nearest_even, /*saturate=*/true, 0}),
                     make_encode_params(format, CastOptions{}), make_decode_params(format),
                     decode(format, format.max_finite_bits())};
-  const Tensor counters = Tensor::zeros({static_cast<std::int64_t>(sizeof(Counters))}, DType::e4m3, x.device());
+  const DeviceTotals<Counters> counters(x.device());
   quantize_kernel<<<blocks_for(x.numel()), kThreads, 0, stream()>>>(
       blocks_of(x, block_rows, block_cols, scales), element_type(x.dtype()), x.data(),
       static_cast<const float*>(scales.data()), rules, dequantize, element_type(out.dtype()), out.data(), out.strides()[0],
-      out.strides()[1], static_cast<Counters*>(counters.data()));
+      out.strides()[1], counters.get());
   check_launch("fp8_quantize");
-  Counters host{};
-  check(cudaMemcpyAsync(&host, counters.data(), sizeof host, cudaMemcpyDeviceToHost, stream()), "fp8_quantize");
-  check(cudaStreamSynchronize(stream()), "fp8_quantize");
+  const Counters host = counters.read("fp8_quantize");
   st.saturated = static_cast<std::int64_t>(host.saturated);
   st.underflowed = static_cast<std::int64_t>(host.underflowed);
   st.nonfinite = static_cast<std::int64_t>(host.nonfinite);

@@ -77,15 +77,13 @@ NumericsStats numerics(const Tensor& x, double factor, std::span<const double> l
   Limits l{};
   l.n = static_cast<int>(limits.size());
   for (std::size_t i = 0; i < limits.size(); ++i) l.v[i] = limits[i];
-  const Tensor totals = Tensor::zeros({static_cast<std::int64_t>(sizeof(Totals))}, DType::e4m3, x.device());
+  const DeviceTotals<Totals> totals(x.device());
   const Tensor* ts[1] = {&x};
   numerics_kernel<<<blocks_for(x.numel()), kThreads, 0, stream()>>>(strided(x.shape(), ts, "numerics"), x.numel(),
                                                                      element_type(x.dtype()), x.data(), factor, l,
-                                                                     static_cast<Totals*>(totals.data()));
+                                                                     totals.get());
   check_launch("numerics");
-  Totals host{};
-  check(cudaMemcpyAsync(&host, totals.data(), sizeof host, cudaMemcpyDeviceToHost, stream()), "numerics");
-  check(cudaStreamSynchronize(stream()), "numerics");
+  const Totals host = totals.read("numerics");
   s.zeros = static_cast<std::int64_t>(host.zeros);
   s.nonfinite = static_cast<std::int64_t>(host.nonfinite);
   std::memcpy(&s.amax, &host.amax, sizeof s.amax);

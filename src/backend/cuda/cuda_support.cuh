@@ -100,6 +100,25 @@ __device__ inline float block_max(float v, float* scratch) {
 // caching allocator, freed when the handle goes (stream order keeps it alive for the kernel).
 Tensor indices_on_gpu(std::span<const std::int64_t> values, Device device);
 
+// Totals that kernels add into on the GPU (counts, sums, maxima as ordered patterns): zeroed memory of
+// the caching allocator, read back once, waiting for the GPU.
+template <class T>
+class DeviceTotals {
+ public:
+  explicit DeviceTotals(Device device)
+      : bytes_(Tensor::zeros({static_cast<std::int64_t>(sizeof(T))}, DType::e4m3, device)) {}
+  T* get() const { return static_cast<T*>(bytes_.data()); }
+  T read(const char* what) const {
+    T host{};
+    check(cudaMemcpyAsync(&host, bytes_.data(), sizeof host, cudaMemcpyDeviceToHost, stream()), what);
+    check(cudaStreamSynchronize(stream()), what);
+    return host;
+  }
+
+ private:
+  Tensor bytes_;
+};
+
 // f64 tensors exist for checks, which run on the reference backend; the CUDA kernels compute in f32.
 void refuse_f64(const char* what, const Tensor& t);
 
