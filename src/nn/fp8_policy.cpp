@@ -1,6 +1,9 @@
 // The FP8 layer policy: the model's linear layers found by walking its modules, each given FP8 or bf16.
 #include "mantissa/nn/fp8_policy.h"
 
+#include <algorithm>
+#include <array>
+
 #include <stdexcept>
 
 #include "mantissa/nn/layers.h"
@@ -68,6 +71,29 @@ std::int64_t fp8_end_step(Module& model) {
     if (l->fp8()) changed += l->fp8()->end_step();
   }
   return changed;
+}
+
+std::vector<double> fp8_step_amaxes(Module& model) {
+  std::vector<double> out;
+  for (auto& [path, l] : linear_layers(model)) {
+    if (!l->fp8()) continue;
+    const std::array<double, kFp8Operands> a = l->fp8()->step_amax();
+    out.insert(out.end(), a.begin(), a.end());
+  }
+  return out;
+}
+
+void set_fp8_step_amaxes(Module& model, std::span<const double> amaxes) {
+  std::size_t at = 0;
+  for (auto& [path, l] : linear_layers(model)) {
+    if (!l->fp8()) continue;
+    if (at + kFp8Operands > amaxes.size()) throw std::invalid_argument("set_fp8_step_amaxes: fewer values than FP8 layers");
+    std::array<double, kFp8Operands> a{};
+    std::copy_n(amaxes.begin() + static_cast<std::ptrdiff_t>(at), kFp8Operands, a.begin());
+    l->fp8()->set_step_amax(a);
+    at += kFp8Operands;
+  }
+  if (at != amaxes.size()) throw std::invalid_argument("set_fp8_step_amaxes: more values than FP8 layers");
 }
 
 void validate_fp8_state(Module& model) {

@@ -23,8 +23,9 @@ Tensor& Module::register_parameter(const std::string& name, Tensor value) {
   return params_.back().second;
 }
 
-Tensor& Module::register_buffer(const std::string& name, Tensor value) {
+Tensor& Module::register_buffer(const std::string& name, Tensor value, bool on_host) {
   value.storage()->set_category(MemoryCategory::parameters);
+  if (on_host) host_buffers_.insert(name);
   buffers_.emplace_back(name, value);
   return buffers_.back().second;
 }
@@ -130,7 +131,7 @@ void Module::to_device(Device device) {
     if (grad) t.set_requires_grad();
   }
   for (auto& [name, t] : buffers_) {
-    if (!t.defined() || t.device() == device) continue;
+    if (!t.defined() || t.device() == device || host_buffers_.count(name) > 0) continue;
     MemoryCategoryScope scope(MemoryCategory::parameters);
     t = t.to(device);
   }

@@ -44,13 +44,19 @@ void count(const detail::Fp8QuantizeStats& st) {
   g_underflowed += st.underflowed;
 }
 
-// x [R, C] with the given per-tensor scale [1, 1].
-Quantized run_quantize(const Tensor& x, Format f, const Tensor& scales, std::int64_t br, std::int64_t bc, double* amax_out) {
+// The first value of an f32 tensor on any device (a scale the kernel computed, read back).
+float first_value(const Tensor& t) {
+  return t.device() == Device::cpu() ? t.data_as<const float>()[0] : t.to(Device::cpu()).data_as<const float>()[0];
+}
+
+// x [R, C] with the given per-tensor scale (one br x bc block).
+Quantized run_quantize(const Tensor& x, Format f, float scale, std::int64_t br, std::int64_t bc, double* amax_out) {
   Tensor q = Tensor::empty({x.size(0), x.size(1)}, DType::bf16, x.device());
+  const Tensor scales = Tensor::full({1, 1}, scale, DType::f32, x.device());
   const detail::Fp8QuantizeStats st = detail::run_kernel_on<detail::kernel::Fp8Quantize>(x, x, f, scales, br, bc, false, q);
   count(st);
   if (amax_out) *amax_out = st.amax;
-  return {q, 1.0 / scales.data_as<const float>()[0]};
+  return {q, 1.0 / scale};
 }
 
 // x [R, C] scaled by its own amax per block (power-of-2 scales, values scaled back, for block scaling;
@@ -64,7 +70,7 @@ Quantized quantize_current(const Tensor& x, Format f, std::int64_t br, std::int6
       x, x, f, br, bc, margin, power_of_2, /*dequantize=*/power_of_2, scales, q);
   count(st);
   if (amax_out) *amax_out = st.amax;
-  return {q, power_of_2 ? 1.0 : 1.0 / scales.data_as<const float>()[0]};
+  return {q, power_of_2 ? 1.0 : 1.0 / first_value(scales)};
 }
 
 Quantized quantize_blocks(const Tensor& x, Format f, std::int64_t br, std::int64_t bc, int margin) {
@@ -79,7 +85,7 @@ Quantized quantize_tensor(const Tensor& x, Format f, Fp8State& state, Fp8Operand
   double amax = 0;
   // One block, the whole tensor (at least 1 x 1: block sizes divide).
   const std::int64_t rows = std::max<std::int64_t>(x.size(0), 1), cols = std::max<std::int64_t>(x.size(1), 1);
-  const Quantized q = s ? run_quantize(x, f, Tensor::full({1, 1}, *s, DType::f32), rows, cols, &amax)
+  const Quantized q = s ? run_quantize(x, f, *s, rows, cols, &amax)
                         : quantize_current(x, f, rows, cols, o.margin, false, &amax);
   if (record && o.recipe == Fp8Recipe::delayed) state.record(operand, amax);
   return q;
@@ -217,6 +223,19 @@ void Fp8State::record(Fp8Operand operand, double amax) {
   seen_[i] = true;
 }
 
+std::array<double, kFp8Operands> Fp8State::step_amax() const {
+  std::array<double, kFp8Operands> out{};
+  for (std::size_t i = 0; i < kFp8Operands; ++i) out[i] = seen_[i] ? pending_[i] : -1.0;
+  return out;
+}
+
+void Fp8State::set_step_amax(const std::array<double, kFp8Operands>& amax) {
+  for (std::size_t i = 0; i < kFp8Operands; ++i) {
+    seen_[i] = amax[i] >= 0;
+    pending_[i] = seen_[i] ? amax[i] : 0.0;
+  }
+}
+
 std::int64_t Fp8State::end_step() {
   if (options_.recipe != Fp8Recipe::delayed) return 0;
   const auto cols = static_cast<std::int64_t>(kFp8Operands);
@@ -312,6 +331,8 @@ Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const st
 Tensor fp8_round_trip(const Tensor& x, Format f, std::int64_t br, std::int64_t bc, bool power_of_2) {
   if (x.dim() != 2) throw std::invalid_argument("fp8_round_trip: x must be [R, C], got " + shape_str(x.shape()));
   if (br < 1 || bc < 1) throw std::invalid_argument("fp8_round_trip: block sizes must be at least 1");
+  // (A helper for tests and demonstrations: the scaling back below runs on the host.)
+  if (!(x.device() == Device::cpu())) return fp8_round_trip(x.to(Device::cpu()), f, br, bc, power_of_2).to(x.device());
   NoGradGuard no_grad;
   Tensor q = Tensor::empty(x.shape(), DType::bf16, x.device());
   Tensor scales = Tensor::empty({blocks(x.size(0), br), blocks(x.size(1), bc)}, DType::f32, x.device());

@@ -322,6 +322,12 @@ StepRecord Trainer::step(std::span<const Batch> global_batches) {
     if (rep.skipped) bad_grads = nonfinite_gradients(model_.module());
   }
   optimizer_->zero_grad();
+  if (fp8 && group_) {
+    // Every rank's amaxes, the largest taken: the same histories and scales on every rank.
+    std::vector<double> amax = nn::fp8_step_amaxes(model_.module());
+    group_->all_reduce(amax, dist::ReduceOp::max);
+    nn::set_fp8_step_amaxes(model_.module(), amax);
+  }
   if (fp8) add_fp8_scale_updates(nn::fp8_end_step(model_.module()));
   if (group_) {
     const std::int64_t every = options_.data_parallel->checksum_every;

@@ -5,9 +5,11 @@
 // the weight checksum catching ranks that drift apart.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "mantissa/dist/grad_reducer.h"
@@ -318,6 +320,33 @@ TEST(DataParallel, EveryRankSkipsTheStepsOneRankOverflowsAndKeepsTheSameScale) {
   // The same on every rank: skips, scales and (the checksum every step passed) the weights.
   std::vector<double> mine(run.scales);
   for (bool s : run.skipped) mine.push_back(s ? 1 : 0);
+  std::vector<double> high(mine), low(mine);
+  world()->all_reduce(high, dist::ReduceOp::max);
+  world()->all_reduce(low, dist::ReduceOp::min);
+  EXPECT_EQ(high, low);
+}
+
+// FP8 with delayed scaling: each rank sees its own rows' amaxes, but the ranks reduce them (the
+// largest) before every history update, so every rank keeps the same histories and scales.
+TEST(DataParallel, Fp8DelayedScalingKeepsTheSameScalesOnEveryRank) {
+  NEEDS_TWO_RANKS();
+  train::ModuleModel<nn::Mlp> model(nn::MlpConfig{.in = 36, .hidden = 64, .layers = 3, .classes = 4, .seed = 5});
+  train::ClassificationData data(teacher_images(512, 1), teacher_images(96, 2), 32, 7);
+  train::TrainerOptions o;
+  o.precision = {DType::bf16};
+  o.precision.fp8 = Fp8Options{.amax_history = 4};
+  o.steps = 6;
+  o.data_parallel = train::DataParallelOptions{.group = world(), .checksum_every = 1};
+  train::Trainer trainer(model, data, o);
+  for (int s = 0; s < 6; ++s) trainer.step();
+  std::vector<double> mine;
+  for (const auto& [name, b] : model.module().named_buffers()) {
+    if (name.find("fp8_") == std::string::npos) continue;
+    const std::vector<double> v = b.to_doubles();
+    mine.insert(mine.end(), v.begin(), v.end());
+  }
+  ASSERT_FALSE(mine.empty()) << "no FP8 layer";
+  EXPECT_GT(*std::max_element(mine.begin(), mine.end()), 1.0) << "no scale was computed";
   std::vector<double> high(mine), low(mine);
   world()->all_reduce(high, dist::ReduceOp::max);
   world()->all_reduce(low, dist::ReduceOp::min);

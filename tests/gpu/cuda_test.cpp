@@ -26,6 +26,7 @@
 #include "mantissa/core/tensor.h"
 #include "mantissa/data/datasets.h"
 #include "mantissa/nn/models.h"
+#include "mantissa/ops/fp8.h"
 #include "mantissa/ops/ops.h"
 #include "mantissa/optim/optimizer.h"
 #include "mantissa/train/trainer.h"
@@ -304,6 +305,31 @@ TEST_F(Cuda, TheCnnTrainsOnTheGpuAlongTheCpusCurve) {
       ASSERT_NEAR(b.loss, a.loss, 0.03 * a.loss) << dtype_name(compute) << " step " << s + 1;
     }
     for (const auto& [name, b] : gpu.model.module().named_buffers()) ASSERT_EQ(b.device(), kGpu) << name;
+  }
+}
+
+// FP8 products on the GPU (its quantizer and scaled product), each recipe for 20 steps of the small GPT:
+// the GPU's loss curve follows the CPU's, and delayed scaling's state stays on the host, where the
+// recipe updates it (and checkpoints read it).
+TEST_F(Cuda, Fp8TrainsOnTheGpuAlongTheCpusCurve) {
+  for (Fp8Recipe recipe : {Fp8Recipe::delayed, Fp8Recipe::current, Fp8Recipe::block}) {
+    const auto options = [&](Device device) {
+      train::TrainerOptions o = run_options(DType::bf16, device, 20);
+      o.precision.fp8 = Fp8Options{.recipe = recipe, .block = 32};
+      return o;
+    };
+    GptModel cpu_model{nn::GptConfig{.n_layer = 2, .n_head = 2, .n_embd = 64, .block_size = 32, .vocab = 256, .seed = 3}};
+    GptModel gpu_model{nn::GptConfig{.n_layer = 2, .n_head = 2, .n_embd = 64, .block_size = 32, .vocab = 256, .seed = 3}};
+    train::TextData cpu_data{TextCorpus::load(kFortunesDir), 8, 32, 0, 2, "fortunes"};
+    train::TextData gpu_data{TextCorpus::load(kFortunesDir), 8, 32, 0, 2, "fortunes"};
+    train::Trainer cpu(cpu_model, cpu_data, options(Device::cpu())), gpu(gpu_model, gpu_data, options(kGpu));
+    for (int s = 0; s < 20; ++s) {
+      const train::StepRecord a = cpu.step(), b = gpu.step();
+      ASSERT_NEAR(b.loss, a.loss, 0.03 * a.loss) << fp8_recipe_name(recipe) << " step " << s + 1;
+    }
+    for (const auto& [name, b] : gpu_model.module().named_buffers()) {
+      if (name.find("fp8_") != std::string::npos) EXPECT_EQ(b.device(), Device::cpu()) << name;
+    }
   }
 }
 

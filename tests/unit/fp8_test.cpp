@@ -397,6 +397,21 @@ TEST(Fp8State, DelayedScalingKeepsAHistoryAndScalesFromItsMaximum) {
   EXPECT_THROW(s.validate(), std::invalid_argument);
 }
 
+// What data parallel does between the ranks: the step's amaxes out (-1 where an operand was not seen),
+// the largest of the ranks' back in, and end_step() scales from them.
+TEST(Fp8State, TheStepsAmaxesGoOutAndComeBackBeforeEndStep) {
+  Fp8State s(Fp8Options{});
+  s.record(Fp8Operand::input, 2.0);
+  s.record(Fp8Operand::grad_output, 0.5);
+  EXPECT_EQ(s.step_amax(), (std::array<double, kFp8Operands>{2.0, -1.0, 0.5}));
+  s.set_step_amax({8.0, -1.0, 0.25});  // another rank saw a larger input and a smaller gradient
+  EXPECT_EQ(s.end_step(), 2);
+  EXPECT_FLOAT_EQ(*s.delayed_scale(Fp8Operand::input), 448.0f / 8);
+  EXPECT_FALSE(s.delayed_scale(Fp8Operand::weight).has_value());
+  EXPECT_FLOAT_EQ(*s.delayed_scale(Fp8Operand::grad_output), 57344.0f / 0.25f);
+  EXPECT_EQ(s.step_amax(), (std::array<double, kFp8Operands>{-1.0, -1.0, -1.0}));  // a new step begins unseen
+}
+
 TEST(Fp8Options, ParseNamesAndRefuseTheRest) {
   EXPECT_EQ(parse_fp8_recipe("block"), Fp8Recipe::block);
   EXPECT_EQ(parse_fp8_format("e4m3"), Fp8Format::e4m3);

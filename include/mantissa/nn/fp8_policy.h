@@ -4,6 +4,7 @@
 // embedding, attention's inner products and a tied head are not linear layers and stay in bf16.
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,11 @@ std::string fp8_plan_str(const std::vector<Fp8LayerChoice>& plan, bool every_lay
 // After each optimizer step: the delayed recipe's histories and scales in every FP8 layer. Returns how
 // many scales changed.
 std::int64_t fp8_end_step(Module& model);
+// Data parallel: every FP8 layer's amaxes of this step, three a layer in order (-1 where an operand was
+// not seen), to be reduced across ranks with max before fp8_end_step(), as Transformer Engine reduces
+// them, so that every rank keeps the same histories and scales; and setting them back.
+std::vector<double> fp8_step_amaxes(Module& model);
+void set_fp8_step_amaxes(Module& model, std::span<const double> amaxes);
 // Every FP8 layer's state checked (after a checkpoint was loaded); throws std::invalid_argument naming
 // the layer.
 void validate_fp8_state(Module& model);

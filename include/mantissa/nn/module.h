@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,13 +57,15 @@ class Module {
   // Low-precision-model mode: parameters (not buffers) converted to dtype, except those of modules that
   // keep f32 parameters (norm layers). Replaces the parameter tensors: build the optimizer afterwards.
   void to_dtype(DType dtype);
-  // Parameters and buffers moved to `device` (copies; parameters keep requires_grad). Replaces the
-  // tensors: build the optimizer afterwards.
+  // Parameters and buffers moved to `device` (copies; parameters keep requires_grad), except the buffers
+  // registered to stay on the host. Replaces the tensors: build the optimizer afterwards.
   void to_device(Device device);
 
  protected:
   Tensor& register_parameter(const std::string& name, Tensor value);
-  Tensor& register_buffer(const std::string& name, Tensor value);
+  // on_host: the buffer stays on the host when the module moves to a GPU (state the host reads and writes
+  // every step, such as FP8's scaling history, kept by its owner as this very tensor).
+  Tensor& register_buffer(const std::string& name, Tensor value, bool on_host = false);
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     module->parent_ = this;
@@ -88,6 +91,7 @@ class Module {
   // to_dtype() replace the tensors).
   std::deque<std::pair<std::string, Tensor>> params_;
   std::deque<std::pair<std::string, Tensor>> buffers_;
+  std::set<std::string> host_buffers_;  // the buffers to_device() leaves on the host
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
   bool f32_parameters_ = false;

@@ -75,6 +75,10 @@ class Fp8State {
   // this step (the largest of the step's uses; non-finite ones are not recorded).
   std::optional<float> delayed_scale(Fp8Operand operand) const;
   void record(Fp8Operand operand, double amax);
+  // This step's amax of each operand so far, -1 where none was recorded; and replacing them (a value
+  // below 0 leaves the operand unrecorded). Data parallel reduces them across ranks before end_step().
+  std::array<double, kFp8Operands> step_amax() const;
+  void set_step_amax(const std::array<double, kFp8Operands>& amax);
   // Delayed scaling, after each optimizer step: this step's amaxes go into the history (rolled) and the
   // scales are recomputed from it. Returns how many scales changed.
   std::int64_t end_step();
