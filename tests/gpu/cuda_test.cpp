@@ -328,7 +328,9 @@ TEST_F(Cuda, Fp8TrainsOnTheGpuAlongTheCpusCurve) {
       ASSERT_NEAR(b.loss, a.loss, 0.03 * a.loss) << fp8_recipe_name(recipe) << " step " << s + 1;
     }
     for (const auto& [name, b] : gpu_model.module().named_buffers()) {
-      if (name.find("fp8_") != std::string::npos) EXPECT_EQ(b.device(), Device::cpu()) << name;
+      if (name.find("fp8_") != std::string::npos) {
+        EXPECT_EQ(b.device(), Device::cpu()) << name;
+      }
     }
   }
 }
