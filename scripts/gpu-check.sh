@@ -17,8 +17,8 @@ section() { printf '\n== %s (%ss)\n' "$1" "$(( $(date +%s) - started ))"; }
 
 section "machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 | head -3
-# The NVIDIA libraries mantissa loads with dlopen (cuBLASLt, cuDNN, NCCL): the loader's, else the
-# toolkit's, else the ones inside PyTorch's wheels (nvidia/*/lib).
+# The NVIDIA libraries mantissa loads with dlopen (cuBLASLt, cuDNN, NCCL; NVRTC for cuDNN's runtime-
+# compiled engines): the loader's, else the toolkit's, else the ones in PyTorch's wheels (nvidia/*/lib).
 site=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
 find_lib() {
   local found
@@ -28,7 +28,7 @@ find_lib() {
   echo "$found"
 }
 dirs=""
-for lib in libcublasLt.so.13 libcudnn.so.9 libnccl.so.2; do
+for lib in libcublasLt.so.13 libcudnn.so.9 libnccl.so.2 libnvrtc.so.13; do
   path=$(find_lib $lib)
   echo "$lib: ${path:-not found}"
   [ -n "$path" ] && dirs="$dirs:$(dirname "$path")"
