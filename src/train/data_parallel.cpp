@@ -13,8 +13,12 @@
 namespace mantissa::train {
 namespace {
 
-std::span<std::byte> bytes_of(const Tensor& t) {
+void require_contiguous(const Tensor& t) {
   if (!t.is_contiguous()) throw std::logic_error("data parallel: a parameter or buffer that is not contiguous");
+}
+
+std::span<std::byte> bytes_of(const Tensor& t) {
+  require_contiguous(t);
   return {static_cast<std::byte*>(t.data()), static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype())};
 }
 
@@ -56,7 +60,7 @@ void broadcast_from_rank0(dist::ProcessGroup& group, const std::vector<Tensor>& 
       continue;
     }
     // On a GPU: through the host (once at the start, and batch norm's statistics each step).
-    bytes_of(t);  // contiguous, or the error
+    require_contiguous(t);
     const Tensor host = t.to(Device::cpu());
     const std::span<std::byte> bytes = bytes_of(host);
     group.broadcast(bytes, 0);
