@@ -44,11 +44,6 @@ void count(const detail::Fp8QuantizeStats& st) {
   g_underflowed += st.underflowed;
 }
 
-// The first value of an f32 tensor on any device (a scale the kernel computed, read back).
-float first_value(const Tensor& t) {
-  return t.device() == Device::cpu() ? t.data_as<const float>()[0] : t.to(Device::cpu()).data_as<const float>()[0];
-}
-
 // x [R, C] with the given per-tensor scale (one br x bc block).
 Quantized run_quantize(const Tensor& x, Format f, float scale, std::int64_t br, std::int64_t bc, double* amax_out) {
   Tensor q = Tensor::empty({x.size(0), x.size(1)}, DType::bf16, x.device());
@@ -70,7 +65,8 @@ Quantized quantize_current(const Tensor& x, Format f, std::int64_t br, std::int6
       x, x, f, br, bc, margin, power_of_2, /*dequantize=*/power_of_2, scales, q);
   count(st);
   if (amax_out) *amax_out = st.amax;
-  return {q, power_of_2 ? 1.0 : 1.0 / first_value(scales)};
+  // (Without power-of-2 scales this is one block: item() reads its scale on any device.)
+  return {q, power_of_2 ? 1.0 : 1.0 / scales.item()};
 }
 
 Quantized quantize_blocks(const Tensor& x, Format f, std::int64_t br, std::int64_t bc, int margin) {
