@@ -8,17 +8,6 @@
 namespace mantissa::detail::cuda {
 namespace {
 
-// Sum over a block of kThreads threads in f64; every thread gets the result.
-__device__ double block_sum_f64(double v, double* scratch) {
-  for (int d = 16; d > 0; d /= 2) v += __shfl_xor_sync(0xffffffffU, v, d);
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x / 32] = v;
-  __syncthreads();
-  double total = 0;
-  for (int w = 0; w < kThreads / 32; ++w) total += scratch[w];
-  return total;
-}
-
 struct Planes {
   std::int64_t n, c, s;
   __device__ std::int64_t at(std::int64_t i, std::int64_t ch, std::int64_t k) const { return (i * c + ch) * s + k; }
@@ -31,13 +20,13 @@ __global__ void batch_norm_kernel(Planes p, ElementType tx, const void* x, Eleme
   const std::int64_t ch = blockIdx.x, count = p.n * p.s;
   double sum = 0;
   for (std::int64_t j = threadIdx.x; j < count; j += kThreads) sum += load(tx, x, p.at(j / p.s, ch, j % p.s));
-  const double mu = block_sum_f64(sum, scratch) / static_cast<double>(count);
+  const double mu = block_sum(sum, scratch) / static_cast<double>(count);
   double var = 0;
   for (std::int64_t j = threadIdx.x; j < count; j += kThreads) {
     const double d = load(tx, x, p.at(j / p.s, ch, j % p.s)) - mu;
     var += d * d;
   }
-  const double rs = 1.0 / sqrt(block_sum_f64(var, scratch) / static_cast<double>(count) + eps);
+  const double rs = 1.0 / sqrt(block_sum(var, scratch) / static_cast<double>(count) + eps);
   const float muf = static_cast<float>(mu), rsf = static_cast<float>(rs);
   const float g = load(tg, gamma, ch), b = load(tb, beta, ch);
   for (std::int64_t j = threadIdx.x; j < count; j += kThreads) {
@@ -64,8 +53,8 @@ __global__ void batch_norm_backward_kernel(Planes p, ElementType tx, const void*
     sum_dy += dy;
     sum_dy_xhat += static_cast<double>(dy) * ((load(tx, x, at) - mu) * rs);
   }
-  sum_dy = block_sum_f64(sum_dy, scratch);
-  sum_dy_xhat = block_sum_f64(sum_dy_xhat, scratch);
+  sum_dy = block_sum(sum_dy, scratch);
+  sum_dy_xhat = block_sum(sum_dy_xhat, scratch);
   const float m = static_cast<float>(count), sdy = static_cast<float>(sum_dy), sdx = static_cast<float>(sum_dy_xhat);
   const float k = g * rs / m;
   for (std::int64_t j = threadIdx.x; j < count; j += kThreads) {

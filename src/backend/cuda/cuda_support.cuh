@@ -75,14 +75,15 @@ struct Rows {
 };
 inline Rows rows_of(const Tensor& t) { return {t.size(0), t.size(1), t.strides()[0], t.strides()[1]}; }
 
-// Sum and max over a block of kThreads threads; every thread gets the result. `scratch` holds one value
-// per warp.
-__device__ inline float block_sum(float v, float* scratch) {
+// Sum (in f32 or f64) and max over a block of kThreads threads; every thread gets the result, added in
+// the same order every run. `scratch` holds one value per warp.
+template <class T>
+__device__ inline T block_sum(T v, T* scratch) {
   for (int d = 16; d > 0; d /= 2) v += __shfl_xor_sync(0xffffffffU, v, d);
   __syncthreads();  // scratch may still be read by a previous reduction
   if ((threadIdx.x & 31) == 0) scratch[threadIdx.x / 32] = v;
   __syncthreads();
-  float total = 0;
+  T total = 0;
   for (int w = 0; w < kThreads / 32; ++w) total += scratch[w];
   return total;
 }
