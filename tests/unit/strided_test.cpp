@@ -18,14 +18,21 @@ namespace {
 using detail::cuda::strided;
 
 // Element i's offsets by the definition: i written in the shape's mixed radix, times the strides.
+// Both index paths are checked: the 32-bit one these shapes get, and the 64-bit one of shapes of 2^31
+// elements or more (too large to allocate here), by clearing the flag.
 template <int N>
 void expect_plain_walk(const Shape& shape, const Tensor* const (&ts)[N]) {
   const auto it = strided(shape, ts, "test");
+  ASSERT_TRUE(it.index32);
+  auto it64 = it;
+  it64.index32 = false;
   std::int64_t n = 1;
   for (std::int64_t s : shape) n *= s;
   for (std::int64_t i = 0; i < n; ++i) {
-    std::int64_t got[N];
+    std::int64_t got[N], got64[N];
     it.offsets(i, got);
+    it64.offsets(i, got64);
+    for (int t = 0; t < N; ++t) ASSERT_EQ(got64[t], got[t]) << "element " << i << " of tensor " << t << " in 64 bits";
     std::int64_t rest = i;
     std::int64_t want[N] = {};
     for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
@@ -100,6 +107,36 @@ TEST(Strided, MoreThanEightDimensionsLeftAfterMergingIsAnError) {
   } catch (const std::invalid_argument& e) {
     EXPECT_STREQ(e.what(), "copy: more than 8 dimensions (after merging) on cuda");
   }
+}
+
+// The quotient by multiply-high and shift against the division itself: every numerator below 2^16 for
+// every divisor below 2^10, then the edges and random numerators for random divisors up to 2^31 - 1.
+TEST(FastDivisor, QuotientIsTheIntegerDivisionForEveryNumeratorBelow2To31) {
+  using detail::cuda::FastDivisor;
+  for (std::uint32_t d = 1; d < 1024; ++d) {
+    const FastDivisor div(d);
+    for (std::uint32_t n = 0; n < (1U << 16); ++n) ASSERT_EQ(div.quotient(n), n / d) << n << " / " << d;
+  }
+  std::mt19937 rng(20261202);
+  const std::uint32_t top = 0x7fffffffU;
+  std::vector<std::uint32_t> divisors{top, top - 1, 1U << 30, (1U << 30) + 1, (1U << 30) - 1, 3, 7, 641, 65537};
+  const auto draw = [&rng](std::uint32_t below) { return static_cast<std::uint32_t>(rng() % below); };
+  for (int k = 0; k < 2000; ++k) divisors.push_back(1 + draw(top));
+  for (int k = 0; k < 200; ++k) divisors.push_back(1 + draw(100000));
+  for (std::uint32_t d : divisors) {
+    const FastDivisor div(d);
+    std::vector<std::uint32_t> ns{0, 1, d - 1, d, top, top - 1, top - d + 1};
+    if (d < top / 2) {
+      for (std::uint32_t m : {2U, 3U, top / d}) ns.insert(ns.end(), {m * d - 1, m * d, m * d + 1});
+    }
+    for (int k = 0; k < 500; ++k) ns.push_back(draw(top + 1U));
+    for (std::uint32_t n : ns) {
+      if (n > top) continue;
+      ASSERT_EQ(div.quotient(n), n / d) << n << " / " << d;
+    }
+  }
+  EXPECT_THROW(FastDivisor(0), std::invalid_argument);
+  EXPECT_THROW(FastDivisor(0x80000000U), std::invalid_argument);
 }
 
 }  // namespace
