@@ -108,9 +108,9 @@ Tensor Gpt::forward(std::span<const std::int64_t> ids, std::int64_t batch, std::
 }
 
 Tensor Gpt::loss(std::span<const std::int64_t> ids, std::int64_t batch, std::int64_t t,
-                 std::span<const std::int64_t> targets) const {
+                 std::span<const std::int64_t> targets, Reduction reduction) const {
   const auto scope = forward_scope();
-  return linear_cross_entropy(hidden(ids, batch, t), wte_->weight(), targets);
+  return linear_cross_entropy(hidden(ids, batch, t), wte_->weight(), targets, reduction);
 }
 
 Tensor Gpt::hidden(std::span<const std::int64_t> ids, std::int64_t batch, std::int64_t t) const {

@@ -1,15 +1,18 @@
 // train::Trainer as a C++ user drives it: checkpoints written before the training loop moved into the
 // library still resume, a save/resume round trip continues bit-identically, micro-batches accumulate
-// to the whole batch's step, and options out of range are refused.
+// to the whole batch's step, a token model is evaluated through its own loss, and options out of range
+// are refused.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include "../common/scratch_dir.h"
 #include "mantissa/io/checkpoint.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/nn/models.h"
+#include "mantissa/ops/autocast.h"
 #include "mantissa/train/trainer.h"
 
 namespace mantissa {
@@ -120,6 +123,80 @@ TEST(Trainer, MicroBatchesAccumulateToTheWholeBatchsStep) {
   // And the step moved the weights (a step that did nothing would pass the comparison).
   auto fresh = std::make_unique<train::ModuleModel<nn::Mlp>>(nn::MlpConfig{.in = 784, .hidden = 16, .layers = 1});
   EXPECT_NE(fresh->module().parameters().front().to_doubles(), std::vector<double>(whole.begin(), whole.begin() + 16 * 784));
+}
+
+// A module with a loss of its own: ModuleModel hands loss() and loss_sum() to it, with their reduction.
+struct LossProbe : nn::Module {
+  mutable std::vector<Reduction> asked;
+  Tensor forward(std::span<const std::int64_t> /*ids*/, std::int64_t rows, std::int64_t length) const {
+    return Tensor::zeros({rows * length, 3}, DType::f32);
+  }
+  Tensor loss(std::span<const std::int64_t> /*ids*/, std::int64_t /*rows*/, std::int64_t /*length*/,
+              std::span<const std::int64_t> /*targets*/, Reduction reduction) const {
+    asked.push_back(reduction);
+    return Tensor::full({}, reduction == Reduction::sum ? 2.0 : 1.0, DType::f32);
+  }
+};
+
+TEST(Trainer, ModuleModelHandsBothLossesToAModuleWithItsOwn) {
+  train::ModuleModel<LossProbe> model;
+  train::Batch b;
+  b.tokens = {1, 2};
+  b.rows = 1;
+  b.length = 2;
+  b.targets = {2, 0};
+  EXPECT_EQ(model.loss(b).item(), 1.0);
+  EXPECT_EQ(model.loss_sum(b).item(), 2.0);
+  EXPECT_EQ(model.get().asked, (std::vector<Reduction>{Reduction::mean, Reduction::sum}));
+}
+
+// The GPT over the fortunes, counting the calls of forward().
+class CountingGpt final : public train::Model {
+ public:
+  nn::Module& module() override { return gpt_.module(); }
+  Tensor forward(const train::Batch& b) override {
+    ++forwards;
+    return gpt_.forward(b);
+  }
+  Tensor loss(const train::Batch& b) override { return gpt_.loss(b); }
+  Tensor loss_sum(const train::Batch& b) override { return gpt_.loss_sum(b); }
+  int forwards = 0;
+
+ private:
+  train::ModuleModel<nn::Gpt> gpt_{nn::GptConfig{.n_layer = 1, .n_head = 2, .n_embd = 16, .block_size = 16, .seed = 3}};
+};
+
+// Evaluating a token model adds up its own loss (the GPT's never makes a whole batch's logits on a GPU)
+// and gets the mean cross-entropy of the logits that forward() makes, in bf16 autocast as in f32.
+TEST(Trainer, EvaluatesATokenModelThroughItsOwnLossToTheMeanOfItsLogits) {
+  for (const DType compute : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(compute));
+    CountingGpt model;
+    train::TextData data(TextCorpus::load(kFortunesDir), 4, 16, 0, 3, "fortunes");
+    train::TrainerOptions o;
+    o.precision = {compute, train::PrecisionMode::autocast};
+    o.steps = 2;
+    train::Trainer trainer(model, data, o);
+    trainer.step();
+    trainer.step();
+    const int before = model.forwards;
+    const double got = trainer.evaluate(true).val_loss;
+    EXPECT_EQ(model.forwards, before) << "evaluation made the logits";
+    double sum = 0;
+    std::int64_t count = 0;
+    {
+      NoGradGuard no_grad;
+      std::optional<Autocast> region;  // the trainer's: autocast's default policy in the compute dtype
+      if (compute != DType::f32) region.emplace(compute, AutocastPolicy::defaults());
+      data.for_each_eval_batch(true, [&](const train::Batch& b) {
+        sum += cross_entropy(cast(model.forward(b), DType::f32), b.targets, Reduction::sum).item();
+        count += static_cast<std::int64_t>(b.targets.size());
+      });
+    }
+    EXPECT_EQ(count, 3 * 4 * 16);
+    EXPECT_NEAR(got, sum / static_cast<double>(count), 1e-6 * sum / static_cast<double>(count));
+    EXPECT_GT(got, 1.0);  // an untrained byte model: far from zero, so the comparison means something
+  }
 }
 
 TEST(Trainer, OptionsOutOfRangeAreRefused) {

@@ -38,6 +38,8 @@ class Model {
   virtual Tensor forward(const Batch& batch) = 0;
   // The training loss: the mean cross-entropy of forward() against the targets, unless overridden.
   virtual Tensor loss(const Batch& batch) { return cross_entropy(forward(batch), batch.targets); }
+  // The summed cross-entropy, as evaluation adds it up over batches (the same override rule).
+  virtual Tensor loss_sum(const Batch& batch) { return cross_entropy(forward(batch), batch.targets, Reduction::sum); }
 };
 
 // A Model over a module M (held by value, built from the arguments): M::forward(const Tensor&) for
@@ -58,10 +60,17 @@ class ModuleModel final : public Model {
   }
   // A module with a loss of its own (the GPT's fused classifier and cross-entropy) computes it.
   Tensor loss(const Batch& b) override {
-    if constexpr (requires { m_.loss(b.tokens, b.rows, b.length, b.targets); }) {
-      return m_.loss(b.tokens, b.rows, b.length, b.targets);
+    if constexpr (requires { m_.loss(b.tokens, b.rows, b.length, b.targets, Reduction::mean); }) {
+      return m_.loss(b.tokens, b.rows, b.length, b.targets, Reduction::mean);
     } else {
       return Model::loss(b);
+    }
+  }
+  Tensor loss_sum(const Batch& b) override {
+    if constexpr (requires { m_.loss(b.tokens, b.rows, b.length, b.targets, Reduction::sum); }) {
+      return m_.loss(b.tokens, b.rows, b.length, b.targets, Reduction::sum);
+    } else {
+      return Model::loss_sum(b);
     }
   }
 

@@ -188,8 +188,9 @@ class Trainer {
   StepRecord step();
   // The model's loss on one batch, under the precision policy (with gradients unless inside NoGradGuard).
   Tensor loss(const Batch& batch);
-  // The mean cross-entropy of forward() (and the accuracy) over the data source's evaluation batches,
-  // without gradients.
+  // The mean cross-entropy (and the accuracy) over the data source's evaluation batches, without
+  // gradients: of forward()'s logits where accuracy is reported, else the model's loss_sum(), which
+  // the GPT computes without a whole batch's logits.
   EvalRecord evaluate(bool full);
 
   // Writes a checkpoint of everything a run needs to continue exactly (atomically: the old file or the
