@@ -100,6 +100,14 @@ for p in ["fp32", "tf32", "bf16", "fp16"]:
 c = load("pytorch-bf16-compile")
 if c:
     print(f"PyTorch bf16 + torch.compile: {c['ms_per_step']:.1f} ms/step, {c.get('peak_bytes', 0) / 2**30:.1f} GiB")
+print("where mantissa's step goes on the GPU's clock (ms per step; 'gpu idle': waiting for the host):")
+for p in ["bf16", "fp16", "fp32"]:
+    m = load("mantissa-" + p)
+    r = (m["results"][0] if "results" in m else m) if m else None
+    if not r or "time_fraction" not in r:
+        continue
+    parts = sorted(r["time_fraction"].items(), key=lambda kv: -kv[1])
+    print(f"  {p}: " + ", ".join(f"{k} {v * r['ms_per_step']:.1f}" for k, v in parts[:12]))
 PY
 section "quality: the char GPT of docs/results.md trained on the GPU (target: within 1% of the CPU's fp32 1.8870)"
 for p in bf16 fp16; do

@@ -1,6 +1,8 @@
 // The kernel times and FLOP counts behind kernel_times(); see profiler.h.
 #include "profiler.h"
 
+#include <array>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <string>
@@ -25,15 +27,39 @@ Totals& totals() {
 
 thread_local const char* tls_region = nullptr;
 
+// Registered once per device type (at the backend's registration), read by every kernel call after.
+std::array<DeviceKernelClock, 2> clocks;
+std::atomic<bool> device_timing{false};
+thread_local bool tls_device_timed = false;  // a kernel call on this thread is being timed on its device
+
 }  // namespace
 
-FamilyTimer::FamilyTimer(const char* family) : family_(family), start_(std::chrono::steady_clock::now()) {}
+void set_device_kernel_clock(DeviceType type, const DeviceKernelClock& clock) {
+  clocks.at(static_cast<std::size_t>(type)) = clock;
+}
+
+FamilyTimer::FamilyTimer(const char* family, Device device)
+    : name_(current_kernel_region() != nullptr ? current_kernel_region() : family), clock_(nullptr) {
+  // Only the outermost kernel call of a thread is timed: a kernel's own kernels are part of its time.
+  if (device_timing.load(std::memory_order_relaxed) && !tls_device_timed) {
+    const DeviceKernelClock& c = clocks.at(static_cast<std::size_t>(device.type));
+    if (c.begin != nullptr) {
+      c.begin(name_);
+      clock_ = &c;
+      tls_device_timed = true;
+    }
+  }
+  start_ = std::chrono::steady_clock::now();
+}
 
 FamilyTimer::~FamilyTimer() {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  const char* region = current_kernel_region();
+  if (clock_ != nullptr) {
+    clock_->end();
+    tls_device_timed = false;
+  }
   std::lock_guard lock(totals().mutex);
-  totals().family_seconds[region != nullptr ? region : family_] += s;
+  totals().family_seconds[name_] += s;
 }
 
 void count_matmul_flops(double flops) {
@@ -58,12 +84,25 @@ KernelTimes kernel_times() {
 }
 
 void reset_kernel_times() {
+  (void)device_kernel_seconds();
   detail::Totals& t = detail::totals();
   std::lock_guard lock(t.mutex);
   t.family_seconds.clear();
   t.matmul_flops = 0;
   t.library_seconds = 0;
   t.library_calls = 0;
+}
+
+void set_device_kernel_timing(bool on) { detail::device_timing = on; }
+bool device_kernel_timing() { return detail::device_timing; }
+
+std::map<std::string, double> device_kernel_seconds() {
+  std::map<std::string, double> all;
+  for (const detail::DeviceKernelClock& c : detail::clocks) {
+    if (c.collect == nullptr) continue;
+    for (const auto& [name, s] : c.collect()) all[name] += s;
+  }
+  return all;
 }
 
 KernelRegion::KernelRegion(const char* name) : saved_(detail::tls_region) {

@@ -4,19 +4,37 @@
 #pragma once
 
 #include <chrono>
+#include <map>
+#include <string>
+
+#include "mantissa/core/device.h"
 
 namespace mantissa::detail {
 
-// Adds its lifetime to kernel_times().backend_seconds[family], or to the open KernelRegion's entry.
+// A device's own clock around kernels (the CUDA backend's: events on its stream), registered with
+// set_device_kernel_clock and used while set_device_kernel_timing(true). begin() is called as a kernel
+// is about to be queued, with its family or region, end() after it was; only a thread's outermost kernel
+// call is timed (not the kernels it runs itself). collect() returns the seconds by name since its last
+// call, waiting for the device.
+struct DeviceKernelClock {
+  void (*begin)(const char* name) = nullptr;
+  void (*end)() = nullptr;
+  std::map<std::string, double> (*collect)() = nullptr;
+};
+void set_device_kernel_clock(DeviceType type, const DeviceKernelClock& clock);
+
+// Adds its lifetime to kernel_times().backend_seconds[family], or to the open KernelRegion's entry;
+// with device kernel timing on, also runs the device's clock around it.
 class FamilyTimer {
  public:
-  explicit FamilyTimer(const char* family);
+  FamilyTimer(const char* family, Device device);
   ~FamilyTimer();
   FamilyTimer(const FamilyTimer&) = delete;
   FamilyTimer& operator=(const FamilyTimer&) = delete;
 
  private:
-  const char* family_;
+  const char* name_;  // the family, or the open region
+  const DeviceKernelClock* clock_;
   std::chrono::steady_clock::time_point start_;
 };
 

@@ -84,7 +84,7 @@ decltype(auto) run_kernel(Device device, A&&... args) {
   } else {
     family = K::family;
   }
-  FamilyTimer timer(family);
+  FamilyTimer timer(family, device);
   if constexpr (requires { K::flops(args...); }) count_matmul_flops(K::flops(args...));
   return fn(std::forward<A>(args)...);
 }

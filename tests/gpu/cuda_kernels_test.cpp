@@ -2,16 +2,20 @@
 // reference): the numerics telemetry gives the same counts and histogram, the FP8 quantizer the same
 // scales, bits and counters, and the scaled product the same values up to the order of f32 additions.
 // On values spread over every exponent, with zeros, infinities and NaNs, contiguous and transposed.
-// Skipped, with the reason, without a GPU.
+// And the GPU's own clock of the step breakdown. Skipped, with the reason, without a GPU.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "mantissa/backend/cuda.h"
+#include "mantissa/backend/kernel_timer.h"
 #include "mantissa/ops/fp8.h"
 #include "mantissa/ops/ops.h"
 #include "../../src/backend/registry.h"
@@ -118,6 +122,27 @@ TEST_F(CudaKernels, TheScaledProductFollowsTheCpus) {
                                    out_gpu);
   const std::vector<double> x = out_cpu.to_doubles(), y = out_gpu.to(Device::cpu()).to_doubles();
   for (std::size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(y[i], x[i], 1e-5 * (std::fabs(x[i]) + 1)) << i;
+}
+
+// The GPU's clock: with device kernel timing on, the products' time on the GPU is counted under
+// "matmul", at most the wall time around them (the host waited for all of it), and nothing after.
+TEST_F(CudaKernels, TheGpuClockTimesKernelsOnTheDevice) {
+  const Tensor a = cast(Tensor::uniform({2048, 2048}, DType::f32, 1, -1, 1).to(kGpu), DType::bf16);
+  (void)matmul(a, a);
+  cuda_synchronize();
+  reset_kernel_times();
+  set_device_kernel_timing(true);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 5; ++i) (void)matmul(a, a);
+  cuda_synchronize();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  set_device_kernel_timing(false);
+  const std::map<std::string, double> gpu = device_kernel_seconds();
+  ASSERT_EQ(gpu.count("matmul"), 1u);
+  EXPECT_GT(gpu.at("matmul"), 0.0);
+  EXPECT_LE(gpu.at("matmul"), wall);
+  (void)matmul(a, a);
+  EXPECT_TRUE(device_kernel_seconds().empty());
 }
 
 }  // namespace

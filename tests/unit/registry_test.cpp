@@ -1,10 +1,12 @@
 // The kernel registry: the reference and the CPU backend each register every kernel of kernels.h, ops
 // reach them through run_kernel (the reference under CpuBackendScope, and for f64 tensors), a CUDA build
-// registers them all for the GPU, and a device without a kernel is an error naming the kernel and the
-// device.
+// registers them all for the GPU, a device without a kernel is an error naming the kernel and the
+// device, and kernels are timed by family, on the device's own clock when asked.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
+#include <vector>
 
 #include "../../src/backend/registry.h"
 #include "mantissa/backend/backend_select.h"
@@ -88,6 +90,37 @@ TEST(KernelRegistry, KernelsAreTimedUnderTheirFamily) {
   EXPECT_EQ(t.backend_seconds.count("matmul"), 1u);
   EXPECT_EQ(t.backend_seconds.count("cast"), 1u);
   EXPECT_EQ(t.matmul_flops, 2.0 * 8 * 8 * 8);
+}
+
+// A device clock standing in for the GPU's, on the CPU: what it was asked to time, in order.
+std::vector<std::string> clock_calls;
+DeviceKernelClock fake_clock() {
+  return {[](const char* name) { clock_calls.push_back(std::string("begin ") + name); },
+          [] { clock_calls.emplace_back("end"); },
+          [] { return std::map<std::string, double>{{"matmul", 0.25}}; }};
+}
+
+// With device kernel timing on, each outermost kernel call runs the device's clock under its family or
+// region; off, the clock is never called; device_kernel_seconds() is what the clocks collected.
+TEST(KernelRegistry, DeviceKernelTimingBracketsEachOutermostKernelCall) {
+  const Tensor a = Tensor::randn({8, 8}, DType::f32, 1);
+  set_device_kernel_clock(DeviceType::cpu, fake_clock());
+  clock_calls.clear();
+  (void)matmul(a, a);
+  EXPECT_TRUE(clock_calls.empty()) << "timing is off by default";
+  set_device_kernel_timing(true);
+  (void)matmul(a, a);
+  (void)cast(a, DType::bf16);
+  {
+    KernelRegion region("attention");
+    (void)add(a, a);
+  }
+  set_device_kernel_timing(false);
+  (void)matmul(a, a);
+  EXPECT_EQ(clock_calls, (std::vector<std::string>{"begin matmul", "end", "begin cast", "end", "begin attention", "end"}));
+  EXPECT_EQ(device_kernel_seconds(), (std::map<std::string, double>{{"matmul", 0.25}}));
+  set_device_kernel_clock(DeviceType::cpu, {});
+  EXPECT_TRUE(device_kernel_seconds().empty() || cuda_available());
 }
 
 TEST(KernelRegistry, F64TensorsAndTheReferenceScopeRunTheReference) {

@@ -21,6 +21,7 @@ struct KernelTimes {
 };
 
 KernelTimes kernel_times();
+// Clears kernel_times() and device_kernel_seconds().
 void reset_kernel_times();
 
 // Names the part of a step that the kernels run in its lifetime belong to (nested: the outermost wins).
@@ -37,5 +38,15 @@ class KernelRegion {
 
 // The region open on this thread, or null.
 const char* current_kernel_region();
+
+// A GPU queues kernels and returns at once, so the wall time above counts launches, not work. While
+// device kernel timing is on, each kernel on such a device is timed on the device itself (a CUDA event
+// before and after), under its family or region as above. Off by default: two events a kernel cost the
+// host time, so time the steps apart from the steps whose breakdown is wanted.
+void set_device_kernel_timing(bool on);
+bool device_kernel_timing();
+// Seconds on the device by family or region since the last call (or reset_kernel_times()), which it
+// clears; waits for the device. Empty where no device times its kernels (a CPU-only build).
+std::map<std::string, double> device_kernel_seconds();
 
 }  // namespace mantissa

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "../kernels.h"
+#include "../profiler.h"
 
 namespace mantissa::detail::cuda {
 
@@ -80,5 +81,8 @@ std::string cudnn_version();
 // cuda_runtime.cu: the allocator is registered when the library is loaded; this makes sure the linker
 // keeps the file that does it.
 void keep_allocator_registration();
+
+// The GPU's clock around kernels for device kernel timing (cuda_kernel_clock.cu).
+DeviceKernelClock kernel_clock();
 
 }  // namespace mantissa::detail::cuda
