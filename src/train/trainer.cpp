@@ -255,6 +255,9 @@ StepRecord Trainer::step(std::span<const Batch> global_batches) {
   // multiplied by the loss weight); the reported loss is the unweighted mean.
   const double share = options_.loss_weight / static_cast<double>(micro_batches.size());
   double loss = 0;
+  // The micro-batches' losses, read once backward is queued: reading one waits for the device, and on a
+  // GPU a wait between forward and backward leaves it idle while backward's kernels are launched.
+  std::vector<Tensor> losses;
   std::int64_t items = 0;
   std::optional<NonFiniteReport> trace;
   const auto& inject = options_.inject_nonfinite;
@@ -272,7 +275,7 @@ StepRecord Trainer::step(std::span<const Batch> global_batches) {
         const Batch& b = micro_batches[i];
         items += b.items();
         const Tensor l = this->loss(b);
-        loss += l.item() / static_cast<double>(micro_batches.size());
+        losses.push_back(l.detach());
         const Tensor scaled = scaler_.scale_loss(share == 1 ? l : mul(l, share));
         if (reducer_ && i + 1 == micro_batches.size()) {
           reducer_->begin();
@@ -283,6 +286,7 @@ StepRecord Trainer::step(std::span<const Batch> global_batches) {
           scaled.backward();
         }
       }
+      for (const Tensor& l : losses) loss += l.item() / static_cast<double>(micro_batches.size());
     } catch (const NonFiniteError& e) {
       trace = e.report();
       loss = std::numeric_limits<double>::quiet_NaN();

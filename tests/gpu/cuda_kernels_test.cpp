@@ -2,7 +2,7 @@
 // reference): the numerics telemetry gives the same counts and histogram, the FP8 quantizer the same
 // scales, bits and counters, and the scaled product the same values up to the order of f32 additions.
 // On values spread over every exponent, with zeros, infinities and NaNs, contiguous and transposed.
-// And the GPU's own clock of the step breakdown. Skipped, with the reason, without a GPU.
+// And the ids' way to the GPU, and the GPU's own clock of the step breakdown. Skipped, with the reason, without a GPU.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -122,6 +122,27 @@ TEST_F(CudaKernels, TheScaledProductFollowsTheCpus) {
                                    out_gpu);
   const std::vector<double> x = out_cpu.to_doubles(), y = out_gpu.to(Device::cpu()).to_doubles();
   for (std::size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(y[i], x[i], 1e-5 * (std::fabs(x[i]) + 1)) << i;
+}
+
+// Ids go to the GPU through a ring of 32 pinned slots without the host waiting: 200 lookups queued at
+// once, each from a host vector gone before the GPU runs it, still pick the rows their ids named (the
+// slots are reused only once their copy has run).
+TEST_F(CudaKernels, IndicesReachTheGpuIntactWhenManyCopiesAreQueued) {
+  const Tensor weight_cpu = Tensor::uniform({64, 8}, DType::f32, 5, -1, 1);
+  const Tensor weight = weight_cpu.to(kGpu);
+  std::mt19937 rng(7);
+  std::vector<std::vector<std::int64_t>> all_ids;
+  std::vector<Tensor> rows;
+  for (int i = 0; i < 200; ++i) {
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(1 + i % 37));
+    for (auto& id : ids) id = static_cast<std::int64_t>(rng() % 64);
+    rows.push_back(embedding(weight, ids, {static_cast<std::int64_t>(ids.size())}));
+    all_ids.push_back(ids);  // a copy: the vector the op read is gone before the GPU runs
+  }
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const Tensor want = embedding(weight_cpu, all_ids[i], {static_cast<std::int64_t>(all_ids[i].size())});
+    ASSERT_TRUE(same_bytes(rows[i], want)) << "lookup " << i;
+  }
 }
 
 // The GPU's clock: with device kernel timing on, the products' time on the GPU is counted under

@@ -1,6 +1,9 @@
 // The CUDA backend's runtime: errors as exceptions, the stream, the device allocator (the caching
 // allocator of caching_allocator.h on cudaMalloc, registered for DeviceType::cuda at load time) with its
 // byte moves, and what cuda_info() reports.
+#include <algorithm>
+#include <array>
+#include <cstring>
 #include <mutex>
 #include <stdexcept>
 
@@ -37,13 +40,58 @@ ElementType element_type(DType t) {
   return e;
 }
 
+namespace {
+
+// Pinned host memory that indices pass through on their way to the GPU, so that their copy is queued
+// like a kernel and the host goes on. A copy from the caller's memory would have to be waited for
+// (the caller may free it on return), and every wait drains the GPU's queue: a GPT-2 step uploads ids
+// and targets about 30 times (the classifier's blocks each take their targets). A ring of slots, each
+// reused once the copy that last read it has run (its event).
+class IndexStaging {
+ public:
+  void upload(void* dst, const void* src, std::size_t bytes) {
+    std::lock_guard lock(mutex_);
+    Slot& s = slots_[next_];
+    next_ = (next_ + 1) % slots_.size();
+    if (s.done == nullptr) check(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), "indices to cuda");
+    if (s.used) check(cudaEventSynchronize(s.done), "indices to cuda");  // its last copy has run
+    if (s.bytes < bytes) {
+      if (s.host != nullptr) check(cudaFreeHost(s.host), "indices to cuda");
+      s.host = nullptr;
+      s.bytes = 0;
+      const std::size_t size = std::max<std::size_t>(bytes, std::size_t{64} << 10);
+      check(cudaMallocHost(&s.host, size), "indices to cuda");
+      s.bytes = size;
+    }
+    std::memcpy(s.host, src, bytes);
+    check(cudaMemcpyAsync(dst, s.host, bytes, cudaMemcpyHostToDevice, stream()), "indices to cuda");
+    check(cudaEventRecord(s.done, stream()), "indices to cuda");
+    s.used = true;
+  }
+
+ private:
+  struct Slot {
+    void* host = nullptr;
+    std::size_t bytes = 0;
+    cudaEvent_t done = nullptr;
+    bool used = false;
+  };
+  std::mutex mutex_;
+  std::array<Slot, 32> slots_;
+  std::size_t next_ = 0;
+};
+
+IndexStaging& index_staging() {
+  static IndexStaging* staging = new IndexStaging;  // kept to the end: pinned memory freed at exit by the driver
+  return *staging;
+}
+
+}  // namespace
+
 Tensor indices_on_gpu(std::span<const std::int64_t> values, Device device) {
   // f64 has the size of int64: the bytes are copied as they are, never read as doubles.
   Tensor t = Tensor::empty({static_cast<std::int64_t>(values.size())}, DType::f64, device);
-  if (!values.empty()) {
-    check(cudaMemcpyAsync(t.data(), values.data(), values.size_bytes(), cudaMemcpyHostToDevice, stream()), "indices to cuda");
-    check(cudaStreamSynchronize(stream()), "indices to cuda");
-  }
+  if (!values.empty()) index_staging().upload(t.data(), values.data(), values.size_bytes());
   return t;
 }
 

@@ -98,7 +98,8 @@ __device__ inline float block_max(float v, float* scratch) {
 }
 
 // A host array (ids, targets) copied to the GPU for the duration of a kernel: an int64 tensor of the
-// caching allocator, freed when the handle goes (stream order keeps it alive for the kernel).
+// caching allocator, freed when the handle goes (stream order keeps it alive for the kernel). The copy
+// is queued through pinned memory; the host does not wait for the GPU.
 Tensor indices_on_gpu(std::span<const std::int64_t> values, Device device);
 
 // Totals that kernels add into on the GPU (counts, sums, maxima as ordered patterns): zeroed memory of
