@@ -3,8 +3,9 @@
 # machine is, the GPU test cases, the parity of every op on cuda against the reference backend (with a
 # count of the ops whose kernels are not on the GPU yet), and GPT-2 124M training steps per precision in
 # mantissa and, alternating, in the machine's PyTorch (bench/pytorch/bench.py): ms/step, tokens/s, model
-# FLOP/s against mantissa's own product rate for an 8192^3 GEMM, peak memory; then the char GPT's quality
-# trained on the GPU in bf16 and fp16. It runs what scripts/gpu-pack.sh built and
+# FLOP/s against mantissa's own product rate for an 8192^3 GEMM, peak memory, bf16 again with attention
+# unfused (products and a softmax, not cuDNN's kernel), and where mantissa's step goes on the GPU's own
+# clock; then the char GPT's quality trained on the GPU in bf16 and fp16. It runs what scripts/gpu-pack.sh built and
 # carried (build-gpu/carry/), with the machine's own cuBLASLt (PyTorch's, or the toolkit's). Everything
 # it prints also goes to $OUT/gpu-check.log when $OUT is set (the device tool brings it back).
 set -uo pipefail
@@ -33,7 +34,11 @@ for lib in libcublasLt.so.13 libcudnn.so.9 libnccl.so.2 libnvrtc.so.13; do
   echo "$lib: ${path:-not found}"
   [ -n "$path" ] && dirs="$dirs:$(dirname "$path")"
 done
-export LD_LIBRARY_PATH="$PWD/$carry/lib$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The carried libraries (oneDNN, ..., the fused-attention plugin), packed by gpu-pack.sh.
+libs=/tmp/mantissa-carry-lib
+rm -rf "$libs" && mkdir -p "$libs" && tar -C "$libs" --strip-components=1 -xJf "$carry/lib.tar.xz" || echo "cannot unpack $carry/lib.tar.xz"
+export MANTISSA_SDPA_PLUGIN="$libs/libmantissa_cudnn_sdpa.so"
+export LD_LIBRARY_PATH="$libs$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OMP_WAIT_POLICY=passive
 # The data sets where mantissa looks for them, from the carry when the machine lacks Debian's packages.
 for d in /usr/share/games/fortunes /usr/share/datasets/fashion-mnist; do
@@ -75,6 +80,10 @@ for p in fp32 tf32 bf16 fp16; do
       > "$results/pytorch-$p.json" 2> "$results/pytorch-$p.err" || echo "pytorch $p: failed: $(tail -1 "$results/pytorch-$p.err")"
   fi
 done
+# bf16 once more with attention as products and a softmax instead of cuDNN's fused kernel.
+MANTISSA_ATTENTION=unfused timeout 80 "$carry/bin/mantissa" bench --model gpt2-124m --device cuda --precision bf16 \
+  --mode autocast --steps 5 --warmup 2 --json > "$results/mantissa-bf16-unfused.json" 2> "$results/mantissa-bf16-unfused.err" ||
+  echo "mantissa bf16 unfused: failed: $(tail -1 "$results/mantissa-bf16-unfused.err")"
 [ -n "$py" ] && timeout 150 "$py" bench/pytorch/bench.py --model gpt2-124m --device cuda --precision bf16 --compile --steps 5 \
   --warmup 3 > "$results/pytorch-bf16-compile.json" 2> "$results/pytorch-bf16-compile.err"
 python3 - "$results" <<'PY'
@@ -100,8 +109,12 @@ for p in ["fp32", "tf32", "bf16", "fp16"]:
 c = load("pytorch-bf16-compile")
 if c:
     print(f"PyTorch bf16 + torch.compile: {c['ms_per_step']:.1f} ms/step, {c.get('peak_bytes', 0) / 2**30:.1f} GiB")
+u = load("mantissa-bf16-unfused")
+if u:
+    print(f"mantissa bf16 with attention unfused (products and a softmax): {u['ms_per_step']:.1f} ms/step, "
+          f"{u.get('peak_bytes', {}).get('total', 0) / 2**30:.1f} GiB")
 print("where mantissa's step goes on the GPU's clock (ms per step; 'gpu idle': waiting for the host):")
-for p in ["bf16", "fp16", "fp32"]:
+for p in ["bf16", "fp16", "fp32", "bf16-unfused"]:
     m = load("mantissa-" + p)
     r = (m["results"][0] if "results" in m else m) if m else None
     if not r or "time_fraction" not in r:

@@ -3,11 +3,13 @@
 # machine, which has the NVIDIA driver, CUDA and PyTorch but none of Debian's development packages: the
 # CUDA build's test programs and command in build-gpu/ (MPI off: Open MPI's libraries are not there),
 # and a folder build-gpu/carry/ with them and the shared libraries they need that such a machine may lack
-# (oneDNN, fmt, ...), and the data the GPU cases read. cuBLASLt (541 MB), cuDNN and NCCL are not carried:
-# gpu-check.sh finds the machine's own (PyTorch's).
+# (oneDNN, fmt, ...) with the fused-attention plugin, packed as lib.tar.xz (the device tool carries 64 MiB;
+# oneDNN alone is 40 MB unpacked), and the data the GPU cases read. cuBLASLt (541 MB), cuDNN, NVRTC and
+# NCCL are not carried: gpu-check.sh finds the machine's own (PyTorch's).
 # Then, with the device tool:  run  command="bash scripts/gpu-check.sh"  carry=["build-gpu/carry"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/install-deps.sh  # the cuDNN frontend's headers (.deps/), for the fused-attention plugin
 configured=$(cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DMANTISSA_WERROR=ON -DMANTISSA_WITH_MPI=OFF \
   -DMANTISSA_BUILD_BENCHMARKS=OFF -DMANTISSA_BUILD_FUZZERS=OFF)
 grep -q "mantissa: CUDA backend on" <<<"$configured" || { echo "gpu-pack: no CUDA compiler found (nvcc)" >&2; exit 1; }
@@ -19,6 +21,12 @@ strip build-gpu/carry/bin/*
 for b in build-gpu/carry/bin/*; do ldd "$b"; done | awk '/=> \// {print $3}' | sort -u |
   grep -v -E '/(libc|libm|libmvec|libdl|libpthread|librt|ld-linux[^/]*|libcuda)\.so' |
   while read -r lib; do cp -L "$lib" build-gpu/carry/lib/; done
+if [ -f build-gpu/bin/libmantissa_cudnn_sdpa.so ]; then
+  cp build-gpu/bin/libmantissa_cudnn_sdpa.so build-gpu/carry/lib/ && strip build-gpu/carry/lib/libmantissa_cudnn_sdpa.so
+else
+  echo "gpu-pack: no fused-attention plugin (no cuDNN frontend): attention on the GPU will be the composition" >&2
+fi
+tar -C build-gpu/carry -cJf build-gpu/carry/lib.tar.xz lib && rm -rf build-gpu/carry/lib
 # The data the GPU cases and the quality runs read, for a machine without Debian's data packages: the
 # fortunes (regular files only: the .u8 links would not travel) and Fashion-MNIST's test split.
 mkdir -p build-gpu/carry/data/fortunes build-gpu/carry/data/fashion-mnist

@@ -22,6 +22,28 @@ packages=(
   iproute2                    # the data-parallel test in two network namespaces (ip netns)
 )
 
+# Where the CUDA toolkit is: the headers of NVIDIA's cuDNN frontend (header-only, from PyPI's
+# nvidia-cudnn-frontend wheel), unpacked into .deps/ for the fused-attention plugin, not installed. Without
+# pip or a network the build leaves the plugin out and says so.
+fetch_cudnn_frontend() {
+  local version=1.32.0
+  local dir
+  dir="$(cd "$(dirname "$0")/.." && pwd)/.deps/cudnn-frontend"
+  [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null || return 0
+  [ -f "$dir/include/cudnn_frontend.h" ] && [ "$(cat "$dir/version" 2>/dev/null)" = "$version" ] && return 0
+  local tmp
+  tmp=$(mktemp -d)
+  if python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 --platform manylinux_2_28_x86_64        -d "$tmp" "nvidia-cudnn-frontend==$version" >/dev/null 2>&1 &&
+     python3 -m zipfile -e "$tmp"/nvidia_cudnn_frontend-*.whl "$tmp/wheel" >/dev/null 2>&1; then
+    rm -rf "$dir" && mkdir -p "$dir" && mv "$tmp/wheel/include" "$dir/include" && echo "$version" > "$dir/version"
+    echo "install-deps: cuDNN frontend $version headers in $dir"
+  else
+    echo "install-deps: could not fetch the cuDNN frontend (pip download nvidia-cudnn-frontend==$version); the fused-attention plugin is left out"
+  fi
+  rm -rf "$tmp"
+}
+fetch_cudnn_frontend
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then

@@ -5,6 +5,7 @@
 namespace mantissa {
 namespace {
 bool tf32_allowed = false;
+bool fused_attention_allowed = true;
 }  // namespace
 
 CudaInfo cuda_info() {
@@ -16,5 +17,7 @@ bool cuda_available() { return false; }
 void cuda_synchronize() {}
 void set_cuda_allow_tf32(bool allow) { tf32_allowed = allow; }
 bool cuda_allow_tf32() { return tf32_allowed; }
+void set_cuda_fused_attention(bool allow) { fused_attention_allowed = allow; }
+bool cuda_fused_attention() { return fused_attention_allowed; }
 
 }  // namespace mantissa

@@ -7,14 +7,20 @@
 // scores against only the keys it sees (causal: those up to its last row, about half the products),
 // never the whole [B * H, T, T] at once, and nothing of that size kept for backward, which recomputes
 // each block's probabilities with the same kernels (so the same bits) from q and k.
+//
+// Where a device has a fused attention kernel (the GPU: cuDNN's, backend/fused_attention.h), self-
+// attention runs as that one kernel forward and one backward, which keep only the softmax's statistics
+// ([B, H, T] in f32) besides q, k, v and the output; the composition above is then its oracle.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "mantissa/ops/autocast.h"
 #include "mantissa/backend/kernel_timer.h"
 #include "mantissa/ops/ops.h"
+#include "../backend/fused_attention.h"
 #include "op_support.h"
 
 namespace mantissa {
@@ -195,6 +201,31 @@ class BlockedSelfAttentionNode final : public Node {
   std::int64_t block_;
 };
 
+// A device's fused kernel: it saves the input itself (q, k and v side by side), the output and the
+// softmax's statistics, and its backward is one call too.
+class FusedSelfAttentionNode final : public Node {
+ public:
+  FusedSelfAttentionNode(const detail::FusedAttention& fused, const Tensor& qkv, const Tensor& out, const Tensor& stats,
+                         std::int64_t heads, bool causal, double scale)
+      : fused_(fused), qkv_(save_for_backward(qkv)), out_(save_for_backward(out)), stats_(save_for_backward(stats)),
+        heads_(heads), causal_(causal), scale_(scale) {}
+  std::string_view name() const override { return "self_attention"; }
+  void release() override { qkv_ = out_ = stats_ = {}; }
+  std::vector<Tensor> backward(const Tensor& g_in) override {
+    const Tensor g = contiguous(cast(g_in, qkv_.dtype()));
+    const Tensor grad_qkv = Tensor::empty(qkv_.shape(), qkv_.dtype(), qkv_.device());
+    fused_.backward(qkv_, out_, g, stats_, heads_, causal_, scale_, grad_qkv);
+    return {grad_qkv};
+  }
+
+ private:
+  const detail::FusedAttention& fused_;
+  Tensor qkv_, out_, stats_;
+  std::int64_t heads_;
+  bool causal_;
+  double scale_;
+};
+
 // Query rows per block when the caller leaves it to the op: the whole sequence on the CPU (its batched
 // products are fastest on whole head matrices, and its sequences are short); 128 on a GPU for sequences
 // past 256, where [B * H, T, T] probabilities per layer would be most of a step's memory.
@@ -218,6 +249,22 @@ Tensor self_attention(const Tensor& qkv_in, std::int64_t heads, bool causal, std
   const std::int64_t nb = qkv.size(0), t = qkv.size(1), c = qkv.size(2) / 3, h = heads, d = c / h;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const Device device = qkv.device();
+  // The device's fused kernel where it takes this case (the automatic query block only: a block asked
+  // for is the composition's).
+  const detail::FusedAttention* fused = query_block == 0 && qkv.numel() > 0 ? detail::fused_attention(device.type) : nullptr;
+  std::string not_fused;
+  if (fused != nullptr && fused->supports(qkv, h, causal, scale, not_fused)) {
+    const Tensor out = Tensor::empty({nb, t, c}, dtype, device);
+    const Tensor stats = Tensor::empty({nb, h, t}, DType::f32, device);
+    {
+      NoGradGuard no_grad;
+      fused->forward(qkv, h, causal, scale, out, stats);
+    }
+    if (needs_grad({&qkv})) {
+      record(out, std::make_shared<FusedSelfAttentionNode>(*fused, qkv, out.detach(), stats, h, causal, scale), {&qkv});
+    }
+    return out;
+  }
   // q, k, v copied once into head-major order: each head one contiguous matrix, which oneDNN's fast
   // batched kernels need (with the heads read in place it fell back to a 4x slower kernel).
   const Tensor qkv_heads = Tensor::empty({3, nb * h, t, d}, dtype, qkv.device());

@@ -2,22 +2,26 @@
 // reference): the numerics telemetry gives the same counts and histogram, the FP8 quantizer the same
 // scales, bits and counters, and the scaled product the same values up to the order of f32 additions.
 // On values spread over every exponent, with zeros, infinities and NaNs, contiguous and transposed.
-// And the ids' way to the GPU, and the GPU's own clock of the step breakdown. Skipped, with the reason, without a GPU.
+// And cuDNN's fused attention against the composition, the ids' way to the GPU, and the GPU's own clock of the step breakdown. Skipped, with the reason, without a GPU.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "mantissa/backend/cuda.h"
 #include "mantissa/backend/kernel_timer.h"
 #include "mantissa/ops/fp8.h"
 #include "mantissa/ops/ops.h"
+#include "../../src/backend/fused_attention.h"
 #include "../../src/backend/registry.h"
 
 namespace mantissa::detail {
@@ -142,6 +146,54 @@ TEST_F(CudaKernels, IndicesReachTheGpuIntactWhenManyCopiesAreQueued) {
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const Tensor want = embedding(weight_cpu, all_ids[i], {static_cast<std::int64_t>(all_ids[i].size())});
     ASSERT_TRUE(same_bytes(rows[i], want)) << "lookup " << i;
+  }
+}
+
+// cuDNN's fused attention (through mantissa's plugin) against the composition of products and the
+// attention softmax on the GPU, itself checked against the reference by the parity table: the output
+// and q's, k's and v's gradients, causal and not, bf16 and fp16, a small shape and GPT-2's (T = 1024,
+// 12 heads of 64). Skipped, with the reason, where the plugin or cuDNN is not there.
+TEST_F(CudaKernels, FusedAttentionFollowsTheComposition) {
+  const FusedAttention* fused = fused_attention(DeviceType::cuda);
+  ASSERT_NE(fused, nullptr);
+  const std::string status = cuda_info().fused_attention;
+  if (status.rfind("not available", 0) == 0) GTEST_SKIP() << status;
+  struct Case {
+    std::int64_t batch, t, heads, d;
+  };
+  for (const Case& c : {Case{2, 128, 4, 64}, Case{1, 1024, 12, 64}}) {
+    for (const DType dtype : {DType::bf16, DType::f16}) {
+      for (const bool causal : {true, false}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + (causal ? " causal" : " full") + " T=" + std::to_string(c.t));
+        const Tensor qkv0 = cast(Tensor::uniform({c.batch, c.t, 3 * c.heads * c.d}, DType::f32, 3, -1, 1).to(kGpu), dtype);
+        const Tensor g = cast(Tensor::uniform({c.batch, c.t, c.heads * c.d}, DType::f32, 4, -1, 1).to(kGpu), dtype);
+        std::string why;
+        ASSERT_TRUE(fused->supports(qkv0, c.heads, causal, 1 / std::sqrt(static_cast<double>(c.d)), why)) << why;
+        const auto run = [&](bool allow) {
+          set_cuda_fused_attention(allow);
+          Tensor qkv = qkv0.detach();
+          qkv.set_requires_grad();
+          const Tensor out = self_attention(qkv, c.heads, causal);
+          out.backward(g);
+          set_cuda_fused_attention(true);
+          return std::pair{out.to(Device::cpu()).to_doubles(), qkv.grad().to(Device::cpu()).to_doubles()};
+        };
+        const auto [out, grad] = run(true);
+        const auto [out_ref, grad_ref] = run(false);
+        // Both round the probabilities to the inputs' dtype before their product with v, in another order:
+        // a few of its ulps of the largest value apart.
+        const double ulp = dtype == DType::bf16 ? 0x1p-8 : 0x1p-11;
+        for (const auto& [got, want, what] : {std::tuple{&out, &out_ref, "output"}, std::tuple{&grad, &grad_ref, "gradient"}}) {
+          double largest = 0, worst = 0;
+          for (std::size_t i = 0; i < want->size(); ++i) {
+            largest = std::max(largest, std::fabs((*want)[i]));
+            worst = std::max(worst, std::fabs((*got)[i] - (*want)[i]));
+          }
+          EXPECT_GT(largest, 0.01) << what;
+          EXPECT_LE(worst, 8 * ulp * largest) << what;
+        }
+      }
+    }
   }
 }
 

@@ -185,6 +185,9 @@ std::vector<Case> large_cases() {
                130, 3, Bound::normwise});
   c.push_back({"self_attention_blocked_large", {{{2, 130, 3 * 8}}}, [](V x) { return self_attention(x[0], 2, true, 32); },
                130, 3, Bound::normwise});
+  // Heads of 64, as GPT-2's: on a GPU in bf16 and fp16 this is cuDNN's fused attention where it is there.
+  c.push_back({"self_attention_heads_of_64_large", {{{2, 72, 3 * 128}}}, [](V x) { return self_attention(x[0], 2); },
+               72, 3, Bound::normwise});
   c.push_back({"linear_batched_large", {{{3, 70, 96}}, {{80, 96}}, {{80}}},
                [](V x) { return linear(x[0], x[1], x[2]); }, 210, 2, A});
   c.push_back({"gelu_large", {{{300, 257}}}, [](V x) { return gelu(x[0]); }});

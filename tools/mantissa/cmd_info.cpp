@@ -62,6 +62,7 @@ int run_info(bool json) {
                                       {"multiprocessors", d.multiprocessors}});
   }
   for (const auto& [family, dtypes] : cuda.kernels) out["cuda"]["kernels"][family] = dtypes;
+  if (cuda.built) out["cuda"]["fused_attention"] = cuda.fused_attention;
   if (json) {
     fmt::print("{}\n", out.dump());
     return 0;
@@ -98,6 +99,7 @@ int run_info(bool json) {
   if (!cuda.unavailable.empty()) fmt::print("  {}\n", cuda.unavailable);
   fmt::print("  kernels on the GPU:\n");
   for (const auto& [family, dtypes] : cuda.kernels) fmt::print("    {}: {}\n", family, dtypes);
+  fmt::print("  fused attention: {}\n", cuda.fused_attention);
   return 0;
 }
 

@@ -26,6 +26,9 @@ struct CudaInfo {
   std::string unavailable;     // why no GPU can be used here; empty when one can
   // The kernel families the CUDA backend runs, each with its dtypes.
   std::vector<std::pair<std::string, std::string>> kernels;
+  // Self-attention's fused kernel (cuDNN's, through mantissa's plugin), or why attention runs as
+  // products and a softmax.
+  std::string fused_attention;
 };
 
 CudaInfo cuda_info();
@@ -37,5 +40,11 @@ void cuda_synchronize();
 // default, as in PyTorch since 1.12.
 void set_cuda_allow_tf32(bool allow);
 bool cuda_allow_tf32();
+// Whether self_attention on a GPU may run cuDNN's fused attention (bf16 and fp16, head widths that are
+// multiples of 8 up to 128); on by default unless the environment has MANTISSA_ATTENTION=unfused. Off,
+// or where it is not available, attention runs as products and a softmax (CudaInfo::fused_attention
+// says why).
+void set_cuda_fused_attention(bool allow);
+bool cuda_fused_attention();
 
 }  // namespace mantissa

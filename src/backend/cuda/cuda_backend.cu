@@ -8,6 +8,7 @@ namespace mantissa::detail {
 void register_cuda_kernels() {
   cuda::keep_allocator_registration();
   set_device_kernel_clock(DeviceType::cuda, cuda::kernel_clock());
+  cuda::register_fused_attention();
   register_kernel<kernel::Copy>(Impl::cuda, cuda::copy);
   register_kernel<kernel::Binary>(Impl::cuda, cuda::binary);
   register_kernel<kernel::Unary>(Impl::cuda, cuda::unary);

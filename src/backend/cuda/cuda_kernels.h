@@ -85,4 +85,9 @@ void keep_allocator_registration();
 // The GPU's clock around kernels for device kernel timing (cuda_kernel_clock.cu).
 DeviceKernelClock kernel_clock();
 
+// cuDNN's fused attention as the CUDA backend's FusedAttention (cuda_attention.cu), and what cuda_info()
+// says of it.
+void register_fused_attention();
+std::string fused_attention_summary();
+
 }  // namespace mantissa::detail::cuda

@@ -208,6 +208,7 @@ CudaInfo cuda_info() {
       {"convolution and its backward (cuDNN)", "f32 (TF32 only when allowed), f16 and bf16 with f32 accumulation"},
 #endif
   };
+  info.fused_attention = detail::cuda::fused_attention_summary();
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
