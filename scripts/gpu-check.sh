@@ -50,7 +50,15 @@ done
 "$carry/bin/mantissa" info | grep -E '^data parallel on GPUs'
 "$carry/bin/mantissa" info | sed -n '/^cuda/,$p'
 
-section "GPU test cases (tests/gpu/cuda_test.cpp, nccl_test.cpp)"
+section "cuDNN's fused attention, alone first (a crash in it must not take the rest of the check with it)"
+timeout 90 "$carry/bin/gpu_tests" --gtest_filter='*FusedAttention*' 2>&1 | tail -15
+status=${PIPESTATUS[0]}
+if [ "$status" -ne 0 ]; then
+  echo "the fused attention case ended with status $status: the rest of the check runs with MANTISSA_ATTENTION=unfused"
+  export MANTISSA_ATTENTION=unfused
+fi
+
+section "GPU test cases (tests/gpu/cuda_test.cpp, cuda_kernels_test.cpp, nccl_test.cpp)"
 timeout 180 "$carry/bin/gpu_tests" --gtest_brief=1 2>&1 | tail -40
 
 section "parity on cuda against the reference, every op and dtype (tests/parity/parity_test.cpp)"
