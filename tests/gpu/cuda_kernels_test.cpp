@@ -23,18 +23,14 @@
 #include "mantissa/ops/ops.h"
 #include "../../src/backend/fused_attention.h"
 #include "../../src/backend/registry.h"
+#include "gpu_test.h"
 
 namespace mantissa::detail {
 namespace {
 
 const Device kGpu{DeviceType::cuda, 0};
 
-class CudaKernels : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cuda_available()) GTEST_SKIP() << cuda_info().unavailable;
-  }
-};
+class CudaKernels : public testing::GpuTest {};
 
 // [rows, cols] values m 2^e with e spread over [-40, 20], some zeros, infinities and NaNs, in `dtype`.
 Tensor spread(std::int64_t rows, std::int64_t cols, DType dtype, std::uint32_t seed, bool specials) {

@@ -31,18 +31,14 @@
 #include "mantissa/optim/optimizer.h"
 #include "mantissa/train/trainer.h"
 #include "../../src/backend/registry.h"
+#include "gpu_test.h"
 
 namespace mantissa {
 namespace {
 
 const Device kGpu{DeviceType::cuda, 0};
 
-class Cuda : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cuda_available()) GTEST_SKIP() << cuda_info().unavailable;
-  }
-};
+class Cuda : public testing::GpuTest {};
 
 // f32 values from raw bit patterns.
 Tensor f32_from_bits(const std::vector<std::uint32_t>& bits) {

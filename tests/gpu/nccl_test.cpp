@@ -15,16 +15,18 @@
 #include "mantissa/dist/device_reducer.h"
 #include "mantissa/dist/grad_reducer.h"
 #include "mantissa/ops/ops.h"
+#include "gpu_test.h"
 
 namespace mantissa {
 namespace {
 
 const Device kGpu{DeviceType::cuda, 0};
 
-class CudaNccl : public ::testing::Test {
+class CudaNccl : public testing::GpuTest {
  protected:
   void SetUp() override {
-    if (!cuda_available()) GTEST_SKIP() << cuda_info().unavailable;
+    GpuTest::SetUp();
+    if (IsSkipped()) return;
     const dist::NcclInfo info = dist::nccl_info();
     if (!info.unavailable.empty()) GTEST_SKIP() << info.unavailable;
   }
