@@ -108,8 +108,12 @@ bool supports(const Tensor& qkv, std::int64_t heads, bool causal, double scale, 
     return false;
   }
   const std::int64_t d = qkv.size(2) / 3 / heads;
-  if (d % 8 != 0 || d > 128 || !qkv.is_contiguous()) {
+  if (d % 8 != 0 || d > 128) {
     why = "a head width of " + std::to_string(d) + " (cuDNN's fused attention: multiples of 8 up to 128)";
+    return false;
+  }
+  if (!qkv.is_contiguous()) {
+    why = "q, k and v not in one contiguous [B, T, 3 C] tensor";
     return false;
   }
   const Plugin& p = plugin();
