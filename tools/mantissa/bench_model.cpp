@@ -358,13 +358,16 @@ Result run_variant(const ModelBenchArgs& a, const Variant& v, const BenchData& d
   }
   r.peak_bytes["total"] = mem.peak_total;
   r.timed_seconds = std::accumulate(r.step_ms.begin(), r.step_ms.end(), 0.0) / 1e3;
-  double in_kernels = 0;
-  for (const auto& [part, s] : kt.backend_seconds) {
-    r.seconds_by_part[part] = s;
-    in_kernels += s;
+  if (gpu) {
+    r.seconds_by_part = gpu_breakdown(bench, r.timed_seconds, a.steps);
+  } else {
+    double in_kernels = 0;
+    for (const auto& [part, s] : kt.backend_seconds) {
+      r.seconds_by_part[part] = s;
+      in_kernels += s;
+    }
+    r.seconds_by_part["outside kernels"] = std::max(0.0, r.timed_seconds - in_kernels);
   }
-  r.seconds_by_part["outside kernels"] = std::max(0.0, r.timed_seconds - in_kernels);
-  if (gpu) r.seconds_by_part = gpu_breakdown(bench, r.timed_seconds, a.steps);
   r.flops_per_step = kt.matmul_flops / a.steps;
   r.loss_scale = bench.loss_scale();
   std::sort(r.step_ms.begin(), r.step_ms.end());
