@@ -127,6 +127,17 @@ struct Matmul {
   }
   using Fn = void(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out);
 };
+// out[b] += a[b] . w[b], shapes as Matmul's: the products summed in f32 (f64 for f64), out's old value
+// added to that sum, the result rounded once into out's dtype. Gradients gathered over blocks (a classifier's dw, attention's dk and dv) add
+// into their sum in the product itself (cuBLASLt's beta = 1, oneDNN's sum post-op) instead of writing
+// each block's term and adding it.
+struct MatmulAccumulate {
+  static constexpr const char *name = "matmul_accumulate", *family = "matmul";
+  static double flops(const Tensor& a, const Tensor&, const Tensor& out) {
+    return 2.0 * static_cast<double>(out.numel()) * static_cast<double>(a.size(-1));
+  }
+  using Fn = void(const Tensor& a, const Tensor& w, const Tensor& out);
+};
 
 // Softmax (or log-softmax) over the last axis; x and y [R, C]; computed in f32.
 struct Softmax {
@@ -138,18 +149,21 @@ struct SoftmaxBackward {
   static constexpr const char *name = "softmax_backward", *family = "softmax";
   using Fn = void(const Tensor& y, const Tensor& grad_y, const Tensor& grad_x, bool log);
 };
-// Cross-entropy per row of logits [N, C] (read in its dtype, computed in f32): probs [N, C] f32 gets
-// softmax(logits), kept for backward; losses [N] f32 gets -sum_c w_c log p_c with w the targets mixed
-// with the uniform distribution by `smoothing`, 0 for rows whose target is ignore_index.
+// Cross-entropy per row of logits [N, C] (read in its dtype, computed in f32): losses [N] f32 gets
+// -sum_c w_c log p_c, p = softmax(logits) and w the targets mixed with the uniform distribution by
+// `smoothing`; 0 for rows whose target is ignore_index. No probabilities are written (backward
+// recomputes them from the logits, which are half the size in bf16).
 struct CrossEntropy {
   static constexpr const char *name = "cross_entropy", *family = "cross_entropy";
   using Fn = void(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
-                  double smoothing, const Tensor& probs, const Tensor& losses);
+                  double smoothing, const Tensor& losses);
 };
-// grad_logits [N, C] = (probs - w) * grad_losses[row] (0 for ignored rows).
+// grad_logits [N, C] = (softmax(logits) - w) * grad_losses[row] (0 for ignored rows), the softmax
+// recomputed from the logits in f32 (each probability an f32 value). grad_logits may be the logits
+// tensor itself (overwritten: a classifier's block of logits becomes its gradient in place).
 struct CrossEntropyBackward {
   static constexpr const char *name = "cross_entropy_backward", *family = "cross_entropy";
-  using Fn = void(const Tensor& probs, std::span<const std::int64_t> targets, std::int64_t ignore_index,
+  using Fn = void(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
                   double smoothing, const Tensor& grad_losses, const Tensor& grad_logits);
 };
 

@@ -170,7 +170,8 @@ class BlockedSelfAttentionNode final : public Node {
     const Tensor g = head_major_gradient(g_in, nb, h, dtype, device);
     const Tensor q = part(heads_, 0), k = part(heads_, 1), v = part(heads_, 2), go = part(g, 0);
     const Tensor grad_heads = Tensor::empty(heads_.shape(), dtype, device);
-    // dk and dv gather a term from every block that sees their row: summed in f32, rounded once at the end.
+    // dk and dv gather a term from every block that sees their row: added into f32 sums by the products,
+    // rounded once at the end.
     const Tensor sums = Tensor::zeros({2, nb * h, t, d}, score_dtype(dtype), device);
     const Tensor dk = part(sums, 0), dv = part(sums, 1);
     for (const QueryBlock& b : query_blocks(t, block_, causal_)) {
@@ -182,11 +183,8 @@ class BlockedSelfAttentionNode final : public Node {
       const Tensor grad_scores = Tensor::empty(probs.shape(), dtype, device);
       run_kernel<kernel::AttentionSoftmaxBackward>(device, probs, grad_probs, scale_, causal_, grad_scores);
       run_kernel<kernel::Matmul>(device, grad_scores, rows(k, 0, b.keys), Tensor(), rows(part(grad_heads, 0), b.t0, b.t1));
-      const Tensor term = Tensor::empty({nb * h, b.keys, d}, score_dtype(dtype), device);
-      run_kernel<kernel::Matmul>(device, transposed(grad_scores), rows(q, b.t0, b.t1), Tensor(), term);
-      run_kernel<kernel::Binary>(device, BinaryOp::add, rows(dk, 0, b.keys), term, rows(dk, 0, b.keys));
-      run_kernel<kernel::Matmul>(device, transposed(probs), g_rows, Tensor(), term);
-      run_kernel<kernel::Binary>(device, BinaryOp::add, rows(dv, 0, b.keys), term, rows(dv, 0, b.keys));
+      run_kernel<kernel::MatmulAccumulate>(device, transposed(grad_scores), rows(q, b.t0, b.t1), rows(dk, 0, b.keys));
+      run_kernel<kernel::MatmulAccumulate>(device, transposed(probs), g_rows, rows(dv, 0, b.keys));
     }
     run_kernel<kernel::Copy>(device, dk, part(grad_heads, 1));
     run_kernel<kernel::Copy>(device, dv, part(grad_heads, 2));

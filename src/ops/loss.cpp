@@ -1,7 +1,8 @@
 // The losses: cross-entropy (softmax and loss fused, with ignore index and label smoothing) and mean
 // squared error, computed in f32 whatever the dtype of the logits; and cross-entropy fused with the
-// classifier's product, in blocks of rows, so that the [N, V] logits and probabilities of a large
-// vocabulary never exist whole (as llm.c's fused classifier; backward recomputes each block's logits).
+// classifier's product, in blocks of rows, so that the [N, V] logits of a large vocabulary never exist
+// whole (as llm.c's fused classifier). Backward recomputes each block's logits, turns them into their
+// gradient in place and adds the block's term of dw inside the product; no probabilities are stored.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -15,25 +16,27 @@
 namespace mantissa {
 namespace {
 
+// Keeps the logits (in their dtype: half the f32 probabilities' size in bf16); backward recomputes the
+// softmax from them.
 class CrossEntropyNode final : public Node {
  public:
-  CrossEntropyNode(const Tensor& probs, std::span<const std::int64_t> targets, std::int64_t ignore_index, double smoothing)
-      : probs_(save_for_backward(probs)), targets_(targets.begin(), targets.end()), ignore_(ignore_index),
+  CrossEntropyNode(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index, double smoothing)
+      : logits_(save_for_backward(logits)), targets_(targets.begin(), targets.end()), ignore_(ignore_index),
         smoothing_(smoothing) {}
   std::string_view name() const override { return "cross_entropy"; }
   void release() override {
-    probs_ = Tensor();
+    logits_ = Tensor();
     targets_.clear();
   }
   std::vector<Tensor> backward(const Tensor& g) override {
-    Tensor gx = Tensor::empty(inputs[0].shape, inputs[0].dtype, probs_.device());
-    run_kernel_on<kernel::CrossEntropyBackward>(probs_, probs_, targets_, ignore_, smoothing_,
-                                                cast(g, probs_.dtype()), gx);
+    Tensor gx = Tensor::empty(inputs[0].shape, inputs[0].dtype, logits_.device());
+    const DType f = logits_.dtype() == DType::f64 ? DType::f64 : DType::f32;
+    run_kernel_on<kernel::CrossEntropyBackward>(logits_, logits_, targets_, ignore_, smoothing_, cast(g, f), gx);
     return {gx};
   }
 
  private:
-  Tensor probs_;
+  Tensor logits_;
   std::vector<std::int64_t> targets_;
   std::int64_t ignore_;
   double smoothing_;
@@ -80,23 +83,18 @@ Tensor one_batch(const Tensor& m) {
   return make_view(m, {1, m.size(0), m.size(1)}, {0, m.strides()[0], m.strides()[1]}, m.offset());
 }
 
-// One block's logits x w^T [rows, V] in the inputs' dtype; returns their softmax (f32) and writes the
-// block's per-row losses into `losses` [rows].
-Tensor block_probs(const Tensor& x, const Tensor& w, const RowBlock& b, std::span<const std::int64_t> targets,
-                   std::int64_t ignore_index, double smoothing, const Tensor& losses) {
-  const Tensor logits = detail::batched_product(rows_of(x, b), transpose(w, 0, 1), Tensor(), x.dtype());
-  const Tensor probs = Tensor::empty(logits.shape(), losses.dtype(), x.device());
-  run_kernel_on<kernel::CrossEntropy>(logits, logits, targets_of(targets, b), ignore_index, smoothing, probs, losses);
-  return probs;
+// One block's logits x w^T [rows, V], in the inputs' dtype.
+Tensor block_logits(const Tensor& x, const Tensor& w, const RowBlock& b) {
+  return detail::batched_product(rows_of(x, b), transpose(w, 0, 1), Tensor(), x.dtype());
 }
 
 // Rows per block when the caller leaves it to the op: one block on the CPU (then it is exactly the two
-// ops); on a GPU, about 2^26 logits (256 MiB of f32 probabilities) at a time.
+// ops); on a GPU, about 2^27 logits (256 MiB in bf16) at a time: GPT-2's 16 x 1024 rows are 7 blocks.
 std::int64_t classifier_block_rows(std::int64_t asked, std::int64_t rows, std::int64_t classes, Device device) {
   const std::int64_t all = std::max<std::int64_t>(rows, 1);
   if (asked > 0) return std::min(asked, all);
   if (device.type == DeviceType::cpu) return all;
-  return std::max<std::int64_t>(256, (std::int64_t{1} << 26) / std::max<std::int64_t>(classes, 1));
+  return std::max<std::int64_t>(256, (std::int64_t{1} << 27) / std::max<std::int64_t>(classes, 1));
 }
 
 class LinearCrossEntropyNode final : public Node {
@@ -114,18 +112,25 @@ class LinearCrossEntropyNode final : public Node {
     const DType dtype = x_.dtype(), f = dtype == DType::f64 ? DType::f64 : DType::f32;
     const Device device = x_.device();
     const Tensor gx = Tensor::empty(x_.shape(), dtype, device);
-    // dw gathers a term from every block: summed in f32, rounded once at the end.
-    const Tensor gw_sum = Tensor::zeros(w_.shape(), f, device);
+    // dw gathers a term from every block: summed in f32 (the first block's product writes it, the others
+    // add into it), rounded once at the end.
+    const Tensor gw_sum = Tensor::empty(w_.shape(), f, device);
     // Every row's loss gradient: the scalar's, times 1 / (counted rows) for the mean.
     const Tensor g_row = mul(cast(g, f), row_factor_);
+    bool first = true;
     for (const RowBlock& b : row_blocks(x_.size(0), block_)) {
-      const Tensor probs = block_probs(x_, w_, b, targets_, ignore_, smoothing_, Tensor::empty({b.r1 - b.r0}, f, device));
-      const Tensor grad_logits = Tensor::empty(probs.shape(), dtype, device);
-      run_kernel_on<kernel::CrossEntropyBackward>(probs, probs, targets_of(targets_, b), ignore_, smoothing_,
+      // The block's logits become their gradient in place.
+      const Tensor grad_logits = block_logits(x_, w_, b);
+      run_kernel_on<kernel::CrossEntropyBackward>(grad_logits, grad_logits, targets_of(targets_, b), ignore_, smoothing_,
                                                   make_view(g_row, {b.r1 - b.r0}, {0}, g_row.offset()), grad_logits);
       run_kernel_on<kernel::Matmul>(x_, one_batch(grad_logits), one_batch(w_), Tensor(), one_batch(rows_of(gx, b)));
-      const Tensor term = detail::batched_product(transpose(grad_logits, 0, 1), rows_of(x_, b), Tensor(), f);
-      run_kernel_on<kernel::Binary>(gw_sum, BinaryOp::add, gw_sum, term, gw_sum);
+      const Tensor term_a = one_batch(transpose(grad_logits, 0, 1)), term_w = one_batch(rows_of(x_, b));
+      if (first) {
+        run_kernel_on<kernel::Matmul>(x_, term_a, term_w, Tensor(), one_batch(gw_sum));
+      } else {
+        run_kernel_on<kernel::MatmulAccumulate>(x_, term_a, term_w, one_batch(gw_sum));
+      }
+      first = false;
     }
     return {gx, cast(gw_sum, dtype)};
   }
@@ -150,13 +155,12 @@ Tensor cross_entropy(const Tensor& logits_in, std::span<const std::int64_t> targ
   const std::int64_t n = logits.size(0);
   const std::int64_t c = logits.size(1);
   const std::int64_t counted = counted_targets(targets, n, c, ignore_index, label_smoothing, "cross_entropy");
-  // Per-row losses from the fused kernel (softmax kept for backward), then their sum or mean.
+  // Per-row losses from the fused kernel (the logits kept for backward), then their sum or mean.
   const DType f = logits.dtype() == DType::f64 ? DType::f64 : DType::f32;
-  Tensor probs = Tensor::empty({n, c}, f, logits.device());
   Tensor losses = Tensor::empty({n}, f, logits.device());
-  run_kernel_on<kernel::CrossEntropy>(logits, logits, targets, ignore_index, label_smoothing, probs, losses);
+  run_kernel_on<kernel::CrossEntropy>(logits, logits, targets, ignore_index, label_smoothing, losses);
   if (needs_grad({&logits})) {
-    record(losses, std::make_shared<CrossEntropyNode>(probs, targets, ignore_index, label_smoothing), {&logits});
+    record(losses, std::make_shared<CrossEntropyNode>(logits, targets, ignore_index, label_smoothing), {&logits});
   }
   // A policy that runs the loss in low precision too (AutocastPolicy::all_low) gets its value rounded
   // into the region's dtype, as a model run wholly in fp16 computes it.
@@ -192,7 +196,10 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& w_in, std::span<co
   {
     NoGradGuard no_grad;
     const Tensor losses = Tensor::empty({n}, dtype == DType::f64 ? DType::f64 : DType::f32, x.device());
-    for (const RowBlock& b : row_blocks(n, block)) block_probs(x, w, b, targets, ignore_index, label_smoothing, rows_of(losses, b));
+    for (const RowBlock& b : row_blocks(n, block)) {
+      run_kernel_on<kernel::CrossEntropy>(x, block_logits(x, w, b), targets_of(targets, b), ignore_index, label_smoothing,
+                                          rows_of(losses, b));
+    }
     // As cross_entropy: rounded into the region's dtype under a policy that runs losses low too; the mean
     // over the rows that count (NaN when none does, as 0/0).
     const bool low = detail::autocast_runs_low(AutocastOp::cross_entropy) && losses.dtype() == DType::f32;

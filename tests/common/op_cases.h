@@ -40,6 +40,11 @@ struct Case {
   // window holds a NaN or an infinity into NaN where the reference has a number (oneDNN's blocked bf16
   // convolution multiplies its zero padding by the window's inputs: 0 * inf).
   bool nan_spreads_in_windows = false;
+  // The same test: the cpu backend may give NaN where the reference has an infinity (never where it has
+  // a number). oneDNN's AVX-512 bf16 products, on the blocked attention's strided batches with an odd
+  // number of query rows, give NaN for sums the reference finds infinite, as if a padding zero met an
+  // infinity; capped at AVX2 (ONEDNN_MAX_CPU_ISA=AVX2) they agree.
+  bool infinity_may_be_nan = false;
 };
 
 inline void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -165,6 +170,7 @@ inline std::vector<Case> op_cases() {
   // In blocks of query rows (the last one shorter), each against the keys it sees.
   c.push_back({"self_attention_blocked", {{{2, 33, 3 * 8}, Layout::strided}},
                [](V x) { return self_attention(x[0], 2, true, 8); }, 33, 3, N});
+  c.back().infinity_may_be_nan = true;
   c.push_back({"self_attention_blocked_full", {{{2, 17, 3 * 6}}}, [](V x) { return self_attention(x[0], 2, false, 5); },
                17, 3, N});
   c.push_back({"attention_cross", {{{1, 2, 3, 4}}, {{1, 2, 5, 4}}, {{1, 2, 5, 3}}},

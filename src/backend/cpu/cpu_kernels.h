@@ -52,8 +52,8 @@ void cpu_attention_softmax_backward(const Tensor& probs, const Tensor& grad_prob
 
 // cpu_cross_entropy.cpp: fused softmax and loss, f32.
 void cpu_cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
-                       double smoothing, const Tensor& probs, const Tensor& losses);
-void cpu_cross_entropy_backward(const Tensor& probs, std::span<const std::int64_t> targets, std::int64_t ignore_index,
+                       double smoothing, const Tensor& losses);
+void cpu_cross_entropy_backward(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
                                 double smoothing, const Tensor& grad_losses, const Tensor& grad_logits);
 // cpu_lstm.cpp: the LSTM cell's pointwise part, f32.
 void cpu_lstm_cell(const Tensor& x_gates, const Tensor& h_gates, const Tensor& c_prev, const Tensor& out,
@@ -90,6 +90,7 @@ void cpu_batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor&
 
 // cpu_matmul.cpp: oneDNN; f16 (which oneDNN lacks on CPUs without f16 arithmetic) blockwise in f32.
 void cpu_matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out);
+void cpu_matmul_accumulate(const Tensor& a, const Tensor& w, const Tensor& out);
 // out = alpha * (a . w) + bias (FP8's descaled product), alpha and the bias applied in f32.
 void cpu_scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out);
 

@@ -281,4 +281,14 @@ void cpu_scaled_matmul(const Tensor& a, const Tensor& w, double alpha_in, const 
              false, b.defined() ? &b : nullptr, alpha);
 }
 
+
+// The f32 product, then added to out in f32 and rounded once: the contract's order exactly (oneDNN's sum
+// post-op would save the temporary but start the sum from out's old value). The CPU runs blocked
+// products, the only users, where a caller asks for blocks.
+void cpu_matmul_accumulate(const Tensor& a, const Tensor& w, const Tensor& out) {
+  const Tensor p = Tensor::empty(out.shape(), DType::f32, out.device());
+  cpu_matmul(a, w, Tensor(), p);
+  cpu_binary(BinaryOp::add, out, p, out);
+}
+
 }  // namespace mantissa::detail

@@ -29,8 +29,8 @@ void attention_softmax(const Tensor& scores, double scale, bool causal, const Te
 void attention_softmax_backward(const Tensor& probs, const Tensor& grad_probs, double scale, bool causal,
                                 const Tensor& grad_scores);
 void cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index, double smoothing,
-                   const Tensor& probs, const Tensor& losses);
-void cross_entropy_backward(const Tensor& probs, std::span<const std::int64_t> targets, std::int64_t ignore_index,
+                   const Tensor& losses);
+void cross_entropy_backward(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
                             double smoothing, const Tensor& grad_losses, const Tensor& grad_logits);
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y, const Tensor& mean,
                 const Tensor& rstd);
@@ -44,6 +44,7 @@ void embedding_backward(std::span<const std::int64_t> ids, const Tensor& grad_ou
 
 // cuda_matmul.cu
 void matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out);
+void matmul_accumulate(const Tensor& a, const Tensor& w, const Tensor& out);
 void scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out);
 
 // cuda_fp8.cu

@@ -1,7 +1,7 @@
 // The product on the GPU: cuBLASLt, f32 accumulation for every dtype (f16/bf16 operands on tensor
 // cores; f32 operands in full f32 unless TF32 is allowed), the bias added by the epilogue before the one
 // rounding, the algorithm cuBLASLt's heuristic picks cached per shape, strides and dtypes. FP8's scaled
-// product is the same call with alpha.
+// product is the same call with alpha; an accumulating product the same call with beta = 1.
 //
 // Row-major tensors are column-major transposes, so out = a . w is computed as out^T = w^T . a^T:
 // cuBLASLt's A is w (N x K, leading dimension w's row stride), its B is a (K x M), D is out (N x M),
@@ -90,7 +90,7 @@ std::uint32_t alignment(const void* p, std::int64_t batch_stride_elements, DType
 }
 
 // The cached choices: every property of the call that changes which algorithm is valid.
-using PlanKey = std::tuple<int, int, bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+using PlanKey = std::tuple<int, int, bool, bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
                            std::vector<std::int64_t>>;
 
 std::mutex plans_mutex;
@@ -104,8 +104,10 @@ Tensor unit_inner_stride(const Tensor& t, DType dtype) {
   return c;
 }
 
-// out = alpha (a . w) + bias, alpha and the bias applied in f32 before the one rounding.
-void product(const Tensor& a_in, const Tensor& w_in, float alpha, const Tensor& bias_in, const Tensor& out) {
+// out = alpha (a . w) + bias (+ out, accumulating), alpha and the bias applied in f32 before the one
+// rounding.
+void product(const Tensor& a_in, const Tensor& w_in, float alpha, const Tensor& bias_in, const Tensor& out,
+             bool accumulate = false) {
   for (const Tensor* t : {&a_in, &w_in, &bias_in, &out}) refuse_f64("matmul", *t);
   const std::int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a_in.size(2);
   if (out.numel() == 0) return;
@@ -117,6 +119,7 @@ void product(const Tensor& a_in, const Tensor& w_in, float alpha, const Tensor& 
   const Tensor w = unit_inner_stride(w_in, in);
   const bool direct = (out.dtype() == in || out.dtype() == DType::f32) && out.strides().back() == 1 && out.strides()[1] >= n;
   const Tensor d = direct ? out : Tensor::empty(out.shape(), DType::f32, out.device());
+  if (accumulate && !direct) copy(out, d);
   Tensor bias = bias_in;
   // The bias epilogue reads the vector in 16-byte pieces.
   if (bias.defined() && (bias.dtype() != d.dtype() || !bias.is_contiguous() ||
@@ -124,6 +127,7 @@ void product(const Tensor& a_in, const Tensor& w_in, float alpha, const Tensor& 
     bias = Tensor::empty(bias_in.shape(), d.dtype(), d.device());
     copy(bias_in, bias);
   }
+  if (k == 0 && accumulate) return;  // nothing to add
   if (k == 0) {  // an empty sum: out = bias (or 0)
     const Tensor zero = Tensor::zeros({1, 1, 1}, d.dtype(), d.device());
     const Tensor b = bias.defined() ? bias : Tensor::zeros({n}, d.dtype(), d.device());
@@ -152,7 +156,7 @@ void product(const Tensor& a_in, const Tensor& w_in, float alpha, const Tensor& 
   const std::uint32_t align_w = alignment(w.data(), w.strides()[0], in, batch > 1),
                       align_a = alignment(a.data(), a.strides()[0], in, batch > 1),
                       align_d = alignment(d.data(), d.strides()[0], d.dtype(), batch > 1);
-  const PlanKey key{static_cast<int>(in), static_cast<int>(d.dtype()), bias.defined(), tf32, m, n, k, batch,
+  const PlanKey key{static_cast<int>(in), static_cast<int>(d.dtype()), bias.defined(), tf32, accumulate, m, n, k, batch,
                     {w.strides()[0], w.strides()[1], a.strides()[0], a.strides()[1], d.strides()[0], d.strides()[1],
                      align_w, align_a, align_d}};
   cublasLtMatmulAlgo_t algo;
@@ -185,7 +189,7 @@ void product(const Tensor& a_in, const Tensor& w_in, float alpha, const Tensor& 
     }
     algo = it->second;
   }
-  const float beta = 0.0f;
+  const float beta = accumulate ? 1.0f : 0.0f;  // C is D: beta = 1 adds the product into it
   check_lt(cublaslt().Matmul(handle(), desc.op, &alpha, w.data(), desc.a, a.data(), desc.b, &beta, d.data(), desc.d, d.data(),
                           desc.d, &algo, workspace(), kWorkspaceBytes, stream()),
            "cublasLtMatmul");
@@ -195,6 +199,8 @@ void product(const Tensor& a_in, const Tensor& w_in, float alpha, const Tensor& 
 }  // namespace
 
 void matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out) { product(a, w, 1.0f, bias, out); }
+
+void matmul_accumulate(const Tensor& a, const Tensor& w, const Tensor& out) { product(a, w, 1.0f, Tensor(), out, true); }
 
 // FP8's product: the operands hold fp8 values in bf16 (exactly), so this is the bf16 product with alpha.
 void scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out) {

@@ -1,7 +1,8 @@
 // CUDA kernels that work a row at a time, one block of kThreads threads per row, statistics in f32:
 // softmax and log-softmax with their backward, the attention softmax (scaled, causal) with its backward,
-// cross-entropy with label smoothing and an ignored index, and layer norm with its backward. Each
-// follows its contract in kernels.h and the reference's formulas; values are rounded once on store.
+// cross-entropy (both directions from the logits) with label smoothing and an ignored index, and layer
+// norm with its backward. Each follows its contract in kernels.h and the reference's formulas; values
+// are rounded once on store.
 #include <algorithm>
 #include <cmath>
 
@@ -89,44 +90,59 @@ __global__ void attention_softmax_backward_kernel(Rows3 pr, ElementType tp, cons
   }
 }
 
+// A row of logits in one read: its max, log sum_c exp(x_c - max) and sum_c x_c. Each thread keeps a
+// running max and a sum of exponentials rescaled when its max grows (an online softmax), and the
+// block combines the threads' pairs. A NaN or +inf logit makes the sum NaN, as in the reference.
+struct RowStats {
+  float max, log_total, sum_x;
+};
+__device__ RowStats row_stats(Rows x, ElementType tx, const void* xp, std::int64_t r, float* scratch) {
+  float m = -INFINITY, total = 0, sum_x = 0;
+  for (std::int64_t c = threadIdx.x; c < x.cols; c += kThreads) {
+    const float v = load(tx, xp, r * x.row + c * x.col);
+    sum_x += v;
+    if (v > m) {
+      total = total * expf(m - v) + 1.0f;
+      m = v;
+    } else if (v != -INFINITY) {  // exp(-inf - -inf) would be NaN; a NaN goes in
+      total += expf(v - m);
+    }
+  }
+  const float mx = block_max(m, scratch);
+  total = block_sum(m == -INFINITY ? 0.0f : total * expf(m - mx), scratch);
+  return {mx, logf(total), block_sum(sum_x, scratch)};
+}
+
 __global__ void cross_entropy_kernel(Rows x, ElementType tx, const void* xp, const std::int64_t* targets,
-                                     std::int64_t ignore_index, float smoothing, Rows p, float* pp, std::int64_t loss_stride,
-                                     float* losses) {
+                                     std::int64_t ignore_index, float smoothing, std::int64_t loss_stride, float* losses) {
   __shared__ float scratch[kThreads / 32];
   const std::int64_t r = blockIdx.x;
-  float mx = -INFINITY;
-  for (std::int64_t c = threadIdx.x; c < x.cols; c += kThreads) mx = fmaxf(mx, load(tx, xp, r * x.row + c * x.col));
-  mx = block_max(mx, scratch);
-  float total = 0, sum_z = 0;
-  for (std::int64_t c = threadIdx.x; c < x.cols; c += kThreads) {
-    const float z = load(tx, xp, r * x.row + c * x.col) - mx;
-    total += expf(z);
-    sum_z += z;
-  }
-  total = block_sum(total, scratch);
-  sum_z = block_sum(sum_z, scratch);
-  const float log_total = logf(total);
-  for (std::int64_t c = threadIdx.x; c < x.cols; c += kThreads) {
-    pp[r * p.row + c * p.col] = expf(load(tx, xp, r * x.row + c * x.col) - mx - log_total);
-  }
+  const RowStats st = row_stats(x, tx, xp, r, scratch);
   if (threadIdx.x == 0) {
     const std::int64_t t = targets[r];
-    // -sum_c w_c log p_c with log p_c = z_c - log_total and sum_c w_c = 1.
-    const float z_t = t >= 0 && t < x.cols ? load(tx, xp, r * x.row + t * x.col) - mx : 0.0f;
-    const float loss = log_total - (1 - smoothing) * z_t - smoothing / static_cast<float>(x.cols) * sum_z;
+    // -sum_c w_c log p_c with log p_c = z_c - log_total, z = x - max and sum_c w_c = 1.
+    const float z_t = t >= 0 && t < x.cols ? load(tx, xp, r * x.row + t * x.col) - st.max : 0.0f;
+    const float sum_z = st.sum_x - static_cast<float>(x.cols) * st.max;
+    const float loss = st.log_total - (1 - smoothing) * z_t - smoothing / static_cast<float>(x.cols) * sum_z;
     losses[r * loss_stride] = t == ignore_index ? 0.0f : loss;
   }
 }
 
-__global__ void cross_entropy_backward_kernel(Rows p, const float* pp, const std::int64_t* targets, std::int64_t ignore_index,
-                                              float smoothing, ElementType tgl, const void* glp, std::int64_t gl_stride,
-                                              Rows gx, ElementType tgx, void* gxp) {
+// Every thread writes only the elements it read, after the block's reductions: gx may be x.
+__global__ void cross_entropy_backward_kernel(Rows x, ElementType tx, const void* xp, const std::int64_t* targets,
+                                              std::int64_t ignore_index, float smoothing, ElementType tgl,
+                                              const void* glp, std::int64_t gl_stride, Rows gx, ElementType tgx,
+                                              void* gxp) {
+  __shared__ float scratch[kThreads / 32];
   const std::int64_t r = blockIdx.x;
   const std::int64_t t = targets[r];
   const float g = t == ignore_index ? 0.0f : load(tgl, glp, r * gl_stride);
-  for (std::int64_t c = threadIdx.x; c < p.cols; c += kThreads) {
-    const float w = smoothing / static_cast<float>(p.cols) + (c == t ? 1 - smoothing : 0.0f);
-    store(tgx, gxp, r * gx.row + c * gx.col, (pp[r * p.row + c * p.col] - w) * g);
+  const RowStats st = row_stats(x, tx, xp, r, scratch);
+  const float shift = st.max + st.log_total;
+  for (std::int64_t c = threadIdx.x; c < x.cols; c += kThreads) {
+    const float w = smoothing / static_cast<float>(x.cols) + (c == t ? 1 - smoothing : 0.0f);
+    const float p = expf(load(tx, xp, r * x.row + c * x.col) - shift);
+    store(tgx, gxp, r * gx.row + c * gx.col, (p - w) * g);
   }
 }
 
@@ -287,28 +303,26 @@ void attention_softmax_backward(const Tensor& probs, const Tensor& grad_probs, d
 }
 
 void cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index, double smoothing,
-                   const Tensor& probs, const Tensor& losses) {
-  for (const Tensor* t : {&logits, &probs, &losses}) refuse_f64("cross_entropy", *t);
-  if (probs.dtype() != DType::f32 || losses.dtype() != DType::f32) throw std::invalid_argument("cross_entropy: f32 probs and losses");
+                   const Tensor& losses) {
+  for (const Tensor* t : {&logits, &losses}) refuse_f64("cross_entropy", *t);
+  if (losses.dtype() != DType::f32) throw std::invalid_argument("cross_entropy: f32 losses");
   if (logits.size(0) == 0) return;
   const Tensor ids = indices_on_gpu(targets, logits.device());
   cross_entropy_kernel<<<row_blocks(logits.size(0), "cross_entropy"), kThreads, 0, stream()>>>(
       rows_of(logits), element_type(logits.dtype()), logits.data(), static_cast<const std::int64_t*>(ids.data()),
-      ignore_index, static_cast<float>(smoothing), rows_of(probs), probs.data_as<float>(), losses.strides()[0],
-      losses.data_as<float>());
+      ignore_index, static_cast<float>(smoothing), losses.strides()[0], losses.data_as<float>());
   check_launch("cross_entropy");
 }
 
-void cross_entropy_backward(const Tensor& probs, std::span<const std::int64_t> targets, std::int64_t ignore_index,
+void cross_entropy_backward(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
                             double smoothing, const Tensor& grad_losses, const Tensor& grad_logits) {
-  for (const Tensor* t : {&grad_losses, &grad_logits}) refuse_f64("cross_entropy_backward", *t);
-  if (probs.dtype() != DType::f32) throw std::invalid_argument("cross_entropy_backward: f32 probs");
-  if (probs.size(0) == 0) return;
-  const Tensor ids = indices_on_gpu(targets, probs.device());
-  cross_entropy_backward_kernel<<<row_blocks(probs.size(0), "cross_entropy_backward"), kThreads, 0, stream()>>>(
-      rows_of(probs), probs.data_as<float>(), static_cast<const std::int64_t*>(ids.data()), ignore_index,
-      static_cast<float>(smoothing), element_type(grad_losses.dtype()), grad_losses.data(), grad_losses.strides()[0],
-      rows_of(grad_logits), element_type(grad_logits.dtype()), grad_logits.data());
+  for (const Tensor* t : {&logits, &grad_losses, &grad_logits}) refuse_f64("cross_entropy_backward", *t);
+  if (logits.size(0) == 0) return;
+  const Tensor ids = indices_on_gpu(targets, logits.device());
+  cross_entropy_backward_kernel<<<row_blocks(logits.size(0), "cross_entropy_backward"), kThreads, 0, stream()>>>(
+      rows_of(logits), element_type(logits.dtype()), logits.data(), static_cast<const std::int64_t*>(ids.data()),
+      ignore_index, static_cast<float>(smoothing), element_type(grad_losses.dtype()), grad_losses.data(),
+      grad_losses.strides()[0], rows_of(grad_logits), element_type(grad_logits.dtype()), grad_logits.data());
   check_launch("cross_entropy_backward");
 }
 

@@ -74,6 +74,30 @@ void matmul_kernel(const Tensor& a, const Tensor& w, const Tensor& bias, const T
   reference_scaled_matmul(a, w, 1.0, bias, out);
 }
 
+void matmul_accumulate_kernel(const Tensor& a, const Tensor& w, const Tensor& out) {
+  const std::int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
+  const Shape& sa = a.strides();
+  const Shape& sw = w.strides();
+  const Shape& so = out.strides();
+  const bool f64 = a.dtype() == DType::f64 || w.dtype() == DType::f64 || out.dtype() == DType::f64;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t i = 0; i < m; ++i) {
+      for (std::int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (std::int64_t p = 0; p < k; ++p) {
+          s += load_element(a.dtype(), a.data(), b * sa[0] + i * sa[1] + p * sa[2]) *
+               load_element(w.dtype(), w.data(), b * sw[0] + p * sw[1] + j * sw[2]);
+        }
+        // The product is an f32 value before it is added (f32 accumulation: a sum past f32's range is
+        // infinite there, as on every fast backend), unless the computation is in f64.
+        if (!f64) s = static_cast<double>(static_cast<float>(s));
+        const std::int64_t o = b * so[0] + i * so[1] + j * so[2];
+        store_element(out.dtype(), out.data(), o, load_element(out.dtype(), out.data(), o) + s);
+      }
+    }
+  }
+}
+
 void softmax_kernel(const Tensor& x, const Tensor& y, bool log) {
   const std::int64_t rows = x.size(0);
   const std::int64_t cols = x.size(1);
@@ -207,12 +231,12 @@ void layer_norm_backward_kernel(const Tensor& x, const Tensor& gamma, const Tens
   reference_layer_norm_backward(x, gamma, mean, rstd, grad_y, grad_x, grad_gamma, grad_beta);
 }
 void cross_entropy_kernel(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
-                   double smoothing, const Tensor& probs, const Tensor& losses) {
-  reference_cross_entropy(logits, targets, ignore_index, smoothing, probs, losses);
+                   double smoothing, const Tensor& losses) {
+  reference_cross_entropy(logits, targets, ignore_index, smoothing, losses);
 }
-void cross_entropy_backward_kernel(const Tensor& probs, std::span<const std::int64_t> targets, std::int64_t ignore_index,
+void cross_entropy_backward_kernel(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
                             double smoothing, const Tensor& grad_losses, const Tensor& grad_logits) {
-  reference_cross_entropy_backward(probs, targets, ignore_index, smoothing, grad_losses, grad_logits);
+  reference_cross_entropy_backward(logits, targets, ignore_index, smoothing, grad_losses, grad_logits);
 }
 void embedding_kernel(const Tensor& weight, std::span<const std::int64_t> ids, const Tensor& out) {
   reference_embedding(weight, ids, out);
@@ -259,6 +283,7 @@ void register_reference_kernels() {
   register_kernel<kernel::UnaryBackward>(Impl::reference, unary_backward_kernel);
   register_kernel<kernel::Reduce>(Impl::reference, reduce_kernel);
   register_kernel<kernel::Matmul>(Impl::reference, matmul_kernel);
+  register_kernel<kernel::MatmulAccumulate>(Impl::reference, matmul_accumulate_kernel);
   register_kernel<kernel::Softmax>(Impl::reference, softmax_kernel);
   register_kernel<kernel::SoftmaxBackward>(Impl::reference, softmax_backward_kernel);
   register_kernel<kernel::AttentionSoftmax>(Impl::reference, attention_softmax_kernel);

@@ -23,8 +23,8 @@ void reference_layer_norm_backward(const Tensor& x, const Tensor& gamma, const T
                                    const Tensor& grad_beta);
 // reference_loss.cpp
 void reference_cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
-                             double smoothing, const Tensor& probs, const Tensor& losses);
-void reference_cross_entropy_backward(const Tensor& probs, std::span<const std::int64_t> targets,
+                             double smoothing, const Tensor& losses);
+void reference_cross_entropy_backward(const Tensor& logits, std::span<const std::int64_t> targets,
                                       std::int64_t ignore_index, double smoothing, const Tensor& grad_losses,
                                       const Tensor& grad_logits);
 // reference_attention.cpp
