@@ -6,6 +6,7 @@ namespace mantissa {
 namespace {
 bool tf32_allowed = false;
 bool fused_attention_allowed = true;
+bool fp8_tensor_cores_allowed = true;
 }  // namespace
 
 CudaInfo cuda_info() {
@@ -19,5 +20,7 @@ void set_cuda_allow_tf32(bool allow) { tf32_allowed = allow; }
 bool cuda_allow_tf32() { return tf32_allowed; }
 void set_cuda_fused_attention(bool allow) { fused_attention_allowed = allow; }
 bool cuda_fused_attention() { return fused_attention_allowed; }
+void set_cuda_fp8_tensor_cores(bool allow) { fp8_tensor_cores_allowed = allow; }
+bool cuda_fp8_tensor_cores() { return fp8_tensor_cores_allowed; }
 
 }  // namespace mantissa

@@ -85,6 +85,13 @@ inline float fp8_scale_for(double amax, Format format, int margin, bool power_of
   return static_cast<float>(std::min(fit / std::ldexp(1.0, margin), static_cast<double>(std::numeric_limits<float>::max())));
 }
 
+// The fp8 grids (e4m3 or e5m2) every value of the FP8 product's operands lies on, as the per-tensor
+// quantizer leaves them; bf16 for an operand on none (block scaling's values, scaled back). A device
+// that multiplies fp8 in hardware converts such operands exactly and uses it; the others ignore this.
+struct Fp8Grids {
+  DType a = DType::bf16, w = DType::bf16;
+};
+
 namespace kernel {
 
 // Views: dst = src, converting dtypes (rounding to nearest even); same shape.
@@ -333,12 +340,13 @@ struct Fp8Quantize {
 };
 // The FP8 product: out[b] = alpha * (a[b] . w[b]) + bias, shapes as Matmul's; products summed in f32,
 // alpha (the inverse of the operands' scales) and the bias applied in f32 before the one rounding.
+// The operands are bf16 (holding fp8 values exactly).
 struct ScaledMatmul {
   static constexpr const char *name = "scaled_matmul", *family = "matmul";
-  static double flops(const Tensor& a, const Tensor&, double, const Tensor&, const Tensor& out) {
+  static double flops(const Tensor& a, const Tensor&, double, const Tensor&, const Tensor& out, Fp8Grids) {
     return 2.0 * static_cast<double>(out.numel()) * static_cast<double>(a.size(-1));
   }
-  using Fn = void(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out);
+  using Fn = void(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out, Fp8Grids grids);
 };
 
 }  // namespace kernel

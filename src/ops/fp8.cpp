@@ -36,7 +36,11 @@ std::int64_t blocks(std::int64_t n, std::int64_t b) { return (n + b - 1) / b; }
 struct Quantized {
   Tensor values;
   double inverse_scale = 1;
+  DType grid = DType::bf16;  // the fp8 grid every value lies on (per-tensor scales), or bf16 for none
 };
+
+// The storage dtype of an fp8 format: e4m3 or e5m2.
+DType grid_of(Format f) { return f == Format::e4m3() ? DType::e4m3 : DType::e5m2; }
 
 void count(const detail::Fp8QuantizeStats& st) {
   g_quantized += st.count;
@@ -51,7 +55,7 @@ Quantized run_quantize(const Tensor& x, Format f, float scale, std::int64_t br, 
   const detail::Fp8QuantizeStats st = detail::run_kernel_on<detail::kernel::Fp8Quantize>(x, x, f, scales, br, bc, false, q);
   count(st);
   if (amax_out) *amax_out = st.amax;
-  return {q, 1.0 / scale};
+  return {q, 1.0 / scale, grid_of(f)};
 }
 
 // x [R, C] scaled by its own amax per block (power-of-2 scales, values scaled back, for block scaling;
@@ -65,8 +69,10 @@ Quantized quantize_current(const Tensor& x, Format f, std::int64_t br, std::int6
       x, x, f, br, bc, margin, power_of_2, /*dequantize=*/power_of_2, scales, q);
   count(st);
   if (amax_out) *amax_out = st.amax;
-  // (Without power-of-2 scales this is one block: item() reads its scale on any device.)
-  return {q, power_of_2 ? 1.0 : 1.0 / scales.item()};
+  // (Without power-of-2 scales this is one block: item() reads its scale on any device. With them the
+  // values come scaled back, off the fp8 grid.)
+  if (power_of_2) return {q, 1.0};
+  return {q, 1.0 / scales.item(), grid_of(f)};
 }
 
 Quantized quantize_blocks(const Tensor& x, Format f, std::int64_t br, std::int64_t bc, int margin) {
@@ -87,14 +93,16 @@ Quantized quantize_tensor(const Tensor& x, Format f, Fp8State& state, Fp8Operand
   return q;
 }
 
-// out = alpha * (a . b): a [M, K], b given as [K, N] view, out [M, N] in `dtype`.
-Tensor scaled_product(const Tensor& a, const Tensor& b, double alpha, const Tensor& bias, DType dtype) {
+// out = alpha * (a . b): a [M, K], b given as [K, N] view, out [M, N] in `dtype`; grids: the fp8 grids
+// a's and b's values lie on.
+Tensor scaled_product(const Tensor& a, const Tensor& b, double alpha, const Tensor& bias, DType dtype,
+                      detail::Fp8Grids grids) {
   const std::int64_t m = a.size(0), k = a.size(1), n = b.size(1);
   Tensor out = Tensor::empty({m, n}, dtype, a.device());
   const Tensor a3 = make_view(a, {1, m, k}, {m * k, a.strides()[0], a.strides()[1]}, a.offset());
   const Tensor b3 = make_view(b, {1, k, n}, {k * n, b.strides()[0], b.strides()[1]}, b.offset());
   const Tensor o3 = make_view(out, {1, m, n}, {m * n, n, 1}, 0);
-  detail::run_kernel_on<detail::kernel::ScaledMatmul>(a, a3, b3, alpha, bias, o3);
+  detail::run_kernel_on<detail::kernel::ScaledMatmul>(a, a3, b3, alpha, bias, o3, grids);
   return out;
 }
 
@@ -118,18 +126,22 @@ class Fp8LinearNode final : public Node {
     if (o.recipe == Fp8Recipe::block) {
       if (inputs[0].node) {
         const Quantized gq = quantize_blocks(g2, f, 1, o.block, o.margin);
-        gx = scaled_product(gq.values, w_.values, 1.0, Tensor(), x_dtype_);
+        gx = scaled_product(gq.values, w_.values, 1.0, Tensor(), x_dtype_, {gq.grid, w_.grid});
       }
       if (inputs[1].node) {  // the inner dimension is the rows: both operands again, in column blocks
         const Quantized gq = quantize_blocks(g2, f, o.block, 1, o.margin);
         const Quantized xq = quantize_blocks(x_rows_, o.forward_format(), o.block, 1, o.margin);
-        gw = scaled_product(transpose(gq.values, 0, 1), xq.values, 1.0, Tensor(), w_dtype_);
+        gw = scaled_product(transpose(gq.values, 0, 1), xq.values, 1.0, Tensor(), w_dtype_, {gq.grid, xq.grid});
       }
     } else if (inputs[0].node || inputs[1].node) {
       const Quantized gq = quantize_tensor(g2, f, *state_, Fp8Operand::grad_output, true);
-      if (inputs[0].node) gx = scaled_product(gq.values, w_.values, gq.inverse_scale * w_.inverse_scale, Tensor(), x_dtype_);
+      if (inputs[0].node) {
+        gx = scaled_product(gq.values, w_.values, gq.inverse_scale * w_.inverse_scale, Tensor(), x_dtype_,
+                            {gq.grid, w_.grid});
+      }
       if (inputs[1].node) {
-        gw = scaled_product(transpose(gq.values, 0, 1), x_.values, gq.inverse_scale * x_.inverse_scale, Tensor(), w_dtype_);
+        gw = scaled_product(transpose(gq.values, 0, 1), x_.values, gq.inverse_scale * x_.inverse_scale, Tensor(), w_dtype_,
+                            {gq.grid, x_.grid});
       }
     }
     if (gx.defined()) gx = reshape(gx, x_shape_);
@@ -306,7 +318,8 @@ Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const st
       xq = quantize_tensor(x2, o.forward_format(), *state, Fp8Operand::input, training);
       wq = quantize_tensor(w, o.forward_format(), *state, Fp8Operand::weight, training);
     }
-    y = scaled_product(xq.values, transpose(wq.values, 0, 1), xq.inverse_scale * wq.inverse_scale, bias, out_dtype);
+    y = scaled_product(xq.values, transpose(wq.values, 0, 1), xq.inverse_scale * wq.inverse_scale, bias, out_dtype,
+                       {xq.grid, wq.grid});
     Shape shape = x.shape();
     shape.back() = w.size(0);
     y = reshape(y, shape);

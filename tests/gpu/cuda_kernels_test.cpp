@@ -116,12 +116,52 @@ TEST_F(CudaKernels, TheScaledProductFollowsTheCpus) {
   const Tensor wb = make_view(w3, {2, 64, 48}, {0, 48, 1}, 0);  // the same weights for both batches
   const Tensor bias = Tensor::randn({48}, DType::f32, 5);
   Tensor out_cpu = Tensor::empty({2, 37, 48}, DType::f32), out_gpu = Tensor::empty({2, 37, 48}, DType::f32, kGpu);
-  run_kernel<kernel::ScaledMatmul>(Device::cpu(), a3, wb, 0.37, bias, out_cpu);
+  run_kernel<kernel::ScaledMatmul>(Device::cpu(), a3, wb, 0.37, bias, out_cpu, Fp8Grids{});
   const Tensor w_gpu = w3.to(kGpu);
   run_kernel<kernel::ScaledMatmul>(kGpu, a3.to(kGpu), make_view(w_gpu, {2, 64, 48}, {0, 48, 1}, 0), 0.37, bias.to(kGpu),
-                                   out_gpu);
+                                   out_gpu, Fp8Grids{});
   const std::vector<double> x = out_cpu.to_doubles(), y = out_gpu.to(Device::cpu()).to_doubles();
   for (std::size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(y[i], x[i], 1e-5 * (std::fabs(x[i]) + 1)) << i;
+}
+
+// Operands on fp8 grids (e4m3 x e4m3, e5m2 gradients x e4m3) run on fp8 tensor cores where the GPU has
+// them (capability 8.9+): the same numbers as the CPU's bf16 product up to f32 accumulation, with the
+// bias by the epilogue (bf16 output) or after the product (f32 output), and the weight seen transposed
+// as the layer uses it. Then an operand deliberately off its grid shows which path ran: fp8 tensor
+// cores round it to the grid, the bf16 path multiplies it as it is.
+TEST_F(CudaKernels, ScaledProductsOnFp8GridsRunOnFp8TensorCores) {
+  const std::int64_t m = 96, k = 128, n = 80;
+  for (const auto& [ga, gw] : {std::pair{DType::e4m3, DType::e4m3}, std::pair{DType::e5m2, DType::e4m3}}) {
+    // Values on the grids: rounded into the fp8 dtype, held in bf16.
+    const Tensor a = cast(cast(Tensor::randn({m, k}, DType::f32, 7, 0, 4), ga), DType::bf16);
+    const Tensor wt = cast(cast(Tensor::randn({n, k}, DType::f32, 8, 0, 4), gw), DType::bf16);  // used as [k, n]
+    const Tensor bias = Tensor::randn({n}, DType::f32, 9);
+    const Tensor a3 = reshape(a, {1, m, k});
+    for (const DType od : {DType::bf16, DType::f32}) {
+      SCOPED_TRACE(std::string(dtype_name(ga)) + " x " + std::string(dtype_name(gw)) + " -> " + std::string(dtype_name(od)));
+      Tensor out_cpu = Tensor::empty({1, m, n}, od), out_gpu = Tensor::empty({1, m, n}, od, kGpu);
+      run_kernel<kernel::ScaledMatmul>(Device::cpu(), a3, make_view(wt, {1, k, n}, {k * n, 1, k}, 0), 0.01, bias, out_cpu,
+                                       Fp8Grids{ga, gw});
+      const Tensor wt_gpu = wt.to(kGpu);
+      run_kernel<kernel::ScaledMatmul>(kGpu, a3.to(kGpu), make_view(wt_gpu, {1, k, n}, {k * n, 1, k}, 0), 0.01,
+                                       bias.to(kGpu), out_gpu, Fp8Grids{ga, gw});
+      const std::vector<double> x = out_cpu.to_doubles(), y = out_gpu.to(Device::cpu()).to_doubles();
+      const double tol = od == DType::bf16 ? 0x1p-7 : 1e-5;
+      for (std::size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(y[i], x[i], tol * (std::fabs(x[i]) + 1)) << i;
+    }
+  }
+  const CudaInfo info = cuda_info();
+  const bool has_fp8 = info.devices[0].major > 8 || (info.devices[0].major == 8 && info.devices[0].minor >= 9);
+  // a = 1.0625 everywhere (between e4m3's 1 and 1.125: a tie, rounded to the even 1), w = 1: the sum over
+  // k is 128 on fp8 tensor cores and 136 on the bf16 path.
+  const Tensor a = Tensor::full({1, m, k}, 1.0625, DType::bf16, kGpu), w = Tensor::full({1, k, n}, 1.0, DType::bf16, kGpu);
+  for (const bool allowed : {true, false}) {
+    set_cuda_fp8_tensor_cores(allowed);
+    const Tensor out = Tensor::empty({1, m, n}, DType::f32, kGpu);
+    run_kernel<kernel::ScaledMatmul>(kGpu, a, w, 1.0, Tensor(), out, Fp8Grids{DType::e4m3, DType::e4m3});
+    EXPECT_EQ(out.to(Device::cpu()).to_doubles()[0], allowed && has_fp8 ? 128.0 : 136.0) << (allowed ? "allowed" : "off");
+  }
+  set_cuda_fp8_tensor_cores(true);
 }
 
 // Ids go to the GPU through a ring of 32 pinned slots without the host waiting: 200 lookups queued at

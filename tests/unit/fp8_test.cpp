@@ -209,8 +209,9 @@ TEST(ScaledMatmul, TheCpuKernelMatchesTheReferenceWithinF32Accumulation) {
   for (DType out_dtype : {DType::f32, DType::bf16}) {
     for (double alpha : {1.0, 0.0123}) {
       Tensor fast = Tensor::empty({1, m, n}, out_dtype), ref = Tensor::empty({1, m, n}, DType::f64);
-      detail::run_kernel<detail::kernel::ScaledMatmul>(Device::cpu(), a3, w3, alpha, bias, fast);
-      detail::run_kernel<detail::kernel::ScaledMatmul>(Device::cpu(), a3, w3, alpha, bias, ref);  // f64: the reference
+      const detail::Fp8Grids grids{DType::e4m3, DType::e4m3};
+      detail::run_kernel<detail::kernel::ScaledMatmul>(Device::cpu(), a3, w3, alpha, bias, fast, grids);
+      detail::run_kernel<detail::kernel::ScaledMatmul>(Device::cpu(), a3, w3, alpha, bias, ref, grids);  // f64: the reference
       const std::vector<double> got = fast.to_doubles(), want = ref.to_doubles();
       const std::vector<double> av = a.to_doubles(), wv = wt.to_doubles();
       for (std::int64_t i = 0; i < m; ++i) {

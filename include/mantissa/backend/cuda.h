@@ -46,5 +46,11 @@ bool cuda_allow_tf32();
 // says why).
 void set_cuda_fused_attention(bool allow);
 bool cuda_fused_attention();
+// Whether FP8's products may run on fp8 tensor cores (compute capability 8.9 and up; the per-tensor
+// recipes, whose operands lie on the fp8 grids, at sizes that are multiples of 16): on by default unless
+// the environment has MANTISSA_FP8_PRODUCTS=emulated. Off, or elsewhere, they run as bf16 products of
+// the same values (the CPU's way), with the same numbers up to the order of the f32 sums.
+void set_cuda_fp8_tensor_cores(bool allow);
+bool cuda_fp8_tensor_cores();
 
 }  // namespace mantissa

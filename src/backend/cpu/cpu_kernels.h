@@ -92,7 +92,8 @@ void cpu_batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor&
 void cpu_matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out);
 void cpu_matmul_accumulate(const Tensor& a, const Tensor& w, const Tensor& out);
 // out = alpha * (a . w) + bias (FP8's descaled product), alpha and the bias applied in f32.
-void cpu_scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out);
+void cpu_scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out,
+                       Fp8Grids grids = {});
 
 // cpu_fp8.cpp: the FP8 quantizer (out contiguous bf16) and block amax.
 void cpu_fp8_amax(const Tensor& x, std::int64_t block_rows, std::int64_t block_cols, const Tensor& amax);

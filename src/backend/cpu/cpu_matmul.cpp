@@ -227,7 +227,8 @@ void cpu_matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tens
   cpu_scaled_matmul(a, w, 1.0, bias, out);
 }
 
-void cpu_scaled_matmul(const Tensor& a, const Tensor& w, double alpha_in, const Tensor& bias, const Tensor& out) {
+void cpu_scaled_matmul(const Tensor& a, const Tensor& w, double alpha_in, const Tensor& bias, const Tensor& out,
+                       Fp8Grids /*grids: the bf16 product is exact for every grid*/) {
   const DType t = a.dtype();
   const auto alpha = static_cast<float>(alpha_in);
   if (alpha != 1.0f && !onednn_supports(OnednnPrimitive::matmul, t)) {

@@ -45,7 +45,7 @@ void embedding_backward(std::span<const std::int64_t> ids, const Tensor& grad_ou
 // cuda_matmul.cu
 void matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out);
 void matmul_accumulate(const Tensor& a, const Tensor& w, const Tensor& out);
-void scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out);
+void scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out, Fp8Grids grids);
 
 // cuda_fp8.cu
 void fp8_amax(const Tensor& x, std::int64_t block_rows, std::int64_t block_cols, const Tensor& amax);

@@ -1,14 +1,18 @@
 // The product on the GPU: cuBLASLt, f32 accumulation for every dtype (f16/bf16 operands on tensor
 // cores; f32 operands in full f32 unless TF32 is allowed), the bias added by the epilogue before the one
 // rounding, the algorithm cuBLASLt's heuristic picks cached per shape, strides and dtypes. FP8's scaled
-// product is the same call with alpha; an accumulating product the same call with beta = 1.
+// product is the same call with alpha, or, for operands on fp8 grids, one on fp8 tensor cores (Hopper,
+// Ada); an accumulating product the same call with beta = 1.
 //
 // Row-major tensors are column-major transposes, so out = a . w is computed as out^T = w^T . a^T:
 // cuBLASLt's A is w (N x K, leading dimension w's row stride), its B is a (K x M), D is out (N x M),
 // and the bias is D's column vector of length N. Batches are strided (a stride of 0 repeats a matrix).
 #include <cublasLt.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <tuple>
 #include <vector>
@@ -18,7 +22,8 @@
 #include "cuda_support.cuh"
 #include "mantissa/backend/cuda.h"
 
-namespace mantissa::detail::cuda {
+namespace mantissa {
+namespace detail::cuda {
 namespace {
 
 void check_lt(cublasStatus_t s, const char* what) {
@@ -49,6 +54,8 @@ cudaDataType_t cuda_type(DType t) {
     case DType::f32: return CUDA_R_32F;
     case DType::f16: return CUDA_R_16F;
     case DType::bf16: return CUDA_R_16BF;
+    case DType::e4m3: return CUDA_R_8F_E4M3;
+    case DType::e5m2: return CUDA_R_8F_E5M2;
     default: throw std::invalid_argument("matmul: no cuBLASLt type for " + std::string(dtype_name(t)));
   }
 }
@@ -102,6 +109,32 @@ Tensor unit_inner_stride(const Tensor& t, DType dtype) {
   Tensor c = Tensor::empty(t.shape(), dtype, t.device());
   copy(t, c);
   return c;
+}
+
+// The algorithm cuBLASLt's heuristic picks for a call, cached by every property that changes which is
+// valid; nullopt where it has none.
+std::optional<cublasLtMatmulAlgo_t> cached_algo(const PlanKey& key, const Descriptors& desc, std::uint32_t align_w,
+                                                std::uint32_t align_a, std::uint32_t align_d) {
+  std::lock_guard lock(plans_mutex);
+  if (const auto it = plans.find(key); it != plans.end()) return it->second;
+  cublasLtMatmulPreference_t pref = nullptr;
+  check_lt(cublaslt().MatmulPreferenceCreate(&pref), "preference");
+  const std::uint64_t ws = kWorkspaceBytes;
+  cublaslt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  // cuBLASLt's A is w, its B is a, C and D are d.
+  cublaslt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_w, sizeof align_w);
+  cublaslt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_a, sizeof align_a);
+  cublaslt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof align_d);
+  cublaslt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof align_d);
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st =
+      cublaslt().MatmulAlgoGetHeuristic(handle(), desc.op, desc.a, desc.b, desc.d, desc.d, pref, 1, &result, &found);
+  cublaslt().MatmulPreferenceDestroy(pref);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) return std::nullopt;
+  check_lt(st, "heuristic");
+  plans.emplace(key, result.algo);
+  return result.algo;
 }
 
 // out = alpha (a . w) + bias (+ out, accumulating), alpha and the bias applied in f32 before the one
@@ -159,41 +192,93 @@ void product(const Tensor& a_in, const Tensor& w_in, float alpha, const Tensor& 
   const PlanKey key{static_cast<int>(in), static_cast<int>(d.dtype()), bias.defined(), tf32, accumulate, m, n, k, batch,
                     {w.strides()[0], w.strides()[1], a.strides()[0], a.strides()[1], d.strides()[0], d.strides()[1],
                      align_w, align_a, align_d}};
-  cublasLtMatmulAlgo_t algo;
-  {
-    std::lock_guard lock(plans_mutex);
-    auto it = plans.find(key);
-    if (it == plans.end()) {
-      cublasLtMatmulPreference_t pref = nullptr;
-      check_lt(cublaslt().MatmulPreferenceCreate(&pref), "preference");
-      const std::uint64_t ws = kWorkspaceBytes;
-      cublaslt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-      // cuBLASLt's A is w, its B is a, C and D are d.
-      cublaslt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_w, sizeof align_w);
-      cublaslt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_a, sizeof align_a);
-      cublaslt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof align_d);
-      cublaslt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof align_d);
-      cublasLtMatmulHeuristicResult_t result{};
-      int found = 0;
-      const cublasStatus_t s =
-          cublaslt().MatmulAlgoGetHeuristic(handle(), desc.op, desc.a, desc.b, desc.d, desc.d, pref, 1, &result, &found);
-      cublaslt().MatmulPreferenceDestroy(pref);
-      check_lt(s, "heuristic");
-      if (found == 0) {
-        throw std::runtime_error("matmul: cuBLASLt has no algorithm for " + std::string(dtype_name(in)) + " -> " +
-                                 std::string(dtype_name(d.dtype())) + " [" + std::to_string(batch) + ", " +
-                                 std::to_string(m) + ", " + std::to_string(k) + "] x [" + std::to_string(k) + ", " +
-                                 std::to_string(n) + "]");
-      }
-      it = plans.emplace(key, result.algo).first;
-    }
-    algo = it->second;
+  const std::optional<cublasLtMatmulAlgo_t> algo = cached_algo(key, desc, align_w, align_a, align_d);
+  if (!algo) {
+    throw std::runtime_error("matmul: cuBLASLt has no algorithm for " + std::string(dtype_name(in)) + " -> " +
+                             std::string(dtype_name(d.dtype())) + " [" + std::to_string(batch) + ", " + std::to_string(m) +
+                             ", " + std::to_string(k) + "] x [" + std::to_string(k) + ", " + std::to_string(n) + "]");
   }
   const float beta = accumulate ? 1.0f : 0.0f;  // C is D: beta = 1 adds the product into it
   check_lt(cublaslt().Matmul(handle(), desc.op, &alpha, w.data(), desc.a, a.data(), desc.b, &beta, d.data(), desc.d, d.data(),
-                          desc.d, &algo, workspace(), kWorkspaceBytes, stream()),
+                          desc.d, &*algo, workspace(), kWorkspaceBytes, stream()),
            "cublasLtMatmul");
   if (!direct) copy(d, out);
+}
+
+// Whether the GPU multiplies fp8 on tensor cores: compute capability 8.9 (Ada) and up.
+bool has_fp8_tensor_cores(int device) {
+  static std::mutex m;
+  static std::map<int, bool> known;
+  std::lock_guard lock(m);
+  if (const auto it = known.find(device); it != known.end()) return it->second;
+  int major = 0, minor = 0;
+  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "matmul");
+  check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "matmul");
+  return known[device] = major > 8 || (major == 8 && minor >= 9);
+}
+
+bool fp8_allowed_by_environment() {
+  const char* v = std::getenv("MANTISSA_FP8_PRODUCTS");
+  return v == nullptr || std::string(v) != "emulated";
+}
+std::atomic<bool> fp8_allowed{fp8_allowed_by_environment()};
+
+// FP8's product on fp8 tensor cores, for operands whose values lie on fp8 grids: each converted exactly
+// into fp8 bytes with K contiguous, the layout cuBLASLt's fp8 kernels take ("TN": its A is w^T stored
+// [N, K] and transposed, its B is a stored [M, K]), multiplied with f32 accumulation (fast accumulation
+// off), alpha and the bias applied before the one rounding. (An infinite operand value becomes NaN in
+// e4m3, which has no infinity: the output is not finite either way.) Returns false, having done nothing,
+// where the call does not qualify; the bf16 product runs then.
+bool fp8_product(const Tensor& a, const Tensor& w, float alpha, const Tensor& bias_in, const Tensor& out, Fp8Grids grids) {
+  const std::int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
+  const DType od = out.dtype();
+  const bool on_grids = is_storage_only(grids.a) && is_storage_only(grids.w) &&
+                        !(grids.a == DType::e5m2 && grids.w == DType::e5m2);  // no e5m2 x e5m2 kernels
+  if (!fp8_allowed || !on_grids || batch != 1 || m == 0 || m % 16 != 0 || n % 16 != 0 || k % 16 != 0) return false;
+  if ((od != DType::bf16 && od != DType::f16 && od != DType::f32) || out.strides()[2] != 1 || out.strides()[1] < n ||
+      out.strides()[1] * static_cast<std::int64_t>(dtype_size(od)) % 16 != 0) {
+    return false;
+  }
+  if (!has_fp8_tensor_cores(out.device().index)) return false;
+  // The bias by the epilogue in the output's dtype (bf16/f16); added after the product for f32 outputs,
+  // whose fp8 kernels take a bias of another type.
+  const bool epilogue_bias = bias_in.defined() && od != DType::f32;
+  Tensor bias = bias_in;
+  if (epilogue_bias && (bias.dtype() != od || !bias.is_contiguous() || reinterpret_cast<std::uintptr_t>(bias.data()) % 16 != 0)) {
+    bias = Tensor::empty(bias_in.shape(), od, out.device());
+    copy(bias_in, bias);
+  }
+  Descriptors desc;
+  check_lt(cublaslt().MatmulDescCreate(&desc.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "descriptor");
+  const cublasOperation_t transposed = CUBLAS_OP_T;
+  check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, &transposed, sizeof transposed), "transa");
+  if (epilogue_bias) {
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue), "epilogue");
+    const void* bias_ptr = bias.data();
+    check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr),
+             "bias");
+  }
+  desc.a = layout(grids.w, k, n, k, 1, 0);  // stored K x N, used transposed
+  desc.b = layout(grids.a, k, m, k, 1, 0);
+  desc.d = layout(od, n, m, out.strides()[1], 1, 0);
+  const std::uint32_t align_d = alignment(out.data(), 0, od, false);
+  // Fresh operand buffers are 256-byte aligned. The key's first field (both grids) is apart from every
+  // dtype of the other products'.
+  const PlanKey key{16 + 4 * static_cast<int>(grids.a) + static_cast<int>(grids.w), static_cast<int>(od), epilogue_bias,
+                    false, false, m, n, k, 1, {out.strides()[1], align_d}};
+  const std::optional<cublasLtMatmulAlgo_t> algo = cached_algo(key, desc, 256, 256, align_d);
+  if (!algo) return false;
+  const Tensor a8 = Tensor::empty({1, m, k}, grids.a, out.device());
+  copy(a, a8);  // exact: every value is on the grid
+  const Tensor w8 = Tensor::empty({1, n, k}, grids.w, out.device());
+  copy(make_view(w, {1, n, k}, {w.strides()[0], w.strides()[2], w.strides()[1]}, w.offset()), w8);  // w^T
+  const float beta = 0.0f;
+  check_lt(cublaslt().Matmul(handle(), desc.op, &alpha, w8.data(), desc.a, a8.data(), desc.b, &beta, out.data(), desc.d,
+                          out.data(), desc.d, &*algo, workspace(), kWorkspaceBytes, stream()),
+           "cublasLtMatmul (fp8)");
+  if (bias_in.defined() && !epilogue_bias) binary(BinaryOp::add, out, make_view(bias_in, out.shape(), {0, 0, bias_in.strides()[0]}, bias_in.offset()), out);
+  return true;
 }
 
 }  // namespace
@@ -202,9 +287,16 @@ void matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& 
 
 void matmul_accumulate(const Tensor& a, const Tensor& w, const Tensor& out) { product(a, w, 1.0f, Tensor(), out, true); }
 
-// FP8's product: the operands hold fp8 values in bf16 (exactly), so this is the bf16 product with alpha.
-void scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out) {
+// FP8's product: on fp8 tensor cores where the operands lie on fp8 grids and the GPU has them; otherwise
+// the bf16 product with alpha (the operands hold fp8 values exactly in bf16).
+void scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out, Fp8Grids grids) {
+  if (fp8_product(a, w, static_cast<float>(alpha), bias, out, grids)) return;
   product(a, w, static_cast<float>(alpha), bias, out);
 }
 
-}  // namespace mantissa::detail::cuda
+}  // namespace detail::cuda
+
+void set_cuda_fp8_tensor_cores(bool allow) { detail::cuda::fp8_allowed = allow; }
+bool cuda_fp8_tensor_cores() { return detail::cuda::fp8_allowed; }
+
+}  // namespace mantissa

@@ -192,9 +192,9 @@ CudaInfo cuda_info() {
       {"elementwise (binary, unary and their backward)", "f32 f16 bf16, computed in f32"},
       {"loss scaling (scale and check)", "f32 f16 bf16"},
       {"optimizer (SGD, Adam/AdamW, master-weight write-back with stochastic rounding)", "f32 master, f32 f16 bf16 gradients"},
-      {"matmul (cuBLASLt, bias epilogue)", "f32 (TF32 only when allowed), f16 and bf16 with f32 accumulation"},
+      {"matmul (cuBLASLt, bias epilogue; accumulating: beta = 1)", "f32 (TF32 only when allowed), f16 and bf16 with f32 accumulation"},
       {"softmax, log-softmax and the attention softmax (scaled, causal), with their backward", "f32 f16 bf16, in f32"},
-      {"cross-entropy (label smoothing, ignored index) and its backward", "f32 f16 bf16 logits, f32 probabilities"},
+      {"cross-entropy (label smoothing, ignored index) and its backward", "f32 f16 bf16 logits, softmax in f32 from them"},
       {"layer norm and its backward", "f32 f16 bf16, statistics in f32"},
       {"reductions (sum, mean, max over any axes)", "f32 f16 bf16, summed in f32"},
       {"embedding and its backward", "f32 f16 bf16 weights, f32 gradient (atomic adds)"},
@@ -203,7 +203,8 @@ CudaInfo cuda_info() {
       {"LSTM cell and its backward", "f32 f16 bf16 gates and state, computed in f32"},
       {"numerics telemetry (zeros, non-finite, log2 histogram, counts past limits)", "f32 f16 bf16 e4m3 e5m2, in f64"},
       {"fp8 amax, quantization (delayed and current scaling, saturating) and the scaled product",
-       "e4m3 e5m2 values held in bf16, products on the bf16 path (emulated, as on the CPU)"},
+       "e4m3 e5m2 values held in bf16; per-tensor scaled products on fp8 tensor cores (capability 8.9+, sizes multiples "
+       "of 16, unless MANTISSA_FP8_PRODUCTS=emulated), the others on the bf16 path (as on the CPU)"},
 #ifdef MANTISSA_WITH_CUDNN
       {"convolution and its backward (cuDNN)", "f32 (TF32 only when allowed), f16 and bf16 with f32 accumulation"},
 #endif

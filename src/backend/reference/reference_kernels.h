@@ -60,6 +60,7 @@ Fp8QuantizeStats reference_fp8_quantize(const Tensor& x, Format format, const Te
 Fp8QuantizeStats reference_fp8_quantize_current(const Tensor& x, Format format, std::int64_t block_rows,
                                                 std::int64_t block_cols, int margin, bool power_of_2, bool dequantize,
                                                 const Tensor& scales, const Tensor& out);
-void reference_scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out);
+void reference_scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out,
+                             Fp8Grids grids = {});
 
 }  // namespace mantissa::detail
