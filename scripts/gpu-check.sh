@@ -4,9 +4,10 @@
 # count of the ops whose kernels are not on the GPU yet), and GPT-2 124M training steps per precision in
 # mantissa and, alternating, in the machine's PyTorch (bench/pytorch/bench.py): ms/step, tokens/s, model
 # FLOP/s against mantissa's own product rate for an 8192^3 GEMM, peak memory, bf16 again with attention
-# unfused (products and a softmax, not cuDNN's kernel), and where mantissa's step goes on the GPU's own
-# clock; then the char GPT's quality trained on the GPU in bf16 and fp16. It runs what scripts/gpu-pack.sh built and
-# carried (build-gpu/carry/), with the machine's own cuBLASLt (PyTorch's, or the toolkit's). Everything
+# unfused (products and a softmax, not cuDNN's kernel), fp8 with its products on fp8 tensor cores and
+# emulated, and where mantissa's step goes on the GPU's own clock; then the char GPT's quality trained
+# on the GPU in bf16 and fp16. It runs what scripts/gpu-pack.sh built and carried (build-gpu/carry/),
+# with the machine's own cuBLASLt (PyTorch's, or the toolkit's). Everything
 # it prints also goes to $OUT/gpu-check.log when $OUT is set (the device tool brings it back).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -92,6 +93,14 @@ done
 MANTISSA_ATTENTION=unfused timeout 80 "$carry/bin/mantissa" bench --model gpt2-124m --device cuda --precision bf16 \
   --mode autocast --steps 5 --warmup 2 --json > "$results/mantissa-bf16-unfused.json" 2> "$results/mantissa-bf16-unfused.err" ||
   echo "mantissa bf16 unfused: failed: $(tail -1 "$results/mantissa-bf16-unfused.err")"
+# FP8 (delayed scaling, e4m3 forward and e5m2 gradients): products on fp8 tensor cores, then emulated
+# (the same fp8 values multiplied as bf16), for the speed the fp8 kernels give.
+timeout 80 "$carry/bin/mantissa" bench --model gpt2-124m --device cuda --precision fp8 --fp8-recipe delayed \
+  --mode autocast --steps 5 --warmup 2 --json > "$results/mantissa-fp8.json" 2> "$results/mantissa-fp8.err" ||
+  echo "mantissa fp8: failed: $(tail -1 "$results/mantissa-fp8.err")"
+MANTISSA_FP8_PRODUCTS=emulated timeout 80 "$carry/bin/mantissa" bench --model gpt2-124m --device cuda --precision fp8 \
+  --fp8-recipe delayed --mode autocast --steps 5 --warmup 2 --json > "$results/mantissa-fp8-emulated.json" \
+  2> "$results/mantissa-fp8-emulated.err" || echo "mantissa fp8 emulated: failed: $(tail -1 "$results/mantissa-fp8-emulated.err")"
 [ -n "$py" ] && timeout 150 "$py" bench/pytorch/bench.py --model gpt2-124m --device cuda --precision bf16 --compile --steps 5 \
   --warmup 3 > "$results/pytorch-bf16-compile.json" 2> "$results/pytorch-bf16-compile.err"
 python3 - "$results" <<'PY'
@@ -121,8 +130,14 @@ u = load("mantissa-bf16-unfused")
 if u:
     print(f"mantissa bf16 with attention unfused (products and a softmax): {u['ms_per_step']:.1f} ms/step, "
           f"{u.get('peak_bytes', {}).get('total', 0) / 2**30:.1f} GiB")
+for name, what in [("fp8", "on fp8 tensor cores"), ("fp8-emulated", "emulated as bf16 products")]:
+    f = load("mantissa-" + name)
+    r = (f["results"][0] if "results" in f else f) if f else None
+    if r:
+        print(f"mantissa fp8 (delayed) {what}: {r['ms_per_step']:.1f} ms/step, "
+              f"{r.get('peak_bytes', {}).get('total', 0) / 2**30:.1f} GiB")
 print("where mantissa's step goes on the GPU's clock (ms per step; 'gpu idle': waiting for the host):")
-for p in ["bf16", "fp16", "fp32", "bf16-unfused"]:
+for p in ["bf16", "fp16", "fp32", "bf16-unfused", "fp8"]:
     m = load("mantissa-" + p)
     r = (m["results"][0] if "results" in m else m) if m else None
     if not r or "time_fraction" not in r:
