@@ -134,6 +134,17 @@ struct Matmul {
   }
   using Fn = void(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out);
 };
+// A layer's weight and bias gradients in one pass over the output gradient: out = a . w as Matmul's
+// (one matrix: a [1, M, K], w [1, K, N], out [1, M, N], no bias) and sums [M] = the row sums of a,
+// sum_k a[m, k], in f32 rounded once (with a = g^T, the bias gradient). cuBLASLt's bias-gradient
+// epilogue computes the sums while it reads a for the product.
+struct MatmulRowSums {
+  static constexpr const char *name = "matmul_row_sums", *family = "matmul";
+  static double flops(const Tensor& a, const Tensor&, const Tensor& out, const Tensor&) {
+    return 2.0 * static_cast<double>(out.numel()) * static_cast<double>(a.size(-1));
+  }
+  using Fn = void(const Tensor& a, const Tensor& w, const Tensor& out, const Tensor& sums);
+};
 // out[b] += a[b] . w[b], shapes as Matmul's: the products summed in f32 (f64 for f64), out's old value
 // added to that sum, the result rounded once into out's dtype. Gradients gathered over blocks (a classifier's dw, attention's dk and dv) add
 // into their sum in the product itself (cuBLASLt's beta = 1, oneDNN's sum post-op) instead of writing

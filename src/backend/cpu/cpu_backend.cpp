@@ -41,6 +41,7 @@ void register_cpu_kernels() {
   register_kernel<kernel::Reduce>(cpu, cpu_reduce);
   register_kernel<kernel::Matmul>(cpu, cpu_matmul);
   register_kernel<kernel::MatmulAccumulate>(cpu, cpu_matmul_accumulate);
+  register_kernel<kernel::MatmulRowSums>(cpu, cpu_matmul_row_sums);
   // oneDNN 2.6's softmax forward turns a row with NaN or inf into numbers: the loop runs it.
   register_kernel<kernel::Softmax>(cpu, cpu_softmax);
   register_kernel<kernel::SoftmaxBackward>(cpu, softmax_backward);

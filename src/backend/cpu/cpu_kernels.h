@@ -91,6 +91,7 @@ void cpu_batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor&
 // cpu_matmul.cpp: oneDNN; f16 (which oneDNN lacks on CPUs without f16 arithmetic) blockwise in f32.
 void cpu_matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out);
 void cpu_matmul_accumulate(const Tensor& a, const Tensor& w, const Tensor& out);
+void cpu_matmul_row_sums(const Tensor& a, const Tensor& w, const Tensor& out, const Tensor& sums);
 // out = alpha * (a . w) + bias (FP8's descaled product), alpha and the bias applied in f32.
 void cpu_scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out,
                        Fp8Grids grids = {});

@@ -45,6 +45,7 @@ void embedding_backward(std::span<const std::int64_t> ids, const Tensor& grad_ou
 // cuda_matmul.cu
 void matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out);
 void matmul_accumulate(const Tensor& a, const Tensor& w, const Tensor& out);
+void matmul_row_sums(const Tensor& a, const Tensor& w, const Tensor& out, const Tensor& sums);
 void scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out, Fp8Grids grids);
 
 // cuda_fp8.cu

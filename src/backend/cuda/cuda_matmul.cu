@@ -97,7 +97,7 @@ std::uint32_t alignment(const void* p, std::int64_t batch_stride_elements, DType
 }
 
 // The cached choices: every property of the call that changes which algorithm is valid.
-using PlanKey = std::tuple<int, int, bool, bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+using PlanKey = std::tuple<int, int, int, bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
                            std::vector<std::int64_t>>;
 
 std::mutex plans_mutex;
@@ -137,13 +137,19 @@ std::optional<cublasLtMatmulAlgo_t> cached_algo(const PlanKey& key, const Descri
   return result.algo;
 }
 
+// What the epilogue adds to a product (a PlanKey field).
+enum class Epilogue { none = 0, bias = 1, row_sums = 2 };
+
 // out = alpha (a . w) + bias (+ out, accumulating), alpha and the bias applied in f32 before the one
-// rounding.
-void product(const Tensor& a_in, const Tensor& w_in, float alpha, const Tensor& bias_in, const Tensor& out,
-             bool accumulate = false) {
+// rounding; with row_sums (one matrix, no bias) also row_sums[m] = sum_k a[m, k], by cuBLASLt's
+// bias-gradient epilogue. Returns false, having done nothing, only where row sums were asked for and
+// cuBLASLt has no algorithm for them (or K is 0).
+bool product(const Tensor& a_in, const Tensor& w_in, float alpha, const Tensor& bias_in, const Tensor& out,
+             bool accumulate = false, const Tensor& row_sums = Tensor()) {
   for (const Tensor* t : {&a_in, &w_in, &bias_in, &out}) refuse_f64("matmul", *t);
   const std::int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a_in.size(2);
-  if (out.numel() == 0) return;
+  if (row_sums.defined() && (k == 0 || batch != 1)) return false;
+  if (out.numel() == 0) return true;
   if (batch > INT32_MAX) throw std::invalid_argument("matmul: too many batches for cuBLASLt");
   // Operands in one dtype (f32 when a and w differ); the output directly when cuBLASLt can write it
   // (the operands' dtype, or f32), else through an f32 product rounded once by copy().
@@ -160,25 +166,33 @@ void product(const Tensor& a_in, const Tensor& w_in, float alpha, const Tensor& 
     bias = Tensor::empty(bias_in.shape(), d.dtype(), d.device());
     copy(bias_in, bias);
   }
-  if (k == 0 && accumulate) return;  // nothing to add
+  if (k == 0 && accumulate) return true;  // nothing to add
   if (k == 0) {  // an empty sum: out = bias (or 0)
     const Tensor zero = Tensor::zeros({1, 1, 1}, d.dtype(), d.device());
     const Tensor b = bias.defined() ? bias : Tensor::zeros({n}, d.dtype(), d.device());
     const Tensor bexp = make_view(b, d.shape(), {0, 0, 1}, b.offset());
     binary(BinaryOp::add, bexp, make_view(zero, d.shape(), {0, 0, 0}, 0), d);
     if (!direct) copy(d, out);
-    return;
+    return true;
   }
+  // The epilogue writes the sums in D's dtype, contiguous and 16-byte aligned.
+  Tensor sums = row_sums;
+  if (row_sums.defined() && (row_sums.dtype() != d.dtype() || !row_sums.is_contiguous() ||
+                             reinterpret_cast<std::uintptr_t>(row_sums.data()) % 16 != 0)) {
+    sums = Tensor::empty(row_sums.shape(), d.dtype(), d.device());
+  }
+  const Epilogue epilogue = sums.defined() ? Epilogue::row_sums : bias.defined() ? Epilogue::bias : Epilogue::none;
 
   const bool tf32 = in == DType::f32 && cuda_allow_tf32();
   Descriptors desc;
   check_lt(cublaslt().MatmulDescCreate(&desc.op, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F),
            "descriptor");
-  if (bias.defined()) {
-    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue), "epilogue");
-    const void* bias_ptr = bias.data();
-    check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr),
+  if (epilogue != Epilogue::none) {
+    // BGRADB: the sums over k of cuBLASLt's B, which is a.
+    const cublasLtEpilogue_t e = epilogue == Epilogue::bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB;
+    check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e), "epilogue");
+    const void* vector = epilogue == Epilogue::bias ? bias.data() : sums.data();
+    check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vector, sizeof vector),
              "bias");
   }
   const auto b32 = static_cast<std::int32_t>(batch);
@@ -189,10 +203,11 @@ void product(const Tensor& a_in, const Tensor& w_in, float alpha, const Tensor& 
   const std::uint32_t align_w = alignment(w.data(), w.strides()[0], in, batch > 1),
                       align_a = alignment(a.data(), a.strides()[0], in, batch > 1),
                       align_d = alignment(d.data(), d.strides()[0], d.dtype(), batch > 1);
-  const PlanKey key{static_cast<int>(in), static_cast<int>(d.dtype()), bias.defined(), tf32, accumulate, m, n, k, batch,
+  const PlanKey key{static_cast<int>(in), static_cast<int>(d.dtype()), static_cast<int>(epilogue), tf32, accumulate, m, n, k, batch,
                     {w.strides()[0], w.strides()[1], a.strides()[0], a.strides()[1], d.strides()[0], d.strides()[1],
                      align_w, align_a, align_d}};
   const std::optional<cublasLtMatmulAlgo_t> algo = cached_algo(key, desc, align_w, align_a, align_d);
+  if (!algo && epilogue == Epilogue::row_sums) return false;
   if (!algo) {
     throw std::runtime_error("matmul: cuBLASLt has no algorithm for " + std::string(dtype_name(in)) + " -> " +
                              std::string(dtype_name(d.dtype())) + " [" + std::to_string(batch) + ", " + std::to_string(m) +
@@ -203,6 +218,8 @@ void product(const Tensor& a_in, const Tensor& w_in, float alpha, const Tensor& 
                           desc.d, &*algo, workspace(), kWorkspaceBytes, stream()),
            "cublasLtMatmul");
   if (!direct) copy(d, out);
+  if (sums.defined() && sums.data() != row_sums.data()) copy(sums, row_sums);
+  return true;
 }
 
 // Whether the GPU multiplies fp8 on tensor cores: compute capability 8.9 (Ada) and up.
@@ -265,7 +282,8 @@ bool fp8_product(const Tensor& a, const Tensor& w, float alpha, const Tensor& bi
   const std::uint32_t align_d = alignment(out.data(), 0, od, false);
   // Fresh operand buffers are 256-byte aligned. The key's first field (both grids) is apart from every
   // dtype of the other products'.
-  const PlanKey key{16 + 4 * static_cast<int>(grids.a) + static_cast<int>(grids.w), static_cast<int>(od), epilogue_bias,
+  const PlanKey key{16 + 4 * static_cast<int>(grids.a) + static_cast<int>(grids.w), static_cast<int>(od),
+                    static_cast<int>(epilogue_bias ? Epilogue::bias : Epilogue::none),
                     false, false, m, n, k, 1, {out.strides()[1], align_d}};
   const std::optional<cublasLtMatmulAlgo_t> algo = cached_algo(key, desc, 256, 256, align_d);
   if (!algo) return false;
@@ -286,6 +304,16 @@ bool fp8_product(const Tensor& a, const Tensor& w, float alpha, const Tensor& bi
 void matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out) { product(a, w, 1.0f, bias, out); }
 
 void matmul_accumulate(const Tensor& a, const Tensor& w, const Tensor& out) { product(a, w, 1.0f, Tensor(), out, true); }
+
+// With cuBLASLt's bias-gradient epilogue where it has an algorithm for the call; otherwise the product,
+// then the row sums as a product with a column of ones.
+void matmul_row_sums(const Tensor& a, const Tensor& w, const Tensor& out, const Tensor& sums) {
+  if (product(a, w, 1.0f, Tensor(), out, false, sums)) return;
+  product(a, w, 1.0f, Tensor(), out);
+  const std::int64_t m = a.size(1), k = a.size(2);
+  const Tensor ones = Tensor::full({1, k, 1}, 1, a.dtype(), a.device());
+  product(a, ones, 1.0f, Tensor(), make_view(sums, {1, m, 1}, {m * sums.strides()[0], sums.strides()[0], 1}, sums.offset()));
+}
 
 // FP8's product: on fp8 tensor cores where the operands lie on fp8 grids and the GPU has them; otherwise
 // the bf16 product with alpha (the operands hold fp8 values exactly in bf16).

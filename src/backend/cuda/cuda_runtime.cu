@@ -192,7 +192,7 @@ CudaInfo cuda_info() {
       {"elementwise (binary, unary and their backward)", "f32 f16 bf16, computed in f32"},
       {"loss scaling (scale and check)", "f32 f16 bf16"},
       {"optimizer (SGD, Adam/AdamW, master-weight write-back with stochastic rounding)", "f32 master, f32 f16 bf16 gradients"},
-      {"matmul (cuBLASLt, bias epilogue; accumulating: beta = 1)", "f32 (TF32 only when allowed), f16 and bf16 with f32 accumulation"},
+      {"matmul (cuBLASLt; epilogues: bias, bias gradient; accumulating: beta = 1)", "f32 (TF32 only when allowed), f16 and bf16 with f32 accumulation"},
       {"softmax, log-softmax and the attention softmax (scaled, causal), with their backward", "f32 f16 bf16, in f32"},
       {"cross-entropy (label smoothing, ignored index) and its backward", "f32 f16 bf16 logits, softmax in f32 from them"},
       {"layer norm and its backward", "f32 f16 bf16, statistics in f32"},

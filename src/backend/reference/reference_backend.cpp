@@ -74,6 +74,15 @@ void matmul_kernel(const Tensor& a, const Tensor& w, const Tensor& bias, const T
   reference_scaled_matmul(a, w, 1.0, bias, out);
 }
 
+void matmul_row_sums_kernel(const Tensor& a, const Tensor& w, const Tensor& out, const Tensor& sums) {
+  reference_scaled_matmul(a, w, 1.0, Tensor(), out);
+  for (std::int64_t i = 0; i < a.size(1); ++i) {
+    double s = 0;
+    for (std::int64_t p = 0; p < a.size(2); ++p) s += load_element(a.dtype(), a.data(), i * a.strides()[1] + p * a.strides()[2]);
+    store_element(sums.dtype(), sums.data(), i * sums.strides()[0], s);
+  }
+}
+
 void matmul_accumulate_kernel(const Tensor& a, const Tensor& w, const Tensor& out) {
   const std::int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
   const Shape& sa = a.strides();
@@ -284,6 +293,7 @@ void register_reference_kernels() {
   register_kernel<kernel::Reduce>(Impl::reference, reduce_kernel);
   register_kernel<kernel::Matmul>(Impl::reference, matmul_kernel);
   register_kernel<kernel::MatmulAccumulate>(Impl::reference, matmul_accumulate_kernel);
+  register_kernel<kernel::MatmulRowSums>(Impl::reference, matmul_row_sums_kernel);
   register_kernel<kernel::Softmax>(Impl::reference, softmax_kernel);
   register_kernel<kernel::SoftmaxBackward>(Impl::reference, softmax_backward_kernel);
   register_kernel<kernel::AttentionSoftmax>(Impl::reference, attention_softmax_kernel);

@@ -1,7 +1,9 @@
-// The kernels the blocked classifier and the blocked attention are built from: the accumulating product
-// (out += a . w, each block's term added inside the product) and the cross-entropy backward that turns a
-// block of logits into its gradient in place. Each fast kernel against the reference on fresh random
-// inputs, the reference against its definition, and what the blocked classifier keeps and allocates.
+// The product kernels that do more than the product, and the cross-entropy backward that works in place:
+// the accumulating product (out += a . w: the blocked classifier's dw and blocked attention's dk, dv
+// added inside the product), the product with a's row sums (a linear layer's weight and bias gradients
+// in one pass), and the backward that turns a block of logits into its gradient in place. Each fast
+// kernel against the reference on fresh random inputs, the reference against its definition, and what
+// the blocked classifier keeps and allocates.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -82,6 +84,58 @@ TEST(MatmulAccumulate, TheCpuKernelMatchesTheReference) {
             ASSERT_NEAR(got[at], want[at], tol) << "batch " << b << " row " << i << " column " << j / 2;
           }
         }
+      }
+    }
+  }
+}
+
+// The reference's definition on small integers: the product, and sums[m] = sum_k a[m, k].
+TEST(MatmulRowSums, TheReferenceGivesTheProductAndTheRowSums) {
+  CpuBackendScope reference(CpuBackend::reference);
+  const Tensor a = Tensor::from_values({1, 2, 3, -4, 5, 0.5}, {1, 2, 3}, DType::f32);
+  const Tensor w = Tensor::from_values({1, 0, 0, 1, 2, -1}, {1, 3, 2}, DType::f32);
+  const Tensor out = Tensor::empty({1, 2, 2}, DType::f32), sums = Tensor::empty({2}, DType::f32);
+  run_kernel<kernel::MatmulRowSums>(Device::cpu(), a, w, out, sums);
+  EXPECT_EQ(out.to_doubles(), (std::vector<double>{7, -1, -3, 4.5}));
+  EXPECT_EQ(sums.to_doubles(), (std::vector<double>{6, 1.5}));
+}
+
+// The cpu kernel against the reference, a given as the transpose of a contiguous matrix (g^T, as the
+// linear layer's backward passes it), in f32, bf16 and f16.
+TEST(MatmulRowSums, TheCpuKernelMatchesTheReference) {
+  MANTISSA_TRACE_SEED();
+  const std::uint64_t seed = testing::test_seed();
+  const std::int64_t m = 41, k = 300, n = 23;
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor g = Tensor::uniform({k, m}, dtype, seed, -2, 2);
+    const Tensor a = make_view(g, {1, m, k}, {m * k, 1, m}, 0);
+    const Tensor w = Tensor::uniform({1, k, n}, dtype, seed + 1, -2, 2);
+    std::vector<double> out[2], sums[2];
+    for (const CpuBackend backend : {CpuBackend::onednn, CpuBackend::reference}) {
+      CpuBackendScope scope(backend);
+      const Tensor o = Tensor::empty({1, m, n}, dtype), s = Tensor::empty({m}, dtype);
+      run_kernel<kernel::MatmulRowSums>(Device::cpu(), a, w, o, s);
+      out[backend == CpuBackend::reference] = o.to_doubles();
+      sums[backend == CpuBackend::reference] = s.to_doubles();
+    }
+    // Each: the f32 sum's error over k terms, relative to the sum of their magnitudes, plus one rounding
+    // into the dtype on each side.
+    const std::vector<double> av = a.to_doubles(), wv = w.to_doubles();
+    const double eps = dtype_epsilon(dtype);
+    for (std::int64_t i = 0; i < m; ++i) {
+      double row = 0;
+      for (std::int64_t p = 0; p < k; ++p) row += std::fabs(av[static_cast<std::size_t>(i * k + p)]);
+      const auto r = static_cast<std::size_t>(i);
+      ASSERT_NEAR(sums[0][r], sums[1][r], kEpsF32 * static_cast<double>(k) * row + 2 * eps * std::fabs(sums[1][r])) << i;
+      for (std::int64_t j = 0; j < n; ++j) {
+        double magnitude = 0;
+        for (std::int64_t p = 0; p < k; ++p) {
+          magnitude += std::fabs(av[static_cast<std::size_t>(i * k + p)] * wv[static_cast<std::size_t>(p * n + j)]);
+        }
+        const auto at = static_cast<std::size_t>(i * n + j);
+        ASSERT_NEAR(out[0][at], out[1][at], kEpsF32 * static_cast<double>(k) * magnitude + 2 * eps * std::fabs(out[1][at]))
+            << "row " << i << " column " << j;
       }
     }
   }
