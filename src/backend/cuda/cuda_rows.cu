@@ -8,6 +8,7 @@
 
 #include "cuda_kernels.h"
 #include "cuda_support.cuh"
+#include "online_softmax.h"
 
 namespace mantissa::detail::cuda {
 namespace {
@@ -90,26 +91,21 @@ __global__ void attention_softmax_backward_kernel(Rows3 pr, ElementType tp, cons
   }
 }
 
-// A row of logits in one read: its max, log sum_c exp(x_c - max) and sum_c x_c. Each thread keeps a
-// running max and a sum of exponentials rescaled when its max grows (an online softmax), and the
-// block combines the threads' pairs. A NaN or +inf logit makes the sum NaN, as in the reference.
+// A row of logits in one read (online_softmax.h): its max, log sum_c exp(x_c - max) and sum_c x_c. A
+// NaN or +inf logit makes the sum NaN, as in the reference.
 struct RowStats {
   float max, log_total, sum_x;
 };
 __device__ RowStats row_stats(Rows x, ElementType tx, const void* xp, std::int64_t r, float* scratch) {
-  float m = -INFINITY, total = 0, sum_x = 0;
+  OnlineSum s;
+  float sum_x = 0;
   for (std::int64_t c = threadIdx.x; c < x.cols; c += kThreads) {
     const float v = load(tx, xp, r * x.row + c * x.col);
     sum_x += v;
-    if (v > m) {
-      total = total * expf(m - v) + 1.0f;
-      m = v;
-    } else if (v != -INFINITY) {  // exp(-inf - -inf) would be NaN; a NaN goes in
-      total += expf(v - m);
-    }
+    online_add(s, v);
   }
-  const float mx = block_max(m, scratch);
-  total = block_sum(m == -INFINITY ? 0.0f : total * expf(m - mx), scratch);
+  const float mx = block_max(s.max, scratch);
+  const float total = block_sum(rescaled_total(s, mx), scratch);
   return {mx, logf(total), block_sum(sum_x, scratch)};
 }
 
