@@ -203,7 +203,8 @@ bool product(const Tensor& a_in, const Tensor& w_in, float alpha, const Tensor& 
   const std::uint32_t align_w = alignment(w.data(), w.strides()[0], in, batch > 1),
                       align_a = alignment(a.data(), a.strides()[0], in, batch > 1),
                       align_d = alignment(d.data(), d.strides()[0], d.dtype(), batch > 1);
-  const PlanKey key{static_cast<int>(in), static_cast<int>(d.dtype()), static_cast<int>(epilogue), tf32, accumulate, m, n, k, batch,
+  const PlanKey key{static_cast<int>(in), static_cast<int>(d.dtype()), static_cast<int>(epilogue), tf32, accumulate,
+                    m, n, k, batch,
                     {w.strides()[0], w.strides()[1], a.strides()[0], a.strides()[1], d.strides()[0], d.strides()[1],
                      align_w, align_a, align_d}};
   const std::optional<cublasLtMatmulAlgo_t> algo = cached_algo(key, desc, align_w, align_a, align_d);
@@ -261,7 +262,8 @@ bool fp8_product(const Tensor& a, const Tensor& w, float alpha, const Tensor& bi
   // whose fp8 kernels take a bias of another type.
   const bool epilogue_bias = bias_in.defined() && od != DType::f32;
   Tensor bias = bias_in;
-  if (epilogue_bias && (bias.dtype() != od || !bias.is_contiguous() || reinterpret_cast<std::uintptr_t>(bias.data()) % 16 != 0)) {
+  if (epilogue_bias &&
+      (bias.dtype() != od || !bias.is_contiguous() || reinterpret_cast<std::uintptr_t>(bias.data()) % 16 != 0)) {
     bias = Tensor::empty(bias_in.shape(), od, out.device());
     copy(bias_in, bias);
   }
@@ -295,7 +297,10 @@ bool fp8_product(const Tensor& a, const Tensor& w, float alpha, const Tensor& bi
   check_lt(cublaslt().Matmul(handle(), desc.op, &alpha, w8.data(), desc.a, a8.data(), desc.b, &beta, out.data(), desc.d,
                           out.data(), desc.d, &*algo, workspace(), kWorkspaceBytes, stream()),
            "cublasLtMatmul (fp8)");
-  if (bias_in.defined() && !epilogue_bias) binary(BinaryOp::add, out, make_view(bias_in, out.shape(), {0, 0, bias_in.strides()[0]}, bias_in.offset()), out);
+  if (bias_in.defined() && !epilogue_bias) {
+    const Tensor across_rows = make_view(bias_in, out.shape(), {0, 0, bias_in.strides()[0]}, bias_in.offset());
+    binary(BinaryOp::add, out, across_rows, out);
+  }
   return true;
 }
 

@@ -78,7 +78,9 @@ void matmul_row_sums_kernel(const Tensor& a, const Tensor& w, const Tensor& out,
   reference_scaled_matmul(a, w, 1.0, Tensor(), out);
   for (std::int64_t i = 0; i < a.size(1); ++i) {
     double s = 0;
-    for (std::int64_t p = 0; p < a.size(2); ++p) s += load_element(a.dtype(), a.data(), i * a.strides()[1] + p * a.strides()[2]);
+    for (std::int64_t p = 0; p < a.size(2); ++p) {
+      s += load_element(a.dtype(), a.data(), i * a.strides()[1] + p * a.strides()[2]);
+    }
     store_element(sums.dtype(), sums.data(), i * sums.strides()[0], s);
   }
 }
