@@ -114,7 +114,7 @@ class LinearCrossEntropyNode final : public Node {
     const Tensor gx = Tensor::empty(x_.shape(), dtype, device);
     // dw gathers a term from every block: summed in f32 (the first block's product writes it, the others
     // add into it), rounded once at the end.
-    const Tensor gw_sum = Tensor::empty(w_.shape(), f, device);
+    const Tensor gw_sum = x_.size(0) > 0 ? Tensor::empty(w_.shape(), f, device) : Tensor::zeros(w_.shape(), f, device);
     // Every row's loss gradient: the scalar's, times 1 / (counted rows) for the mean.
     const Tensor g_row = mul(cast(g, f), row_factor_);
     bool first = true;
