@@ -328,8 +328,8 @@ Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const st
     // Kept for backward (counted as activations): the quantized input and weight; for block scaling the
     // input as it came instead, to quantize it column-wise for the weight gradient.
     const bool block = o.recipe == Fp8Recipe::block;
-    const Quantized x_saved = block ? Quantized{} : Quantized{save_for_backward(xq.values), xq.inverse_scale};
-    const Quantized w_saved{save_for_backward(wq.values), wq.inverse_scale};
+    const Quantized x_saved = block ? Quantized{} : Quantized{save_for_backward(xq.values), xq.inverse_scale, xq.grid};
+    const Quantized w_saved{save_for_backward(wq.values), wq.inverse_scale, wq.grid};
     record(y, std::make_shared<Fp8LinearNode>(x_saved, block ? save_for_backward(x2) : Tensor(), w_saved, x.shape(), x.dtype(),
                                               w.dtype(), state),
            {&x, &w, &bias});

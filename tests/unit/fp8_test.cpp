@@ -489,5 +489,70 @@ TEST(Fp8Recipes, BlockScalingKeepsWhatOneScalePerTensorLosesToOutliers) {
   EXPECT_LT(blocks, 0.05);  // e4m3's own rounding error (2^-4 at most per value)
 }
 
+// What the GPU's fp8 tensor-core path relies on (it converts operands to fp8 bytes only where the op
+// says they lie on an fp8 grid): a spy in place of the cpu ScaledMatmul records the grids each product
+// is told and checks every operand value against them (cast into the fp8 dtype and back: unchanged).
+// The per-tensor recipes claim e4m3 forward and their gradient format backward, over two steps (the
+// delayed recipe's second uses its history); block scaling, whose values come scaled back, claims none.
+struct SeenProduct {
+  DType a, w;
+  bool on_grids;
+};
+std::vector<SeenProduct> g_seen;
+detail::kernel::ScaledMatmul::Fn* g_real_scaled_matmul = nullptr;
+
+bool on_grid(const Tensor& t, DType grid) {
+  if (!is_storage_only(grid)) return true;  // claims nothing
+  const std::vector<double> v = t.to_doubles(), r = cast(cast(t, grid), DType::f64).to_doubles();
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (std::isfinite(v[i]) && v[i] != r[i]) return false;
+  }
+  return true;
+}
+
+void spy_scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out,
+                       detail::Fp8Grids grids) {
+  g_seen.push_back({grids.a, grids.w, on_grid(a, grids.a) && on_grid(w, grids.w)});
+  g_real_scaled_matmul(a, w, alpha, bias, out, grids);
+}
+
+TEST(Fp8Linear, ProductsAreToldTheFp8GridsTheirOperandsLieOn) {
+  detail::impl_for(Device::cpu());  // registers the kernels
+  auto& slot = detail::KernelTable<detail::kernel::ScaledMatmul>::fn[static_cast<std::size_t>(detail::Impl::cpu)];
+  g_real_scaled_matmul = slot;
+  slot = spy_scaled_matmul;
+  for (const Fp8Recipe recipe : {Fp8Recipe::delayed, Fp8Recipe::current, Fp8Recipe::block}) {
+    for (const Fp8Format format : {Fp8Format::hybrid, Fp8Format::e4m3}) {
+      SCOPED_TRACE(std::string(fp8_recipe_name(recipe)) + " " + std::string(fp8_format_name(format)));
+      Fp8Options o;
+      o.recipe = recipe;
+      o.format = format;
+      const auto state = std::make_shared<Fp8State>(o);
+      const Tensor w = Tensor::randn({48, 64}, DType::f32, 2, 0, 0.05).set_requires_grad();
+      for (int step = 0; step < 2; ++step) {
+        g_seen.clear();
+        const Tensor x = Tensor::randn({32, 64}, DType::f32, 3 + step, 0, 3).set_requires_grad();
+        Tensor y;
+        {
+          Autocast bf16(DType::bf16);
+          y = fp8_linear(x, w, Tensor(), state);
+        }
+        y.backward(Tensor::randn({32, 48}, DType::bf16, 9, 0, 1e-3));
+        if (recipe == Fp8Recipe::delayed) state->end_step();
+        ASSERT_EQ(g_seen.size(), 3U) << "step " << step;  // y, dx, dw
+        const DType grad = format == Fp8Format::hybrid ? DType::e5m2 : DType::e4m3;
+        const bool block = recipe == Fp8Recipe::block;
+        const DType want[3][2] = {{DType::e4m3, DType::e4m3}, {grad, DType::e4m3}, {grad, DType::e4m3}};
+        for (std::size_t p = 0; p < 3; ++p) {
+          EXPECT_EQ(g_seen[p].a, block ? DType::bf16 : want[p][0]) << "product " << p << " step " << step;
+          EXPECT_EQ(g_seen[p].w, block ? DType::bf16 : want[p][1]) << "product " << p << " step " << step;
+          EXPECT_TRUE(g_seen[p].on_grids) << "product " << p << " step " << step;
+        }
+      }
+    }
+  }
+  slot = g_real_scaled_matmul;
+}
+
 }  // namespace
 }  // namespace mantissa
