@@ -78,10 +78,7 @@ Tensor rows_of(const Tensor& x, const RowBlock& b) { return slice(x, 0, b.r0, b.
 std::span<const std::int64_t> targets_of(std::span<const std::int64_t> targets, const RowBlock& b) {
   return targets.subspan(static_cast<std::size_t>(b.r0), static_cast<std::size_t>(b.r1 - b.r0));
 }
-// A matrix as a batch of one, for the matmul kernel.
-Tensor one_batch(const Tensor& m) {
-  return make_view(m, {1, m.size(0), m.size(1)}, {0, m.strides()[0], m.strides()[1]}, m.offset());
-}
+using detail::one_batch;
 
 // One block's logits x w^T [rows, V], in the inputs' dtype.
 Tensor block_logits(const Tensor& x, const Tensor& w, const RowBlock& b) {

@@ -12,11 +12,6 @@ Tensor matmul_bias(const Tensor& a_in, const Tensor& b_in, const Tensor& bias);
 
 namespace {
 
-// A matrix as a batch of one, for the product kernels.
-Tensor one_batch(const Tensor& m) {
-  return make_view(m, {1, m.size(0), m.size(1)}, {m.size(0) * m.size(1), m.strides()[0], m.strides()[1]}, m.offset());
-}
-
 // x [..., R, C] as a [B, R, C] view (batch dimensions merged), copying only if they cannot merge.
 Tensor as_batched(const Tensor& x) {
   const std::int64_t rank = x.dim();
@@ -84,7 +79,7 @@ class LinearNode final : public Node {
       const Tensor gt = transpose(cast(g2, dtype), 0, 1), x2 = reshape(cast(x_, dtype), {-1, in});
       gw = Tensor::empty({out, in}, dtype, g2.device());
       gb = Tensor::empty({out}, dtype, g2.device());
-      run_kernel_on<kernel::MatmulRowSums>(gt, one_batch(gt), one_batch(x2), one_batch(gw), gb);
+      run_kernel_on<kernel::MatmulRowSums>(gt, detail::one_batch(gt), detail::one_batch(x2), detail::one_batch(gw), gb);
       return {gx, gw, gb};
     }
     if (inputs[1].node) gw = matmul(transpose(g2, 0, 1), reshape(x_, {-1, in}));
@@ -101,6 +96,10 @@ class LinearNode final : public Node {
 }  // namespace
 
 namespace detail {
+
+Tensor one_batch(const Tensor& m) {
+  return make_view(m, {1, m.size(0), m.size(1)}, {0, m.strides()[0], m.strides()[1]}, m.offset());
+}
 
 Tensor batched_product(const Tensor& a, const Tensor& b, const Tensor& bias, DType out_dtype) {
   const std::int64_t k = a.size(-1);

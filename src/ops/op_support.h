@@ -30,6 +30,8 @@ std::int64_t window_out_size(std::int64_t in, std::int64_t kernel, std::int64_t 
 // a [..., M, K] . b [..., K, N] (or b [K, N] shared by every batch) + bias [N], a and b of one dtype,
 // the result in out_dtype (the inputs' or f32); no autocast, no history (src/ops/matmul.cpp).
 Tensor batched_product(const Tensor& a, const Tensor& b, const Tensor& bias, DType out_dtype);
+// A matrix [M, N] as a batch of one [1, M, N] view, for the product kernels (src/ops/matmul.cpp).
+Tensor one_batch(const Tensor& m);
 
 }  // namespace mantissa::detail
 

@@ -16,6 +16,19 @@ inline void put(const Tensor& t, std::int64_t r, std::int64_t c, double v) {
 }
 inline void put1(const Tensor& t, std::int64_t i, double v) { store_element(t.dtype(), t.data(), i * t.strides()[0], v); }
 
+// sum_p a[b, i, p] w[b, p, j] in double, over [B, M, K] and [B, K, N] strided views: the reference's
+// products.
+inline double product_at(const Tensor& a, const Tensor& w, std::int64_t b, std::int64_t i, std::int64_t j) {
+  const Shape& sa = a.strides();
+  const Shape& sw = w.strides();
+  double s = 0;
+  for (std::int64_t p = 0; p < a.size(2); ++p) {
+    s += load_element(a.dtype(), a.data(), b * sa[0] + i * sa[1] + p * sa[2]) *
+         load_element(w.dtype(), w.data(), b * sw[0] + p * sw[1] + j * sw[2]);
+  }
+  return s;
+}
+
 // Element (a, b, c, d) of a contiguous 4-D tensor.
 struct View4 {
   const Tensor& t;

@@ -11,6 +11,7 @@
 #include "../../core/strided.h"
 #include "../registry.h"
 #include "reference_math.h"
+#include "reference_access.h"
 #include "reference_kernels.h"
 
 namespace mantissa::detail {
@@ -86,19 +87,13 @@ void matmul_row_sums_kernel(const Tensor& a, const Tensor& w, const Tensor& out,
 }
 
 void matmul_accumulate_kernel(const Tensor& a, const Tensor& w, const Tensor& out) {
-  const std::int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
-  const Shape& sa = a.strides();
-  const Shape& sw = w.strides();
+  const std::int64_t batch = out.size(0), m = out.size(1), n = out.size(2);
   const Shape& so = out.strides();
   const bool f64 = a.dtype() == DType::f64 || w.dtype() == DType::f64 || out.dtype() == DType::f64;
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t i = 0; i < m; ++i) {
       for (std::int64_t j = 0; j < n; ++j) {
-        double s = 0;
-        for (std::int64_t p = 0; p < k; ++p) {
-          s += load_element(a.dtype(), a.data(), b * sa[0] + i * sa[1] + p * sa[2]) *
-               load_element(w.dtype(), w.data(), b * sw[0] + p * sw[1] + j * sw[2]);
-        }
+        double s = product_at(a, w, b, i, j);
         // The product is an f32 value before it is added (f32 accumulation: a sum past f32's range is
         // infinite there, as on every fast backend), unless the computation is in f64.
         if (!f64) s = static_cast<double>(static_cast<float>(s));

@@ -6,6 +6,7 @@
 
 #include "../../core/element_io.h"
 #include "mantissa/numeric/convert.h"
+#include "reference_access.h"
 #include "reference_kernels.h"
 
 namespace mantissa::detail {
@@ -64,19 +65,12 @@ Fp8QuantizeStats reference_fp8_quantize_current(const Tensor& x, Format format, 
 
 void reference_scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out,
                              Fp8Grids /*grids: the reference multiplies exactly whatever the grid*/) {
-  const std::int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
-  const Shape& sa = a.strides();
-  const Shape& sw = w.strides();
+  const std::int64_t batch = out.size(0), m = out.size(1), n = out.size(2);
   const Shape& so = out.strides();
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t i = 0; i < m; ++i) {
       for (std::int64_t j = 0; j < n; ++j) {
-        double s = 0;
-        for (std::int64_t p = 0; p < k; ++p) {
-          s += load_element(a.dtype(), a.data(), b * sa[0] + i * sa[1] + p * sa[2]) *
-               load_element(w.dtype(), w.data(), b * sw[0] + p * sw[1] + j * sw[2]);
-        }
-        s = static_cast<double>(static_cast<float>(alpha)) * s;
+        double s = static_cast<double>(static_cast<float>(alpha)) * product_at(a, w, b, i, j);
         if (bias.defined()) s += load_element(bias.dtype(), bias.data(), j * bias.strides()[0]);
         store_element(out.dtype(), out.data(), b * so[0] + i * so[1] + j * so[2], s);
       }
