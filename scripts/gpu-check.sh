@@ -130,6 +130,11 @@ for p in ["bf16", "fp16", "fp32", "bf16-unfused"]:
         continue
     parts = sorted(r["time_fraction"].items(), key=lambda kv: -kv[1])
     print(f"  {p}: " + ", ".join(f"{k} {v * r['ms_per_step']:.1f}" for k, v in parts[:12]))
+    copy = m.get("copy_gbps")
+    if copy and "gbps" in r:
+        rates = sorted(r["gbps"].items(), key=lambda kv: -r["time_fraction"].get(kv[0], 0))
+        print(f"    without products, GB/s and % of the {copy:.0f} GB/s device copy: " +
+              ", ".join(f"{k} {v:.0f} ({100 * v / copy:.0f}%)" for k, v in rates))
 PY
 section "quality: the char GPT of docs/results.md trained on the GPU (target: within 1% of the CPU's fp32 1.8870)"
 for p in bf16 fp16; do

@@ -92,6 +92,23 @@ struct Fp8Grids {
   DType a = DType::bf16, w = DType::bf16;
 };
 
+// The bytes of the distinct values a view holds (a broadcast dimension, stride 0, counts once); 0 for an
+// undefined tensor. What a kernel moves at least, per argument: run_kernel counts it (registry.h).
+inline std::int64_t held_bytes(const Tensor& t) {
+  if (!t.defined()) return 0;
+  auto n = static_cast<std::int64_t>(dtype_size(t.dtype()));
+  for (std::int64_t d = 0; d < t.dim(); ++d) {
+    if (t.strides()[static_cast<std::size_t>(d)] != 0) n *= t.shape()[static_cast<std::size_t>(d)];
+  }
+  return n;
+}
+// A kernel that reads a tensor and writes it back (in place) moves its bytes twice.
+inline double read_and_written(const Tensor& t) { return 2.0 * static_cast<double>(held_bytes(t)); }
+// The bytes of `rows` rows of t's last dimension (the rows an embedding reads or updates).
+inline double rows_bytes(const Tensor& t, std::size_t rows) {
+  return static_cast<double>(rows) * static_cast<double>(t.size(-1)) * static_cast<double>(dtype_size(t.dtype()));
+}
+
 namespace kernel {
 
 // Views: dst = src, converting dtypes (rounding to nearest even); same shape.
@@ -154,6 +171,9 @@ struct MatmulAccumulate {
   static double flops(const Tensor& a, const Tensor&, const Tensor& out) {
     return 2.0 * static_cast<double>(out.numel()) * static_cast<double>(a.size(-1));
   }
+  static double bytes(const Tensor& a, const Tensor& w, const Tensor& out) {
+    return static_cast<double>(held_bytes(a) + held_bytes(w)) + read_and_written(out);
+  }
   using Fn = void(const Tensor& a, const Tensor& w, const Tensor& out);
 };
 
@@ -207,6 +227,11 @@ struct AttentionSoftmaxBackward {
 // A whole step's gradients go in one call, so a device backend reads its totals back once a step.
 struct ScaleAndCheck {
   static constexpr const char *name = "scale_and_check", *family = "loss_scaling";
+  static double bytes(std::span<const Tensor> gradients, double factor, double) {
+    double sum = 0;
+    for (const Tensor& g : gradients) sum += factor == 1 ? static_cast<double>(held_bytes(g)) : read_and_written(g);
+    return sum;
+  }
   using Fn = GradientCheck(std::span<const Tensor> gradients, double factor, double underflow_below);
 };
 
@@ -223,10 +248,16 @@ struct Numerics {
 // for f64 parameters).
 struct SgdUpdate {
   static constexpr const char *name = "sgd_update", *family = "optimizer";
+  static double bytes(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep&) {
+    return read_and_written(param) + static_cast<double>(held_bytes(grad)) + read_and_written(momentum_buffer);
+  }
   using Fn = void(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s);
 };
 struct AdamUpdate {
   static constexpr const char *name = "adam_update", *family = "optimizer";
+  static double bytes(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamStep&) {
+    return read_and_written(param) + static_cast<double>(held_bytes(grad)) + read_and_written(m) + read_and_written(v);
+  }
   using Fn = void(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamStep& s);
 };
 // dst = src (f32, contiguous, same shape) rounded into dst's dtype with the given rounding; stochastic
@@ -283,11 +314,17 @@ struct LstmCellBackward {
 // Embedding: out [n, D] = rows ids[i] of weight [V, D] (ids checked by the front-end).
 struct Embedding {
   static constexpr const char *name = "embedding", *family = "embedding";
+  static double bytes(const Tensor& weight, std::span<const std::int64_t> ids, const Tensor& out) {
+    return rows_bytes(weight, ids.size()) + static_cast<double>(held_bytes(out));  // the rows read, out written
+  }
   using Fn = void(const Tensor& weight, std::span<const std::int64_t> ids, const Tensor& out);
 };
 // grad_weight [V, D] f32, zeroed by the caller: row ids[i] += grad_out[i].
 struct EmbeddingBackward {
   static constexpr const char *name = "embedding_backward", *family = "embedding";
+  static double bytes(std::span<const std::int64_t> ids, const Tensor& grad_out, const Tensor& grad_weight) {
+    return static_cast<double>(held_bytes(grad_out)) + 2 * rows_bytes(grad_weight, ids.size());  // rows updated
+  }
   using Fn = void(std::span<const std::int64_t> ids, const Tensor& grad_out, const Tensor& grad_weight);
 };
 

@@ -14,7 +14,7 @@ namespace {
 
 struct Totals {
   std::mutex mutex;
-  std::map<std::string, double> family_seconds;
+  std::map<std::string, double> family_seconds, family_bytes, family_flops;
   double matmul_flops = 0;
   double library_seconds = 0;
   long library_calls = 0;
@@ -38,8 +38,8 @@ void set_device_kernel_clock(DeviceType type, const DeviceKernelClock& clock) {
   clocks.at(static_cast<std::size_t>(type)) = clock;
 }
 
-FamilyTimer::FamilyTimer(const char* family, Device device)
-    : name_(current_kernel_region() != nullptr ? current_kernel_region() : family), clock_(nullptr) {
+FamilyTimer::FamilyTimer(const char* family, Device device, double bytes, double flops)
+    : name_(current_kernel_region() != nullptr ? current_kernel_region() : family), bytes_(bytes), flops_(flops), clock_(nullptr) {
   // Only the outermost kernel call of a thread is timed: a kernel's own kernels are part of its time.
   if (device_timing.load(std::memory_order_relaxed) && !tls_device_timed) {
     const DeviceKernelClock& c = clocks.at(static_cast<std::size_t>(device.type));
@@ -60,11 +60,11 @@ FamilyTimer::~FamilyTimer() {
   }
   std::lock_guard lock(totals().mutex);
   totals().family_seconds[name_] += s;
-}
-
-void count_matmul_flops(double flops) {
-  std::lock_guard lock(totals().mutex);
-  totals().matmul_flops += flops;
+  totals().family_bytes[name_] += bytes_;
+  if (flops_ > 0) {
+    totals().family_flops[name_] += flops_;
+    totals().matmul_flops += flops_;
+  }
 }
 
 void count_library_call(double seconds) {
@@ -80,7 +80,7 @@ namespace mantissa {
 KernelTimes kernel_times() {
   detail::Totals& t = detail::totals();
   std::lock_guard lock(t.mutex);
-  return KernelTimes{t.library_seconds, t.library_calls, t.family_seconds, t.matmul_flops};
+  return KernelTimes{t.library_seconds, t.library_calls, t.family_seconds, t.family_bytes, t.family_flops, t.matmul_flops};
 }
 
 void reset_kernel_times() {
@@ -88,6 +88,8 @@ void reset_kernel_times() {
   detail::Totals& t = detail::totals();
   std::lock_guard lock(t.mutex);
   t.family_seconds.clear();
+  t.family_bytes.clear();
+  t.family_flops.clear();
   t.matmul_flops = 0;
   t.library_seconds = 0;
   t.library_calls = 0;

@@ -1,6 +1,7 @@
-// Where a step's time goes: each kernel run is timed under its family (or the open KernelRegion's name)
-// and the matmul and convolution FLOPs are counted, for kernel_times() (mantissa/backend/kernel_timer.h).
-// run_kernel (registry.h) times every kernel here, whatever device runs it.
+// Where a step's time goes: each kernel run is timed under its family (or the open KernelRegion's name),
+// with the bytes its tensors hold and the FLOPs of the products, for kernel_times()
+// (mantissa/backend/kernel_timer.h). run_kernel (registry.h) times every kernel here, whatever device
+// runs it.
 #pragma once
 
 #include <chrono>
@@ -23,23 +24,23 @@ struct DeviceKernelClock {
 };
 void set_device_kernel_clock(DeviceType type, const DeviceKernelClock& clock);
 
-// Adds its lifetime to kernel_times().backend_seconds[family], or to the open KernelRegion's entry;
-// with device kernel timing on, also runs the device's clock around it.
+// Adds its lifetime to kernel_times().backend_seconds[family], or to the open KernelRegion's entry, and
+// the kernel's bytes and FLOPs to that entry's backend_bytes and backend_flops (and the FLOPs to
+// matmul_flops); with device kernel timing on, also runs the device's clock around it.
 class FamilyTimer {
  public:
-  FamilyTimer(const char* family, Device device);
+  FamilyTimer(const char* family, Device device, double bytes, double flops);
   ~FamilyTimer();
   FamilyTimer(const FamilyTimer&) = delete;
   FamilyTimer& operator=(const FamilyTimer&) = delete;
 
  private:
   const char* name_;  // the family, or the open region
+  double bytes_, flops_;
   const DeviceKernelClock* clock_;
   std::chrono::steady_clock::time_point start_;
 };
 
-// Adds to kernel_times().matmul_flops.
-void count_matmul_flops(double flops);
 // Adds one library primitive's execution (oneDNN's) to kernel_times().onednn_seconds and calls.
 void count_library_call(double seconds);
 

@@ -2,7 +2,7 @@
 // (the reference loops, the CPU's kernels, CUDA's). Each backend fills in the kernels it has, at first
 // use; run_kernel<K>(device, ...) is the one way ops reach a kernel: it picks the implementation for the
 // device (the reference under CpuBackendScope(reference), and for f64 tensors, which exist for checks),
-// times it under its family, counts its FLOPs, and says clearly when a device has no such kernel. A new
+// times it under its family, counts its FLOPs and bytes, and says clearly when a device has no such kernel. A new
 // device adds its files and one registration call (registry.cpp); the CPU's files do not change.
 #pragma once
 
@@ -70,6 +70,19 @@ inline void check_device(const char* kernel, Device device, std::span<const Tens
 template <class T>
 void check_device(const char*, Device, const T&) {}
 
+// The bytes a kernel's tensor arguments hold, each once: what a kernel that reads its inputs and writes
+// its outputs once moves (kernels.h's `bytes` says otherwise for those that update in place).
+inline double argument_bytes(const Tensor& t) { return static_cast<double>(held_bytes(t)); }
+inline double argument_bytes(std::span<const Tensor> ts) {
+  double sum = 0;
+  for (const Tensor& t : ts) sum += argument_bytes(t);
+  return sum;
+}
+template <class T>
+double argument_bytes(const T&) {
+  return 0;
+}
+
 template <class K, class... A>
 decltype(auto) run_kernel(Device device, A&&... args) {
   (check_device(K::name, device, args), ...);
@@ -84,8 +97,15 @@ decltype(auto) run_kernel(Device device, A&&... args) {
   } else {
     family = K::family;
   }
-  FamilyTimer timer(family, device);
-  if constexpr (requires { K::flops(args...); }) count_matmul_flops(K::flops(args...));
+  double flops = 0;
+  if constexpr (requires { K::flops(args...); }) flops = K::flops(args...);
+  double bytes = 0;
+  if constexpr (requires { K::bytes(args...); }) {
+    bytes = K::bytes(args...);
+  } else {
+    bytes = (argument_bytes(args) + ... + 0.0);
+  }
+  FamilyTimer timer(family, device, bytes, flops);
   return fn(std::forward<A>(args)...);
 }
 

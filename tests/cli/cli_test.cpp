@@ -155,6 +155,7 @@ TEST(BenchCommand, ModelStepsReportEveryFigureForEachPrecisionAndMode) {
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j.at("runs").size(), 3u);
+  EXPECT_GT(j.at("copy_gbps").get<double>(), 0);
   for (const nlohmann::json& run : j.at("runs")) {
     for (const char* key : {"ms_per_step", "ms_min", "ms_max", "items_per_second", "model_gflops", "peak_gflops",
                             "fraction_of_peak", "data_ms_per_batch", "first_loss", "loss_scale"}) {
@@ -167,6 +168,15 @@ TEST(BenchCommand, ModelStepsReportEveryFigureForEachPrecisionAndMode) {
     }
     EXPECT_TRUE(run.at("time_fraction").contains("attention"));
     EXPECT_TRUE(run.at("time_fraction").contains("optimizer"));
+    // Bandwidth for the parts without products only; AdamW reads and writes each f32 weight, m and v and
+    // reads each gradient: 7 x the f32 weights' bytes at least, every step.
+    EXPECT_TRUE(run.at("gbps").contains("norm"));
+    EXPECT_FALSE(run.at("gbps").contains("matmul"));
+    EXPECT_FALSE(run.at("gbps").contains("attention"));
+    EXPECT_GT(run.at("bytes_per_step").at("matmul").get<double>(), 0);
+    if (run.at("precision") == "fp32") {
+      EXPECT_GE(run.at("bytes_per_step").at("optimizer").get<double>(), 7 * run.at("peak_bytes").at("parameters").get<double>());
+    }
     // The same model, weights and batch: the first loss agrees to bf16's rounding.
     EXPECT_NEAR(run.at("first_loss").get<double>(), j.at("runs")[0].at("first_loss").get<double>(), 0.02);
     if (run.at("precision") != "fp32") {

@@ -90,6 +90,41 @@ TEST(KernelRegistry, KernelsAreTimedUnderTheirFamily) {
   EXPECT_EQ(t.backend_seconds.count("matmul"), 1u);
   EXPECT_EQ(t.backend_seconds.count("cast"), 1u);
   EXPECT_EQ(t.matmul_flops, 2.0 * 8 * 8 * 8);
+  EXPECT_EQ(t.backend_flops.at("matmul"), 2.0 * 8 * 8 * 8);
+  EXPECT_EQ(t.backend_flops.count("cast"), 0u);
+}
+
+// Each kernel call counts the bytes its tensors hold under its family or region: inputs and outputs
+// once, a broadcast input's distinct values only, what an optimizer or the loss scaler updates in place
+// twice (read and written).
+TEST(KernelRegistry, KernelsCountTheBytesTheirTensorsHold) {
+  const Tensor a = Tensor::randn({8, 16}, DType::f32, 1);
+  const Tensor row = Tensor::randn({16}, DType::f32, 2);
+  reset_kernel_times();
+  (void)cast(a, DType::bf16);                // 512 read, 256 written
+  (void)add(a, expand(row, {8, 16}));        // 512 + 64 (16 distinct values) read, 512 written
+  {
+    KernelRegion region("attention");
+    (void)mul(a, a);                         // 3 x 512, counted under the region
+  }
+  KernelTimes t = kernel_times();
+  EXPECT_EQ(t.backend_bytes.at("cast"), 512 + 256);
+  EXPECT_EQ(t.backend_bytes.at("elementwise"), 512 + 64 + 512);
+  EXPECT_EQ(t.backend_bytes.at("attention"), 3 * 512);
+
+  reset_kernel_times();
+  const Tensor p = Tensor::randn({100}, DType::f32, 3), g = Tensor::randn({100}, DType::bf16, 4);
+  const Tensor m = Tensor::zeros({100}, DType::f32), v = Tensor::zeros({100}, DType::f32);
+  run_kernel<kernel::AdamUpdate>(Device::cpu(), p, g, m, v,
+                                 AdamStep{.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0, .decoupled = true, .step = 1});
+  const std::vector<Tensor> grads{g};
+  (void)run_kernel<kernel::ScaleAndCheck>(Device::cpu(), std::span<const Tensor>(grads), 0.5, 0.0);
+  (void)run_kernel<kernel::ScaleAndCheck>(Device::cpu(), std::span<const Tensor>(grads), 1.0, 0.0);
+  t = kernel_times();
+  EXPECT_EQ(t.backend_bytes.at("optimizer"), 3 * 2 * 400 + 200);
+  EXPECT_EQ(t.backend_bytes.at("loss_scaling"), 2 * 200 + 200);  // a factor of 1 only reads
+  reset_kernel_times();
+  EXPECT_TRUE(kernel_times().backend_bytes.empty());
 }
 
 // A device clock standing in for the GPU's, on the CPU: what it was asked to time, in order.

@@ -1,7 +1,8 @@
 // `mantissa bench --model gpt-small|gpt-wide|gpt2-124m|cnn`: whole training steps of train::Trainer
 // (forward, backward, loss scaling, AdamW with f32 master weights) timed per precision and master-weight
 // mode after warm-up, on the CPU or the GPU (--device), with where the time goes, the model FLOP/s
-// against the peak measured in the same run, peak memory by category, and the ratios to fp32. Data
+// against the peak measured in the same run, the bytes per second of the parts without products against
+// the copy rate measured in the same run, peak memory by category, and the ratios to fp32. Data
 // preparation is timed apart and not counted in a step. (On the GPU, where the time goes is timed on the
 // GPU's own clock, over two more steps: the kernels run asynchronously.)
 #include "bench_model.h"
@@ -28,6 +29,7 @@
 #include "mantissa/ops/ops.h"
 #include "mantissa/backend/kernel_timer.h"
 #include "mantissa/train/trainer.h"
+#include "copy_rate.h"
 #include "peak_flops.h"
 #include "training.h"
 
@@ -247,6 +249,8 @@ struct Result {
   double peak_gflops = 0;
   std::string peak_instruction;
   std::map<std::string, double> seconds_by_part;  // over all timed steps
+  // Over the same steps, by the same parts: the bytes their kernels' tensors hold and their products' FLOPs.
+  std::map<std::string, double> bytes_by_part, flops_by_part;
   double timed_seconds = 0;
   std::map<std::string, std::int64_t> peak_bytes;
   double items_per_step = 0, first_loss = 0, last_loss = 0, loss_scale = 0;
@@ -293,7 +297,7 @@ Peak gpu_matmul_peak(DType precision) {
 // waiting for the host (front-ends, autograd, launches) or for a copy.
 constexpr int kProfiledSteps = 2;
 
-std::map<std::string, double> gpu_breakdown(Bench& bench, double timed_seconds, int timed_steps) {
+void gpu_breakdown(Bench& bench, int timed_steps, Result& r) {
   reset_kernel_times();
   for (int i = 0; i < kProfiledSteps; ++i) {
     set_device_kernel_timing(true);
@@ -301,14 +305,16 @@ std::map<std::string, double> gpu_breakdown(Bench& bench, double timed_seconds, 
     set_device_kernel_timing(false);
     bench.next_batch();  // not part of a step, as in the timed ones
   }
-  std::map<std::string, double> parts;
+  const double scale = static_cast<double>(timed_steps) / kProfiledSteps;
   double on_gpu = 0;
   for (const auto& [part, s] : device_kernel_seconds()) {
-    parts[part] = s / kProfiledSteps * timed_steps;
-    on_gpu += parts[part];
+    r.seconds_by_part[part] = s * scale;
+    on_gpu += s * scale;
   }
-  parts["gpu idle"] = std::max(0.0, timed_seconds - on_gpu);
-  return parts;
+  r.seconds_by_part["gpu idle"] = std::max(0.0, r.timed_seconds - on_gpu);
+  const KernelTimes kt = kernel_times();
+  for (const auto& [part, b] : kt.backend_bytes) r.bytes_by_part[part] = b * scale;
+  for (const auto& [part, f] : kt.backend_flops) r.flops_by_part[part] = f * scale;
 }
 
 Result run_variant(const ModelBenchArgs& a, const Variant& v, const BenchData& data, bool several, int threads) {
@@ -358,9 +364,12 @@ Result run_variant(const ModelBenchArgs& a, const Variant& v, const BenchData& d
   }
   r.peak_bytes["total"] = mem.peak_total;
   r.timed_seconds = std::accumulate(r.step_ms.begin(), r.step_ms.end(), 0.0) / 1e3;
+  r.flops_per_step = kt.matmul_flops / a.steps;
   if (gpu) {
-    r.seconds_by_part = gpu_breakdown(bench, r.timed_seconds, a.steps);
+    gpu_breakdown(bench, a.steps, r);
   } else {
+    r.bytes_by_part = kt.backend_bytes;
+    r.flops_by_part = kt.backend_flops;
     double in_kernels = 0;
     for (const auto& [part, s] : kt.backend_seconds) {
       r.seconds_by_part[part] = s;
@@ -368,7 +377,6 @@ Result run_variant(const ModelBenchArgs& a, const Variant& v, const BenchData& d
     }
     r.seconds_by_part["outside kernels"] = std::max(0.0, r.timed_seconds - in_kernels);
   }
-  r.flops_per_step = kt.matmul_flops / a.steps;
   r.loss_scale = bench.loss_scale();
   std::sort(r.step_ms.begin(), r.step_ms.end());
   std::sort(data_ms.begin(), data_ms.end());
@@ -378,6 +386,20 @@ Result run_variant(const ModelBenchArgs& a, const Variant& v, const BenchData& d
   r.comm_seconds = comm_s[comm_s.size() / 2];
   r.exposed_seconds = exposed_s[exposed_s.size() / 2];
   return r;
+}
+
+// The parts of a step that run no products, with the bytes per second their kernels moved: what is
+// compared with the copy rate.
+std::map<std::string, double> bandwidth_by_part(const Result& r) {
+  std::map<std::string, double> out;
+  for (const auto& [part, bytes] : r.bytes_by_part) {
+    const auto s = r.seconds_by_part.find(part);
+    const auto f = r.flops_by_part.find(part);
+    if (bytes > 0 && s != r.seconds_by_part.end() && s->second > 0 && (f == r.flops_by_part.end() || f->second == 0)) {
+      out[part] = bytes / s->second;
+    }
+  }
+  return out;
 }
 
 nlohmann::json to_json(const Result& r, const Result* fp32) {
@@ -401,6 +423,8 @@ nlohmann::json to_json(const Result& r, const Result* fp32) {
                       {"last_loss", r.last_loss},
                       {"loss_scale", r.loss_scale}};
   for (const auto& [part, s] : r.seconds_by_part) j["time_fraction"][part] = s / r.timed_seconds;
+  for (const auto& [part, b] : r.bytes_by_part) j["bytes_per_step"][part] = b / static_cast<double>(r.step_ms.size());
+  for (const auto& [part, rate] : bandwidth_by_part(r)) j["gbps"][part] = rate / 1e9;
   if (r.ranks > 1) {
     j["ranks"] = r.ranks;
     j["comm_bytes_per_step"] = r.comm_bytes;
@@ -419,7 +443,7 @@ nlohmann::json to_json(const Result& r, const Result* fp32) {
 
 std::string mib(std::int64_t bytes) { return fmt::format("{:.1f}", static_cast<double>(bytes) / (1 << 20)); }
 
-void print_table(const ModelBenchArgs& a, const std::vector<Result>& results, const Result* fp32, int threads) {
+void print_table(const ModelBenchArgs& a, const std::vector<Result>& results, const Result* fp32, int threads, double copy_rate) {
   const bool text = a.model != "cnn";
   fmt::print("{}: ", a.model);
   if (text) {
@@ -487,6 +511,19 @@ void print_table(const ModelBenchArgs& a, const std::vector<Result>& results, co
     }
     fmt::print("\n");
   }
+  fmt::print("\nthe parts without products, GB/s moved (their tensors' bytes over their time) and % of a {:.1f} GB/s copy:\n",
+             copy_rate / 1e9);
+  std::vector<std::map<std::string, double>> rates;
+  for (const Result& r : results) rates.push_back(bandwidth_by_part(r));
+  for (const auto& [neg, part] : parts) {
+    if (std::none_of(rates.begin(), rates.end(), [&](const auto& m) { return m.count(part) > 0; })) continue;
+    fmt::print("{:<16}", part);
+    for (const auto& m : rates) {
+      const auto it = m.find(part);
+      fmt::print(" {:>14}", it == m.end() ? std::string("-") : fmt::format("{:.1f} ({:.0f}%)", it->second / 1e9, 100 * it->second / copy_rate));
+    }
+    fmt::print("\n");
+  }
 }
 
 }  // namespace
@@ -505,13 +542,15 @@ int run_model_bench(ModelBenchArgs a) {
     if (!a.json) fmt::print(stderr, "timing {} ...\n", v.label());
     results.push_back(run_variant(a, v, data, vs.size() > 1, threads));
   }
+  const double copy_rate = copy_bytes_per_second(device_option(a.device), threads);
   const Result* fp32 = nullptr;
   for (const Result& r : results) {
     if (r.variant.precision == DType::f32 && !r.variant.fp8 && r.variant.numerics == "off") fp32 = &r;
   }
   if (a.json) {
     nlohmann::json out = {{"model", a.model}, {"threads", threads}, {"steps", a.steps}, {"warmup", a.warmup},
-                          {"batch_size", a.batch_size}, {"device", a.device}, {"tf32", a.tf32}, {"vocab", a.vocab}};
+                          {"batch_size", a.batch_size}, {"device", a.device}, {"tf32", a.tf32}, {"vocab", a.vocab},
+                          {"copy_gbps", copy_rate / 1e9}};
     if (a.model == "cnn") {
       out["width"] = a.width;
     } else {
@@ -524,7 +563,7 @@ int run_model_bench(ModelBenchArgs a) {
     }
     fmt::print("{}\n", out.dump());
   } else {
-    print_table(a, results, fp32, threads);
+    print_table(a, results, fp32, threads, copy_rate);
   }
   return 0;
 }

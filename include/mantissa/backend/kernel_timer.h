@@ -16,6 +16,10 @@ struct KernelTimes {
   // region ("attention"), oneDNN's included; what is left of a step is the front-ends, autograd and
   // allocation.
   std::map<std::string, double> backend_seconds;
+  // By the same names: the bytes the kernels' tensors hold (each tensor argument once, the ones a kernel
+  // updates in place twice; a broadcast view counts the values it really has), the least memory traffic
+  // a kernel can have; and the FLOPs of the products among them.
+  std::map<std::string, double> backend_bytes, backend_flops;
   // Floating-point operations of the matmuls and convolutions run (a multiply-add counts two).
   double matmul_flops = 0;
 };

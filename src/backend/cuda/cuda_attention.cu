@@ -148,8 +148,16 @@ Tensor workspace_for(const MantissaSdpaShape& s, int backward, Device device) {
   return bytes > 0 ? Tensor::empty({bytes}, DType::e4m3, device) : Tensor();
 }
 
+// The FLOPs of the products the composition runs for one direction (forward: scores and their sum over
+// v; backward: four), whole rows as in the CPU's count, so that model FLOP/s compare across devices.
+double products_flops(const Tensor& qkv, int products) {
+  const auto tokens = static_cast<double>(qkv.size(1));
+  return 2.0 * products * static_cast<double>(qkv.size(0)) * tokens * tokens * static_cast<double>(qkv.size(2) / 3);
+}
+
 void forward(const Tensor& qkv, std::int64_t heads, bool causal, double scale, const Tensor& out, const Tensor& stats) {
-  FamilyTimer timer("attention", qkv.device());
+  FamilyTimer timer("attention", qkv.device(), static_cast<double>(held_bytes(qkv) + held_bytes(out) + held_bytes(stats)),
+                    products_flops(qkv, 2));
   const MantissaSdpaShape s = shape_of(qkv, heads, causal, scale);
   const Tensor workspace = workspace_for(s, 0, qkv.device());
   char error[512] = "";
@@ -161,7 +169,9 @@ void forward(const Tensor& qkv, std::int64_t heads, bool causal, double scale, c
 
 void backward(const Tensor& qkv, const Tensor& out, const Tensor& grad_out, const Tensor& stats, std::int64_t heads,
               bool causal, double scale, const Tensor& grad_qkv) {
-  FamilyTimer timer("attention", qkv.device());
+  FamilyTimer timer("attention", qkv.device(),
+                    static_cast<double>(held_bytes(qkv) + held_bytes(out) + held_bytes(grad_out) + held_bytes(stats) + held_bytes(grad_qkv)),
+                    products_flops(qkv, 4));
   const MantissaSdpaShape s = shape_of(qkv, heads, causal, scale);
   const Tensor workspace = workspace_for(s, 1, qkv.device());
   char error[512] = "";
