@@ -380,51 +380,59 @@ MANTISSA_VECTOR_CLONES std::int64_t scale_counting_underflow(float* x, std::int6
   return underflow;
 }
 
-GradientCheck scale_and_check_one(const Tensor& g, double factor, double underflow_below) {
-  if (!g.is_contiguous()) return reference_scale_and_check(g, factor, underflow_below);
-  const auto f = static_cast<float>(factor);
-  const auto below = static_cast<float>(underflow_below);
-  const std::int64_t n = g.numel();
-  const std::int64_t segments = (n + kRowBlock - 1) / kRowBlock;
+// One block of `len` values of gradient g from `at` on: scaled in place (unless factor is 1), tallied into c.
+void scale_and_check_block(const Tensor& g, std::int64_t at, std::int64_t len, float f, float below, GradientCheck& c) {
+  alignas(64) float buf[kRowBlock];
   // Underflow is judged before scaling, the norm after it, on the values as stored (rounded into g's
   // dtype): with a factor of 1 (no loss scaling) nothing is written, and f32 needs no re-read.
   const bool rescale = f != 1.0f;
-  const bool reread = rescale && g.dtype() != DType::f32;
-  // Per-segment tallies, summed in segment order afterwards: the same norm whatever the threads do.
-  std::vector<GradientCheck> part(static_cast<std::size_t>(segments));
-#pragma omp parallel for schedule(static) if (n >= kParallelElements)
-  for (std::int64_t s = 0; s < segments; ++s) {
-    alignas(64) float buf[kRowBlock];
-    const std::int64_t at = s * kRowBlock;
-    const std::int64_t len = std::min(kRowBlock, n - at);
-    GradientCheck& c = part[static_cast<std::size_t>(s)];
-    load_f32(g, at, 1, len, buf);
-    if (rescale) {
-      c.underflow += scale_counting_underflow(buf, len, f, below);
-      store_f32(g, at, 1, len, buf);
-      if (reread) load_f32(g, at, 1, len, buf);
-    }
-    GradientCheck t;
-    tally(buf, len, rescale ? 0.0f : below, t);
-    c.sum_squares += t.sum_squares;
-    c.nonfinite += t.nonfinite;
-    c.underflow += t.underflow;
+  load_f32(g, at, 1, len, buf);
+  if (rescale) {
+    c.underflow += scale_counting_underflow(buf, len, f, below);
+    store_f32(g, at, 1, len, buf);
+    if (g.dtype() != DType::f32) load_f32(g, at, 1, len, buf);
   }
+  tally(buf, len, rescale ? 0.0f : below, c);
+}
+
+}  // namespace
+
+// The whole list in one parallel loop over the blocks of every gradient (a step's gradients are many
+// small tensors and a few large ones; a loop per tensor paid a thread start-up for each). Each block's
+// tally is kept and the tallies summed in order: the same totals whatever the threads do.
+GradientCheck cpu_scale_and_check(std::span<const Tensor> gradients, double factor, double underflow_below) {
+  const auto f = static_cast<float>(factor);
+  const auto below = static_cast<float>(underflow_below);
   GradientCheck total;
-  total.count = n;
+  struct Block {
+    const Tensor* g;
+    std::int64_t at, len;
+  };
+  std::vector<Block> blocks;
+  for (const Tensor& g : gradients) {
+    total.count += g.numel();
+    if (!g.is_contiguous()) {
+      const GradientCheck c = reference_scale_and_check(g, factor, underflow_below);
+      total.nonfinite += c.nonfinite;
+      total.underflow += c.underflow;
+      total.sum_squares += c.sum_squares;
+      continue;
+    }
+    const std::int64_t n = g.numel();
+    for (std::int64_t at = 0; at < n; at += kRowBlock) blocks.push_back({&g, at, std::min(kRowBlock, n - at)});
+  }
+  std::vector<GradientCheck> part(blocks.size());
+  const auto n = static_cast<std::int64_t>(blocks.size());
+#pragma omp parallel for schedule(static) if (n * kRowBlock >= kParallelElements)
+  for (std::int64_t b = 0; b < n; ++b) {
+    const Block& block = blocks[static_cast<std::size_t>(b)];
+    scale_and_check_block(*block.g, block.at, block.len, f, below, part[static_cast<std::size_t>(b)]);
+  }
   for (const GradientCheck& c : part) {
     total.nonfinite += c.nonfinite;
     total.underflow += c.underflow;
     total.sum_squares += c.sum_squares;
   }
-  return total;
-}
-
-}  // namespace
-
-GradientCheck cpu_scale_and_check(std::span<const Tensor> gradients, double factor, double underflow_below) {
-  GradientCheck total;
-  for (const Tensor& g : gradients) total += scale_and_check_one(g, factor, underflow_below);
   return total;
 }
 
