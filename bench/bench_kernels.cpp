@@ -1,11 +1,12 @@
 // Throughput of the CPU backend's kernels other than matmul (which `mantissa bench matmul` covers):
-// elementwise, reductions, softmax, norms, casts and convolution, in f32 and bf16, on training-sized
+// elementwise, reductions, softmax, norms, casts, FP8 quantization and convolution, in f32 and bf16, on training-sized
 // tensors. Each reports elements per second; compare dtypes and kernels within one run.
 #include <benchmark/benchmark.h>
 
 #include "mantissa/amp/loss_scaler.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/optim/optimizer.h"
+#include "../src/backend/registry.h"
 #include "mantissa/ops/ops.h"
 
 namespace {
@@ -102,6 +103,31 @@ void BM_UnscaleCheck(benchmark::State& state) {
   state.SetLabel(state.range(0) == 0 ? "f32" : "bf16");
 }
 
+// FP8 quantization with one scale for the tensor (the delayed recipe's kernel): e4m3 values held in bf16.
+void BM_Fp8Quantize(benchmark::State& state) {
+  const Tensor a = Tensor::uniform({kRows, kCols}, dtype_arg(state), 1, -1, 1);
+  const Tensor scales = Tensor::full({1, 1}, 256.0, DType::f32);
+  const Tensor q = Tensor::empty({kRows, kCols}, DType::bf16);
+  run(state, kRows * kCols, [&] {
+    mantissa::detail::run_kernel<mantissa::detail::kernel::Fp8Quantize>(mantissa::Device::cpu(), a, mantissa::Format::e4m3(), scales,
+                                                                         kRows, kCols, false, q);
+    return q;
+  });
+}
+
+// FP8 block scaling as the block recipe quantizes activations: a power-of-2 scale per 1 x 128 block from
+// the block's own amax, values scaled back.
+void BM_Fp8QuantizeBlocks(benchmark::State& state) {
+  const Tensor a = Tensor::uniform({kRows, kCols}, dtype_arg(state), 1, -1, 1);
+  const Tensor scales = Tensor::empty({kRows, kCols / 128}, DType::f32);
+  const Tensor q = Tensor::empty({kRows, kCols}, DType::bf16);
+  run(state, kRows * kCols, [&] {
+    mantissa::detail::run_kernel<mantissa::detail::kernel::Fp8QuantizeCurrent>(mantissa::Device::cpu(), a, mantissa::Format::e4m3(),
+                                                                                1, 128, 0, true, true, scales, q);
+    return q;
+  });
+}
+
 // AdamW on one parameter of that dtype with f32 master weights (bf16: the low-precision-model case).
 void BM_AdamW(benchmark::State& state) {
   Tensor p = Tensor::uniform({kRows, kCols}, dtype_arg(state), 1, -1, 1).set_requires_grad();
@@ -126,6 +152,8 @@ MANTISSA_BOTH_DTYPES(BM_TransposeCopy);
 MANTISSA_BOTH_DTYPES(BM_Conv3x3);
 MANTISSA_BOTH_DTYPES(BM_UnscaleCheck);
 MANTISSA_BOTH_DTYPES(BM_AdamW);
+MANTISSA_BOTH_DTYPES(BM_Fp8Quantize);
+MANTISSA_BOTH_DTYPES(BM_Fp8QuantizeBlocks);
 
 }  // namespace
 

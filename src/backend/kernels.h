@@ -78,11 +78,16 @@ struct GradientCheck {
 // The scale that fits a block whose largest finite magnitude is amax into the format: (max finite / amax)
 // / 2^margin in f32, or with power_of_2 the largest power of 2 not above that, kept within 2^-100..2^100
 // (every value scaled back stays an f32 normal); 1 for a block with no non-zero finite value.
-inline float fp8_scale_for(double amax, Format format, int margin, bool power_of_2) {
+// (The second form takes the format's largest finite value, for loops over many blocks. ilogb is
+// floor(log2) exactly, for every positive finite double.)
+inline float fp8_scale_for(double amax, double max_finite, int margin, bool power_of_2) {
   if (!(amax > 0) || !std::isfinite(amax)) return 1.0f;
-  const double fit = static_cast<double>(decode(format, format.max_finite_bits())) / amax;
-  if (power_of_2) return std::ldexp(1.0f, std::clamp(static_cast<int>(std::floor(std::log2(fit))) - margin, -100, 100));
+  const double fit = max_finite / amax;
+  if (power_of_2) return std::ldexp(1.0f, std::clamp(std::ilogb(fit) - margin, -100, 100));
   return static_cast<float>(std::min(fit / std::ldexp(1.0, margin), static_cast<double>(std::numeric_limits<float>::max())));
+}
+inline float fp8_scale_for(double amax, Format format, int margin, bool power_of_2) {
+  return fp8_scale_for(amax, static_cast<double>(decode(format, format.max_finite_bits())), margin, power_of_2);
 }
 
 // The fp8 grids (e4m3 or e5m2) every value of the FP8 product's operands lies on, as the per-tensor

@@ -34,18 +34,24 @@ struct Counts {
   std::int64_t saturated = 0, underflowed = 0, nonfinite = 0;
 };
 
-// x[i] * s[i] rounded to the grid, as bf16 bits; the loop GCC vectorizes (compiled per ISA).
-template <bool Dequantize>
-MANTISSA_VECTOR_CLONES void quantize_span(const float* x, const float* s, const float* inv, std::int64_t n, Grid g,
+// The bits of |x| as a signed integer: non-negative, and ordered as the magnitudes (inf and NaN above
+// every finite value). Signed, because GCC 12 vectorizes a max over signed lanes where it gives up on the
+// same max over unsigned ones.
+inline std::int32_t magnitude_bits(float x) { return std::bit_cast<std::int32_t>(x) & 0x7fffffff; }
+constexpr std::int32_t kInfBits = 0x7f800000;
+
+// x[i] * s[i] rounded to the grid, times back[i] (1, or 1 / s[i] to dequantize), as bf16 bits; the loop
+// GCC vectorizes (compiled per ISA). (A variant without the last product was not vectorized by GCC 12.)
+MANTISSA_VECTOR_CLONES void quantize_span(const float* x, const float* s, const float* back, std::int64_t n, Grid g,
                                           std::uint16_t* out, Counts& c) {
   const std::uint32_t half = (std::uint32_t{1} << (g.shift - 1)) - 1;
   const std::uint32_t keep = ~((std::uint32_t{1} << g.shift) - 1);
-  std::uint32_t amax = c.amax_bits;
-  std::int64_t saturated = 0, underflowed = 0, nonfinite = 0;
+  std::int32_t amax = static_cast<std::int32_t>(c.amax_bits);
+  std::int32_t saturated = 0, underflowed = 0, nonfinite = 0;  // a span is one row: its counts fit
   for (std::int64_t i = 0; i < n; ++i) {
-    const std::uint32_t xb = std::bit_cast<std::uint32_t>(x[i]) & 0x7fffffffU;
-    const bool finite = xb < 0x7f800000U;
-    amax = std::max(amax, finite ? xb : 0U);
+    const std::int32_t xb = magnitude_bits(x[i]);
+    const bool finite = xb < kInfBits;
+    amax = std::max(amax, finite ? xb : 0);
     const float v = x[i] * s[i];
     const std::uint32_t vb = std::bit_cast<std::uint32_t>(v);
     const float a = std::bit_cast<float>(vb & 0x7fffffffU);
@@ -59,23 +65,32 @@ MANTISSA_VECTOR_CLONES void quantize_span(const float* x, const float* s, const 
     q = std::min(q, g.max_finite);
     underflowed += finite && a != 0.0f && q == 0.0f ? 1 : 0;
     nonfinite += finite ? 0 : 1;
-    if constexpr (Dequantize) q = q * inv[i];
+    q = q * back[i];  // exact for 1, and for the power-of-2 scales that dequantize
     const std::uint32_t qb = (std::bit_cast<std::uint32_t>(q) & 0x7fffffffU) | (vb & 0x80000000U);
     // Finite results are exact in bf16; inf keeps its bits, NaN becomes bf16's quiet NaN.
     out[i] = static_cast<std::uint16_t>(finite ? qb >> 16 : v != v ? 0x7fc0U | ((vb >> 16) & 0x8000U) : vb >> 16);
   }
-  c.amax_bits = amax;
+  c.amax_bits = static_cast<std::uint32_t>(amax);
   c.saturated += saturated;
   c.underflowed += underflowed;
   c.nonfinite += nonfinite;
 }
 
-MANTISSA_VECTOR_CLONES std::uint32_t amax_span(const float* x, std::int64_t n, std::uint32_t amax) {
+MANTISSA_VECTOR_CLONES std::uint32_t amax_span(const float* x, std::int64_t n, std::uint32_t amax_bits) {
+  auto amax = static_cast<std::int32_t>(amax_bits);
   for (std::int64_t i = 0; i < n; ++i) {
-    const std::uint32_t xb = std::bit_cast<std::uint32_t>(x[i]) & 0x7fffffffU;
-    amax = std::max(amax, xb < 0x7f800000U ? xb : 0U);
+    const std::int32_t xb = magnitude_bits(x[i]);
+    amax = std::max(amax, xb < kInfBits ? xb : 0);
   }
-  return amax;
+  return static_cast<std::uint32_t>(amax);
+}
+
+// column[c] = max(column[c], the magnitude bits of row[c] if finite, else 0), for c < n.
+MANTISSA_VECTOR_CLONES void column_amax_span(const float* row, std::int64_t n, std::int32_t* column) {
+  for (std::int64_t c = 0; c < n; ++c) {
+    const std::int32_t xb = magnitude_bits(row[c]);
+    column[c] = std::max(column[c], xb < kInfBits ? xb : 0);
+  }
 }
 
 // Row r of the [R, C] view x as f32.
@@ -87,17 +102,13 @@ void load_row_f32(const Tensor& x, std::int64_t r, float* row) {
 }
 
 // Quantizes `rows` rows of `cols` f32 values at `in` (row after row) into out's rows from r0 on, with the
-// per-column scales (and inverses) of the strip.
-void quantize_rows(const float* in, std::int64_t rows, std::int64_t cols, const float* scale, const float* inverse, Grid g,
-                   bool dequantize, const Tensor& out, std::int64_t r0, Counts& c) {
+// per-column scales (and factors back) of the strip.
+void quantize_rows(const float* in, std::int64_t rows, std::int64_t cols, const float* scale, const float* back, Grid g,
+                   const Tensor& out, std::int64_t r0, Counts& c) {
   auto* dst = out.data_as<std::uint16_t>();
   for (std::int64_t r = 0; r < rows; ++r) {
     std::uint16_t* o = dst + (r0 + r) * out.strides()[0];
-    if (dequantize) {
-      quantize_span<true>(in + r * cols, scale, inverse, cols, g, o, c);
-    } else {
-      quantize_span<false>(in + r * cols, scale, inverse, cols, g, o, c);
-    }
+    quantize_span(in + r * cols, scale, back, cols, g, o, c);
   }
 }
 
@@ -112,12 +123,15 @@ Fp8QuantizeStats stats_of(const Counts& c, std::int64_t count) {
   return {std::bit_cast<float>(c.amax_bits), c.saturated, c.underflowed, c.nonfinite, count};
 }
 
-// The scales of one strip of blocks (a row of the scales tensor) spread over the columns, with inverses.
-void spread(const float* block_scales, std::int64_t cols, std::int64_t block_cols, std::vector<float>& scale,
-            std::vector<float>& inverse) {
-  for (std::int64_t c = 0; c < cols; ++c) {
-    scale[static_cast<std::size_t>(c)] = block_scales[c / block_cols];
-    inverse[static_cast<std::size_t>(c)] = 1.0f / block_scales[c / block_cols];
+// The scales of one strip of blocks (a row of the scales tensor) spread over the columns, with the factors
+// the rounded values are multiplied by: the inverses to dequantize, else 1.
+void spread(const float* block_scales, std::int64_t cols, std::int64_t block_cols, bool dequantize, std::vector<float>& scale,
+            std::vector<float>& back) {
+  // Block by block (a strip can be one row, spread again for each: no division per column).
+  for (std::int64_t c0 = 0, b = 0; c0 < cols; c0 += block_cols, ++b) {
+    const std::int64_t end = std::min(cols, c0 + block_cols);
+    std::fill(scale.begin() + c0, scale.begin() + end, block_scales[b]);
+    std::fill(back.begin() + c0, back.begin() + end, dequantize ? 1.0f / block_scales[b] : 1.0f);
   }
 }
 
@@ -155,16 +169,16 @@ Fp8QuantizeStats cpu_fp8_quantize(const Tensor& x, Format format, const Tensor& 
 #pragma omp parallel if (rows * cols >= (1 << 15))
   {
     Counts mine;
-    std::vector<float> row(static_cast<std::size_t>(cols)), scale(row.size()), inverse(row.size());
+    std::vector<float> row(static_cast<std::size_t>(cols)), scale(row.size()), back(row.size());
     std::int64_t strip = -1;
 #pragma omp for schedule(static)
     for (std::int64_t r = 0; r < rows; ++r) {
       if (r / block_rows != strip) {
         strip = r / block_rows;
-        spread(sc + strip * nbc, cols, block_cols, scale, inverse);
+        spread(sc + strip * nbc, cols, block_cols, dequantize, scale, back);
       }
       load_row_f32(x, r, row.data());
-      quantize_rows(row.data(), 1, cols, scale.data(), inverse.data(), g, dequantize, out, r, mine);
+      quantize_rows(row.data(), 1, cols, scale.data(), back.data(), g, out, r, mine);
     }
 #pragma omp critical
     merge(total, mine);
@@ -192,20 +206,22 @@ Fp8QuantizeStats cpu_fp8_quantize_current(const Tensor& x, Format format, std::i
   {
     Counts mine;
     std::vector<float> buf(static_cast<std::size_t>(block_rows * cols));
-    std::vector<float> scale(static_cast<std::size_t>(cols)), inverse(scale.size());
-    std::vector<std::uint32_t> amax(static_cast<std::size_t>(nbc)), column(static_cast<std::size_t>(cols));
+    std::vector<float> scale(static_cast<std::size_t>(cols)), back(scale.size());
+    std::vector<std::uint32_t> amax(static_cast<std::size_t>(nbc));
+    std::vector<std::int32_t> column(static_cast<std::size_t>(cols));  // magnitude_bits
 #pragma omp for schedule(static)
     for (std::int64_t strip = 0; strip < strips; ++strip) {
       const std::int64_t r0 = strip * block_rows, n = std::min(block_rows, rows - r0);
-      std::fill(amax.begin(), amax.end(), 0U);
+      if (block_cols == 1) {
+        std::fill(column.begin(), column.end(), 0);
+      } else {
+        std::fill(amax.begin(), amax.end(), 0U);
+      }
       for (std::int64_t r = 0; r < n; ++r) {
         float* row = buf.data() + r * cols;
         load_row_f32(x, r0 + r, row);
         if (block_cols == 1) {  // a scale per column of the strip
-          for (std::int64_t c = 0; c < cols; ++c) {
-            const std::uint32_t b = std::bit_cast<std::uint32_t>(row[c]) & 0x7fffffffU;
-            column[static_cast<std::size_t>(c)] = std::max(r == 0 ? 0U : column[static_cast<std::size_t>(c)], b < 0x7f800000U ? b : 0U);
-          }
+          column_amax_span(row, cols, column.data());
         } else {
           for (std::int64_t c0 = 0, b = 0; c0 < cols; c0 += block_cols, ++b) {
             amax[static_cast<std::size_t>(b)] = amax_span(row + c0, std::min(block_cols, cols - c0), amax[static_cast<std::size_t>(b)]);
@@ -214,11 +230,11 @@ Fp8QuantizeStats cpu_fp8_quantize_current(const Tensor& x, Format format, std::i
       }
       float* block_scales = scales.data_as<float>() + strip * nbc;
       for (std::int64_t b = 0; b < nbc; ++b) {
-        const std::uint32_t bits = block_cols == 1 ? column[static_cast<std::size_t>(b)] : amax[static_cast<std::size_t>(b)];
-        block_scales[b] = fp8_scale_for(std::bit_cast<float>(bits), format, margin, power_of_2);
+        const std::uint32_t bits = block_cols == 1 ? static_cast<std::uint32_t>(column[static_cast<std::size_t>(b)]) : amax[static_cast<std::size_t>(b)];
+        block_scales[b] = fp8_scale_for(std::bit_cast<float>(bits), g.max_finite, margin, power_of_2);
       }
-      spread(block_scales, cols, block_cols, scale, inverse);
-      quantize_rows(buf.data(), n, cols, scale.data(), inverse.data(), g, dequantize, out, r0, mine);
+      spread(block_scales, cols, block_cols, dequantize, scale, back);
+      quantize_rows(buf.data(), n, cols, scale.data(), back.data(), g, out, r0, mine);
     }
 #pragma omp critical
     merge(total, mine);
