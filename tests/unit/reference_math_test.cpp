@@ -2,7 +2,8 @@
 // derivatives, in f64, against definitions written here in long double (erf, exp, tanh straight from the
 // formulas, derivatives by their closed forms). The reference's formulas (reference/reference_math.h) are
 // written apart from the CPU backend's (cpu/unary_math.h), so parity compares two versions; this test
-// checks the oracle itself.
+// checks the oracle itself, and the CPU's f32 functions (glibc's vector math, per ISA) against the same
+// definitions per element, where parity's bounds are normwise.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -30,7 +31,7 @@ struct Definition {
 
 long double sigmoid_ld(long double x) { return 1.0L / (1.0L + std::exp(-x)); }
 long double phi(long double x) { return std::exp(-x * x / 2) / std::sqrt(2.0L * 3.14159265358979323846264338327950288L); }
-long double Phi(long double x) { return 0.5L * (1.0L + std::erf(x / std::sqrt(2.0L))); }
+long double Phi(long double x) { return 0.5L * std::erfc(-x / std::sqrt(2.0L)); }  // no cancellation for x < 0
 
 std::vector<Definition> definitions() {
   return {
@@ -93,6 +94,42 @@ TEST(ReferenceMath, LogAndSqrtMatchTheirDefinitionsOnPositiveInputs) {
       const long double dwant = is_log ? 1 / p : 0.5L / std::sqrt(p);
       EXPECT_NEAR(y.to_doubles()[i], static_cast<double>(want), tolerance(want, 1e-14));
       EXPECT_NEAR(x.grad().to_doubles()[i], static_cast<double>(dwant), tolerance(dwant, 1e-13));
+    }
+  }
+}
+
+// The CPU's f32 kernels (AVX-512, AVX2 or SSE versions of glibc's vector erfc, exp, tanh, whichever the
+// CPU runs) keep their digits everywhere, tiny results included: GELU at -12 is -2e-32. Each value within
+// 16 ulps of f32 of the definition at the same (f32) input, relative to the value itself, times 1 + x^2:
+// erfc(z) falls as exp(-z^2), so the rounding of GELU's argument z = -x / sqrt 2 moves it by 2 z^2 = x^2
+// of its ulps, in any f32 formula (80 ulps at -12; the f64 reference has none of it). Each derivative
+// (upstream gradient 1) within 16 ulps of the largest derivative on the sweep: derivatives are
+// differences of terms of that size (1 - tanh^2, GELU's near -0.75), as in every f32 formula.
+TEST(CpuMath, F32UnaryFunctionsAndDerivativesKeepTheirDigitsPerElement) {
+  constexpr double kUlps = 16 * 0x1p-24;
+  std::vector<double> xs;
+  for (int i = -2400; i <= 2400; ++i) xs.push_back(static_cast<float>(i / 200.0 + 1.0 / 1024));  // -12 to 12, never 0
+  for (const Definition& d : definitions()) {
+    if (d.name == "neg" || d.name == "abs" || d.name == "relu" || d.name == "pow 3") continue;  // no library function
+    Tensor x = Tensor::from_values(xs, {static_cast<std::int64_t>(xs.size())}, DType::f32).set_requires_grad();
+    const Tensor y = d.op(x);
+    sum(y).backward();
+    const std::vector<double> got = y.to_doubles(), grad = x.grad().to_doubles();
+    long double largest_derivative = 0;
+    for (const double v : xs) {
+      if (std::fabs(d.value(v)) <= 3e38L) largest_derivative = std::max(largest_derivative, std::fabs(d.derivative(v)));
+    }
+    int bad = 0;
+    for (std::size_t i = 0; i < xs.size() && bad < 5; ++i) {
+      const long double want = d.value(xs[i]), dwant = d.derivative(xs[i]);
+      if (std::fabs(want) > 3e38L) continue;  // past f32's range (exp)
+      const double tol = kUlps * (1 + xs[i] * xs[i]) * static_cast<double>(std::fabs(want)) + 1e-37;
+      const double dtol = kUlps * static_cast<double>(largest_derivative);
+      if (std::fabs(got[i] - static_cast<double>(want)) > tol || std::fabs(grad[i] - static_cast<double>(dwant)) > dtol) {
+        ++bad;
+        ADD_FAILURE() << d.name << " at " << xs[i] << ": " << got[i] << " (want " << static_cast<double>(want) << "), derivative "
+                      << grad[i] << " (want " << static_cast<double>(dwant) << ")";
+      }
     }
   }
 }

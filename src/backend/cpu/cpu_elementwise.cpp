@@ -87,9 +87,11 @@ MANTISSA_VECTOR_CLONES void run_binary(BinaryOp op, const float* a, const float*
   }
 }
 
-// Calls fn.template operator()<Op>() for the op given at run time.
+// Calls fn.template operator()<Op>() for the op given at run time. Inlined, with fn, into each ISA's clone
+// of its callers: a call left out of line is compiled for the baseline ISA (SSE2, and libmvec's SSE
+// erfcf for GELU, a quarter of AVX-512's width).
 template <class Fn>
-void dispatch_unary(UnaryOp op, Fn&& fn) {
+[[gnu::always_inline]] inline void dispatch_unary(UnaryOp op, Fn&& fn) {
   switch (op) {
     case UnaryOp::neg: return fn.template operator()<UnaryOp::neg>();
     case UnaryOp::abs: return fn.template operator()<UnaryOp::abs>();
@@ -109,12 +111,12 @@ void dispatch_unary(UnaryOp op, Fn&& fn) {
 
 // The elementwise loops for one block, per ISA (the loops above are inlined into each clone).
 MANTISSA_VECTOR_CLONES void run_unary(UnaryOp op, const float* x, float* out, std::int64_t n, float alpha) {
-  dispatch_unary(op, [&]<UnaryOp Op>() { unary_loop<Op>(x, out, n, alpha); });
+  dispatch_unary(op, [&]<UnaryOp Op>() __attribute__((always_inline)) { unary_loop<Op>(x, out, n, alpha); });
 }
 
 MANTISSA_VECTOR_CLONES void run_unary_backward(UnaryOp op, const float* x, const float* g, float* out, std::int64_t n,
                                                float alpha) {
-  dispatch_unary(op, [&]<UnaryOp Op>() { unary_backward_loop<Op>(x, g, out, n, alpha); });
+  dispatch_unary(op, [&]<UnaryOp Op>() __attribute__((always_inline)) { unary_backward_loop<Op>(x, g, out, n, alpha); });
 }
 
 // Copies one row of n elements of `size` bytes, `from_stride` and `to_stride` elements apart, bit for bit.
