@@ -533,7 +533,8 @@ int run_model_bench(ModelBenchArgs a) {
   if (a.steps <= 0 || a.warmup < 0) throw std::invalid_argument("bench: --steps must be positive, --warmup not negative");
   const std::vector<Variant> vs = variants(a);
   const BenchData data = load_data(a);
-  if (a.tf32 && device_option(a.device).type != DeviceType::cuda) throw std::invalid_argument("bench --tf32: only with --device cuda");
+  const Device device = device_option(a.device);
+  if (a.tf32 && device.type != DeviceType::cuda) throw std::invalid_argument("bench --tf32: only with --device cuda");
   set_cuda_allow_tf32(a.tf32);
   const int threads = a.threads > 0 ? a.threads : omp_get_max_threads();
   omp_set_num_threads(threads);
@@ -542,7 +543,7 @@ int run_model_bench(ModelBenchArgs a) {
     if (!a.json) fmt::print(stderr, "timing {} ...\n", v.label());
     results.push_back(run_variant(a, v, data, vs.size() > 1, threads));
   }
-  const double copy_rate = copy_bytes_per_second(device_option(a.device), threads);
+  const double copy_rate = copy_bytes_per_second(device, threads);
   const Result* fp32 = nullptr;
   for (const Result& r : results) {
     if (r.variant.precision == DType::f32 && !r.variant.fp8 && r.variant.numerics == "off") fp32 = &r;
