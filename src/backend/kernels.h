@@ -98,9 +98,9 @@ struct Fp8Grids {
 };
 
 // The bytes of the distinct values a view holds (a broadcast dimension, stride 0, counts once); 0 for an
-// undefined tensor. What a kernel moves at least, per argument: run_kernel counts it (registry.h).
+// undefined or empty tensor. What a kernel moves at least, per argument: run_kernel counts it (registry.h).
 inline std::int64_t held_bytes(const Tensor& t) {
-  if (!t.defined()) return 0;
+  if (!t.defined() || t.numel() == 0) return 0;
   auto n = static_cast<std::int64_t>(dtype_size(t.dtype()));
   for (std::int64_t d = 0; d < t.dim(); ++d) {
     if (t.strides()[static_cast<std::size_t>(d)] != 0) n *= t.shape()[static_cast<std::size_t>(d)];
