@@ -85,8 +85,11 @@ TEST(Optimizers, CpuKernelsMatchTheReference) {
       for (int s = 0; s < 3; ++s) {
         a.set_grad(Tensor::uniform({5000}, DType::f32, 10 + s, -1, 1));
         b.set_grad(Tensor::uniform({300}, DType::f32, 20 + s, -1, 1));
+        const std::vector<double> ga = a.grad().to_doubles(), gb = b.grad().to_doubles();
         adam.step(s == 1 ? 0.25 : 1.0);  // a grad_scale (the fused unscale) on one step
         sgd.step(s == 1 ? 0.25 : 1.0);
+        EXPECT_EQ(a.grad().to_doubles(), ga) << "the update scales a copy, never the gradient";
+        EXPECT_EQ(b.grad().to_doubles(), gb);
       }
       std::vector<double> r = a.to_doubles();
       const std::vector<double> rb = b.to_doubles();
