@@ -384,15 +384,22 @@ MANTISSA_VECTOR_CLONES std::int64_t scale_counting_underflow(float* x, std::int6
 
 // One block of `len` values of gradient g from `at` on: scaled in place (unless factor is 1), tallied into c.
 void scale_and_check_block(const Tensor& g, std::int64_t at, std::int64_t len, float f, float below, GradientCheck& c) {
-  alignas(64) float buf[kRowBlock];
   // Underflow is judged before scaling, the norm after it, on the values as stored (rounded into g's
-  // dtype): with a factor of 1 (no loss scaling) nothing is written, and f32 needs no re-read.
+  // dtype): with a factor of 1 (no loss scaling) nothing is written. f32 gradients are worked on where
+  // they are; the others through an f32 copy of the block, re-read after the scaled values are stored.
   const bool rescale = f != 1.0f;
+  if (g.dtype() == DType::f32) {
+    float* x = g.data_as<float>() + at;
+    if (rescale) c.underflow += scale_counting_underflow(x, len, f, below);
+    tally(x, len, rescale ? 0.0f : below, c);
+    return;
+  }
+  alignas(64) float buf[kRowBlock];
   load_f32(g, at, 1, len, buf);
   if (rescale) {
     c.underflow += scale_counting_underflow(buf, len, f, below);
     store_f32(g, at, 1, len, buf);
-    if (g.dtype() != DType::f32) load_f32(g, at, 1, len, buf);
+    load_f32(g, at, 1, len, buf);
   }
   tally(buf, len, rescale ? 0.0f : below, c);
 }
