@@ -12,10 +12,14 @@
 namespace mantissa::detail {
 namespace {
 
+// One family's or region's totals: one map lookup per kernel call.
+struct Part {
+  double seconds = 0, bytes = 0, flops = 0;
+};
+
 struct Totals {
   std::mutex mutex;
-  std::map<std::string, double> family_seconds, family_bytes, family_flops;
-  double matmul_flops = 0;
+  std::map<std::string, Part> parts;
   double library_seconds = 0;
   long library_calls = 0;
 };
@@ -59,12 +63,10 @@ FamilyTimer::~FamilyTimer() {
     tls_device_timed = false;
   }
   std::lock_guard lock(totals().mutex);
-  totals().family_seconds[name_] += s;
-  totals().family_bytes[name_] += bytes_;
-  if (flops_ > 0) {
-    totals().family_flops[name_] += flops_;
-    totals().matmul_flops += flops_;
-  }
+  Part& part = totals().parts[name_];
+  part.seconds += s;
+  part.bytes += bytes_;
+  part.flops += flops_;
 }
 
 void count_library_call(double seconds) {
@@ -80,17 +82,23 @@ namespace mantissa {
 KernelTimes kernel_times() {
   detail::Totals& t = detail::totals();
   std::lock_guard lock(t.mutex);
-  return KernelTimes{t.library_seconds, t.library_calls, t.family_seconds, t.family_bytes, t.family_flops, t.matmul_flops};
+  KernelTimes k{t.library_seconds, t.library_calls, {}, {}, {}, 0};
+  for (const auto& [name, part] : t.parts) {
+    k.backend_seconds[name] = part.seconds;
+    k.backend_bytes[name] = part.bytes;
+    if (part.flops > 0) {
+      k.backend_flops[name] = part.flops;
+      k.matmul_flops += part.flops;
+    }
+  }
+  return k;
 }
 
 void reset_kernel_times() {
   (void)device_kernel_seconds();
   detail::Totals& t = detail::totals();
   std::lock_guard lock(t.mutex);
-  t.family_seconds.clear();
-  t.family_bytes.clear();
-  t.family_flops.clear();
-  t.matmul_flops = 0;
+  t.parts.clear();
   t.library_seconds = 0;
   t.library_calls = 0;
 }

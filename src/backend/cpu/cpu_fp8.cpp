@@ -29,16 +29,16 @@ Grid grid_of(Format f) {
           std::ldexp(1.0f, f.min_exponent() - f.man_bits() + 23), static_cast<std::uint32_t>(23 - f.man_bits())};
 }
 
-struct Counts {
-  std::uint32_t amax_bits = 0;  // of finite |x|: non-negative floats order as their bit patterns
-  std::int64_t saturated = 0, underflowed = 0, nonfinite = 0;
-};
-
 // The bits of |x| as a signed integer: non-negative, and ordered as the magnitudes (inf and NaN above
 // every finite value). Signed, because GCC 12 vectorizes a max over signed lanes where it gives up on the
 // same max over unsigned ones.
 inline std::int32_t magnitude_bits(float x) { return std::bit_cast<std::int32_t>(x) & 0x7fffffff; }
 constexpr std::int32_t kInfBits = 0x7f800000;
+
+struct Counts {
+  std::int32_t amax_bits = 0;  // magnitude_bits of the largest finite |x|
+  std::int64_t saturated = 0, underflowed = 0, nonfinite = 0;
+};
 
 // x[i] * s[i] rounded to the grid, times back[i] (1, or 1 / s[i] to dequantize), as bf16 bits; the loop
 // GCC vectorizes (compiled per ISA). (A variant without the last product was not vectorized by GCC 12.)
@@ -46,7 +46,7 @@ MANTISSA_VECTOR_CLONES void quantize_span(const float* x, const float* s, const 
                                           std::uint16_t* out, Counts& c) {
   const std::uint32_t half = (std::uint32_t{1} << (g.shift - 1)) - 1;
   const std::uint32_t keep = ~((std::uint32_t{1} << g.shift) - 1);
-  std::int32_t amax = static_cast<std::int32_t>(c.amax_bits);
+  std::int32_t amax = c.amax_bits;
   std::int32_t saturated = 0, underflowed = 0, nonfinite = 0;  // a span is one row: its counts fit
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int32_t xb = magnitude_bits(x[i]);
@@ -70,19 +70,18 @@ MANTISSA_VECTOR_CLONES void quantize_span(const float* x, const float* s, const 
     // Finite results are exact in bf16; inf keeps its bits, NaN becomes bf16's quiet NaN.
     out[i] = static_cast<std::uint16_t>(finite ? qb >> 16 : v != v ? 0x7fc0U | ((vb >> 16) & 0x8000U) : vb >> 16);
   }
-  c.amax_bits = static_cast<std::uint32_t>(amax);
+  c.amax_bits = amax;
   c.saturated += saturated;
   c.underflowed += underflowed;
   c.nonfinite += nonfinite;
 }
 
-MANTISSA_VECTOR_CLONES std::uint32_t amax_span(const float* x, std::int64_t n, std::uint32_t amax_bits) {
-  auto amax = static_cast<std::int32_t>(amax_bits);
+MANTISSA_VECTOR_CLONES std::int32_t amax_span(const float* x, std::int64_t n, std::int32_t amax) {
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int32_t xb = magnitude_bits(x[i]);
     amax = std::max(amax, xb < kInfBits ? xb : 0);
   }
-  return static_cast<std::uint32_t>(amax);
+  return amax;
 }
 
 // column[c] = max(column[c], the magnitude bits of row[c] if finite, else 0), for c < n.
@@ -140,15 +139,15 @@ void spread(const float* block_scales, std::int64_t cols, std::int64_t block_col
 void cpu_fp8_amax(const Tensor& x, std::int64_t block_rows, std::int64_t block_cols, const Tensor& amax) {
   const std::int64_t rows = x.size(0), cols = x.size(1), nbc = amax.size(1);
   const auto blocks = static_cast<std::size_t>(amax.numel());
-  std::vector<std::uint32_t> total(blocks, 0);
+  std::vector<std::int32_t> total(blocks, 0);
 #pragma omp parallel if (rows * cols >= (1 << 15))
   {
-    std::vector<std::uint32_t> mine(blocks, 0);
+    std::vector<std::int32_t> mine(blocks, 0);
     std::vector<float> row(static_cast<std::size_t>(cols));
 #pragma omp for schedule(static)
     for (std::int64_t r = 0; r < rows; ++r) {
       load_row_f32(x, r, row.data());
-      std::uint32_t* m = mine.data() + (r / block_rows) * nbc;
+      std::int32_t* m = mine.data() + (r / block_rows) * nbc;
       for (std::int64_t c0 = 0, b = 0; c0 < cols; c0 += block_cols, ++b) {
         m[b] = amax_span(row.data() + c0, std::min(block_cols, cols - c0), m[b]);
       }
@@ -207,15 +206,14 @@ Fp8QuantizeStats cpu_fp8_quantize_current(const Tensor& x, Format format, std::i
     Counts mine;
     std::vector<float> buf(static_cast<std::size_t>(block_rows * cols));
     std::vector<float> scale(static_cast<std::size_t>(cols)), back(scale.size());
-    std::vector<std::uint32_t> amax(static_cast<std::size_t>(nbc));
-    std::vector<std::int32_t> column(static_cast<std::size_t>(cols));  // magnitude_bits
+    std::vector<std::int32_t> amax(static_cast<std::size_t>(nbc)), column(static_cast<std::size_t>(cols));  // magnitude_bits
 #pragma omp for schedule(static)
     for (std::int64_t strip = 0; strip < strips; ++strip) {
       const std::int64_t r0 = strip * block_rows, n = std::min(block_rows, rows - r0);
       if (block_cols == 1) {
         std::fill(column.begin(), column.end(), 0);
       } else {
-        std::fill(amax.begin(), amax.end(), 0U);
+        std::fill(amax.begin(), amax.end(), 0);
       }
       for (std::int64_t r = 0; r < n; ++r) {
         float* row = buf.data() + r * cols;
@@ -230,7 +228,7 @@ Fp8QuantizeStats cpu_fp8_quantize_current(const Tensor& x, Format format, std::i
       }
       float* block_scales = scales.data_as<float>() + strip * nbc;
       for (std::int64_t b = 0; b < nbc; ++b) {
-        const std::uint32_t bits = block_cols == 1 ? static_cast<std::uint32_t>(column[static_cast<std::size_t>(b)]) : amax[static_cast<std::size_t>(b)];
+        const std::int32_t bits = (block_cols == 1 ? column : amax)[static_cast<std::size_t>(b)];
         block_scales[b] = fp8_scale_for(std::bit_cast<float>(bits), g.max_finite, margin, power_of_2);
       }
       spread(block_scales, cols, block_cols, dequantize, scale, back);
