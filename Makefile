@@ -44,7 +44,7 @@ sanitize: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DMANTISSA_CLI_EXTRA_FLAGS=-O0 -DMANTISSA_WERROR=ON -DMANTISSA_BUILD_BENCHMARKS=OFF -DMANTISSA_WITH_CUDA=OFF \
 	  -DCMAKE_CXX_FLAGS="$(SANITIZE)" -DCMAKE_EXE_LINKER_FLAGS="$(SANITIZE)" -DCMAKE_SHARED_LINKER_FLAGS="$(SANITIZE)" >/dev/null
 	@cmake --build build-asan -j $(JOBS)
-	@ctest --test-dir build-asan --output-on-failure -j $(JOBS) -E '^install\.|^avx2:|^DataParallelCommand\.|^PaperCommand\.'
+	@ctest --test-dir build-asan --output-on-failure -j $(JOBS) -E '^install\.|^avx2:|^DataParallelCommand\.|^PaperCommand\.|^gpu_check\.'
 	@ctest --test-dir build-asan --output-on-failure -j $(JOBS) -R $(ASAN_AVX2)
 
 # The fuzz targets (fuzz/) built as libFuzzer programs with clang, ASan and UBSan in build-fuzz/ (at -O1

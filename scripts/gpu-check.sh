@@ -1,24 +1,96 @@
 #!/usr/bin/env bash
-# The device check of the CUDA backend, in one call on the lent GPU machine (under 8 minutes): what the
-# machine is, the GPU test cases, the parity of every op on cuda against the reference backend (with a
-# count of the ops whose kernels are not on the GPU yet), and GPT-2 124M training steps per precision in
-# mantissa and, alternating, in the machine's PyTorch (bench/pytorch/bench.py): ms/step, tokens/s, model
-# FLOP/s against mantissa's own product rate for an 8192^3 GEMM, peak memory, bf16 again with attention
-# unfused (products and a softmax, not cuDNN's kernel), fp8 with its products on fp8 tensor cores and
-# emulated, and where mantissa's step goes on the GPU's own clock; then the char GPT's quality trained
-# on the GPU in bf16 and fp16. It runs what scripts/gpu-pack.sh built and carried (build-gpu/carry/),
-# with the machine's own cuBLASLt (PyTorch's, or the toolkit's). Everything
-# it prints also goes to $OUT/gpu-check.log when $OUT is set (the device tool brings it back).
+# The device check of the CUDA backend, for a short slice of a lent GPU machine: the headline first,
+# then the rest by what it is worth, inside a time budget (default 360 s). Parts, in order:
+#   1. the machine and `mantissa info`;
+#   2. the headline: GPT-2 124M (batch 16 x 1024, AdamW) in bf16 autocast, mantissa then PyTorch eager,
+#      each printed as one line the moment it ends (ms/step, tokens/s, TFLOP/s, peak memory, host waits);
+#   3. correctness: cuDNN's fused attention alone, the GPU test cases (NCCL's among them), parity of
+#      every op on cuda against the reference;
+#   4. fp16 (both), tf32 and fp32 (mantissa), then the table and where mantissa's step goes on the GPU's
+#      own clock;
+#   5. PyTorch bf16 with torch.compile; the char GPT's quality on the GPU; fp8 (tensor cores, emulated).
+# A part starts only if its own time limit fits in what is left of the budget (else: "not run"), so the
+# limits of the parts that run add up to less than the budget and a cut-off run still has every line it
+# finished in the log. Results: $OUT/gpu-check.log and $OUT/gpu-check-results.tar.gz (every JSON and
+# error output), rewritten after each part.
+#
+# It runs what scripts/gpu-pack.sh built and carried (build-gpu/carry/): the carried Debian libraries
+# (oneDNN, fmt, ...) go to mantissa's programs only, never to PyTorch's; cuBLASLt, cuDNN, NVRTC and NCCL
+# are the machine's own (PyTorch's wheels', or the toolkit's).
+#
+#   scripts/gpu-check.sh [--budget SECONDS] [--dry-run] [CARRY]
+# --dry-run rehearses it here, without a GPU (a ctest case): the arguments, the carry's libraries packed
+# from this build (build/bin) and unpacked as on the GPU machine, the order and budget of the parts
+# (each GPU command printed, not run), and the report from results made by this build's own
+# `mantissa bench` on the CPU and a sample of PyTorch's.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-carry=${1:-build-gpu/carry}
-log=${OUT:-/tmp}/gpu-check.log
-exec > >(tee "$log") 2>&1
+budget=360
+dry=0
+carry=build-gpu/carry
+bin_dir=build/bin
+while [ $# -gt 0 ]; do
+  case $1 in
+    --budget) budget=${2:?--budget needs seconds}; shift 2 ;;
+    --budget=*) budget=${1#--budget=}; shift ;;
+    --dry-run) dry=1; shift ;;
+    --bin-dir) bin_dir=${2:?--bin-dir needs a folder}; shift 2 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -*) echo "gpu-check: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) carry=$1; shift ;;
+  esac
+done
+case $budget in ''|*[!0-9]*) echo "gpu-check: --budget takes whole seconds, not '$budget'" >&2; exit 2 ;; esac
+
+out=${OUT:-/tmp/gpu-check-out}
+[ "$dry" = 1 ] && out=$(mktemp -d /tmp/gpu-check-dry.XXXXXX)
+mkdir -p "$out"
+results=$(mktemp -d /tmp/gpu-check-results.XXXXXX)
+exec > >(tee "$out/gpu-check.log") 2>&1
 started=$(date +%s)
-section() { printf '\n== %s (%ss)\n' "$1" "$(( $(date +%s) - started ))"; }
+elapsed() { echo $(( $(date +%s) - started )); }
+section() { printf '\n== %s (%ss)\n' "$1" "$(elapsed)"; }
+save() { tar -C "$results" -czf "$out/gpu-check-results.tar.gz" . 2>/dev/null; }
+
+# part LIMIT NAME COMMAND...: runs COMMAND under `timeout LIMIT` if LIMIT fits in what is left (a
+# reserve of 5 s for the report), its standard output to $results/NAME.json and its errors to
+# NAME.err; says why when it fails. In a dry run, prints the command instead.
+part() {
+  local limit=$1 name=$2
+  shift 2
+  local left=$(( budget - 5 - $(elapsed) ))
+  if [ "$limit" -gt "$left" ]; then
+    echo "$name: not run (needs ${limit} s, ${left} s of the budget left)"
+    echo "not run: out of budget" > "$results/$name.err"
+    return 3
+  fi
+  if [ "$dry" = 1 ]; then
+    echo "$name: would run (limit ${limit} s): $*"
+    return 0
+  fi
+  timeout "$limit" "$@" > "$results/$name.json" 2> "$results/$name.err"
+  local status=$?
+  [ $status -eq 124 ] && echo "$name: cut off after ${limit} s"
+  [ $status -ne 0 ] && [ $status -ne 124 ] && echo "$name: failed (status $status): $(tail -1 "$results/$name.err")"
+  save
+  return $status
+}
+
+# mantissa's programs with the carried libraries; PyTorch with the machine's environment as it is.
+libs=/tmp/mantissa-carry-lib
+mantissa_env() { LD_LIBRARY_PATH="$libs$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+m() { mantissa_env "$carry/bin/mantissa" "$@"; }
 
 section "machine"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 | head -3
+if [ "$dry" = 1 ]; then
+  # The carry as gpu-pack.sh makes it, from this build's command.
+  carry=$(mktemp -d /tmp/gpu-check-carry.XXXXXX)
+  mkdir -p "$carry/bin" && cp "$bin_dir/mantissa" "$carry/bin/" || { echo "dry run: no $bin_dir/mantissa (build first)"; exit 1; }
+  [ -f "$bin_dir/libmantissa_cudnn_sdpa.so" ] && cp "$bin_dir/libmantissa_cudnn_sdpa.so" "$carry/bin/"
+  scripts/gpu-pack.sh --libs-only "$carry" || { echo "dry run: packing the libraries failed"; exit 1; }
+else
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 | head -3
+fi
 # The NVIDIA libraries mantissa loads with dlopen (cuBLASLt, cuDNN, NCCL; NVRTC for cuDNN's runtime-
 # compiled engines): the loader's, else the toolkit's, else the ones in PyTorch's wheels (nvidia/*/lib).
 site=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
@@ -35,154 +107,113 @@ for lib in libcublasLt.so.13 libcudnn.so.9 libnccl.so.2 libnvrtc.so.13; do
   echo "$lib: ${path:-not found}"
   [ -n "$path" ] && dirs="$dirs:$(dirname "$path")"
 done
-# The carried libraries (oneDNN, ..., the fused-attention plugin), packed by gpu-pack.sh.
-libs=/tmp/mantissa-carry-lib
 rm -rf "$libs" && mkdir -p "$libs" && tar -C "$libs" --strip-components=1 -xJf "$carry/lib.tar.xz" || echo "cannot unpack $carry/lib.tar.xz"
+echo "carried libraries: $(ls "$libs" | wc -l) ($(ls "$libs" | grep -c dnnl) of oneDNN)"
 export MANTISSA_SDPA_PLUGIN="$libs/libmantissa_cudnn_sdpa.so"
-export LD_LIBRARY_PATH="$libs$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OMP_WAIT_POLICY=passive
-# The data sets where mantissa looks for them, from the carry when the machine lacks Debian's packages.
-for d in /usr/share/games/fortunes /usr/share/datasets/fashion-mnist; do
-  if [ ! -d "$d" ]; then
-    mkdir -p "$d" && cp "$carry/data/$(basename "$d")"/* "$d"/ && echo "data: $d from the carry" ||
-      echo "data: cannot create $d (the cases that read it will fail)"
-  fi
-done
-"$carry/bin/mantissa" info | grep -E '^data parallel on GPUs'
-"$carry/bin/mantissa" info | sed -n '/^cuda/,$p'
+if [ "$dry" = 0 ]; then
+  # The data sets where mantissa looks for them, from the carry when the machine lacks Debian's packages.
+  for d in /usr/share/games/fortunes /usr/share/datasets/fashion-mnist; do
+    if [ ! -d "$d" ]; then
+      mkdir -p "$d" && cp "$carry/data/$(basename "$d")"/* "$d"/ && echo "data: $d from the carry" ||
+        echo "data: cannot create $d (the cases that read it will fail)"
+    fi
+  done
+fi
+m info | sed -n '/^cuda/,$p' | head -40
+py=$(command -v python3 || true)
+if [ "$dry" = 0 ] && [ -n "$py" ] && ! "$py" -c 'import torch' 2>/dev/null; then py=""; fi
+[ -z "$py" ] && echo "no python with torch here: PyTorch's side is not timed"
+report() { python3 scripts/gpu_report.py "$@"; }
+gpt2=(bench --model gpt2-124m --device cuda --mode autocast --steps 5 --warmup 2 --json)
+torch_gpt2=(bench/pytorch/bench.py --model gpt2-124m --device cuda --steps 5 --warmup 2)
 
-section "cuDNN's fused attention, alone first (a crash in it must not take the rest of the check with it)"
-timeout 90 "$carry/bin/gpu_tests" --gtest_filter='*FusedAttention*' 2>&1 | tail -15
-status=${PIPESTATUS[0]}
-if [ "$status" -ne 0 ]; then
-  echo "the fused attention case ended with status $status: the rest of the check runs with MANTISSA_ATTENTION=unfused"
-  export MANTISSA_ATTENTION=unfused
+section "headline: GPT-2 124M bf16 autocast, batch 16 x 1024 (target <= 38 ms; PyTorch eager measured 47.7, compiled 34.0)"
+part 45 mantissa-bf16 mantissa_env "$carry/bin/mantissa" "${gpt2[@]}" --precision bf16
+report line "$results" mantissa-bf16
+if [ -n "$py" ]; then
+  part 45 pytorch-bf16 "$py" "${torch_gpt2[@]}" --precision bf16
+  report line "$results" pytorch-bf16
 fi
 
-section "GPU test cases (tests/gpu/cuda_test.cpp, cuda_kernels_test.cpp, nccl_test.cpp)"
-timeout 180 "$carry/bin/gpu_tests" --gtest_brief=1 2>&1 | tail -40
+section "correctness: cuDNN's fused attention alone, the GPU cases, parity on cuda"
+# A crash or a hang in cuDNN's fused attention must not take the rest with it: only then does the rest
+# run unfused. A refused shape or a wrong value is a failed case, printed, and the fused kernel stays.
+part 20 fused-attention mantissa_env "$carry/bin/gpu_tests" --gtest_filter='*FusedAttention*' --gtest_brief=1
+status=$?
+[ -s "$results/fused-attention.json" ] && tail -15 "$results/fused-attention.json"
+if [ $status -eq 124 ] || [ $status -gt 128 ]; then
+  echo "fused attention crashed or hung (status $status): the runs below use MANTISSA_ATTENTION=unfused"
+  export MANTISSA_ATTENTION=unfused
+fi
+part 40 gpu-tests mantissa_env "$carry/bin/gpu_tests" --gtest_brief=1
+[ -s "$results/gpu-tests.json" ] && tail -25 "$results/gpu-tests.json"
+part 50 parity-cuda mantissa_env "$carry/bin/parity_tests" --gtest_filter='*CudaBackendMatchesReference*'
+if [ -s "$results/parity-cuda.json" ]; then
+  f=$results/parity-cuda.json
+  echo "parity: $(grep -c '^\[       OK \]' "$f") passed, $(grep -c '^\[  FAILED  \].*Cuda.*(' "$f") failed," \
+    "$(grep -c '^\[  SKIPPED \].*(' "$f") skipped (a crash: the last '[ RUN' line of parity-cuda.json in the tarball)"
+  grep -o '[a-z0-9_]*: no kernel for device cuda:0' "$f" | sort | uniq -c | sort -rn
+  grep -B2 -A12 '^\[  FAILED  \].*(' "$f" | grep -v '^\[ RUN' | head -60
+fi
 
-section "parity on cuda against the reference, every op and dtype (tests/parity/parity_test.cpp)"
-timeout 240 "$carry/bin/parity_tests" --gtest_filter='*CudaBackendMatchesReference*' > /tmp/parity-cuda.txt 2>&1
-echo "exit status: $? (a crash ends the run: the last case started is the last '[ RUN' line of parity-cuda.txt)"
-echo "passed:  $(grep -c '^\[       OK \]' /tmp/parity-cuda.txt)"
-echo "failed:  $(grep -c '^\[  FAILED  \].*Cuda.*(' /tmp/parity-cuda.txt)"
-echo "skipped: $(grep -c '^\[  SKIPPED \].*(' /tmp/parity-cuda.txt)"
-echo "kernels not on the GPU yet, by how many cases need them:"
-grep -o '[a-z0-9_]*: no kernel for device cuda:0' /tmp/parity-cuda.txt | sort | uniq -c | sort -rn
-grep -B2 -A12 '^\[  FAILED  \].*(' /tmp/parity-cuda.txt | grep -v '^\[ RUN' | head -80
-cp /tmp/parity-cuda.txt "${OUT:-/tmp}/" 2>/dev/null
+section "the other precisions: fp16 (both), tf32 and fp32 (mantissa)"
+part 25 mantissa-fp16 mantissa_env "$carry/bin/mantissa" "${gpt2[@]}" --precision fp16
+report line "$results" mantissa-fp16
+if [ -n "$py" ]; then
+  part 25 pytorch-fp16 "$py" "${torch_gpt2[@]}" --precision fp16
+  report line "$results" pytorch-fp16
+fi
+part 25 mantissa-tf32 mantissa_env "$carry/bin/mantissa" "${gpt2[@]}" --precision fp32 --tf32
+report line "$results" mantissa-tf32
+part 25 mantissa-fp32 mantissa_env "$carry/bin/mantissa" "${gpt2[@]}" --precision fp32
+report line "$results" mantissa-fp32
+report table "$results"
 
-section "GPT-2 124M training steps: mantissa and PyTorch, alternating (batch 16 x 1024, AdamW)"
-py=$(command -v python3 || true)
-if [ -n "$py" ] && ! "$py" -c 'import torch' 2>/dev/null; then py=""; fi
-[ -z "$py" ] && echo "no python with torch here: PyTorch's side is not timed"
-results=${OUT:-/tmp}/gpt2-124m
-mkdir -p "$results"
-for p in fp32 tf32 bf16 fp16; do
-  flags="--precision $p"
-  case $p in tf32) flags="--precision fp32 --tf32" ;; esac
-  timeout 100 "$carry/bin/mantissa" bench --model gpt2-124m --device cuda $flags --mode autocast --steps 5 --warmup 2 \
-    --json > "$results/mantissa-$p.json" 2> "$results/mantissa-$p.err" || echo "mantissa $p: failed: $(tail -1 "$results/mantissa-$p.err")"
-  if [ -n "$py" ]; then
-    timeout 100 "$py" bench/pytorch/bench.py --model gpt2-124m --device cuda --precision "$p" --steps 5 --warmup 2 \
-      > "$results/pytorch-$p.json" 2> "$results/pytorch-$p.err" || echo "pytorch $p: failed: $(tail -1 "$results/pytorch-$p.err")"
-  fi
-done
-# bf16 once more with attention as products and a softmax instead of cuDNN's fused kernel.
-MANTISSA_ATTENTION=unfused timeout 80 "$carry/bin/mantissa" bench --model gpt2-124m --device cuda --precision bf16 \
-  --mode autocast --steps 5 --warmup 2 --json > "$results/mantissa-bf16-unfused.json" 2> "$results/mantissa-bf16-unfused.err" ||
-  echo "mantissa bf16 unfused: failed: $(tail -1 "$results/mantissa-bf16-unfused.err")"
-[ -n "$py" ] && timeout 150 "$py" bench/pytorch/bench.py --model gpt2-124m --device cuda --precision bf16 --compile --steps 5 \
-  --warmup 3 > "$results/pytorch-bf16-compile.json" 2> "$results/pytorch-bf16-compile.err"
-python3 - "$results" <<'PY'
-import json, os, sys
-d = sys.argv[1]
-def load(name):
-    try:
-        with open(os.path.join(d, name + ".json")) as f:
-            return json.loads(f.read().strip().splitlines()[-1])
-    except Exception:
-        return None
-print(f"{'precision':<10}{'mantissa ms':>12}{'PyTorch ms':>12}{'ratio':>8}{'tokens/s':>12}{'TFLOP/s':>9}{'of GEMM':>9}{'peak GiB':>10}{'PyTorch GiB':>12}")
-for p in ["fp32", "tf32", "bf16", "fp16"]:
-    m, t = load("mantissa-" + p), load("pytorch-" + p)
-    r = (m["results"][0] if "results" in m else m) if m else None  # one variant: a flat object
-    ms = r["ms_per_step"] if r else float("nan")
-    tms = t["ms_per_step"] if t else float("nan")
-    print(f"{p:<10}{ms:>12.1f}{tms:>12.1f}{tms / ms:>8.2f}{(r or {}).get('items_per_second', float('nan')):>12.0f}"
-          f"{(r or {}).get('model_gflops', float('nan')) / 1e3:>9.1f}{100 * (r or {}).get('fraction_of_peak', float('nan')):>8.0f}%"
-          f"{(r or {}).get('peak_bytes', {}).get('total', float('nan')) / 2**30:>10.1f}{(t or {}).get('peak_bytes', float('nan')) / 2**30:>12.1f}")
-    if r:
-        print(f"{'':<10}mantissa's product rate for the shape: {r.get('peak_gflops', 0) / 1e3:.0f} TFLOP/s ({r.get('peak_instruction')})")
-c = load("pytorch-bf16-compile")
-if c:
-    print(f"PyTorch bf16 + torch.compile: {c['ms_per_step']:.1f} ms/step, {c.get('peak_bytes', 0) / 2**30:.1f} GiB")
-u = load("mantissa-bf16-unfused")
-if u:
-    print(f"mantissa bf16 with attention unfused (products and a softmax): {u['ms_per_step']:.1f} ms/step, "
-          f"{u.get('peak_bytes', {}).get('total', 0) / 2**30:.1f} GiB")
-print("where mantissa's step goes on the GPU's clock (ms per step; 'gpu idle': waiting for the host):")
-for p in ["bf16", "fp16", "fp32", "bf16-unfused"]:
-    m = load("mantissa-" + p)
-    r = (m["results"][0] if "results" in m else m) if m else None
-    if not r or "time_fraction" not in r:
-        continue
-    parts = sorted(r["time_fraction"].items(), key=lambda kv: -kv[1])
-    print(f"  {p}: " + ", ".join(f"{k} {v * r['ms_per_step']:.1f}" for k, v in parts[:12]))
-    copy = m.get("copy_gbps")
-    if copy and "gbps" in r:
-        rates = sorted(r["gbps"].items(), key=lambda kv: -r["time_fraction"].get(kv[0], 0))
-        print(f"    without products, GB/s and % of the {copy:.0f} GB/s device copy: " +
-              ", ".join(f"{k} {v:.0f} ({100 * v / copy:.0f}%)" for k, v in rates))
-PY
-section "quality: the char GPT of docs/results.md trained on the GPU (target: within 1% of the CPU's fp32 1.8870)"
+section "PyTorch bf16 with torch.compile"
+if [ -n "$py" ]; then
+  part 60 pytorch-bf16-compile "$py" "${torch_gpt2[@]}" --precision bf16 --compile
+  report line "$results" pytorch-bf16-compile
+fi
+
+section "quality: the char GPT of docs/results.md on the GPU (target: within 1% of the CPU's fp32 1.8870)"
 for p in bf16 fp16; do
-  timeout 120 "$carry/bin/mantissa" train --model gpt --device cuda --precision $p --steps 1000 --batch-size 16 --lr 1e-3 \
-    --warmup 100 --eval-every 1000 --eval-batches 20 --seed 1 --json > "$results/quality-$p.json" 2> "$results/quality-$p.err" ||
-    echo "quality $p: failed: $(tail -1 "$results/quality-$p.err")"
+  part 40 quality-$p mantissa_env "$carry/bin/mantissa" train --model gpt --device cuda --precision $p --steps 1000 \
+    --batch-size 16 --lr 1e-3 --warmup 100 --eval-every 1000 --eval-batches 20 --seed 1 --json
 done
-python3 - "$results" <<'PY'
-import json, os, sys
-for p in ["bf16", "fp16"]:
-    try:
-        with open(os.path.join(sys.argv[1], f"quality-{p}.json")) as f:
-            r = json.loads(f.read().strip().splitlines()[-1])
-        v = r["final_val_loss"]
-        print(f"{p}: validation loss {v:.4f} ({100 * (v / 1.8870 - 1):+.2f}% against the CPU's fp32), "
-              f"{r.get('skipped_steps', 0)} skipped steps, {r.get('wall_seconds', float('nan')):.1f} s")
-    except Exception as e:
-        print(f"{p}: no result ({e})")
-PY
+report quality "$results"
 
-section "fp8 (last: the first part a tight time budget cuts)"
-# FP8 (delayed scaling, e4m3 forward and e5m2 gradients): products on fp8 tensor cores, then emulated
-# (the same fp8 values multiplied as bf16), for the speed the fp8 kernels give.
-timeout 80 "$carry/bin/mantissa" bench --model gpt2-124m --device cuda --precision fp8 --fp8-recipe delayed \
-  --mode autocast --steps 5 --warmup 2 --json > "$results/mantissa-fp8.json" 2> "$results/mantissa-fp8.err" ||
-  echo "mantissa fp8: failed: $(tail -1 "$results/mantissa-fp8.err")"
-MANTISSA_FP8_PRODUCTS=emulated timeout 80 "$carry/bin/mantissa" bench --model gpt2-124m --device cuda --precision fp8 \
-  --fp8-recipe delayed --mode autocast --steps 5 --warmup 2 --json > "$results/mantissa-fp8-emulated.json" \
-  2> "$results/mantissa-fp8-emulated.err" || echo "mantissa fp8 emulated: failed: $(tail -1 "$results/mantissa-fp8-emulated.err")"
-python3 - "$results" <<'PY'
-import json, os, sys
-def load(name):
-    try:
-        with open(os.path.join(sys.argv[1], name + ".json")) as f:
-            return json.loads(f.read().strip().splitlines()[-1])
-    except Exception:
-        return None
-for name, what in [("fp8", "on fp8 tensor cores"), ("fp8-emulated", "emulated as bf16 products")]:
-    f = load("mantissa-" + name)
-    r = (f["results"][0] if "results" in f else f) if f else None
-    if r:
-        print(f"mantissa fp8 (delayed) {what}: {r['ms_per_step']:.1f} ms/step, "
-              f"{r.get('peak_bytes', {}).get('total', 0) / 2**30:.1f} GiB")
-m = load("mantissa-fp8")
-r = (m["results"][0] if "results" in m else m) if m else None
-if r and "time_fraction" in r:
-    parts = sorted(r["time_fraction"].items(), key=lambda kv: -kv[1])
-    print("  fp8 on the GPU's clock: " + ", ".join(f"{k} {v * r['ms_per_step']:.1f}" for k, v in parts[:12]))
-PY
+section "fp8 (delayed scaling): products on fp8 tensor cores, then emulated as bf16 products"
+part 25 mantissa-fp8 mantissa_env "$carry/bin/mantissa" "${gpt2[@]}" --precision fp8 --fp8-recipe delayed
+report line "$results" mantissa-fp8
+MANTISSA_FP8_PRODUCTS=emulated part 25 mantissa-fp8-emulated mantissa_env "$carry/bin/mantissa" "${gpt2[@]}" \
+  --precision fp8 --fp8-recipe delayed
+report line "$results" mantissa-fp8-emulated
 
+if [ "$dry" = 1 ]; then
+  section "dry run: the report from this build's own results (CPU) and a sample of PyTorch's"
+  bench_cpu=(bench --model gpt-small --n-layer 1 --n-embd 64 --block-size 32 --batch-size 2 --steps 2 --warmup 1 --threads 1 --json)
+  for p in bf16 fp16 fp32; do
+    m "${bench_cpu[@]}" --precision $p > "$results/mantissa-$p.json" 2> "$results/mantissa-$p.err" ||
+      { echo "dry run: mantissa bench $p failed: $(tail -1 "$results/mantissa-$p.err")"; exit 1; }
+  done
+  cp tests/fixtures/gpu-check/pytorch-*.json "$results/"
+  echo "not run: dry run" > "$results/mantissa-fp8.err"
+  # Each line as the real run prints it; the rehearsal fails where one lacks what it should say.
+  expect() {  # expect REGEX TEXT
+    echo "$2"
+    grep -qE "$1" <<<"$2" || { echo "dry run: the line above does not match /$1/"; exit 1; }
+  }
+  expect '^mantissa-bf16: [0-9.]+ ms/step, .*TFLOP/s .*peak .* GiB, 0\.0 host waits/step$' "$(report line "$results" mantissa-bf16)"
+  expect '^pytorch-bf16: 47\.7 ms/step, .*peak 21\.5 GiB$' "$(report line "$results" pytorch-bf16)"
+  expect '^pytorch-bf16-compile: 34\.0 ms/step' "$(report line "$results" pytorch-bf16-compile)"
+  expect '^mantissa-fp8: no result \(not run: dry run\)$' "$(report line "$results" mantissa-fp8)"
+  expect '^bf16 +[0-9.]+ +47\.7 ' "$(report table "$results" | sed -n 2p)"
+  expect '^  bf16: .*(matmul|attention)' "$(report table "$results" | grep '^  bf16:')"
+  expect '^quality bf16: no result' "$(report quality "$results" | head -1)"
+  save
+  echo "results: $(tar -tzf "$out/gpu-check-results.tar.gz" | grep -c '\.json$') JSON files in $out/gpu-check-results.tar.gz"
+  rm -rf "$carry" "$libs"
+fi
+save
 section "done"

@@ -7,26 +7,44 @@
 # oneDNN alone is 40 MB unpacked), and the data the GPU cases read. cuBLASLt (541 MB), cuDNN, NVRTC and
 # NCCL are not carried: gpu-check.sh finds the machine's own (PyTorch's).
 # Then, with the device tool:  run  command="bash scripts/gpu-check.sh"  carry=["build-gpu/carry"]
+#
+#   scripts/gpu-pack.sh                  build and pack build-gpu/carry
+#   scripts/gpu-pack.sh --libs-only DIR  pack only the libraries of the programs in DIR/bin (and the
+#                                        plugin in DIR/bin, if there) into DIR/lib.tar.xz; gpu-check's
+#                                        dry run uses it on this build's command
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# The shared libraries the programs in $1/bin name, except the C library's own and the CUDA driver's,
+# packed as $1/lib.tar.xz with the fused-attention plugin when $2 names one.
+pack_libs() {
+  local carry=$1 plugin=${2:-}
+  rm -rf "$carry/lib" && mkdir -p "$carry/lib"
+  for b in "$carry"/bin/*; do ldd "$b"; done | awk '/=> \// {print $3}' | sort -u |
+    grep -v -E '/(libc|libm|libmvec|libdl|libpthread|librt|ld-linux[^/]*|libcuda)\.so' |
+    while read -r lib; do cp -L "$lib" "$carry/lib/"; done
+  if [ -n "$plugin" ] && [ -f "$plugin" ]; then
+    cp "$plugin" "$carry/lib/" && strip "$carry/lib/$(basename "$plugin")"
+  else
+    echo "gpu-pack: no fused-attention plugin (no cuDNN frontend): attention on the GPU will be the composition" >&2
+  fi
+  tar -C "$carry" -cJf "$carry/lib.tar.xz" lib && rm -rf "$carry/lib"
+}
+
+if [ "${1:-}" = "--libs-only" ]; then
+  pack_libs "${2:?--libs-only needs a folder with bin/}" "${2}/bin/libmantissa_cudnn_sdpa.so"
+  exit 0
+fi
+
 scripts/install-deps.sh  # the cuDNN frontend's headers (.deps/), for the fused-attention plugin
 configured=$(cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DMANTISSA_WERROR=ON -DMANTISSA_WITH_MPI=OFF \
   -DMANTISSA_BUILD_BENCHMARKS=OFF -DMANTISSA_BUILD_FUZZERS=OFF)
 grep -q "mantissa: CUDA backend on" <<<"$configured" || { echo "gpu-pack: no CUDA compiler found (nvcc)" >&2; exit 1; }
 cmake --build build-gpu -j "$(nproc)" --target gpu_tests parity_tests mantissa_cli
-rm -rf build-gpu/carry && mkdir -p build-gpu/carry/bin build-gpu/carry/lib
+rm -rf build-gpu/carry && mkdir -p build-gpu/carry/bin
 cp build-gpu/bin/gpu_tests build-gpu/bin/parity_tests build-gpu/bin/mantissa build-gpu/carry/bin/
 strip build-gpu/carry/bin/*
-# Every shared library the programs name except the C library's own and the CUDA driver's.
-for b in build-gpu/carry/bin/*; do ldd "$b"; done | awk '/=> \// {print $3}' | sort -u |
-  grep -v -E '/(libc|libm|libmvec|libdl|libpthread|librt|ld-linux[^/]*|libcuda)\.so' |
-  while read -r lib; do cp -L "$lib" build-gpu/carry/lib/; done
-if [ -f build-gpu/bin/libmantissa_cudnn_sdpa.so ]; then
-  cp build-gpu/bin/libmantissa_cudnn_sdpa.so build-gpu/carry/lib/ && strip build-gpu/carry/lib/libmantissa_cudnn_sdpa.so
-else
-  echo "gpu-pack: no fused-attention plugin (no cuDNN frontend): attention on the GPU will be the composition" >&2
-fi
-tar -C build-gpu/carry -cJf build-gpu/carry/lib.tar.xz lib && rm -rf build-gpu/carry/lib
+pack_libs build-gpu/carry build-gpu/bin/libmantissa_cudnn_sdpa.so
 # The data the GPU cases and the quality runs read, for a machine without Debian's data packages: the
 # fortunes (regular files only: the .u8 links would not travel) and Fashion-MNIST's test split.
 mkdir -p build-gpu/carry/data/fortunes build-gpu/carry/data/fashion-mnist

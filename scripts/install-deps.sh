@@ -20,6 +20,7 @@ packages=(
   libomp-14-dev               # OpenMP for the library when clang builds it (the fuzz build)
   libopenmpi-dev openmpi-bin  # data-parallel training across processes (mpirun)
   iproute2                    # the data-parallel test in two network namespaces (ip netns)
+  xz-utils                    # gpu-check's carried libraries (tar -J), rehearsed by its dry run
 )
 
 # Where the CUDA toolkit is: the headers of NVIDIA's cuDNN frontend (header-only, from PyPI's

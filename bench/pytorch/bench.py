@@ -61,8 +61,10 @@ def build(args):
         for k in shape:
             shape[k] = int(meta.get(k, shape[k]))
         init = (tensors, meta)
+    # mantissa's --gelu erf|tanh is PyTorch's approximate="none"|"tanh".
+    gelu = init[1].get("gelu", "erf") if init else args.gelu
     torch.manual_seed(args.seed)
-    model = models.make(args.model, **shape)
+    model = models.make(args.model, **shape, gelu="tanh" if gelu == "tanh" else "none")
     if init:
         tensors, meta = init
         params = dict(model.named_parameters())
@@ -99,6 +101,7 @@ def main():
     p.add_argument("--init", help="safetensors from `mantissa bench --export`")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (inductor)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--gelu", default="erf", choices=["erf", "tanh"], help="gpt: the MLP's GELU (mantissa's --gelu)")
     for k in ("n_layer", "n_head", "n_embd", "block_size", "batch_size", "width"):
         p.add_argument("--" + k.replace("_", "-"), type=int, default=0)
     args = p.parse_args()

@@ -21,9 +21,10 @@ def _uniform_fan_in(t, fan_in):
 
 
 class Block(nn.Module):
-    def __init__(self, n_embd, n_head):
+    def __init__(self, n_embd, n_head, gelu="none"):
         super().__init__()
         self.n_head = n_head
+        self.gelu = gelu
         self.ln1 = nn.LayerNorm(n_embd, eps=1e-5)
         self.attn = nn.Module()
         self.attn.qkv = nn.Linear(n_embd, 3 * n_embd)
@@ -39,18 +40,18 @@ class Block(nn.Module):
         qkv = self.attn.qkv(self.ln1(x)).view(b, t, 3, h, d).permute(2, 0, 3, 1, 4)
         y = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], is_causal=True)
         x = x + self.attn.proj(y.transpose(1, 2).reshape(b, t, c))
-        return x + self.mlp.proj(F.gelu(self.mlp.fc(self.ln2(x))))
+        return x + self.mlp.proj(F.gelu(self.mlp.fc(self.ln2(x)), approximate=self.gelu))
 
 
 class Gpt(nn.Module):
-    """Pre-LayerNorm decoder, GELU (erf) MLP, head tied to the token embedding; GPT-2 initialisation
+    """Pre-LayerNorm decoder, GELU MLP (erf, or GPT-2's tanh form with gelu="tanh"), head tied to the token embedding; GPT-2 initialisation
     (normal 0.02, residual projections 0.02 / sqrt(2 n_layer), zero biases)."""
 
-    def __init__(self, n_layer, n_head, n_embd, block_size, vocab=256, **_):
+    def __init__(self, n_layer, n_head, n_embd, block_size, vocab=256, gelu="none", **_):
         super().__init__()
         self.wte = nn.Embedding(vocab, n_embd)
         self.wpe = nn.Embedding(block_size, n_embd)
-        self.blocks = nn.ModuleList(Block(n_embd, n_head) for _ in range(n_layer))
+        self.blocks = nn.ModuleList(Block(n_embd, n_head, gelu) for _ in range(n_layer))
         self.ln_f = nn.LayerNorm(n_embd, eps=1e-5)
         proj_std = 0.02 / math.sqrt(2 * n_layer)
         for name, p in self.named_parameters():
@@ -105,5 +106,5 @@ class Cnn(nn.Module):
         return self.head(h.mean(dim=(2, 3)))
 
 
-def make(model, **shape):
-    return Cnn(**shape) if model == "cnn" else Gpt(**shape)
+def make(model, gelu="none", **shape):
+    return Cnn(**shape) if model == "cnn" else Gpt(**shape, gelu=gelu)

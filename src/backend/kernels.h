@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../numeric/host_device.h"
 #include "mantissa/core/tensor.h"
 #include "mantissa/numeric/convert.h"
 #include "mantissa/numeric/rounding.h"
@@ -79,8 +80,9 @@ struct GradientCheck {
 // / 2^margin in f32, or with power_of_2 the largest power of 2 not above that, kept within 2^-100..2^100
 // (every value scaled back stays an f32 normal); 1 for a block with no non-zero finite value.
 // (The second form takes the format's largest finite value, for loops over many blocks. ilogb is
-// floor(log2) exactly, for every positive finite double.)
-inline float fp8_scale_for(double amax, double max_finite, int margin, bool power_of_2) {
+// floor(log2) exactly, for every positive finite double. The first form runs on the GPU too: current
+// scaling's scales are made there, from amax that never leaves it.)
+MANTISSA_HOST_DEVICE inline float fp8_scale_for(double amax, double max_finite, int margin, bool power_of_2) {
   if (!(amax > 0) || !std::isfinite(amax)) return 1.0f;
   const double fit = max_finite / amax;
   if (power_of_2) return std::ldexp(1.0f, std::clamp(std::ilogb(fit) - margin, -100, 100));

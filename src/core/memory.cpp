@@ -1,6 +1,7 @@
 // Memory accounting by device and category, the allocator registry, and Storage.
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "mantissa/core/storage.h"
 
@@ -209,12 +211,31 @@ void account_move(Device device, MemoryCategory from, MemoryCategory to, std::in
 
 }  // namespace detail
 
-void register_allocator(DeviceType type, Allocator* allocator) { allocator_slot(type) = allocator; }
+Allocator* register_allocator(DeviceType type, Allocator* allocator) { return std::exchange(allocator_slot(type), allocator); }
+
+namespace {
+std::atomic<std::uint64_t> copies_to_host{0}, copies_from_host{0}, device_waits{0};
+}  // namespace
+
+HostDeviceTraffic host_device_traffic() {
+  return {copies_to_host.load(std::memory_order_relaxed), copies_from_host.load(std::memory_order_relaxed),
+          device_waits.load(std::memory_order_relaxed)};
+}
+void note_device_wait() { device_waits.fetch_add(1, std::memory_order_relaxed); }
 
 void Allocator::copy_to_host(void* host, const void* src, std::size_t bytes) { std::memcpy(host, src, bytes); }
 void Allocator::copy_from_host(void* dst, const void* host, std::size_t bytes) { std::memcpy(dst, host, bytes); }
 void Allocator::copy_within(void* dst, const void* src, std::size_t bytes) { std::memmove(dst, src, bytes); }
 void Allocator::fill_zero(void* p, std::size_t bytes) { std::memset(p, 0, bytes); }
+void Allocator::fill_pattern(void* p, std::size_t bytes, const void* pattern, std::size_t size) {
+  if (bytes == 0) return;
+  // The pattern once, then the filled part doubled along the buffer.
+  auto* out = static_cast<unsigned char*>(p);
+  std::memcpy(out, pattern, size);
+  for (std::size_t done = size; done < bytes; done += std::min(done, bytes - done)) {
+    std::memcpy(out + done, out, std::min(done, bytes - done));
+  }
+}
 
 void copy_bytes(const Storage& dst, std::size_t dst_offset, const Storage& src, std::size_t src_offset,
                 std::size_t bytes) {
@@ -229,10 +250,14 @@ void copy_bytes(const Storage& dst, std::size_t dst_offset, const Storage& src, 
   if (d == s) {
     allocator_for(d).copy_within(to, from, bytes);
   } else if (d.type == DeviceType::cpu) {
+    copies_to_host.fetch_add(1, std::memory_order_relaxed);
     allocator_for(s).copy_to_host(to, from, bytes);
   } else if (s.type == DeviceType::cpu) {
+    copies_from_host.fetch_add(1, std::memory_order_relaxed);
     allocator_for(d).copy_from_host(to, from, bytes);
   } else {  // between two devices: through the host (no peer copies yet)
+    copies_to_host.fetch_add(1, std::memory_order_relaxed);
+    copies_from_host.fetch_add(1, std::memory_order_relaxed);
     std::vector<unsigned char> staging(bytes);
     allocator_for(s).copy_to_host(staging.data(), from, bytes);
     allocator_for(d).copy_from_host(to, staging.data(), bytes);
@@ -242,6 +267,14 @@ void copy_bytes(const Storage& dst, std::size_t dst_offset, const Storage& src, 
 void fill_zero_bytes(const Storage& s, std::size_t offset, std::size_t bytes) {
   if (offset + bytes > s->bytes()) throw std::out_of_range("zero fill past the end of a storage");
   allocator_for(s->device()).fill_zero(static_cast<char*>(s->data()) + offset, bytes);
+}
+
+void fill_pattern_bytes(const Storage& s, std::size_t offset, std::size_t bytes, const void* pattern, std::size_t size) {
+  if (offset + bytes > s->bytes()) throw std::out_of_range("fill past the end of a storage");
+  if (size == 0 || size > 8 || (size & (size - 1)) != 0 || bytes % size != 0) {
+    throw std::invalid_argument("fill: a pattern of " + std::to_string(size) + " bytes does not tile " + std::to_string(bytes));
+  }
+  allocator_for(s->device()).fill_pattern(static_cast<char*>(s->data()) + offset, bytes, pattern, size);
 }
 
 StorageImpl::StorageImpl(std::size_t bytes, Device device, MemoryCategory category)

@@ -132,7 +132,7 @@ class Buffer {
   std::byte* at_least(std::size_t bytes, cudaStream_t stream) {
     if (bytes <= bytes_) return data_;
     if (data_ != nullptr) {
-      check_cuda(cudaStreamSynchronize(stream), "growing a buffer");
+      check_cuda(detail::cuda::wait_for_stream_status(stream), "growing a buffer");
       check_cuda(cudaFree(data_), "growing a buffer");
       data_ = nullptr;
       bytes_ = 0;
@@ -170,7 +170,7 @@ class NcclReducer final : public DeviceReducer {
   ~NcclReducer() override {
     // After a failure the transfers may never end: abort them first, then wait.
     if (comm_ != nullptr && failed_) nccl().CommAbort(comm_);
-    if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+    if (stream_ != nullptr) (void)detail::cuda::wait_for_stream_status(stream_);
     if (comm_ != nullptr && !failed_) nccl().CommDestroy(comm_);
     if (ready_ != nullptr) cudaEventDestroy(ready_);
     if (done_ != nullptr) cudaEventDestroy(done_);
@@ -207,6 +207,7 @@ class NcclReducer final : public DeviceReducer {
 
     {
       const WaitScope waiting(group_, "gradient all-reduce (NCCL)");
+    note_device_wait();  // the polls below are the host waiting for the GPU
       // Chunk r to rank r, and every rank's chunk for this one back (an all-to-all).
       guard(api.GroupStart(), "all-to-all");
       for (std::size_t r = 0; r < n; ++r) {
@@ -234,6 +235,7 @@ class NcclReducer final : public DeviceReducer {
     check_cuda(cudaStreamWaitEvent(detail::cuda::stream(), done_, 0), "ordering the step after the all-reduce");
     // Wait on the host too, polling NCCL for errors a hung or failed transfer reports only this way.
     const WaitScope waiting(group_, "gradient all-reduce (NCCL)");
+    note_device_wait();  // the polls below are the host waiting for the GPU
     for (int polls = 0;; ++polls) {
       const cudaError_t e = cudaEventQuery(done_);
       if (e == cudaSuccess) return;

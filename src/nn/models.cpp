@@ -126,7 +126,8 @@ Tensor Gpt::hidden(std::span<const std::int64_t> ids, std::int64_t batch, std::i
     const LayerScope part = part_scope("blocks." + std::to_string(i));  // attention, GELU, the residual sums
     // Causal self-attention on the fused q, k, v projection, heads read and written in place.
     x = add(x, b.proj->forward(self_attention(b.qkv->forward(b.ln1->forward(x)), h)));
-    x = add(x, b.fc_proj->forward(gelu(b.fc->forward(b.ln2->forward(x)))));
+    const Tensor fc = b.fc->forward(b.ln2->forward(x));
+    x = add(x, b.fc_proj->forward(c_.gelu_tanh ? gelu_tanh(fc) : gelu(fc)));
   }
   return reshape(ln_f_->forward(x), {batch * t, c});
 }

@@ -133,6 +133,7 @@ Tensor log(const Tensor& x) { return unary(UnaryOp::log, detail::autocast_input(
 Tensor sqrt(const Tensor& x) { return unary(UnaryOp::sqrt, detail::autocast_input(x, AutocastOp::sqrt)); }
 Tensor relu(const Tensor& x) { return unary(UnaryOp::relu, x); }
 Tensor gelu(const Tensor& x) { return unary(UnaryOp::gelu, x); }
+Tensor gelu_tanh(const Tensor& x) { return unary(UnaryOp::gelu_tanh, x); }
 Tensor silu(const Tensor& x) { return unary(UnaryOp::silu, x); }
 Tensor tanh(const Tensor& x) { return unary(UnaryOp::tanh, x); }
 Tensor sigmoid(const Tensor& x) { return unary(UnaryOp::sigmoid, x); }

@@ -174,6 +174,10 @@ TEST(BenchCommand, ModelStepsReportEveryFigureForEachPrecisionAndMode) {
     EXPECT_FALSE(run.at("gbps").contains("matmul"));
     EXPECT_FALSE(run.at("gbps").contains("attention"));
     EXPECT_GT(run.at("bytes_per_step").at("matmul").get<double>(), 0);
+    // On the CPU nothing crosses to or from a device, and nothing waits for one.
+    for (const char* count : {"to_host", "from_host", "waits"}) {
+      EXPECT_EQ(run.at("host_device_per_step").at(count).get<double>(), 0) << count;
+    }
     if (run.at("precision") == "fp32") {
       EXPECT_GE(run.at("bytes_per_step").at("optimizer").get<double>(), 7 * run.at("peak_bytes").at("parameters").get<double>());
     }
@@ -343,6 +347,25 @@ TEST(TrainCommand, TrainsAGptOnAnyTextFile) {
                        "--eval-batches 2 --lr 3e-3 --precision bf16 --mode low-precision-model --json");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("\"final_val_accuracy\":null"), std::string::npos) << r.out;
+}
+
+// GPT-2's GELU (the tanh form) is a setting of the model: it trains, a checkpoint records it (resuming
+// with the other form is refused, naming it), and an unknown form is a one-line error.
+TEST(TrainCommand, TheGptsGeluFormIsAChoiceACheckpointKeeps) {
+  Scratch s;
+  const std::string data = s.text("the quick brown fox jumps over the lazy dog", 400), dir = s.path("ckpt");
+  const std::string gpt = "train --model gpt --data " + data +
+                          " --n-layer 1 --n-head 2 --n-embd 32 --block-size 16 --batch-size 8 --eval-every 10 --eval-batches 2 "
+                          "--checkpoint-dir " + dir;
+  const Result tanh = run(gpt + " --steps 10 --gelu tanh --json");
+  ASSERT_EQ(tanh.status, 0) << tanh.err;
+  const Result erf = run(gpt + " --steps 20 --resume");
+  EXPECT_EQ(erf.status, 1);
+  EXPECT_NE(erf.err.find("--gelu tanh (this run: erf)"), std::string::npos) << erf.err;
+  EXPECT_EQ(run(gpt + " --steps 20 --resume --gelu tanh").status, 0);
+  const Result bad = run("train --model gpt --gelu sigmoid --steps 1");
+  EXPECT_EQ(bad.status, 2) << bad.err;
+  EXPECT_EQ(lines(bad.err), 1) << bad.err;
 }
 
 TEST(TrainCommand, BadInputGivesOneLineAndKeepsExistingFiles) {

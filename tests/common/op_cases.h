@@ -97,6 +97,7 @@ inline std::vector<Case> op_cases() {
   c.push_back({"sqrt", {{{7}, C, 0.2, 3}}, [](V x) { return sqrt(x[0]); }});
   c.push_back({"relu", {{{5, 4}, T}}, [](V x) { return relu(x[0]); }});
   c.push_back({"gelu", {{{5, 4}}}, [](V x) { return gelu(x[0]); }});
+  c.push_back({"gelu_tanh", {{{5, 4}}}, [](V x) { return gelu_tanh(x[0]); }});
   c.push_back({"silu", {{{5, 4}, S}}, [](V x) { return silu(x[0]); }});
   c.push_back({"tanh", {{{6, 3}}}, [](V x) { return tanh(x[0]); }});
   c.push_back({"sigmoid", {{{6, 3}, T}}, [](V x) { return sigmoid(x[0]); }});

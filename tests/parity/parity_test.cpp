@@ -191,6 +191,7 @@ std::vector<Case> large_cases() {
   c.push_back({"linear_batched_large", {{{3, 70, 96}}, {{80, 96}}, {{80}}},
                [](V x) { return linear(x[0], x[1], x[2]); }, 210, 2, A});
   c.push_back({"gelu_large", {{{300, 257}}}, [](V x) { return gelu(x[0]); }});
+  c.push_back({"gelu_tanh_large", {{{300, 257}}}, [](V x) { return gelu_tanh(x[0]); }});
   c.push_back({"add_broadcast_large", {{{257, 300}, testing::Layout::transposed}, {{300}}},
                [](V x) { return add(x[0], x[1]); }});
   c.push_back({"sum_columns_large", {{{400, 170}}}, [](V x) { return sum(x[0], {0}); }, 400, 1, A});

@@ -31,6 +31,7 @@ struct Definition {
 
 long double sigmoid_ld(long double x) { return 1.0L / (1.0L + std::exp(-x)); }
 long double phi(long double x) { return std::exp(-x * x / 2) / std::sqrt(2.0L * 3.14159265358979323846264338327950288L); }
+long double gelu_u(long double x) { return std::sqrt(2 / 3.14159265358979323846264338327950288L) * (x + 0.044715L * x * x * x); }
 long double Phi(long double x) { return 0.5L * std::erfc(-x / std::sqrt(2.0L)); }  // no cancellation for x < 0
 
 std::vector<Definition> definitions() {
@@ -44,6 +45,15 @@ std::vector<Definition> definitions() {
        [](long double x) { return x > 0 ? 1.0L : 0.0L; }},
       {"gelu", [](const Tensor& x) { return gelu(x); }, [](long double x) { return x * Phi(x); },
        [](long double x) { return Phi(x) + x * phi(x); }},
+      // GPT-2's: x (1 + tanh u) / 2, u = sqrt(2 / pi) (x + 0.044715 x^3), with 1 + tanh u = 2 / (1 + e^-2u)
+      // (no cancellation for negative x).
+      {"gelu_tanh", [](const Tensor& x) { return gelu_tanh(x); },
+       [](long double x) { return x / (1 + std::exp(-2 * gelu_u(x))); },
+       [](long double x) {
+         const long double t1 = 2 / (1 + std::exp(-2 * gelu_u(x)));  // 1 + tanh u
+         const long double du = std::sqrt(2 / 3.14159265358979323846264338327950288L) * (1 + 3 * 0.044715L * x * x);
+         return t1 / 2 + x / 2 * t1 * (2 - t1) * du;  // (1 + t) / 2 + x (1 - t^2) u' / 2
+       }},
       {"silu", [](const Tensor& x) { return silu(x); }, [](long double x) { return x * sigmoid_ld(x); },
        [](long double x) { return sigmoid_ld(x) * (1 + x * (1 - sigmoid_ld(x))); }},
       {"tanh", [](const Tensor& x) { return tanh(x); },

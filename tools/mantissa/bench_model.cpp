@@ -23,6 +23,7 @@
 #include "mantissa/autograd/node.h"
 #include "mantissa/backend/cuda.h"
 #include "mantissa/core/memory.h"
+#include "mantissa/core/storage.h"
 #include "mantissa/data/datasets.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/nn/models.h"
@@ -69,6 +70,7 @@ void apply_preset(ModelBenchArgs& a) {
     throw std::invalid_argument("bench --model: '" + a.model + "' is not gpt-small, gpt-wide, gpt2-124m or cnn");
   }
   preset(a.vocab, 256);
+  if (a.gelu != "erf" && a.gelu != "tanh") throw std::invalid_argument("bench --gelu: '" + a.gelu + "' is not erf or tanh");
 }
 
 std::string precision_name(DType d) { return std::string(train::precision_name(d)); }
@@ -156,7 +158,7 @@ class Bench {
       MemoryCategoryScope params(MemoryCategory::parameters);
       if (text_) {
         model_ = std::make_unique<train::ModuleModel<nn::Gpt>>(
-            nn::GptConfig{a.n_layer, a.n_head, a.n_embd, a.block_size, a.vocab, a.seed});
+            nn::GptConfig{a.n_layer, a.n_head, a.n_embd, a.block_size, a.vocab, a.seed, a.gelu == "tanh"});
       } else {
         model_ = std::make_unique<train::ModuleModel<nn::Cnn>>(nn::CnnConfig{
             .in_channels = data.images->channels(), .width = a.width, .classes = data.images->classes, .seed = a.seed});
@@ -227,6 +229,7 @@ class Bench {
                        {"targets", nlohmann::json(batch_.targets).dump()}, {"first_loss", fmt::format("{:.9g}", first_loss)},
                        {"n_layer", std::to_string(a_.n_layer)}, {"n_head", std::to_string(a_.n_head)},
                        {"n_embd", std::to_string(a_.n_embd)}, {"block_size", std::to_string(a_.block_size)},
+                       {"gelu", a_.gelu},
                        {"batch_size", std::to_string(a_.batch_size)}, {"width", std::to_string(a_.width)}});
   }
 
@@ -259,6 +262,9 @@ struct Result {
   int ranks = 1;
   double comm_bytes = 0, comm_seconds = 0, exposed_seconds = 0;
   int buckets = 0;
+  // Per timed step (means): copies between host and GPU memory each way, and the times the host waited
+  // for the GPU (storage.h's count; the step alone, not the bench's own synchronization after it).
+  double to_host = 0, from_host = 0, waits = 0;
 
   double median_ms() const { return step_ms[step_ms.size() / 2]; }
 };
@@ -347,7 +353,9 @@ Result run_variant(const ModelBenchArgs& a, const Variant& v, const BenchData& d
   std::vector<double> data_ms, comm_s, exposed_s;
   for (int i = 0; i < a.steps; ++i) {
     const auto t0 = Clock::now();
+    const HostDeviceTraffic before = host_device_traffic();
     const train::StepRecord rec = bench.step();
+    const HostDeviceTraffic after = host_device_traffic();
     if (gpu) cuda_synchronize();  // the step's last kernels may still be running
     r.step_ms.push_back(ms_since(t0));
     r.last_loss = rec.loss;
@@ -355,6 +363,9 @@ Result run_variant(const ModelBenchArgs& a, const Variant& v, const BenchData& d
     comm_s.push_back(rec.comm_seconds);
     exposed_s.push_back(rec.comm_exposed_seconds);
     r.buckets = rec.comm_buckets;
+    r.to_host += static_cast<double>(after.to_host - before.to_host) / a.steps;
+    r.from_host += static_cast<double>(after.from_host - before.from_host) / a.steps;
+    r.waits += static_cast<double>(after.waits - before.waits) / a.steps;
     data_ms.push_back(bench.next_batch());
   }
   const KernelTimes kt = kernel_times();
@@ -433,6 +444,7 @@ nlohmann::json to_json(const Result& r, const Result* fp32) {
     j["comm_buckets"] = r.buckets;
     j["comm_hidden_fraction"] = r.comm_seconds > 0 ? 1 - r.exposed_seconds / r.comm_seconds : 0.0;
   }
+  j["host_device_per_step"] = {{"to_host", r.to_host}, {"from_host", r.from_host}, {"waits", r.waits}};
   j["numerics"] = r.variant.numerics;
   if (fp32 != nullptr) {
     j["speedup_vs_fp32"] = fp32->median_ms() / ms;
@@ -490,6 +502,13 @@ void print_table(const ModelBenchArgs& a, const std::vector<Result>& results, co
                    defaults.every);
       }
     }
+  }
+  if (device_option(a.device).type == DeviceType::cuda) {
+    fmt::print("\nhost and GPU, per step (target: 1 wait, the loss):");
+    for (const Result& r : results) {
+      fmt::print(" {} {:.1f} waits, {:.1f} copies to the host, {:.1f} from it;", r.variant.label(), r.waits, r.to_host, r.from_host);
+    }
+    fmt::print("\n");
   }
   fmt::print("\ndata preparation, not in a step: {:.2f} ms per batch\n\nwhere a step's time goes (%):\n",
              results.front().data_ms);

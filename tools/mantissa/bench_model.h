@@ -30,6 +30,7 @@ struct ModelBenchArgs {
   double bucket_mb = 1;
   // Shapes; 0 takes the model's preset.
   std::int64_t n_layer = 0, n_head = 0, n_embd = 0, block_size = 0, batch_size = 0, width = 0, vocab = 0;
+  std::string gelu = "erf";  // gpt: erf or tanh (GPT-2's form)
 };
 
 int run_model_bench(ModelBenchArgs args);

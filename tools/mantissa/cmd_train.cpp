@@ -347,6 +347,8 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
   app.add_option("--n-head", c.n_head, "gpt: attention heads")->capture_default_str();
   app.add_option("--n-embd", c.n_embd, "gpt: embedding width")->capture_default_str();
   app.add_option("--block-size", c.block_size, "gpt: context length")->capture_default_str();
+  app.add_option("--gelu", c.gelu, "gpt: the MLP's GELU, erf (exact) or tanh (GPT-2's form, PyTorch's approximate='tanh')")
+      ->capture_default_str();
   app.add_option("--checkpoint-dir", c.checkpoint_dir, "Write checkpoints (safetensors) to this directory");
   app.add_option("--checkpoint-every", c.checkpoint_every, "Steps between checkpoints (0: only at the end)")->capture_default_str();
   app.add_option("--keep", c.keep, "Checkpoints kept (the newest)")->capture_default_str();

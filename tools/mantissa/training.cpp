@@ -87,6 +87,7 @@ void check(const TrainConfig& c) {
   in_range(c.n_head, 1, 1 << 12, "--n-head");
   in_range(c.n_embd, 1, 1 << 16, "--n-embd");
   in_range(c.block_size, 1, 1 << 16, "--block-size");
+  if (c.gelu != "erf" && c.gelu != "tanh") throw std::invalid_argument("--gelu must be erf or tanh, got '" + c.gelu + "'");
   if (c.n_embd % c.n_head != 0) {
     throw std::invalid_argument("--n-embd " + std::to_string(c.n_embd) + " is not a multiple of --n-head " +
                                 std::to_string(c.n_head));
@@ -213,7 +214,7 @@ Signature signature(const TrainConfig& c, const DataShape& d) {
               {"--mode", c.low_precision_model ? "low-precision-model" : "autocast"}, {"--optimizer", c.optimizer}};
   if (c.model == "gpt") {
     s.insert(s.end(), {{"--n-layer", n(c.n_layer)}, {"--n-head", n(c.n_head)}, {"--n-embd", n(c.n_embd)},
-                       {"--block-size", n(c.block_size)}, {"vocabulary", "256"}});
+                       {"--block-size", n(c.block_size)}, {"--gelu", c.gelu}, {"vocabulary", "256"}});
   } else if (c.model == "lstm") {
     s.insert(s.end(), {{"--hidden", n(c.hidden)}, {"--layers", n(c.layers)}, {"--embd", n(c.embd)},
                        {"--bptt", n(c.bptt)}, {"vocabulary", "256"}});
@@ -262,7 +263,8 @@ void check_signature(const std::filesystem::path& path, const std::string& store
     throw CheckpointError(path.string() + ": written by another version of mantissa (its settings: " + stored + ")");
   }
   // Settings added after a checkpoint was written: it was written with what they mean when absent.
-  const std::map<std::string, std::string> absent_means = {{"--master-weights", "on"}, {"--fp32-ops", "default"}};
+  const std::map<std::string, std::string> absent_means = {
+      {"--master-weights", "on"}, {"--fp32-ops", "default"}, {"--gelu", "erf"}};
   std::string diff;
   for (const auto& [k, v] : ours) {
     const auto it = theirs.find(k);
@@ -295,7 +297,7 @@ std::string config_json(const TrainConfig& c, const DataShape& d) {
                         {"steps", c.steps}, {"batch_size", c.batch_size}, {"grad_accum", c.grad_accum},
                         {"seed", c.seed}, {"hidden", c.hidden}, {"layers", c.layers}, {"cnn_width", c.width},
                         {"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"block_size", c.block_size},
-                        {"embd", c.embd}, {"bptt", c.bptt}, {"master_weights", c.master_weights}, {"fp32_ops", c.fp32_ops}}
+                        {"gelu", c.gelu}, {"embd", c.embd}, {"bptt", c.bptt}, {"master_weights", c.master_weights}, {"fp32_ops", c.fp32_ops}}
       .dump();
 }
 
@@ -450,7 +452,7 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
           nn::LstmConfig{.vocab = 256, .embd = c.embd, .hidden = c.hidden, .layers = c.layers, .seed = c.seed});
     } else {
       model = std::make_unique<train::ModuleModel<nn::Gpt>>(
-          nn::GptConfig{c.n_layer, c.n_head, c.n_embd, c.block_size, 256, c.seed});
+          nn::GptConfig{c.n_layer, c.n_head, c.n_embd, c.block_size, 256, c.seed, c.gelu == "tanh"});
     }
   }
 

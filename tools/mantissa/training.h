@@ -59,6 +59,7 @@ struct TrainConfig {
   // Model sizes.
   std::int64_t hidden = 256, layers = 2, width = 32;
   std::int64_t n_layer = 4, n_head = 4, n_embd = 256, block_size = 128;
+  std::string gelu = "erf";  // gpt: the MLP's GELU, erf (exact) or tanh (GPT-2's form)
   std::int64_t embd = 64, bptt = 64;  // lstm: embedding width, segment length (truncated BPTT); --hidden, --layers
   // Data parallel (under mpirun): the gradients' wire format, buckets, overlap with backward, the weights'
   // checksum interval, the rank --inject-nonfinite applies to (-1: all), the collectives' timeout.

@@ -28,6 +28,7 @@ enum class UnaryOp : std::uint8_t {
   silu,  // x * sigmoid(x)
   tanh,
   sigmoid,
+  gelu_tanh,  // x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2: GPT-2's GELU (PyTorch's approximate='tanh')
 };
 
 enum class ReduceOp : std::uint8_t { sum, mean, max };

@@ -25,11 +25,27 @@ class Allocator {
   virtual void copy_from_host(void* dst, const void* host, std::size_t bytes);
   virtual void copy_within(void* dst, const void* src, std::size_t bytes);  // both on this device
   virtual void fill_zero(void* p, std::size_t bytes);
+  // Fills `bytes` (a multiple of size) with copies of the `size` bytes at `pattern` (1, 2, 4 or 8: one
+  // element's encoding), queued on the device like a kernel: a tensor full of one value is made where it
+  // lives, never through host memory.
+  virtual void fill_pattern(void* p, std::size_t bytes, const void* pattern, std::size_t size);
   // Freed memory kept for reuse, and giving it back to the system.
   virtual std::size_t cached_bytes() { return 0; }
   virtual void release_cache() {}
 };
-void register_allocator(DeviceType type, Allocator* allocator);
+// Installs the allocator of a device type; returns the one it replaces (nullptr if none).
+Allocator* register_allocator(DeviceType type, Allocator* allocator);
+
+// What the host exchanged with devices since the process started: the copies between host and device
+// memory (every one passes through copy_bytes, which counts it) and the times the host waited for a
+// device (a backend reports each with note_device_wait: a copy to the host, a stream synchronization).
+// Each wait drains the device's queue; a training step on a GPU should need one (its loss), and
+// `bench --json` reports these per step.
+struct HostDeviceTraffic {
+  std::uint64_t to_host = 0, from_host = 0, waits = 0;
+};
+HostDeviceTraffic host_device_traffic();
+void note_device_wait();
 
 class StorageImpl {
  public:
@@ -68,5 +84,7 @@ void copy_bytes(const Storage& dst, std::size_t dst_offset, const Storage& src, 
                 std::size_t bytes);
 // Sets `bytes` of s from byte offset `offset` to zero.
 void fill_zero_bytes(const Storage& s, std::size_t offset, std::size_t bytes);
+// Fills `bytes` of s from byte offset `offset` with copies of a `size`-byte pattern, on s's device.
+void fill_pattern_bytes(const Storage& s, std::size_t offset, std::size_t bytes, const void* pattern, std::size_t size);
 
 }  // namespace mantissa

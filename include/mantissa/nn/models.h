@@ -71,6 +71,7 @@ class Segmenter : public Module {
 struct GptConfig {
   std::int64_t n_layer = 4, n_head = 4, n_embd = 256, block_size = 128, vocab = 256;
   std::uint64_t seed = 0;
+  bool gelu_tanh = false;  // the MLP's GELU in GPT-2's tanh form (gelu_tanh) instead of the exact erf form
 };
 
 class Gpt : public Module {

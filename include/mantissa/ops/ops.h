@@ -53,6 +53,8 @@ Tensor log(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x);
+// GPT-2's GELU, the tanh approximation (PyTorch's gelu(x, approximate="tanh"); cuBLASLt's GELU epilogue).
+Tensor gelu_tanh(const Tensor& x);
 Tensor silu(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);

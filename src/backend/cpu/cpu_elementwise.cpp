@@ -106,6 +106,7 @@ template <class Fn>
     case UnaryOp::silu: return fn.template operator()<UnaryOp::silu>();
     case UnaryOp::tanh: return fn.template operator()<UnaryOp::tanh>();
     case UnaryOp::sigmoid: return fn.template operator()<UnaryOp::sigmoid>();
+    case UnaryOp::gelu_tanh: return fn.template operator()<UnaryOp::gelu_tanh>();
   }
 }
 

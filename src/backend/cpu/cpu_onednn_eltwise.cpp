@@ -5,7 +5,8 @@
 //
 // Exceptions, found by the parity tests: oneDNN 2.6's f32 gelu_erf loses accuracy for negative inputs
 // (relative error up to ~3e-6, the 1 + erf cancellation): far below bf16's resolution, so bf16 uses
-// oneDNN for it and f32 the accurate loop. Its relu, exp (forward and backward), softmax forward and
+// oneDNN for it and f32 the accurate loop. So does gelu_tanh: oneDNN's 1 + tanh cancels the same way
+// and gives 0 below x = -9 where the value is still 1e-37 (CpuMath's per-element test). Its relu, exp (forward and backward), softmax forward and
 // log-softmax backward turn NaN (and a softmax row's inf) into numbers, where the reference keeps NaN
 // (and its f32 log-softmax backward is ~50 ulps off), and its pow and relu backward disagree with the
 // reference on infinities: those run on mantissa's loops in every dtype.
@@ -39,9 +40,13 @@ EltwiseAlg eltwise_alg(UnaryOp op, double a) {
     case UnaryOp::silu: return {algorithm::eltwise_swish, 1.0f, 0.0f};
     case UnaryOp::tanh: return {algorithm::eltwise_tanh, 0.0f, 0.0f};
     case UnaryOp::sigmoid: return {algorithm::eltwise_logistic, 0.0f, 0.0f};
+    case UnaryOp::gelu_tanh: return {algorithm::eltwise_gelu_tanh, 0.0f, 0.0f};
   }
   return {algorithm::eltwise_linear, 1.0f, 0.0f};
 }
+
+// The ops whose f32 values oneDNN computes less accurately than mantissa's loop (above).
+bool f32_loop_only(UnaryOp op) { return op == UnaryOp::gelu || op == UnaryOp::gelu_tanh; }
 
 bool usable(OnednnPrimitive kind, std::initializer_list<const Tensor*> ts) {
   const DType t = (*ts.begin())->dtype();
@@ -71,7 +76,7 @@ dnnl::eltwise_forward::primitive_desc forward_pd(const EltwiseAlg& e, const dnnl
 }  // namespace
 
 bool onednn_unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out) {
-  if (!usable(OnednnPrimitive::eltwise, {&x, &out}) || (op == UnaryOp::gelu && x.dtype() == DType::f32)) return false;
+  if (!usable(OnednnPrimitive::eltwise, {&x, &out}) || (f32_loop_only(op) && x.dtype() == DType::f32)) return false;
   // oneDNN 2.6's relu and exp turn NaN into 0 or a number; mantissa's loops keep it NaN.
   if (op == UnaryOp::relu || op == UnaryOp::exp) return false;
   const EltwiseAlg e = eltwise_alg(op, alpha);
@@ -84,7 +89,7 @@ bool onednn_unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out) 
 }
 
 bool onednn_unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& grad_y, const Tensor& grad_x) {
-  if (!usable(OnednnPrimitive::eltwise, {&x, &grad_y, &grad_x}) || (op == UnaryOp::gelu && x.dtype() == DType::f32)) return false;
+  if (!usable(OnednnPrimitive::eltwise, {&x, &grad_y, &grad_x}) || (f32_loop_only(op) && x.dtype() == DType::f32)) return false;
   // exp's backward, like its forward, makes NaN a number; pow's makes NaN of x = +-inf; relu's
   // multiplies the gradient by 0 where x <= 0 (NaN for an inf gradient, where PyTorch passes 0).
   if (op == UnaryOp::exp || op == UnaryOp::pow_scalar || op == UnaryOp::relu) return false;

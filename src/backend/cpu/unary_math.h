@@ -24,6 +24,19 @@ MANTISSA_HOST_DEVICE inline T gelu_cdf(T x) {
   return T(0.5) * std::erfc(-x * T(std::numbers::sqrt2 / 2));
 }
 
+// GPT-2's GELU: x (1 + tanh(u)) / 2 with u = sqrt(2 / pi) (x + 0.044715 x^3), and du/dx. Computed as
+// x sigmoid(2u) = x / (1 + exp(-2u)), the same function: 1 + tanh(u) cancels for negative x (at x = -4,
+// f32 keeps 2 of its digits), where exp(-2u) is large and exact to its last bits; dividing x by it
+// directly keeps results down to 1e-37 that sigmoid(2u), a subnormal there, would flush to zero.
+template <class T>
+MANTISSA_HOST_DEVICE inline T gelu_tanh_u(T x) {
+  return T(std::numbers::sqrt2 * std::numbers::inv_sqrtpi) * (x + T(0.044715) * x * x * x);
+}
+template <class T>
+MANTISSA_HOST_DEVICE inline T gelu_tanh_du(T x) {
+  return T(std::numbers::sqrt2 * std::numbers::inv_sqrtpi) * (T(1) + T(3 * 0.044715) * x * x);
+}
+
 template <class T>
 MANTISSA_HOST_DEVICE inline T unary_value(UnaryOp op, T x, T alpha) {
   switch (op) {
@@ -40,6 +53,7 @@ MANTISSA_HOST_DEVICE inline T unary_value(UnaryOp op, T x, T alpha) {
     case UnaryOp::silu: return x * sigmoid_of(x);
     case UnaryOp::tanh: return std::tanh(x);
     case UnaryOp::sigmoid: return sigmoid_of(x);
+    case UnaryOp::gelu_tanh: return x / (T(1) + std::exp(T(-2) * gelu_tanh_u(x)));  // x sigmoid(2u), no subnormal step
   }
   return x;
 }
@@ -73,6 +87,12 @@ MANTISSA_HOST_DEVICE inline T unary_derivative(UnaryOp op, T x, T alpha) {
     case UnaryOp::sigmoid: {
       const T s = sigmoid_of(x);
       return s * (T(1) - s);
+    }
+    case UnaryOp::gelu_tanh: {  // with s = sigmoid(2u) = 1 / (1 + e), e = exp(-2u): s + x 2 s (1 - s) du/dx
+      const T e = std::exp(T(-2) * gelu_tanh_u(x));
+      const T s = T(1) / (T(1) + e);
+      const T rest = e > T(1) ? T(1) - s : e * s;  // 1 - s, without its cancellation where s is near 1
+      return s + T(2) * x * s * rest * gelu_tanh_du(x);
     }
   }
   return T(0);

@@ -257,7 +257,7 @@ GradientCheck scale_and_check(std::span<const Tensor> gradients, double factor, 
         strided(g.shape(), ts, "scale_and_check"), g.numel(), element_type(g.dtype()), g.data(), f, write, below, t);
     check_launch("scale_and_check");
   }
-  const CheckTotals host = totals.read("scale_and_check");
+  const CheckTotals host = totals.read();
   result.nonfinite = static_cast<std::int64_t>(host.nonfinite);
   result.underflow = static_cast<std::int64_t>(host.underflow);
   result.sum_squares = host.sum_squares;

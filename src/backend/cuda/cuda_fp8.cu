@@ -2,8 +2,8 @@
 // products): the blocks' amax, the quantizer (each value times its block's scale, rounded to the
 // format's grid by the CPU's own rule, saturating; counted: clipped, lost to zero, not finite), and the
 // scaled product (cuBLASLt with alpha, cuda_matmul.cu). The scales of current scaling are computed on
-// the host by the CPU's fp8_scale_for() from the amax read back, so both devices pick the same scales.
-// FP8 tensor-core products (e4m3 operands in cuBLASLt) are the next step for speed.
+// the GPU by the CPU's own fp8_scale_for() (host and device code), so both devices pick the same scales
+// and the amax never goes through the host.
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -91,6 +91,14 @@ void check_fp8(const char* what, const Tensor& x, const Tensor& per_block) {
   }
 }
 
+// Current scaling's scales in place of the blocks' amax (float patterns), by the CPU's own fp8_scale_for.
+__global__ void scales_kernel(float* amax_then_scales, std::int64_t n, double max_finite, int margin, bool power_of_2) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    amax_then_scales[i] = fp8_scale_for(amax_then_scales[i], max_finite, margin, power_of_2);
+  }
+}
+
 }  // namespace
 
 void fp8_amax(const Tensor& x, std::int64_t block_rows, std::int64_t block_cols, const Tensor& amax) {
@@ -118,7 +126,7 @@ Fp8QuantizeStats fp8_quantize(const Tensor& x, Format format, const Tensor& scal
       static_cast<const float*>(scales.data()), rules, dequantize, element_type(out.dtype()), out.data(), out.strides()[0],
       out.strides()[1], counters.get());
   check_launch("fp8_quantize");
-  const Counters host = counters.read("fp8_quantize");
+  const Counters host = counters.read();
   st.saturated = static_cast<std::int64_t>(host.saturated);
   st.underflowed = static_cast<std::int64_t>(host.underflowed);
   st.nonfinite = static_cast<std::int64_t>(host.nonfinite);
@@ -131,13 +139,11 @@ Fp8QuantizeStats fp8_quantize(const Tensor& x, Format format, const Tensor& scal
 Fp8QuantizeStats fp8_quantize_current(const Tensor& x, Format format, std::int64_t block_rows, std::int64_t block_cols,
                                       int margin, bool power_of_2, bool dequantize, const Tensor& scales, const Tensor& out) {
   fp8_amax(x, block_rows, block_cols, scales);
-  // The scales from the amax on the host, by the CPU's own function.
-  std::vector<float> s(static_cast<std::size_t>(scales.numel()));
-  check(cudaMemcpyAsync(s.data(), scales.data(), s.size() * 4, cudaMemcpyDeviceToHost, stream()), "fp8_quantize_current");
-  check(cudaStreamSynchronize(stream()), "fp8_quantize_current");
-  for (float& v : s) v = fp8_scale_for(v, format, margin, power_of_2);
-  check(cudaMemcpyAsync(scales.data(), s.data(), s.size() * 4, cudaMemcpyHostToDevice, stream()), "fp8_quantize_current");
-  check(cudaStreamSynchronize(stream()), "fp8_quantize_current");  // s goes away on return
+  const std::int64_t n = scales.numel();
+  scales_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(static_cast<float*>(scales.data()), n,
+                                                           static_cast<double>(decode(format, format.max_finite_bits())),
+                                                           margin, power_of_2);
+  check_launch("fp8_quantize_current");
   return fp8_quantize(x, format, scales, block_rows, block_cols, dequantize, out);
 }
 

@@ -66,7 +66,7 @@ std::map<std::string, double> collect() {
   std::lock_guard lock(c.mutex);
   std::map<std::string, double> seconds;
   if (c.timed.empty() || c.open) return seconds;  // nothing timed (a GPU-less machine), or mid-kernel
-  cudaError_t status = cudaEventSynchronize(c.timed.back().stop);
+  cudaError_t status = wait_for_event_status(c.timed.back().stop);
   for (const Timed& t : c.timed) {
     float ms = 0;
     if (status == cudaSuccess) status = cudaEventElapsedTime(&ms, t.start, t.stop);

@@ -12,12 +12,14 @@
 #include <atomic>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <optional>
 #include <mutex>
 #include <tuple>
 #include <vector>
 
 #include "cublaslt_api.h"
+#include "gemm_layout.h"
 #include "cuda_kernels.h"
 #include "cuda_support.cuh"
 #include "mantissa/backend/cuda.h"
@@ -60,10 +62,13 @@ cudaDataType_t cuda_type(DType t) {
   }
 }
 
-// A descriptor and three layouts, destroyed with the call.
+// A descriptor and three layouts, made once per distinct call (Plan) and kept for the process.
 struct Descriptors {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  Descriptors() = default;
+  Descriptors(const Descriptors&) = delete;
+  Descriptors& operator=(const Descriptors&) = delete;
   ~Descriptors() {
     if (d != nullptr) cublaslt().MatrixLayoutDestroy(d);
     if (b != nullptr) cublaslt().MatrixLayoutDestroy(b);
@@ -100,23 +105,34 @@ std::uint32_t alignment(const void* p, std::int64_t batch_stride_elements, DType
 using PlanKey = std::tuple<int, int, int, bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
                            std::vector<std::int64_t>>;
 
+// What a distinct call needs, made the first time it is seen: its descriptors and the algorithm
+// cuBLASLt's heuristic picked, or none (a refusal is remembered too: an epilogue cuBLASLt has no
+// algorithm for is not asked about again on every call). Only the epilogue's vector pointer changes
+// between calls; it is set, and the product queued, under the cache's lock.
+struct Plan {
+  Descriptors desc;
+  std::optional<cublasLtMatmulAlgo_t> algo;
+};
 std::mutex plans_mutex;
-std::map<PlanKey, cublasLtMatmulAlgo_t> plans;
+std::map<PlanKey, std::unique_ptr<Plan>> plans;
 
-// A view whose innermost stride is 1 (cuBLASLt reads rows with a leading dimension), copied if need be.
-Tensor unit_inner_stride(const Tensor& t, DType dtype) {
-  if (t.dtype() == dtype && t.strides().back() == 1 && t.strides()[1] >= t.size(2)) return t;
-  Tensor c = Tensor::empty(t.shape(), dtype, t.device());
-  copy(t, c);
-  return c;
+// An operand [B, R, C] in `dtype` and a layout cuBLASLt reads: the view itself where it is already
+// (plan_gemm says), else a contiguous copy; a weight shared by every batch (batch stride 0) is copied once
+// and shared again, not once per batch.
+Tensor readable(const Tensor& t, DType dtype, bool layout_ok) {
+  if (t.dtype() == dtype && layout_ok) return t;
+  const bool shared = t.size(0) > 1 && t.strides()[0] == 0;
+  const Tensor one = shared ? make_view(t, {1, t.size(1), t.size(2)}, {0, t.strides()[1], t.strides()[2]}, t.offset()) : t;
+  Tensor c = Tensor::empty(one.shape(), dtype, t.device());
+  copy(one, c);
+  return shared ? make_view(c, t.shape(), {0, c.strides()[1], c.strides()[2]}, 0) : c;
 }
 
-// The algorithm cuBLASLt's heuristic picks for a call, cached by every property that changes which is
-// valid; nullopt where it has none.
-std::optional<cublasLtMatmulAlgo_t> cached_algo(const PlanKey& key, const Descriptors& desc, std::uint32_t align_w,
-                                                std::uint32_t align_a, std::uint32_t align_d) {
-  std::lock_guard lock(plans_mutex);
-  if (const auto it = plans.find(key); it != plans.end()) return it->second;
+cublasOperation_t op_of(const GemmOperand& o) { return o.transposed ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+// The algorithm cuBLASLt's heuristic picks for the descriptors, or nullopt where it has none.
+std::optional<cublasLtMatmulAlgo_t> heuristic(const Descriptors& desc, std::uint32_t align_w, std::uint32_t align_a,
+                                              std::uint32_t align_d) {
   cublasLtMatmulPreference_t pref = nullptr;
   check_lt(cublaslt().MatmulPreferenceCreate(&pref), "preference");
   const std::uint64_t ws = kWorkspaceBytes;
@@ -133,8 +149,23 @@ std::optional<cublasLtMatmulAlgo_t> cached_algo(const PlanKey& key, const Descri
   cublaslt().MatmulPreferenceDestroy(pref);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) return std::nullopt;
   check_lt(st, "heuristic");
-  plans.emplace(key, result.algo);
   return result.algo;
+}
+
+// The cached plan for `key` (the caller holds plans_mutex), made by `make` (which fills the descriptors)
+// and the heuristic the first time.
+template <class Make>
+Plan& plan_for(const PlanKey& key, std::uint32_t align_w, std::uint32_t align_a, std::uint32_t align_d, Make&& make) {
+  if (const auto it = plans.find(key); it != plans.end()) return *it->second;
+  auto plan = std::make_unique<Plan>();
+  make(plan->desc);
+  plan->algo = heuristic(plan->desc, align_w, align_a, align_d);
+  return *plans.emplace(key, std::move(plan)).first->second;
+}
+
+void set_vector(const Plan& plan, const void* vector) {
+  check_lt(cublaslt().MatmulDescSetAttribute(plan.desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vector, sizeof vector),
+           "bias");
 }
 
 // What the epilogue adds to a product (a PlanKey field).
@@ -151,14 +182,19 @@ bool product(const Tensor& a_in, const Tensor& w_in, float alpha, const Tensor& 
   if (row_sums.defined() && (k == 0 || batch != 1)) return false;
   if (out.numel() == 0) return true;
   if (batch > INT32_MAX) throw std::invalid_argument("matmul: too many batches for cuBLASLt");
-  // Operands in one dtype (f32 when a and w differ); the output directly when cuBLASLt can write it
-  // (the operands' dtype, or f32), else through an f32 product rounded once by copy().
+  // Operands in one dtype (f32 when a and w differ), read where they lie with cuBLASLt's transpose
+  // flags (plan_gemm), copied only for a dtype or a layout no flag expresses; the output directly when
+  // cuBLASLt can write it (the operands' dtype, or f32, rows of unit stride), else through an f32
+  // product rounded once by copy().
   const DType in = a_in.dtype() == w_in.dtype() ? a_in.dtype() : DType::f32;
-  const Tensor a = unit_inner_stride(a_in, in);
-  const Tensor w = unit_inner_stride(w_in, in);
-  const bool direct = (out.dtype() == in || out.dtype() == DType::f32) && out.strides().back() == 1 && out.strides()[1] >= n;
+  const GemmLayout given = plan_gemm(a_in, w_in, out);
+  const Tensor a = readable(a_in, in, !given.copy_a);
+  const Tensor w = readable(w_in, in, !given.copy_w);
+  const bool direct = (out.dtype() == in || out.dtype() == DType::f32) && !given.copy_out;
   const Tensor d = direct ? out : Tensor::empty(out.shape(), DType::f32, out.device());
   if (accumulate && !direct) copy(out, d);
+  const GemmLayout g = plan_gemm(a, w, d);
+  if (g.copies()) throw std::logic_error("matmul: a copied operand has no cuBLASLt layout");
   Tensor bias = bias_in;
   // The bias epilogue reads the vector in 16-byte pieces.
   if (bias.defined() && (bias.dtype() != d.dtype() || !bias.is_contiguous() ||
@@ -184,39 +220,44 @@ bool product(const Tensor& a_in, const Tensor& w_in, float alpha, const Tensor& 
   const Epilogue epilogue = sums.defined() ? Epilogue::row_sums : bias.defined() ? Epilogue::bias : Epilogue::none;
 
   const bool tf32 = in == DType::f32 && cuda_allow_tf32();
-  Descriptors desc;
-  check_lt(cublaslt().MatmulDescCreate(&desc.op, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F),
-           "descriptor");
-  if (epilogue != Epilogue::none) {
-    // BGRADB: the sums over k of cuBLASLt's B, which is a.
-    const cublasLtEpilogue_t e = epilogue == Epilogue::bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB;
-    check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e), "epilogue");
-    const void* vector = epilogue == Epilogue::bias ? bias.data() : sums.data();
-    check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vector, sizeof vector),
-             "bias");
-  }
-  const auto b32 = static_cast<std::int32_t>(batch);
-  desc.a = layout(in, n, k, w.strides()[1], b32, w.strides()[0]);
-  desc.b = layout(in, k, m, a.strides()[1], b32, a.strides()[0]);
-  desc.d = layout(d.dtype(), n, m, d.strides()[1], b32, d.strides()[0]);
-
-  const std::uint32_t align_w = alignment(w.data(), w.strides()[0], in, batch > 1),
-                      align_a = alignment(a.data(), a.strides()[0], in, batch > 1),
-                      align_d = alignment(d.data(), d.strides()[0], d.dtype(), batch > 1);
+  const bool batched = g.batch > 1;
+  const std::uint32_t align_w = alignment(w.data(), g.w.batch_stride, in, batched),
+                      align_a = alignment(a.data(), g.a.batch_stride, in, batched),
+                      align_d = alignment(d.data(), g.d.batch_stride, d.dtype(), batched);
   const PlanKey key{static_cast<int>(in), static_cast<int>(d.dtype()), static_cast<int>(epilogue), tf32, accumulate,
-                    m, n, k, batch,
-                    {w.strides()[0], w.strides()[1], a.strides()[0], a.strides()[1], d.strides()[0], d.strides()[1],
-                     align_w, align_a, align_d}};
-  const std::optional<cublasLtMatmulAlgo_t> algo = cached_algo(key, desc, align_w, align_a, align_d);
-  if (!algo && epilogue == Epilogue::row_sums) return false;
-  if (!algo) {
+                    g.m, g.n, g.k, g.batch,
+                    {g.w.transposed, g.w.ld, g.w.batch_stride, g.a.transposed, g.a.ld, g.a.batch_stride, g.d.ld,
+                     g.d.batch_stride, align_w, align_a, align_d}};
+  std::lock_guard lock(plans_mutex);
+  const Plan& plan = plan_for(key, align_w, align_a, align_d, [&](Descriptors& desc) {
+    check_lt(cublaslt().MatmulDescCreate(&desc.op, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F),
+             "descriptor");
+    const cublasOperation_t op_w = op_of(g.w), op_a = op_of(g.a);
+    check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_w, sizeof op_w), "transa");
+    check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a), "transb");
+    if (epilogue != Epilogue::none) {
+      // BGRADB: the sums over k of cuBLASLt's B, which is a (read transposed: a = g^T lies as g).
+      const cublasLtEpilogue_t e = epilogue == Epilogue::bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB;
+      check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e), "epilogue");
+      const void* vector = epilogue == Epilogue::bias ? bias.data() : sums.data();  // set again on every call
+      check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vector, sizeof vector),
+               "bias");
+    }
+    const auto b32 = static_cast<std::int32_t>(g.batch);
+    desc.a = layout(in, g.w.rows, g.w.cols, g.w.ld, b32, g.w.batch_stride);
+    desc.b = layout(in, g.a.rows, g.a.cols, g.a.ld, b32, g.a.batch_stride);
+    desc.d = layout(d.dtype(), g.d.rows, g.d.cols, g.d.ld, b32, g.d.batch_stride);
+  });
+  if (!plan.algo && epilogue == Epilogue::row_sums) return false;
+  if (!plan.algo) {
     throw std::runtime_error("matmul: cuBLASLt has no algorithm for " + std::string(dtype_name(in)) + " -> " +
                              std::string(dtype_name(d.dtype())) + " [" + std::to_string(batch) + ", " + std::to_string(m) +
                              ", " + std::to_string(k) + "] x [" + std::to_string(k) + ", " + std::to_string(n) + "]");
   }
+  if (epilogue != Epilogue::none) set_vector(plan, epilogue == Epilogue::bias ? bias.data() : sums.data());
   const float beta = accumulate ? 1.0f : 0.0f;  // C is D: beta = 1 adds the product into it
-  check_lt(cublaslt().Matmul(handle(), desc.op, &alpha, w.data(), desc.a, a.data(), desc.b, &beta, d.data(), desc.d, d.data(),
-                          desc.d, &*algo, workspace(), kWorkspaceBytes, stream()),
+  check_lt(cublaslt().Matmul(handle(), plan.desc.op, &alpha, w.data(), plan.desc.a, a.data(), plan.desc.b, &beta, d.data(),
+                             plan.desc.d, d.data(), plan.desc.d, &*plan.algo, workspace(), kWorkspaceBytes, stream()),
            "cublasLtMatmul");
   if (!direct) copy(d, out);
   if (sums.defined() && sums.data() != row_sums.data()) copy(sums, row_sums);
@@ -267,35 +308,40 @@ bool fp8_product(const Tensor& a, const Tensor& w, float alpha, const Tensor& bi
     bias = Tensor::empty(bias_in.shape(), od, out.device());
     copy(bias_in, bias);
   }
-  Descriptors desc;
-  check_lt(cublaslt().MatmulDescCreate(&desc.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "descriptor");
-  const cublasOperation_t transposed = CUBLAS_OP_T;
-  check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, &transposed, sizeof transposed), "transa");
-  if (epilogue_bias) {
-    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue), "epilogue");
-    const void* bias_ptr = bias.data();
-    check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr),
-             "bias");
-  }
-  desc.a = layout(grids.w, k, n, k, 1, 0);  // stored K x N, used transposed
-  desc.b = layout(grids.a, k, m, k, 1, 0);
-  desc.d = layout(od, n, m, out.strides()[1], 1, 0);
   const std::uint32_t align_d = alignment(out.data(), 0, od, false);
   // Fresh operand buffers are 256-byte aligned. The key's first field (both grids) is apart from every
   // dtype of the other products'.
   const PlanKey key{16 + 4 * static_cast<int>(grids.a) + static_cast<int>(grids.w), static_cast<int>(od),
                     static_cast<int>(epilogue_bias ? Epilogue::bias : Epilogue::none),
                     false, false, m, n, k, 1, {out.strides()[1], align_d}};
-  const std::optional<cublasLtMatmulAlgo_t> algo = cached_algo(key, desc, 256, 256, align_d);
-  if (!algo) return false;
+  std::lock_guard lock(plans_mutex);
+  const Plan& plan = plan_for(key, 256, 256, align_d, [&](Descriptors& desc) {
+    check_lt(cublaslt().MatmulDescCreate(&desc.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "descriptor");
+    const cublasOperation_t transposed = CUBLAS_OP_T;
+    check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, &transposed, sizeof transposed),
+             "transa");
+    if (epilogue_bias) {
+      const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+      check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue),
+               "epilogue");
+      const void* bias_ptr = bias.data();  // set again on every call
+      check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr),
+               "bias");
+    }
+    desc.a = layout(grids.w, k, n, k, 1, 0);  // stored K x N, used transposed
+    desc.b = layout(grids.a, k, m, k, 1, 0);
+    desc.d = layout(od, n, m, out.strides()[1], 1, 0);
+  });
+  if (!plan.algo) return false;
+  if (epilogue_bias) set_vector(plan, bias.data());
   const Tensor a8 = Tensor::empty({1, m, k}, grids.a, out.device());
   copy(a, a8);  // exact: every value is on the grid
   const Tensor w8 = Tensor::empty({1, n, k}, grids.w, out.device());
   copy(make_view(w, {1, n, k}, {w.strides()[0], w.strides()[2], w.strides()[1]}, w.offset()), w8);  // w^T
   const float beta = 0.0f;
-  check_lt(cublaslt().Matmul(handle(), desc.op, &alpha, w8.data(), desc.a, a8.data(), desc.b, &beta, out.data(), desc.d,
-                          out.data(), desc.d, &*algo, workspace(), kWorkspaceBytes, stream()),
+  check_lt(cublaslt().Matmul(handle(), plan.desc.op, &alpha, w8.data(), plan.desc.a, a8.data(), plan.desc.b, &beta,
+                             out.data(), plan.desc.d, out.data(), plan.desc.d, &*plan.algo, workspace(), kWorkspaceBytes,
+                             stream()),
            "cublasLtMatmul (fp8)");
   if (bias_in.defined() && !epilogue_bias) {
     const Tensor across_rows = make_view(bias_in, out.shape(), {0, 0, bias_in.strides()[0]}, bias_in.offset());

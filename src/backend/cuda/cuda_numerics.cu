@@ -83,7 +83,7 @@ NumericsStats numerics(const Tensor& x, double factor, std::span<const double> l
                                                                      element_type(x.dtype()), x.data(), factor, l,
                                                                      totals.get());
   check_launch("numerics");
-  const Totals host = totals.read("numerics");
+  const Totals host = totals.read();
   s.zeros = static_cast<std::int64_t>(host.zeros);
   s.nonfinite = static_cast<std::int64_t>(host.nonfinite);
   std::memcpy(&s.amax, &host.amax, sizeof s.amax);

@@ -22,6 +22,17 @@ void check(cudaError_t e, const char* what) {
   throw std::runtime_error(std::string(what) + ": CUDA error " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
 }
 
+cudaError_t wait_for_stream_status(cudaStream_t s) noexcept {
+  note_device_wait();
+  return cudaStreamSynchronize(s);
+}
+cudaError_t wait_for_event_status(cudaEvent_t e) noexcept {
+  note_device_wait();
+  return cudaEventSynchronize(e);
+}
+void wait_for_stream(cudaStream_t s, const char* what) { check(wait_for_stream_status(s), what); }
+void wait_for_event(cudaEvent_t e, const char* what) { check(wait_for_event_status(e), what); }
+
 cudaStream_t stream() {
   static cudaStream_t s = [] {
     cudaStream_t made = nullptr;
@@ -42,19 +53,23 @@ ElementType element_type(DType t) {
 
 namespace {
 
-// Pinned host memory that indices pass through on their way to the GPU, so that their copy is queued
-// like a kernel and the host goes on. A copy from the caller's memory would have to be waited for
-// (the caller may free it on return), and every wait drains the GPU's queue: a GPT-2 step uploads ids
-// and targets about 30 times (the classifier's blocks each take their targets). A ring of slots, each
-// reused once the copy that last read it has run (its event).
+// Pinned host memory that host data (ids, targets, a batch of images, up to kLargest bytes) passes
+// through on its way to the GPU, so that its copy is queued like a kernel and the host goes on. A copy
+// from the caller's memory would have to be waited for (the caller may free it on return), and every
+// wait drains the GPU's queue: a GPT-2 step uploads ids and targets about 30 times (the classifier's
+// blocks each take their targets). A ring of slots, each reused once the copy that last read it has run
+// (its event).
 class IndexStaging {
  public:
+  static constexpr std::size_t kLargest = std::size_t{16} << 20;  // larger copies wait instead
+
   void upload(void* dst, const void* src, std::size_t bytes) {
     std::lock_guard lock(mutex_);
     Slot& s = slots_[next_];
     next_ = (next_ + 1) % slots_.size();
     if (s.done == nullptr) check(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), "indices to cuda");
-    if (s.used) check(cudaEventSynchronize(s.done), "indices to cuda");  // its last copy has run
+    // Its last copy has run, as a rule (32 copies ago); the host waits only where it has not.
+    if (s.used && cudaEventQuery(s.done) == cudaErrorNotReady) wait_for_event(s.done, "staging to cuda");
     if (s.bytes < bytes) {
       if (s.host != nullptr) check(cudaFreeHost(s.host), "indices to cuda");
       s.host = nullptr;
@@ -64,8 +79,8 @@ class IndexStaging {
       s.bytes = size;
     }
     std::memcpy(s.host, src, bytes);
-    check(cudaMemcpyAsync(dst, s.host, bytes, cudaMemcpyHostToDevice, stream()), "indices to cuda");
-    check(cudaEventRecord(s.done, stream()), "indices to cuda");
+    check(cudaMemcpyAsync(dst, s.host, bytes, cudaMemcpyHostToDevice, stream()), "staging to cuda");
+    check(cudaEventRecord(s.done, stream()), "staging to cuda");
     s.used = true;
   }
 
@@ -103,6 +118,35 @@ void refuse_f64(const char* what, const Tensor& t) {
 
 namespace {
 
+// Copies of one element's pattern (T: its size) over n elements.
+template <class T>
+__global__ void fill_kernel(T* out, std::int64_t n, T value) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    out[i] = value;
+  }
+}
+
+template <class T>
+void fill_as(void* p, std::size_t bytes, const void* pattern) {
+  T value;
+  std::memcpy(&value, pattern, sizeof value);
+  const auto n = static_cast<std::int64_t>(bytes / sizeof value);
+  fill_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(static_cast<T*>(p), n, value);
+  check_launch("fill on cuda");
+}
+
+// The pattern passed by value to a kernel: nothing goes through host memory or waits.
+void fill_on_gpu(void* p, std::size_t bytes, const void* pattern, std::size_t size) {
+  if (bytes == 0) return;
+  switch (size) {
+    case 1: check(cudaMemsetAsync(p, *static_cast<const unsigned char*>(pattern), bytes, stream()), "fill on cuda"); return;
+    case 2: fill_as<std::uint16_t>(p, bytes, pattern); return;
+    case 4: fill_as<std::uint32_t>(p, bytes, pattern); return;
+    default: fill_as<std::uint64_t>(p, bytes, pattern); return;
+  }
+}
+
 // cudaMalloc and cudaFree of the device the allocator serves.
 class CudaMemory final : public DeviceMemory {
  public:
@@ -118,7 +162,7 @@ class CudaMemory final : public DeviceMemory {
   }
   void free(void* p) override {
     // Blocks go back only when nothing queued can still use them.
-    check(cudaStreamSynchronize(stream()), "cudaFree");
+    wait_for_device("cudaFree");
     check(cudaFree(p), "cudaFree");
   }
 };
@@ -140,16 +184,23 @@ class CudaAllocator final : public Allocator {
   void deallocate(void* p, std::size_t, Device) override { cache().free(p); }
   void copy_to_host(void* host, const void* src, std::size_t bytes) override {
     check(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, stream()), "copy from cuda");
-    check(cudaStreamSynchronize(stream()), "copy from cuda");
+    wait_for_device("copy from cuda");
   }
   void copy_from_host(void* dst, const void* host, std::size_t bytes) override {
+    if (bytes <= IndexStaging::kLargest) {  // queued from pinned memory; the host goes on
+      index_staging().upload(dst, host, bytes);
+      return;
+    }
     check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream()), "copy to cuda");
-    check(cudaStreamSynchronize(stream()), "copy to cuda");  // the host buffer may go away on return
+    wait_for_device("copy to cuda");  // the host buffer may go away on return
   }
   void copy_within(void* dst, const void* src, std::size_t bytes) override {
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()), "copy on cuda");
   }
   void fill_zero(void* p, std::size_t bytes) override { check(cudaMemsetAsync(p, 0, bytes, stream()), "zero fill on cuda"); }
+  void fill_pattern(void* p, std::size_t bytes, const void* pattern, std::size_t size) override {
+    fill_on_gpu(p, bytes, pattern, size);
+  }
   std::size_t cached_bytes() override {
     const CachingAllocatorStats s = cache().stats();
     return s.reserved - s.allocated;
@@ -247,7 +298,7 @@ bool cuda_available() {
 }
 
 void cuda_synchronize() {
-  if (cuda_available()) detail::cuda::check(cudaStreamSynchronize(detail::cuda::stream()), "cuda_synchronize");
+  if (cuda_available()) detail::cuda::wait_for_device("cuda_synchronize");
 }
 
 void set_cuda_allow_tf32(bool allow) { detail::cuda::allow_tf32 = allow; }

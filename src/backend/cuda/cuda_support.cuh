@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 
@@ -23,6 +24,17 @@ inline void check_launch(const char* what) { check(cudaGetLastError(), what); }
 
 // The stream all work on the current GPU is queued on.
 cudaStream_t stream();
+
+// The host waits for the GPU: for everything queued on the stream, or for an event. Every wait of the
+// CUDA backend is one of these, which count it (note_device_wait, storage.h): a wait drains the GPU's
+// queue, and a step should have one. (tests/unit/host_device_traffic_test.cpp fails where a source file
+// synchronizes or copies to the host any other way.)
+void wait_for_stream(cudaStream_t s, const char* what);
+inline void wait_for_device(const char* what) { wait_for_stream(stream(), what); }
+void wait_for_event(cudaEvent_t e, const char* what);
+// For destructors and code that reports errors later: the wait counted, its error returned.
+cudaError_t wait_for_stream_status(cudaStream_t s) noexcept;
+cudaError_t wait_for_event_status(cudaEvent_t e) noexcept;
 
 inline constexpr int kThreads = 256;
 
@@ -103,18 +115,18 @@ __device__ inline float block_max(float v, float* scratch) {
 Tensor indices_on_gpu(std::span<const std::int64_t> values, Device device);
 
 // Totals that kernels add into on the GPU (counts, sums, maxima as ordered patterns): zeroed memory of
-// the caching allocator, read back once, waiting for the GPU.
+// the caching allocator, read back once through copy_bytes (a counted copy, waiting for the GPU).
 template <class T>
 class DeviceTotals {
  public:
   explicit DeviceTotals(Device device)
       : bytes_(Tensor::zeros({static_cast<std::int64_t>(sizeof(T))}, DType::e4m3, device)) {}
   T* get() const { return static_cast<T*>(bytes_.data()); }
-  T read(const char* what) const {
-    T host{};
-    check(cudaMemcpyAsync(&host, bytes_.data(), sizeof host, cudaMemcpyDeviceToHost, stream()), what);
-    check(cudaStreamSynchronize(stream()), what);
-    return host;
+  T read() const {
+    const Tensor host = bytes_.to(Device::cpu());
+    T value{};
+    std::memcpy(&value, host.data(), sizeof value);
+    return value;
   }
 
  private:

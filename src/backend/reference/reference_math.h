@@ -23,6 +23,9 @@ inline double logistic(double x) {
 inline double normal_cdf(double x) { return std::erfc(-x / std::numbers::sqrt2) / 2; }
 inline double normal_pdf(double x) { return std::exp(-x * x / 2) / std::sqrt(2 * std::numbers::pi); }
 
+// u of GPT-2's GELU, x (1 + tanh u) / 2: sqrt(2 / pi) (x + 0.044715 x^3).
+inline double gelu_tanh_argument(double x) { return std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x); }
+
 inline double unary(UnaryOp op, double x, double alpha) {
   switch (op) {
     case UnaryOp::neg: return -x;
@@ -38,6 +41,7 @@ inline double unary(UnaryOp op, double x, double alpha) {
     case UnaryOp::silu: return x * logistic(x);
     case UnaryOp::tanh: return std::tanh(x);
     case UnaryOp::sigmoid: return logistic(x);
+    case UnaryOp::gelu_tanh: return x * logistic(2 * gelu_tanh_argument(x));  // (1 + tanh u) / 2 = logistic(2u)
   }
   return x;
 }
@@ -67,6 +71,11 @@ inline double unary_gradient(UnaryOp op, double x, double g, double alpha) {
     case UnaryOp::sigmoid: {
       const double s = logistic(x);
       return g * s * (1 - s);
+    }
+    case UnaryOp::gelu_tanh: {
+      const double s = logistic(2 * gelu_tanh_argument(x));
+      const double du = std::sqrt(2 / std::numbers::pi) * (1 + 3 * 0.044715 * x * x);
+      return g * (s + x * 2 * s * (1 - s) * du);
     }
   }
   return g;
