@@ -9,6 +9,7 @@
 
 #include "mantissa/io/safetensors.h"
 #include "mantissa/ops/ops.h"
+#include "mantissa/numeric/parse_number.h"
 
 namespace mantissa {
 
@@ -22,13 +23,11 @@ std::int64_t metadata_integer(const std::filesystem::path& path, const std::map<
                               const std::string& key) {
   const auto it = meta.find(key);
   if (it == meta.end()) throw CheckpointError(path.string() + ": has no '" + key + "' in its metadata");
-  const std::string& v = it->second;
-  std::int64_t out = 0;
-  const auto r = std::from_chars(v.data(), v.data() + v.size(), out);
-  if (r.ec != std::errc() || r.ptr != v.data() + v.size() || v.empty()) {
-    throw CheckpointError(path.string() + ": metadata '" + key + "' is not an integer: '" + v.substr(0, 40) + "'");
+  try {
+    return parse_number<std::int64_t>(std::string_view(it->second).substr(0, 40), "metadata '" + key + "'");
+  } catch (const std::invalid_argument& e) {
+    throw CheckpointError(path.string() + ": " + e.what());
   }
-  return out;
 }
 
 std::filesystem::path checkpoint_path(const std::filesystem::path& dir, std::int64_t step) {
@@ -48,10 +47,8 @@ std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path&
     const std::string n = e.path().filename().string();
     if (n.rfind("ckpt-", 0) != 0 || e.path().extension() != ".safetensors" || !e.is_regular_file(ec)) continue;
     const std::string digits = n.substr(5, n.size() - 5 - std::string(".safetensors").size());
-    std::int64_t step = 0;
-    const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), step);
-    if (r.ec != std::errc() || r.ptr != digits.data() + digits.size() || digits.empty()) continue;
-    found.emplace_back(step, e.path());
+    if (digits.empty() || digits.front() == '+' || !is_number<std::int64_t>(digits)) continue;
+    found.emplace_back(parse_number<std::int64_t>(digits, "checkpoint step"), e.path());
   }
   std::sort(found.begin(), found.end());
   std::vector<std::filesystem::path> out;
@@ -119,8 +116,8 @@ CheckpointState load_checkpoint(const std::filesystem::path& path, nn::Module& m
     if (state.step < 1 || os.step < 1) fail("step " + f.metadata.at("step") + " is not a step a run saves after (1 or more)");
     const nlohmann::json s = nlohmann::json::parse(f.metadata.at("loss_scaler"));
     const std::string scale = s.at("scale").get<std::string>();
-    const auto r = std::from_chars(scale.data(), scale.data() + scale.size(), state.scaler.scale);
-    if (r.ec != std::errc() || r.ptr != scale.data() + scale.size()) fail("loss scale '" + scale.substr(0, 40) + "' is not a number");
+    if (!is_number<double>(scale)) fail("loss scale '" + scale.substr(0, 40) + "' is not a finite decimal number");
+    state.scaler.scale = parse_number<double>(scale, "loss scale");
     state.scaler.growth_tracker = s.at("growth_tracker").get<std::int64_t>();
     state.scaler.hysteresis_left = s.at("hysteresis_left").get<int>();
     state.scaler.floor_overflows = s.at("floor_overflows").get<int>();

@@ -11,6 +11,7 @@
 
 #include "mantissa/numeric/convert.h"
 #include "mantissa/numeric/rounding.h"
+#include "mantissa/numeric/parse_number.h"
 
 namespace mantissa {
 namespace {
@@ -20,9 +21,9 @@ constexpr std::array kNamed = {Format::fp32(), Format::fp16(), Format::bf16(), F
 constexpr std::array<std::string_view, kNamed.size()> kNames = {"fp32", "fp16", "bf16", "e4m3", "e5m2"};
 
 bool parse_int(std::string_view s, int& out) {
-  if (s.empty() || s.size() > 2) return false;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && end == s.data() + s.size();
+  if (s.empty() || s.size() > 2 || s.front() == '+' || s.front() == '-' || !is_number<int>(s)) return false;
+  out = parse_number<int>(s, "format");
+  return true;
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/memory.h"
 #include "mantissa/ops/ops.h"
+#include "mantissa/numeric/parse_number.h"
 
 namespace mantissa {
 
@@ -126,7 +127,9 @@ void Optimizer::load_state(const OptimizerState& state, bool complete) {
   for (const auto& [key, saved] : state.tensors) {
     const auto dot = key.rfind('.');
     const std::string name = key.substr(0, dot);
-    const std::size_t i = dot == std::string::npos ? params_.size() : std::stoul(key.substr(dot + 1));
+    const std::size_t i = dot == std::string::npos
+                              ? params_.size()
+                              : parse_number<std::size_t>(std::string_view(key).substr(dot + 1), "optimizer state '" + key + "'");
     if (i >= params_.size()) throw std::invalid_argument("optimizer state: '" + key + "' names no parameter");
     if (saved.shape() != params_[i].shape()) {
       throw std::invalid_argument("optimizer state: '" + key + "' has shape " + shape_str(saved.shape()) +

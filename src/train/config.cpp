@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "mantissa/io/checkpoint.h"
+#include "mantissa/numeric/parse_number.h"
 
 namespace mantissa::train {
 
@@ -110,17 +111,10 @@ LossScalerOptions parse_loss_scaling(std::string_view name, DType compute, const
     return d;
   }
   if (name.substr(0, 7) == "static:") {
-    const std::string n(name.substr(7));
-    std::size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(n, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != n.size() || !(v > 0) || !(v <= std::numeric_limits<float>::max())) {
-      throw std::invalid_argument("loss scale '" + std::string(name) + "' is not static:N with N a positive number finite in f32");
-    }
+    // The scale multiplies f32 losses: a number f32 holds (not 0, not inf), and positive.
+    const std::string what = "loss scale '" + std::string(name) + "' (static:N)";
+    const double v = parse_number<float>(name.substr(7), what);
+    if (!(v > 0)) throw std::invalid_argument(what + ": N must be positive");
     o.kind = LossScaling::fixed;
     o.init_scale = v;
     return o;

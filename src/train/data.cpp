@@ -5,19 +5,15 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "mantissa/numeric/parse_number.h"
+
 namespace mantissa::train {
 namespace {
 
 std::int64_t integer_field(const std::map<std::string, std::string>& m, const std::string& key) {
   const auto it = m.find(key);
   if (it == m.end()) throw std::invalid_argument("has no '" + key + "' in its metadata");
-  const std::string& v = it->second;
-  std::int64_t out = 0;
-  const auto r = std::from_chars(v.data(), v.data() + v.size(), out);
-  if (v.empty() || r.ec != std::errc() || r.ptr != v.data() + v.size()) {
-    throw std::invalid_argument("metadata '" + key + "' is not an integer: '" + v.substr(0, 40) + "'");
-  }
-  return out;
+  return parse_number<std::int64_t>(std::string_view(it->second).substr(0, 40), "metadata '" + key + "'");
 }
 
 }  // namespace

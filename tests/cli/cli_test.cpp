@@ -9,6 +9,7 @@
 #include <random>
 #include <sstream>
 #include <vector>
+#include <regex>
 #include <string>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -575,6 +576,43 @@ TEST(TrainCommand, OutOfRangeValuesAreOneLineErrorsNeverCrashesOrSilentResults) 
   }
 }
 
+// Every numeric flag of every command goes through the library's one number parser (number_flags.h):
+// the flags are read off each command's help (so a flag added later is covered), and each is given
+// texts that CLI11 alone took as other numbers (010 as eight, 0x10 as sixteen, -1 as 2^64 - 1) or
+// refused with a generic message. Each must be one line naming the flag, status 2.
+TEST(NumberFlags, EveryNumericFlagOfEveryCommandIsReadAsADecimal) {
+  const std::regex numeric(R"(^\s+(--[a-z0-9-]+) (INT|UINT|FLOAT)\b)");
+  int flags = 0;
+  for (const std::string command : {"train", "compare", "paper", "inspect x.jsonl", "cast --to bf16", "formats", "info",
+                                    "bench", "bench matmul", "bench mlp"}) {
+    const Result help = run(command + " --help");
+    ASSERT_EQ(help.status, 0) << command;
+    std::istringstream lines_of(help.out);
+    for (std::string line; std::getline(lines_of, line);) {
+      std::smatch m;
+      if (!std::regex_search(line, m, numeric)) continue;
+      ++flags;
+      const std::string flag = m[1], type = m[2];
+      std::vector<std::string> bad = {"0x10", "5abc", "''"};
+      bad.push_back(type == "FLOAT" ? "0x1p-3" : "1.5");
+      if (type == "UINT") bad.push_back("-1");
+      if (type == "FLOAT") bad.push_back("nan");
+      for (const std::string& value : bad) {
+        const Result r = run(command + " " + flag + " " + value);
+        EXPECT_EQ(r.status, 2) << command << " " << flag << " " << value << ": " << r.err;
+        EXPECT_EQ(lines(r.err), 1) << command << " " << flag << " " << value << ": " << r.err;
+        EXPECT_NE(r.err.find(flag + ": '"), std::string::npos) << command << " " << flag << " " << value << ": " << r.err;
+        EXPECT_NE(r.err.find("decimal"), std::string::npos) << command << " " << flag << " " << value << ": " << r.err;
+      }
+    }
+  }
+  EXPECT_GT(flags, 80);  // the help's format changed if none were found
+  // And a leading zero is decimal: ten steps, not eight.
+  const Result ten = run("train --model mlp --steps 010 --eval-every 100 --json");
+  ASSERT_EQ(ten.status, 0) << ten.err;
+  EXPECT_NE(ten.out.find("\"steps\":10"), std::string::npos) << ten.out;
+}
+
 TEST(Output, AFailedWriteToStandardOutputIsAnError) {
   const int raw = std::system((std::string(MANTISSA_CLI) + " formats > /dev/full 2>/dev/null").c_str());
   EXPECT_EQ(WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, 1);
@@ -614,7 +652,7 @@ TEST(TrainCommand, ResumeRefusesCheckpointsWithMissingWrongOrNonFiniteState) {
       {"drop-prefix optim/m.", "'m.0' is missing"},
       {"retype optim/m.0 BF16", "'m.0' is bf16, this optimizer keeps f32"},
       {"set-meta step -995", "step -995 is not a step"},
-      {"set-meta step 1e3", "metadata 'step' is not an integer: '1e3'"},
+      {"set-meta step 1e3", "metadata 'step': '1e3' is not a decimal integer"},
       {"set-meta data_position 99999999", "batch order: position out of range"},
       {"nan model/fc0.weight", "'model/fc0.weight' holds NaN"},
       {"nan optim/master.0", "'optim/master.0' holds NaN"}};

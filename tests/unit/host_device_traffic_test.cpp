@@ -6,17 +6,14 @@
 // counts them, which a scan of the sources checks.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "mantissa/core/storage.h"
 #include "mantissa/core/tensor.h"
+#include "source_scan.h"
 
 namespace mantissa {
 namespace {
@@ -88,30 +85,12 @@ TEST(HostDeviceTraffic, CopiesAcrossAreCountedAndFillsStayOnTheDevice) {
 // wait_for_event, the allocator's copies) counts them; elsewhere such a call would be a wait nobody
 // counts.
 TEST(HostDeviceTraffic, OnlyTheRuntimeWaitsForTheGpuOrCopiesToTheHost) {
-  const std::filesystem::path root = MANTISSA_SOURCE_DIR;
   const std::regex raw(R"(cuda(Stream|Event|Device)Synchronize\s*\(|cudaMemcpy(Async)?\s*\([^;]*(DeviceToHost|HostToDevice|Default))");
-  const std::filesystem::path home = root / "src" / "backend" / "cuda" / "cuda_runtime.cu";
-  int files = 0;
-  std::vector<std::string> bypasses;
-  for (const char* dir : {"src", "tools", "bench"}) {
-    if (!std::filesystem::exists(root / dir)) continue;
-    for (const auto& entry : std::filesystem::recursive_directory_iterator(root / dir)) {
-      const std::string ext = entry.path().extension().string();
-      if (!entry.is_regular_file() || (ext != ".cu" && ext != ".cuh" && ext != ".cpp" && ext != ".h")) continue;
-      ++files;
-      std::ifstream in(entry.path());
-      std::stringstream text;
-      text << in.rdbuf();
-      const std::string s = text.str();
-      for (auto it = std::sregex_iterator(s.begin(), s.end(), raw); it != std::sregex_iterator(); ++it) {
-        if (entry.path() == home) continue;
-        const auto line = 1 + std::count(s.begin(), s.begin() + it->position(), '\n');
-        bypasses.push_back(entry.path().lexically_relative(root).string() + ":" + std::to_string(line) + ": " + it->str());
-      }
-    }
+  const testing::SourceScan scan = testing::scan_sources(raw, {"src/backend/cuda/cuda_runtime.cu"});
+  EXPECT_GT(scan.files, 100);
+  for (const std::string& m : scan.matches) {
+    ADD_FAILURE() << m << " (wait through wait_for_stream / wait_for_event, copy through copy_bytes)";
   }
-  EXPECT_GT(files, 100);
-  for (const std::string& b : bypasses) ADD_FAILURE() << b << " (wait through wait_for_stream / wait_for_event, copy through copy_bytes)";
 }
 
 }  // namespace

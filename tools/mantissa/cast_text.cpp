@@ -3,7 +3,8 @@
 
 #include <charconv>
 #include <cmath>
-#include <cstdlib>
+
+#include "mantissa/numeric/parse_number.h"
 
 namespace mantissa::cli {
 
@@ -13,15 +14,7 @@ std::string_view trim(std::string_view s) {
   return s.substr(first, s.find_last_not_of(" \t\r") - first + 1);
 }
 
-std::optional<float> parse_fp32(std::string_view text) {
-  if (text.empty()) return std::nullopt;
-  const std::string s(text);  // strtof needs the terminating zero; an embedded one ends the number early
-  if (s.find('\0') != std::string::npos) return std::nullopt;
-  char* end = nullptr;
-  const float v = std::strtof(s.c_str(), &end);
-  if (end != s.c_str() + s.size()) return std::nullopt;
-  return v;
-}
+std::optional<float> parse_fp32(std::string_view text) { return parse_f32_value(text); }
 
 std::string shortest(float v) {
   if (std::isnan(v)) return "nan";

@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "output_file.h"
 #include "mantissa/core/dtype.h"
+#include "mantissa/numeric/parse_number.h"
 #include "training.h"
 
 namespace mantissa::cli {
@@ -62,16 +63,8 @@ std::vector<std::int64_t> parse_steps(const std::string& list) {
   std::stringstream ss(list);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    std::size_t used = 0;
-    std::int64_t v = -1;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size() || v < 1) {
-      throw std::invalid_argument("--inject-nonfinite: '" + item + "' is not a step number (1, 2, ...)");
-    }
+    const std::int64_t v = parse_number<std::int64_t>(item, "--inject-nonfinite");
+    if (v < 1) throw std::invalid_argument("--inject-nonfinite: '" + item + "' is not a step number (1, 2, ...)");
     out.push_back(v);
   }
   return out;

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "commands.h"
+#include "number_flags.h"
 #include "training.h"
 
 namespace {
@@ -48,6 +49,7 @@ int main(int argc, char** argv) {
       mantissa::cli::add_inspect);
   add("info", "What this machine's kernels can do: instruction sets, AMX, oneDNN's dtypes", mantissa::cli::add_info);
   add("bench", "Benchmarks: whole training steps per precision (--model), matmul against the measured peak, an MLP step", mantissa::cli::add_bench);
+  mantissa::cli::route_number_flags(app);  // every numeric flag through the library's one parser
 
   try {
     app.parse(argc, argv);

@@ -24,6 +24,7 @@
 #include "mantissa/io/checkpoint.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/nn/models.h"
+#include "mantissa/numeric/parse_number.h"
 
 namespace mantissa::cli {
 namespace {
@@ -332,7 +333,7 @@ std::string pick_gpu_of_local_rank() {
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
   const char* local_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   if (local == nullptr || local_size == nullptr || std::getenv("CUDA_VISIBLE_DEVICES") != nullptr) return "";
-  if (std::atoi(local_size) < 2) return "";
+  if (!is_number<int>(local_size) || parse_number<int>(local_size, "OMPI_COMM_WORLD_LOCAL_SIZE") < 2) return "";
   setenv("CUDA_VISIBLE_DEVICES", local, 1);
   return local;
 }

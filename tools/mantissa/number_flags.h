@@ -1,0 +1,18 @@
+// Every number given on the command line goes through the library's one parser (parse_number): CLI11
+// would read "010" as eight, "0x10" as sixteen, "-1" as a huge unsigned seed and "0x1p-3" as a learning
+// rate. route_number_flags() puts a check before CLI11's own conversion on every numeric flag of a
+// command and its subcommands, so a flag added later is covered by construction (tests/cli's
+// NumberFlags case feeds every numeric flag of every command the same hostile values).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace mantissa::cli {
+
+// For each option of app and of its subcommands whose value is an integer (INT, UINT) or a real
+// (FLOAT): the text is checked by parse_number (decimal, no trailing text, within 64 bits or f64's
+// finite range) and handed on in canonical decimal, which CLI11 then converts into the flag's own type
+// (its range errors remain, with the flag's name).
+void route_number_flags(CLI::App& app);
+
+}  // namespace mantissa::cli
