@@ -193,8 +193,6 @@ bool product(const Tensor& a_in, const Tensor& w_in, float alpha, const Tensor& 
   const bool direct = (out.dtype() == in || out.dtype() == DType::f32) && !given.copy_out;
   const Tensor d = direct ? out : Tensor::empty(out.shape(), DType::f32, out.device());
   if (accumulate && !direct) copy(out, d);
-  const GemmLayout g = plan_gemm(a, w, d);
-  if (g.copies()) throw std::logic_error("matmul: a copied operand has no cuBLASLt layout");
   Tensor bias = bias_in;
   // The bias epilogue reads the vector in 16-byte pieces.
   if (bias.defined() && (bias.dtype() != d.dtype() || !bias.is_contiguous() ||
@@ -211,6 +209,8 @@ bool product(const Tensor& a_in, const Tensor& w_in, float alpha, const Tensor& 
     if (!direct) copy(d, out);
     return true;
   }
+  const GemmLayout g = plan_gemm(a, w, d);  // (after the empty sum: a [M, 0] operand has no leading dimension)
+  if (g.copies()) throw std::logic_error("matmul: a copied operand has no cuBLASLt layout");
   // The epilogue writes the sums in D's dtype, contiguous and 16-byte aligned.
   Tensor sums = row_sums;
   if (row_sums.defined() && (row_sums.dtype() != d.dtype() || !row_sums.is_contiguous() ||

@@ -53,7 +53,7 @@ ElementType element_type(DType t) {
 
 namespace {
 
-// Pinned host memory that host data (ids, targets, a batch of images, up to kLargest bytes) passes
+// Pinned host memory that host data (ids, targets, a batch of images: up to kLargest bytes) passes
 // through on its way to the GPU, so that its copy is queued like a kernel and the host goes on. A copy
 // from the caller's memory would have to be waited for (the caller may free it on return), and every
 // wait drains the GPU's queue: a GPT-2 step uploads ids and targets about 30 times (the classifier's
@@ -61,7 +61,8 @@ namespace {
 // (its event).
 class IndexStaging {
  public:
-  static constexpr std::size_t kLargest = std::size_t{16} << 20;  // larger copies wait instead
+  // Larger copies wait instead: 32 slots grown to this size hold 128 MiB of pinned memory at most.
+  static constexpr std::size_t kLargest = std::size_t{4} << 20;
 
   void upload(void* dst, const void* src, std::size_t bytes) {
     std::lock_guard lock(mutex_);
@@ -69,7 +70,14 @@ class IndexStaging {
     next_ = (next_ + 1) % slots_.size();
     if (s.done == nullptr) check(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), "indices to cuda");
     // Its last copy has run, as a rule (32 copies ago); the host waits only where it has not.
-    if (s.used && cudaEventQuery(s.done) == cudaErrorNotReady) wait_for_event(s.done, "staging to cuda");
+    if (s.used) {
+      const cudaError_t done = cudaEventQuery(s.done);
+      if (done == cudaErrorNotReady) {
+        wait_for_event(s.done, "staging to cuda");
+      } else {
+        check(done, "staging to cuda");
+      }
+    }
     if (s.bytes < bytes) {
       if (s.host != nullptr) check(cudaFreeHost(s.host), "indices to cuda");
       s.host = nullptr;
