@@ -13,6 +13,16 @@
 namespace mantissa::detail::cuda {
 namespace {
 
+// One reduced value into a running sum, or a running max that remembers whether a NaN went by.
+__device__ inline void fold(bool max, float v, float& acc, bool& nan) {
+  if (max) {
+    nan |= v != v;
+    acc = fmaxf(acc, v);
+  } else {
+    acc += v;
+  }
+}
+
 __global__ void reduce_kernel(Strided<2> kept, Strided<1> reduced, std::int64_t count, ReduceOp op, ElementType tx,
                               const void* x, ElementType tout, void* out) {
   __shared__ float scratch[kThreads / 32];
@@ -24,13 +34,7 @@ __global__ void reduce_kernel(Strided<2> kept, Strided<1> reduced, std::int64_t 
   for (std::int64_t i = threadIdx.x; i < count; i += kThreads) {
     std::int64_t o[1];
     reduced.offsets(i, o);
-    const float v = load(tx, x, base[0] + o[0]);
-    if (max) {
-      nan |= v != v;
-      acc = fmaxf(acc, v);
-    } else {
-      acc += v;
-    }
+    fold(max, load(tx, x, base[0] + o[0]), acc, nan);
   }
   if (max) {
     const float any_nan = block_sum(nan ? 1.0f : 0.0f, scratch);
@@ -57,13 +61,7 @@ __global__ void reduce_short_kernel(Strided<2> kept, Strided<1> reduced, std::in
     for (std::int64_t i = 0; i < count; ++i) {
       std::int64_t o[1];
       reduced.offsets(i, o);
-      const float v = load(tx, x, base[0] + o[0]);
-      if (max) {
-        nan |= v != v;
-        acc = fmaxf(acc, v);
-      } else {
-        acc += v;
-      }
+      fold(max, load(tx, x, base[0] + o[0]), acc, nan);
     }
     if (max && nan) acc = NAN;
     if (op == ReduceOp::mean) acc /= static_cast<float>(count);
