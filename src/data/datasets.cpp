@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "mantissa/core/input_file.h"
 #include "mantissa/core/memory.h"
 #include "mantissa/data/datasets.h"
 
@@ -18,17 +19,17 @@ std::filesystem::path find_file(const std::filesystem::path& dir, const std::str
   throw DataError((dir / stem).string() + "[.gz]: no such file (expected the MNIST layout in " + dir.string() + ")");
 }
 
-// A whole regular file: a device or a pipe (/dev/zero) would be read until memory ran out.
-std::vector<std::uint8_t> read_bytes(const std::filesystem::path& path) {
-  constexpr std::uintmax_t kMaxBytes = std::uintmax_t{1} << 30;
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) throw DataError(path.string() + ": not a regular file");
-  if (std::filesystem::file_size(path, ec) > kMaxBytes) {
-    throw DataError(path.string() + ": larger than 1 GiB (the text is read into memory whole)");
+// A whole regular file, through the one opener (a device or a pipe, /dev/zero, would be read until
+// memory ran out, a FIFO would hang), within what is left of the text's limit (`budget`: a directory's
+// files share it).
+std::vector<std::uint8_t> read_bytes(const std::filesystem::path& path, std::uint64_t& budget) {
+  try {
+    std::vector<std::uint8_t> b = InputFile(path, "a text corpus (a file, or a directory's files together)", budget).read_all();
+    budget -= b.size();
+    return b;
+  } catch (const InputFileError& e) {
+    throw DataError(e.what());
   }
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw DataError(path.string() + ": cannot open");
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
 }  // namespace
@@ -128,12 +129,14 @@ TextCorpus TextCorpus::load(const std::filesystem::path& path, double validation
       if (e.is_regular_file() && ext != ".dat" && ext != ".u8") files.push_back(e.path());
     }
     std::sort(files.begin(), files.end());
+    std::uint64_t budget = kMaxTextBytes;
     for (const auto& f : files) {
-      const std::vector<std::uint8_t> b = read_bytes(f);
+      const std::vector<std::uint8_t> b = read_bytes(f, budget);
       all.insert(all.end(), b.begin(), b.end());
     }
   } else if (std::filesystem::exists(path)) {
-    all = read_bytes(path);
+    std::uint64_t budget = kMaxTextBytes;
+    all = read_bytes(path, budget);
   } else {
     throw DataError(path.string() + ": no such file or directory");
   }

@@ -1,10 +1,13 @@
 // IDX files through zlib, which reads gzipped and plain files alike, and writes gzipped ones.
+#include <fcntl.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cstdio>
 #include <cstring>
 #include <string>
 
+#include "mantissa/core/input_file.h"
 #include "mantissa/data/datasets.h"
 
 namespace mantissa {
@@ -16,8 +19,24 @@ namespace {
 
 class GzFile {
  public:
-  GzFile(const std::filesystem::path& path, const char* mode) : path_(path), f_(gzopen(path.c_str(), mode)) {
-    if (f_ == nullptr) fail(path, std::string("cannot open (") + std::strerror(errno) + ")");
+  // For writing (mode "wb", or "wbT" uncompressed): created or truncated by name.
+  GzFile(const std::filesystem::path& path, const char* mode) : path_(path) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) fail(path, std::string("cannot open (") + std::strerror(errno) + ")");
+    f_ = gzdopen(fd, mode);
+    if (f_ == nullptr) {
+      ::close(fd);
+      fail(path, "cannot write it through zlib");
+    }
+  }
+  // For reading: the descriptor of the one opener, which has refused what is not a regular file.
+  explicit GzFile(InputFile&& in) : path_(in.path()) {
+    const int fd = in.release();
+    f_ = gzdopen(fd, "rb");
+    if (f_ == nullptr) {
+      ::close(fd);
+      fail(path_, "cannot read it through zlib");
+    }
   }
   ~GzFile() {
     if (f_ != nullptr) gzclose(f_);
@@ -70,7 +89,13 @@ class GzFile {
 
 IdxArray read_idx(const std::filesystem::path& path) {
   if (!std::filesystem::exists(path)) fail(path, "no such file");
-  GzFile f(path, "rb");
+  GzFile f = [&] {
+    try {
+      return GzFile(InputFile(path, "an IDX file", kMaxIdxBytes));
+    } catch (const InputFileError& e) {
+      throw DataError(e.what());
+    }
+  }();
   std::uint8_t magic[4];
   f.read(magic, 4, "the header");
   if (magic[0] != 0 || magic[1] != 0) fail(path, "not an IDX file (bad magic number)");

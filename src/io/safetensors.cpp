@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "mantissa/core/input_file.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/ops/ops.h"
 
@@ -105,19 +107,36 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<std:
   }
 }
 
+namespace {
+
+// Bytes at an offset of the file, or a CheckpointError ("<path>: truncated: <what> ends after ...").
+void read_part(InputFile& f, std::uint64_t offset, void* out, std::uint64_t n, const std::string& what) {
+  try {
+    f.read_exactly_at(offset, out, static_cast<std::size_t>(n), what);
+  } catch (const InputFileError& e) {
+    throw CheckpointError(e.what());
+  }
+}
+
+}  // namespace
+
 Safetensors read_safetensors(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) fail(path, ec ? "cannot open" : "not a regular file");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail(path, "cannot open");
-  const auto file_size = static_cast<std::uint64_t>(std::filesystem::file_size(path));
+  std::optional<InputFile> opened;
+  try {
+    opened.emplace(path, "a safetensors file", kMaxSafetensorsBytes);
+  } catch (const InputFileError& e) {
+    throw CheckpointError(e.what());
+  }
+  InputFile& f = *opened;
+  const std::uint64_t file_size = f.size();
   std::uint8_t size[8];
-  if (!f.read(reinterpret_cast<char*>(size), 8)) fail(path, "truncated: no header length");
+  if (file_size < 8) fail(path, "truncated: no header length");
+  read_part(f, 0, size, 8, "the header length");
   std::uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= std::uint64_t{size[i]} << (8 * i);
   if (n > file_size - 8 || n > (std::uint64_t{100} << 20)) fail(path, "header length " + std::to_string(n) + " is beyond the file");
   std::string text(n, '\0');
-  if (!f.read(text.data(), static_cast<std::streamsize>(n))) fail(path, "truncated header");
+  read_part(f, 8, text.data(), n, "the header");
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(text);
@@ -158,10 +177,7 @@ Safetensors read_safetensors(const std::filesystem::path& path) {
         fail(path, "tensor '" + name + "' has data offsets that do not match its shape or the file (truncated?)");
       }
       Tensor x = Tensor::empty(shape, t);
-      f.seekg(static_cast<std::streamoff>(8 + n + offsets[0]));
-      if (!f.read(static_cast<char*>(x.data()), static_cast<std::streamsize>(offsets[1] - offsets[0]))) {
-        fail(path, "truncated data of tensor '" + name + "'");
-      }
+      read_part(f, 8 + n + offsets[0], x.data(), offsets[1] - offsets[0], "the data of tensor '" + name + "'");
       order.emplace_back(offsets[0], name);
       out.tensors.emplace_back(name, x);
     } catch (const nlohmann::json::exception&) {

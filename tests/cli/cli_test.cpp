@@ -73,6 +73,11 @@ TEST(CastCommand, ABadLineStopsWithItsNumberAndKeepsTheLinesBefore) {
   for (const char* bad : {"1.5x\n", "\n", "1 2\n", "--\n"}) {
     EXPECT_EQ(run("cast --to bf16", bad).status, 2) << bad;
   }
+  // A line without end (standard input from /dev/zero) is refused at 4096 bytes, not read on.
+  const Result endless = run("cast --to bf16", "1\n" + std::string(5000, '7'));
+  EXPECT_EQ(endless.status, 2);
+  EXPECT_EQ(endless.out, "1\t1\t0x3f80\n");
+  EXPECT_NE(endless.err.find("line 2 of the input is longer than 4096 bytes"), std::string::npos) << endless.err;
 }
 
 TEST(CastCommand, BadFlagsGiveOneLineAndStatusTwo) {

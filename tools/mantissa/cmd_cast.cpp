@@ -3,7 +3,7 @@
 // it have been written whole, and nothing of the bad line is.
 #include <cstdint>
 #include <cstdio>
-#include <iostream>
+#include <stdexcept>
 #include <string>
 
 #include "cast_text.h"
@@ -12,6 +12,25 @@
 
 namespace mantissa::cli {
 namespace {
+
+// A value's line is short; one past this many bytes (standard input from /dev/zero, a binary file) is
+// refused instead of read until memory runs out.
+constexpr std::size_t kMaxLineBytes = 4096;
+
+// The next line of standard input without its newline, in `line`; false at the end of the input.
+// Throws past kMaxLineBytes.
+bool next_line(std::string& line, std::uint64_t line_number) {
+  line.clear();
+  for (int c; (c = std::getchar()) != EOF;) {
+    if (c == '\n') return true;
+    if (line.size() == kMaxLineBytes) {
+      throw std::invalid_argument("cast: line " + std::to_string(line_number + 1) + " of the input is longer than " +
+                                  std::to_string(kMaxLineBytes) + " bytes (one value a line)");
+    }
+    line.push_back(static_cast<char>(c));
+  }
+  return !line.empty();
+}
 
 struct CastArgs {
   std::string to;
@@ -27,7 +46,7 @@ int run_cast(const CastArgs& args) {
 
   std::string line;
   std::uint64_t line_number = 0;
-  while (std::getline(std::cin, line)) {
+  while (next_line(line, line_number)) {
     const std::string_view text = trim(line);
     const std::optional<float> x = parse_fp32(text);
     if (!x) {

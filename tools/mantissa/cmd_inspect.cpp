@@ -9,8 +9,10 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include "commands.h"
+#include "mantissa/core/input_file.h"
 #include "mantissa/numeric/format.h"
 #include "mantissa/train/telemetry.h"
 #include "output_file.h"
@@ -29,8 +31,7 @@ struct InspectArgs {
 };
 
 std::vector<TensorNumerics> read_telemetry(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(path + ": cannot read the telemetry file");
+  std::istringstream in(InputFile(path, "a telemetry file", kMaxTelemetryBytes).read_text());
   std::vector<TensorNumerics> out;
   std::string line;
   for (std::int64_t n = 1; std::getline(in, line); ++n) {

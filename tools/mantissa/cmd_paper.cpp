@@ -20,6 +20,7 @@
 #include <omp.h>
 
 #include "commands.h"
+#include "mantissa/core/input_file.h"
 #include "output_file.h"
 #include "svg_plot.h"
 
@@ -174,7 +175,11 @@ std::string shares_text(const std::map<std::string, double>& shares) {
 
 // Where and when the table was made: the CPU's name, the threads, the date (UTC).
 std::string machine() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::istringstream cpuinfo;
+  try {
+    cpuinfo.str(InputFile("/proc/cpuinfo", "the CPU's description", std::uint64_t{1} << 20).read_text());
+  } catch (const InputFileError&) {  // no /proc: the name is unknown
+  }
   std::string cpu = "an unknown CPU";
   for (std::string line; std::getline(cpuinfo, line);) {
     if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {

@@ -17,6 +17,7 @@
 #include <stdexcept>
 
 #include "output_file.h"
+#include "mantissa/core/input_file.h"
 #include "mantissa/backend/cuda.h"
 #include "mantissa/core/memory.h"
 #include "mantissa/data/datasets.h"
@@ -155,9 +156,12 @@ void check(const TrainConfig& c) {
 // --precision-plan FILE: the plan, which must be in the run's 16-bit format (which it sets when
 // --precision was left at fp32).
 train::PrecisionPlan read_plan(const std::string& path, DType& precision) {
-  std::ifstream in(path);
-  if (!in) throw std::invalid_argument("--precision-plan " + path + ": cannot read the file");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text;
+  try {
+    text = InputFile(path, "a precision plan", kMaxPlanBytes).read_text();
+  } catch (const InputFileError& e) {
+    throw std::invalid_argument(std::string("--precision-plan: ") + e.what());
+  }
   train::PrecisionPlan plan;
   try {
     plan = train::PrecisionPlan::parse(text);
