@@ -213,7 +213,8 @@ if [ "$dry" = 1 ]; then
   expect '^quality bf16: no result' "$(report quality "$results" | head -1)"
   save
   echo "results: $(tar -tzf "$out/gpu-check-results.tar.gz" | grep -c '\.json$') JSON files in $out/gpu-check-results.tar.gz"
-  rm -rf "$carry" "$libs"
 fi
 save
 section "done"
+if [ "$dry" = 1 ]; then rm -rf "$carry" "$libs" "$results" "$out"; fi
+exit 0

@@ -9,7 +9,6 @@
 #include <random>
 #include <sstream>
 #include <vector>
-#include <regex>
 #include <string>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -586,18 +585,23 @@ TEST(TrainCommand, OutOfRangeValuesAreOneLineErrorsNeverCrashesOrSilentResults) 
 // texts that CLI11 alone took as other numbers (010 as eight, 0x10 as sixteen, -1 as 2^64 - 1) or
 // refused with a generic message. Each must be one line naming the flag, status 2.
 TEST(NumberFlags, EveryNumericFlagOfEveryCommandIsReadAsADecimal) {
-  const std::regex numeric(R"(^\s+(--[a-z0-9-]+) (INT|UINT|FLOAT)\b)");
+  // "  --steps INT=500   Optimizer steps": the flag, then its type (INT, UINT, FLOAT, or another).
+  const auto numeric_flag = [](const std::string& line, std::string& flag, std::string& type) {
+    std::istringstream words(line);
+    std::string value;
+    if (!(words >> flag >> value) || flag.rfind("--", 0) != 0 || line.rfind("  ", 0) != 0) return false;
+    type = value.substr(0, value.find_first_of("=:"));
+    return type == "INT" || type == "UINT" || type == "FLOAT";
+  };
   int flags = 0;
   for (const std::string command : {"train", "compare", "paper", "inspect x.jsonl", "cast --to bf16", "formats", "info",
                                     "bench", "bench matmul", "bench mlp"}) {
     const Result help = run(command + " --help");
     ASSERT_EQ(help.status, 0) << command;
     std::istringstream lines_of(help.out);
-    for (std::string line; std::getline(lines_of, line);) {
-      std::smatch m;
-      if (!std::regex_search(line, m, numeric)) continue;
+    for (std::string line, flag, type; std::getline(lines_of, line);) {
+      if (!numeric_flag(line, flag, type)) continue;
       ++flags;
-      const std::string flag = m[1], type = m[2];
       std::vector<std::string> bad = {"0x10", "5abc", "''"};
       bad.push_back(type == "FLOAT" ? "0x1p-3" : "1.5");
       if (type == "UINT") bad.push_back("-1");
