@@ -87,7 +87,7 @@ if [ "$dry" = 1 ]; then
   carry=$(mktemp -d /tmp/gpu-check-carry.XXXXXX)
   mkdir -p "$carry/bin" && cp "$bin_dir/mantissa" "$carry/bin/" || { echo "dry run: no $bin_dir/mantissa (build first)"; exit 1; }
   [ -f "$bin_dir/libmantissa_cudnn_sdpa.so" ] && cp "$bin_dir/libmantissa_cudnn_sdpa.so" "$carry/bin/"
-  scripts/gpu-pack.sh --libs-only "$carry" || { echo "dry run: packing the libraries failed"; exit 1; }
+  XZ_OPT=-0 scripts/gpu-pack.sh --libs-only "$carry" || { echo "dry run: packing the libraries failed"; exit 1; }  # fast: a rehearsal
 else
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 | head -3
 fi
