@@ -64,6 +64,16 @@ part() {
     echo "not run: out of budget" > "$results/$name.err"
     return 3
   fi
+  # mantissa_env (a shell function) as the program it stands for, which timeout can run.
+  if [ "$1" = mantissa_env ]; then
+    shift
+    set -- env LD_LIBRARY_PATH="$libs$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"
+  fi
+  if [ -z "$(type -P "$1")" ]; then
+    echo "$name: '$1' is not a program timeout can run"
+    [ "$dry" = 1 ] && exit 1
+    return 2
+  fi
   if [ "$dry" = 1 ]; then
     echo "$name: would run (limit ${limit} s): $*"
     return 0
@@ -76,9 +86,10 @@ part() {
   return $status
 }
 
-# mantissa's programs with the carried libraries; PyTorch with the machine's environment as it is.
+# mantissa's programs with the carried libraries (a program, env, so that timeout can run it; $dirs is
+# set below); PyTorch with the machine's environment as it is.
 libs=/tmp/mantissa-carry-lib
-mantissa_env() { LD_LIBRARY_PATH="$libs$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+mantissa_env() { env LD_LIBRARY_PATH="$libs$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
 m() { mantissa_env "$carry/bin/mantissa" "$@"; }
 
 section "machine"
