@@ -64,11 +64,6 @@ part() {
     echo "not run: out of budget" > "$results/$name.err"
     return 3
   fi
-  # mantissa_env (a shell function) as the program it stands for, which timeout can run.
-  if [ "$1" = mantissa_env ]; then
-    shift
-    set -- env LD_LIBRARY_PATH="$libs$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"
-  fi
   if [ -z "$(type -P "$1")" ]; then
     echo "$name: '$1' is not a program timeout can run"
     [ "$dry" = 1 ] && exit 1
@@ -86,11 +81,7 @@ part() {
   return $status
 }
 
-# mantissa's programs with the carried libraries (a program, env, so that timeout can run it; $dirs is
-# set below); PyTorch with the machine's environment as it is.
 libs=/tmp/mantissa-carry-lib
-mantissa_env() { env LD_LIBRARY_PATH="$libs$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
-m() { mantissa_env "$carry/bin/mantissa" "$@"; }
 
 section "machine"
 if [ "$dry" = 1 ]; then
@@ -118,6 +109,10 @@ for lib in libcublasLt.so.13 libcudnn.so.9 libnccl.so.2 libnvrtc.so.13; do
   echo "$lib: ${path:-not found}"
   [ -n "$path" ] && dirs="$dirs:$(dirname "$path")"
 done
+# mantissa's programs run with the carried libraries, as a program (env) that timeout can run; PyTorch
+# with the machine's environment as it is.
+menv=(env LD_LIBRARY_PATH="$libs$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+m() { "${menv[@]}" "$carry/bin/mantissa" "$@"; }
 rm -rf "$libs" && mkdir -p "$libs" && tar -C "$libs" --strip-components=1 -xJf "$carry/lib.tar.xz" || echo "cannot unpack $carry/lib.tar.xz"
 echo "carried libraries: $(ls "$libs" | wc -l) ($(ls "$libs" | grep -c dnnl) of oneDNN)"
 export MANTISSA_SDPA_PLUGIN="$libs/libmantissa_cudnn_sdpa.so"
@@ -138,28 +133,32 @@ if [ "$dry" = 0 ] && [ -n "$py" ] && ! "$py" -c 'import torch' 2>/dev/null; then
 report() { python3 scripts/gpu_report.py "$@"; }
 gpt2=(bench --model gpt2-124m --device cuda --mode autocast --steps 5 --warmup 2 --json)
 torch_gpt2=(bench/pytorch/bench.py --model gpt2-124m --device cuda --steps 5 --warmup 2)
+# pair LIMIT PRECISION: GPT-2 in mantissa, then in PyTorch (where there is one), a line each as it ends.
+pair() {
+  part "$1" "mantissa-$2" "${menv[@]}" "$carry/bin/mantissa" "${gpt2[@]}" --precision "$2"
+  report line "$results" "mantissa-$2"
+  if [ -n "$py" ]; then
+    part "$1" "pytorch-$2" "$py" "${torch_gpt2[@]}" --precision "$2"
+    report line "$results" "pytorch-$2"
+  fi
+}
 
 section "headline: GPT-2 124M bf16 autocast, batch 16 x 1024 (target <= 38 ms; PyTorch eager measured 47.7, compiled 34.0)"
-part 45 mantissa-bf16 mantissa_env "$carry/bin/mantissa" "${gpt2[@]}" --precision bf16
-report line "$results" mantissa-bf16
-if [ -n "$py" ]; then
-  part 45 pytorch-bf16 "$py" "${torch_gpt2[@]}" --precision bf16
-  report line "$results" pytorch-bf16
-fi
+pair 45 bf16
 
 section "correctness: cuDNN's fused attention alone, the GPU cases, parity on cuda"
 # A crash or a hang in cuDNN's fused attention must not take the rest with it: only then does the rest
 # run unfused. A refused shape or a wrong value is a failed case, printed, and the fused kernel stays.
-part 20 fused-attention mantissa_env "$carry/bin/gpu_tests" --gtest_filter='*FusedAttention*' --gtest_brief=1
+part 20 fused-attention "${menv[@]}" "$carry/bin/gpu_tests" --gtest_filter='*FusedAttention*' --gtest_brief=1
 status=$?
 [ -s "$results/fused-attention.json" ] && tail -15 "$results/fused-attention.json"
 if [ $status -eq 124 ] || [ $status -gt 128 ]; then
   echo "fused attention crashed or hung (status $status): the runs below use MANTISSA_ATTENTION=unfused"
   export MANTISSA_ATTENTION=unfused
 fi
-part 40 gpu-tests mantissa_env "$carry/bin/gpu_tests" --gtest_brief=1
+part 40 gpu-tests "${menv[@]}" "$carry/bin/gpu_tests" --gtest_brief=1
 [ -s "$results/gpu-tests.json" ] && tail -25 "$results/gpu-tests.json"
-part 50 parity-cuda mantissa_env "$carry/bin/parity_tests" --gtest_filter='*CudaBackendMatchesReference*'
+part 50 parity-cuda "${menv[@]}" "$carry/bin/parity_tests" --gtest_filter='*CudaBackendMatchesReference*'
 if [ -s "$results/parity-cuda.json" ]; then
   f=$results/parity-cuda.json
   echo "parity: $(grep -c '^\[       OK \]' "$f") passed, $(grep -c '^\[  FAILED  \].*Cuda.*(' "$f") failed," \
@@ -169,15 +168,10 @@ if [ -s "$results/parity-cuda.json" ]; then
 fi
 
 section "the other precisions: fp16 (both), tf32 and fp32 (mantissa)"
-part 25 mantissa-fp16 mantissa_env "$carry/bin/mantissa" "${gpt2[@]}" --precision fp16
-report line "$results" mantissa-fp16
-if [ -n "$py" ]; then
-  part 25 pytorch-fp16 "$py" "${torch_gpt2[@]}" --precision fp16
-  report line "$results" pytorch-fp16
-fi
-part 25 mantissa-tf32 mantissa_env "$carry/bin/mantissa" "${gpt2[@]}" --precision fp32 --tf32
+pair 25 fp16
+part 25 mantissa-tf32 "${menv[@]}" "$carry/bin/mantissa" "${gpt2[@]}" --precision fp32 --tf32
 report line "$results" mantissa-tf32
-part 25 mantissa-fp32 mantissa_env "$carry/bin/mantissa" "${gpt2[@]}" --precision fp32
+part 25 mantissa-fp32 "${menv[@]}" "$carry/bin/mantissa" "${gpt2[@]}" --precision fp32
 report line "$results" mantissa-fp32
 report table "$results"
 
@@ -189,15 +183,15 @@ fi
 
 section "quality: the char GPT of docs/results.md on the GPU (target: within 1% of the CPU's fp32 1.8870)"
 for p in bf16 fp16; do
-  part 40 quality-$p mantissa_env "$carry/bin/mantissa" train --model gpt --device cuda --precision $p --steps 1000 \
+  part 40 quality-$p "${menv[@]}" "$carry/bin/mantissa" train --model gpt --device cuda --precision $p --steps 1000 \
     --batch-size 16 --lr 1e-3 --warmup 100 --eval-every 1000 --eval-batches 20 --seed 1 --json
 done
 report quality "$results"
 
 section "fp8 (delayed scaling): products on fp8 tensor cores, then emulated as bf16 products"
-part 25 mantissa-fp8 mantissa_env "$carry/bin/mantissa" "${gpt2[@]}" --precision fp8 --fp8-recipe delayed
+part 25 mantissa-fp8 "${menv[@]}" "$carry/bin/mantissa" "${gpt2[@]}" --precision fp8 --fp8-recipe delayed
 report line "$results" mantissa-fp8
-MANTISSA_FP8_PRODUCTS=emulated part 25 mantissa-fp8-emulated mantissa_env "$carry/bin/mantissa" "${gpt2[@]}" \
+MANTISSA_FP8_PRODUCTS=emulated part 25 mantissa-fp8-emulated "${menv[@]}" "$carry/bin/mantissa" "${gpt2[@]}" \
   --precision fp8 --fp8-recipe delayed
 report line "$results" mantissa-fp8-emulated
 
