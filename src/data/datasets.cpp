@@ -3,6 +3,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <string_view>
 
 #include "mantissa/core/input_file.h"
 #include "mantissa/core/memory.h"
@@ -22,9 +23,11 @@ std::filesystem::path find_file(const std::filesystem::path& dir, const std::str
 // A whole regular file, through the one opener (a device or a pipe, /dev/zero, would be read until
 // memory ran out, a FIFO would hang), within what is left of the text's limit (`budget`: a directory's
 // files share it).
+constexpr std::string_view kTextKind = "a text corpus (a file, or a directory's files together)";
+
 std::vector<std::uint8_t> read_bytes(const std::filesystem::path& path, std::uint64_t& budget) {
   try {
-    std::vector<std::uint8_t> b = InputFile(path, "a text corpus (a file, or a directory's files together)", budget).read_all();
+    std::vector<std::uint8_t> b = InputFile(path, kTextKind, budget).read_all();
     budget -= b.size();
     return b;
   } catch (const InputFileError& e) {
@@ -129,7 +132,16 @@ TextCorpus TextCorpus::load(const std::filesystem::path& path, double validation
       if (e.is_regular_file() && ext != ".dat" && ext != ".u8") files.push_back(e.path());
     }
     std::sort(files.begin(), files.end());
+    // The sizes first, so that a directory past the limit is refused before anything is read.
     std::uint64_t budget = kMaxTextBytes;
+    for (const auto& f : files) {
+      try {
+        budget -= InputFile(f, kTextKind, budget).size();
+      } catch (const InputFileError& e) {
+        throw DataError(e.what());
+      }
+    }
+    budget = kMaxTextBytes;
     for (const auto& f : files) {
       const std::vector<std::uint8_t> b = read_bytes(f, budget);
       all.insert(all.end(), b.begin(), b.end());
