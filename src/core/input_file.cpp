@@ -8,17 +8,10 @@
 #include <cerrno>
 #include <cstring>
 
+#include "file_type.h"
+
 namespace mantissa {
 namespace {
-
-const char* file_type(mode_t mode) {
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a plain file";
-}
 
 std::string bytes_text(std::uint64_t n) {
   if (n >= (std::uint64_t{1} << 30)) return std::to_string(n >> 30) + " GiB";

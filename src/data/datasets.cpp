@@ -1,7 +1,6 @@
 // Image classification sets in the MNIST layout, batch order, and byte-level text corpora.
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 #include <string_view>
 

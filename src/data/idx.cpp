@@ -1,13 +1,14 @@
 // IDX files through zlib, which reads gzipped and plain files alike, and writes gzipped ones.
-#include <fcntl.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "mantissa/core/input_file.h"
+#include "mantissa/core/output_file.h"
 #include "mantissa/data/datasets.h"
 
 namespace mantissa {
@@ -19,14 +20,15 @@ namespace {
 
 class GzFile {
  public:
-  // For writing (mode "wb", or "wbT" uncompressed): created or truncated by name.
-  GzFile(const std::filesystem::path& path, const char* mode) : path_(path) {
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) fail(path, std::string("cannot open (") + std::strerror(errno) + ")");
+  // For writing (mode "wb", or "wbT" uncompressed) into the one writer's temporary file, through a
+  // descriptor of its own (gzclose closes it; the writer then commits).
+  GzFile(AtomicFile& out, const char* mode) : path_(out.path()) {
+    const int fd = ::dup(out.fd());
+    if (fd < 0) fail(path_, std::string("cannot write it (") + std::strerror(errno) + ")");
     f_ = gzdopen(fd, mode);
     if (f_ == nullptr) {
       ::close(fd);
-      fail(path, "cannot write it through zlib");
+      fail(path_, "cannot write it through zlib");
     }
   }
   // For reading: the descriptor of the one opener, which has refused what is not a regular file.
@@ -138,7 +140,8 @@ IdxArray read_idx(const std::filesystem::path& path) {
 
 void write_idx(const std::filesystem::path& path, const IdxArray& array) {
   const bool gz = path.extension() == ".gz";
-  GzFile f(path, gz ? "wb" : "wbT");  // T: no compression
+  AtomicFile out(path, "the IDX file");
+  GzFile f(out, gz ? "wb" : "wbT");  // T: no compression
   const std::uint8_t magic[4] = {0, 0, 0x08, static_cast<std::uint8_t>(array.dims.size())};
   f.write(magic, 4);
   for (std::int64_t n : array.dims) {
@@ -148,6 +151,7 @@ void write_idx(const std::filesystem::path& path, const IdxArray& array) {
   }
   f.write(array.data.data(), array.data.size());
   f.close();
+  out.commit();
 }
 
 }  // namespace mantissa

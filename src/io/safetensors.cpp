@@ -8,10 +8,10 @@
 #include <optional>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "mantissa/core/input_file.h"
+#include "mantissa/core/output_file.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/ops/ops.h"
 
@@ -27,19 +27,6 @@ DType dtype_of(const std::filesystem::path& p, const std::string& name) {
     if (safetensors_dtype(t) == name) return t;
   }
   fail(p, "unsupported dtype '" + name + "'");
-}
-
-void write_all(int fd, const void* data, std::size_t n, const std::filesystem::path& p) {
-  const auto* b = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, b, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      fail(p, std::string("write failed (") + std::strerror(errno) + ")");
-    }
-    b += w;
-    n -= static_cast<std::size_t>(w);
-  }
 }
 
 }  // namespace
@@ -84,27 +71,11 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<std:
   std::uint8_t size[8];
   for (int i = 0; i < 8; ++i) size[i] = static_cast<std::uint8_t>(n >> (8 * i));
 
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(tmp, std::string("cannot create (") + std::strerror(errno) + ")");
-  try {
-    write_all(fd, size, 8, tmp);
-    write_all(fd, text.data(), text.size(), tmp);
-    for (const Tensor& c : data) write_all(fd, c.data(), static_cast<std::size_t>(c.numel()) * dtype_size(c.dtype()), tmp);
-    if (::fsync(fd) != 0) fail(tmp, std::string("fsync failed (") + std::strerror(errno) + ")");
-  } catch (...) {
-    ::close(fd);
-    std::filesystem::remove(tmp);
-    throw;
-  }
-  ::close(fd);
-  std::filesystem::rename(tmp, path);
-  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);  // the rename itself is durable
-    ::close(dfd);
-  }
+  AtomicFile out(path, "the safetensors file");
+  out.write(size, 8);
+  out.write(text);
+  for (const Tensor& c : data) out.write(c.data(), static_cast<std::size_t>(c.numel()) * dtype_size(c.dtype()));
+  out.commit();
 }
 
 namespace {

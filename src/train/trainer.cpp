@@ -13,6 +13,7 @@
 #include "mantissa/autograd/node.h"
 #include "mantissa/autograd/watch.h"
 #include "mantissa/core/memory.h"
+#include "mantissa/core/output_file.h"
 #include "mantissa/io/checkpoint.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/numeric/convert.h"
@@ -214,6 +215,8 @@ Trainer::Trainer(Model& model, DataSource& data, TrainerOptions options)
     reducer_ = std::make_unique<dist::GradReducer>(group_, model_.module().parameters(), dp->reducer);
   }
   optimizer_ = make_optimizer(options_.optimizer, model_.module().parameters());
+  // The checkpoint directory takes files now, not after the run (made if absent; rank 0 writes).
+  if (!options_.checkpoints.dir.empty() && rank() == 0) check_output_directory(options_.checkpoints.dir, "the checkpoint directory");
 }
 
 Batch Trainer::prepare(Batch batch) const {
@@ -493,6 +496,14 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
   result.first_step = next_step_;
   result.throughput_unit = data_.item_unit() + "/s";
   const CheckpointOptions& ck = options_.checkpoints;
+  // A fresh run never writes among another run's checkpoints (pruning would delete them).
+  if (!ck.dir.empty() && next_step_ == 1 && rank() == 0) {
+    if (const std::vector<std::filesystem::path> theirs = list_checkpoints(ck.dir); !theirs.empty()) {
+      throw std::invalid_argument("the checkpoint directory " + ck.dir.string() + " holds another run's checkpoints (" +
+                                  theirs.back().filename().string() + (theirs.size() > 1 ? " and more" : "") +
+                                  "): resume that run (--resume) or name an empty directory");
+    }
+  }
   reset_peak_memory(options_.device);
   const auto start = Clock::now();
   start_ = start;
@@ -505,7 +516,6 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
     if (cb.on_step) cb.on_step(rec, options_.steps);
     if (!ck.dir.empty() && ((ck.every > 0 && s % ck.every == 0) || s == options_.steps)) {
       if (rank() == 0) {
-        std::filesystem::create_directories(ck.dir);
         save(checkpoint_path(ck.dir, s));
         prune_checkpoints(ck.dir, ck.keep);
       }

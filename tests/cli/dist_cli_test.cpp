@@ -117,7 +117,7 @@ TEST(DataParallelCommand, TwoRanksGiveOneProcesssResultAndOneReport) {
 // compare under mpirun: one table and one set of progress lines (rank 0's), not one a rank.
 TEST(DataParallelCommand, CompareReportsOnceUnderTwoRanks) {
   const Result two = shell(mpirun(2) + "compare --model mlp --hidden 64 --steps 10 --eval-every 10 --seed 3 --threads 1 "
-                                       "--batch-size 64 --precisions fp32,bf16 --plot ''");
+                                       "--batch-size 64 --precisions fp32,bf16 --no-plot");
   ASSERT_EQ(two.status, 0) << two.err;
   const auto count = [](const std::string& text, const std::string& what) {
     std::size_t n = 0;

@@ -32,7 +32,7 @@ TEST(TelemetryCommand, WritesRecordsThatInspectSummarizesAndDraws) {
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.err.find("bad.jsonl:19:"), std::string::npos) << bad.err;
   EXPECT_EQ(lines(bad.err), 1) << bad.err;
-  EXPECT_EQ(run("inspect " + s.path("missing.jsonl")).status, 1);
+  EXPECT_EQ(run("inspect " + s.path("missing.jsonl")).status, 2);
   const Result kinds = run("train --model mlp --steps 2 --telemetry " + s.path("x.jsonl") + " --telemetry-tensors biases");
   EXPECT_EQ(kinds.status, 2);
   EXPECT_NE(kinds.err.find("--telemetry-tensors"), std::string::npos) << kinds.err;

@@ -48,7 +48,7 @@ TEST(AblationFlags, RefuseWhatTheyCannotMean) {
   }
   Scratch s;
   const Result short_text = run("train --model lstm --steps 1 --bptt 64 --batch-size 64 --data " + s.text("a line of text", 200));
-  EXPECT_EQ(short_text.status, 1);
+  EXPECT_EQ(short_text.status, 2);
   EXPECT_NE(short_text.err.find("bytes of training text cannot make 64 streams"), std::string::npos) << short_text.err;
 }
 
@@ -71,7 +71,7 @@ TEST(AblationFlags, CheckpointsWithoutThemResumeAsWrittenWithTheDefaults) {
   ASSERT_EQ(std::system((editor + file + " " + file + ".old set-meta config '" + config.dump() + "'").c_str()), 0);
   std::filesystem::rename(file + ".old", file);
   const Result off = run(flags + "--steps 4 --master-weights off --checkpoint-dir " + dir + " --resume");
-  EXPECT_EQ(off.status, 1);
+  EXPECT_EQ(off.status, 2);
   EXPECT_NE(off.err.find("--master-weights on (this run: off)"), std::string::npos) << off.err;
   const Result resumed = run(flags + "--steps 4 --checkpoint-dir " + dir + " --resume");
   EXPECT_EQ(resumed.status, 0) << resumed.err;

@@ -16,6 +16,7 @@
 #include "mantissa/core/memory.h"
 #include "mantissa/backend/kernel_timer.h"
 #include "mantissa/ops/ops.h"
+#include "output_flags.h"
 #include "peak_flops.h"
 
 namespace mantissa::cli {
@@ -214,7 +215,7 @@ Run add_bench(CLI::App& app) {
   app.add_option("--warmup", model->warmup, "Untimed steps first")->capture_default_str();
   app.add_flag("--json", model->json, "One JSON object on standard output");
   app.add_option("--data", model->data, "Data directory or file (default: the fortunes, or Fashion-MNIST)");
-  app.add_option("--export", model->export_path,
+  add_output_file(app, "--export", model->export_path,
                  "Write the initial weights, the first batch and its loss here (safetensors, for bench/pytorch)");
   app.add_option("--seed", model->seed, "Initialisation seed")->capture_default_str();
   app.add_option("--n-layer", model->n_layer, "GPT blocks (default: the model's)");

@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "output_file.h"
+#include "output_flags.h"
 #include "svg_plot.h"
 
 namespace mantissa::cli {
@@ -19,6 +20,7 @@ struct CompareArgs {
   TrainArgs train;
   std::string precisions = "fp32,bf16,fp16";
   std::string plot = "mantissa-compare.svg";
+  bool no_plot = false;
   bool json = false;
 };
 
@@ -52,9 +54,6 @@ int run_compare(const CompareArgs& a) {
     names.push_back(p);
   }
   if (names.empty()) throw std::invalid_argument("--precisions: no precision given");
-  // The picture's path is checked before training, not after minutes of it: an existing target must be a
-  // regular file (it is replaced by a rename), and the directory must take a new file.
-  if (!a.plot.empty()) check_output_path(a.plot, "--plot");
   std::vector<PrecisionRun> runs;
   for (const std::string& name : names) {
     TrainConfig c = base;
@@ -108,7 +107,7 @@ int run_compare(const CompareArgs& a) {
     for (const auto& [level, share] : r.result.product_shares) shares += fmt::format("{}{} {:.1f}%", shares.empty() ? "" : ", ", level, 100 * share);
     fmt::print("{}: products by level {}; final plan {}\n", r.name, shares, r.result.final_plan->str());
   }
-  if (!a.plot.empty()) {
+  if (!a.no_plot) {
     static const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"};
     Panel loss{"training loss (moving average)", "step", "loss", false, {}};
     Panel scale{"loss scale", "step", "scale (log)", true, {}};
@@ -119,7 +118,7 @@ int run_compare(const CompareArgs& a) {
       for (const StepRecord& st : runs[i].result.steps) s.points.emplace_back(static_cast<double>(st.step), st.loss_scale);
       scale.series.push_back(s);
     }
-    write_file_atomically(a.plot, svg_chart({loss, scale}));
+    write_output(a.plot, svg_chart({loss, scale}), "--plot");
     if (!a.json) fmt::print("picture: {}\n", a.plot);
   }
   if (a.json) fmt::print("{}\n", nlohmann::json{{"runs", summary}}.dump());
@@ -133,7 +132,8 @@ Run add_compare(CLI::App& app) {
   add_train_options(app, a->train);
   app.add_option("--precisions", a->precisions, "Comma-separated precisions to run, the first the reference")
       ->capture_default_str();
-  app.add_option("--plot", a->plot, "SVG file for the loss curves and loss scales ('' for none)")->capture_default_str();
+  CLI::Option* plot = add_output_file(app, "--plot", a->plot, "SVG file for the loss curves and loss scales")->capture_default_str();
+  app.add_flag("--no-plot", a->no_plot, "No picture")->excludes(plot);
   app.add_flag("--json", a->json, "Print the table as one JSON object on standard output");
   return [a] { return run_compare(*a); };
 }

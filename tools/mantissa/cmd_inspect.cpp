@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -16,6 +15,7 @@
 #include "mantissa/numeric/format.h"
 #include "mantissa/train/telemetry.h"
 #include "output_file.h"
+#include "output_flags.h"
 #include "svg_plot.h"
 
 namespace mantissa::cli {
@@ -119,7 +119,6 @@ int run_inspect(const InspectArgs& a) {
       throw std::invalid_argument("--format: '" + a.format + "' is not fp16, bf16, e4m3, e5m2 or auto");
     }
   }
-  if (!a.plot.empty()) check_output_path(a.plot, "--plot");
   const std::vector<TensorNumerics> all = read_telemetry(a.path);
   std::map<std::string, Trend> trends;
   std::vector<std::int64_t> steps;
@@ -181,7 +180,7 @@ int run_inspect(const InspectArgs& a) {
              "loss scaling; {} with the run's scale {:g}\n", step, grads.size(), percent(lost), percent(lost_scaled),
              grads.front()->loss_scale);
   if (!a.plot.empty()) {
-    write_file_atomically(a.plot, svg_histogram(h));
+    write_output(a.plot, svg_histogram(h), "--plot");
     fmt::print("picture: {}\n", a.plot);
   }
   return 0;
@@ -196,7 +195,7 @@ Run add_inspect(CLI::App& app) {
                                          "dtype, else fp16)")->capture_default_str();
   app.add_option("--step", a->step, "The step whose activation gradients are summed and drawn (default: the last sampled)");
   app.add_option("--top", a->top, "Tensors listed per table")->capture_default_str();
-  app.add_option("--plot", a->plot, "Draw the activation-gradient histogram (SVG) to this file");
+  add_output_file(app, "--plot", a->plot, "Draw the activation-gradient histogram (SVG) to this file");
   return [a] { return run_inspect(*a); };
 }
 

@@ -13,7 +13,6 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -21,7 +20,9 @@
 
 #include "commands.h"
 #include "mantissa/core/input_file.h"
+#include "mantissa/core/output_file.h"
 #include "output_file.h"
+#include "output_flags.h"
 #include "svg_plot.h"
 
 namespace mantissa::cli {
@@ -31,7 +32,8 @@ struct PaperArgs {
   bool quick = false;
   std::string models = "cnn,gpt,lstm,underflow,sgd";
   std::string out = "paper-results.md";
-  std::string plot = "paper";  // PREFIX-<model>.svg; '' for none
+  std::string plot = "paper";  // PREFIX-<model>.svg
+  bool no_plot = false;
   std::string threads;
 };
 
@@ -201,9 +203,9 @@ int run_paper(const PaperArgs& a) {
     models.push_back(m);
   }
   if (models.empty()) throw std::invalid_argument("--models: no model given");
-  check_output_path(a.out, "--out");
+  // --out and --plot's directory were checked before the command ran (output_flags.h); the pictures too.
   for (const std::string& m : models) {
-    if (!a.plot.empty()) check_output_path(a.plot + "-" + m + ".svg", "--plot");
+    if (!a.no_plot) check_output_file(a.plot + "-" + m + ".svg", "--plot");
   }
   const auto started = std::chrono::steady_clock::now();
   const std::vector<Column> cols = columns();
@@ -257,14 +259,14 @@ int run_paper(const PaperArgs& a) {
       details += "Updates that would round away on weights stored in 16 bits (fp32 run, mean of the sampled steps): " +
                  shares_text(cells.front().lost) + ".\n";
     }
-    if (!a.plot.empty()) {
+    if (!a.no_plot) {
       static const char* colors[] = {"#000000", "#1f77b4", "#d62728", "#ff7f0e", "#bcbd22", "#2ca02c", "#9467bd", "#8c564b", "#e377c2"};
       Panel loss{model + ": training loss (moving average)", "step", "loss", false, {}};
       for (std::size_t i = 0; i < cells.size(); ++i) {
         loss.series.push_back({cols[i].name, colors[i % 9], loss_curve(cells[i].result)});
       }
       const std::string path = a.plot + "-" + model + ".svg";
-      write_file_atomically(path, svg_chart({loss}));
+      write_output(path, svg_chart({loss}), "--plot");
       details += "Loss curves: " + path + ".\n";
     }
   }
@@ -272,7 +274,7 @@ int run_paper(const PaperArgs& a) {
   const std::string text = fmt::format("## The mixed-precision paper's table{}\n\nEach cell: final quality, skipped steps, and "
                                        "whether the run diverged. {}; {:.1f} minutes in all.\n\n{}{}",
                                        a.quick ? " (--quick)" : "", machine(), minutes, table, details);
-  write_file_atomically(a.out, text);
+  write_output(a.out, text, "--out");
   fmt::print("{}", text);
   return 0;
 }
@@ -284,8 +286,9 @@ Run add_paper(CLI::App& app) {
   app.add_flag("--quick", a->quick, "Short runs (about 10 minutes on 2 cores instead of an hour)");
   app.add_option("--models", a->models, "Comma-separated: cnn, gpt, lstm, underflow (the MLP with a loss weight of "
                                         "2^-16), sgd (the MLP trained with plain SGD)")->capture_default_str();
-  app.add_option("--out", a->out, "Markdown file for the table and the details")->capture_default_str();
-  app.add_option("--plot", a->plot, "Loss curves to PREFIX-<model>.svg ('' for none)")->capture_default_str();
+  add_output_file(app, "--out", a->out, "Markdown file for the table and the details")->capture_default_str();
+  CLI::Option* plot = add_output_prefix(app, "--plot", a->plot, "Loss curves to PREFIX-<model>.svg")->capture_default_str();
+  app.add_flag("--no-plot", a->no_plot, "No pictures")->excludes(plot);
   app.add_option("--threads", a->threads, "Threads per run (default: all)");
   return [a] { return run_paper(*a); };
 }

@@ -9,12 +9,14 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "commands.h"
+#include "mantissa/core/output_file.h"
 #include "output_file.h"
+#include "output_flags.h"
 #include "mantissa/core/dtype.h"
 #include "mantissa/numeric/parse_number.h"
 #include "training.h"
@@ -28,6 +30,7 @@ struct TrainRunArgs {
   std::int64_t telemetry_every = 50;
   std::vector<std::string> telemetry_tensors, telemetry_layers;
   bool json = false;
+  bool follow_symlinks = false;
 };
 
 // --telemetry-*: the policy, checked.
@@ -82,51 +85,31 @@ nlohmann::json peak_json(const std::map<std::string, std::int64_t>& peaks) {
   return j;
 }
 
-// The metrics file: JSON lines appended to a regular file (made if missing), each flushed at once; a
-// failed write is an error naming the file.
-class MetricsFile {
+// The metrics or telemetry file: JSON lines appended through the library's writer (a regular file, made
+// if missing; a link only with --follow-symlinks), each written at once; a failed write is an error.
+class LinesFile {
  public:
-  explicit MetricsFile(const std::string& path) : path_(path) {
-    if (path.empty()) return;
-    std::error_code ec;
-    const auto st = std::filesystem::status(path, ec);
-    if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st)) {
-      throw std::invalid_argument("--metrics " + path + ": not a regular file (a directory, device or pipe)");
-    }
-    file_ = std::fopen(path.c_str(), "a");
-    if (file_ == nullptr) throw std::runtime_error(path + ": cannot write the metrics file: " + std::strerror(errno));
+  LinesFile(const std::string& path, const char* flag, bool follow_symlinks) {
+    if (!path.empty()) file_.emplace(path, flag, follow_symlinks);
   }
-  ~MetricsFile() {
-    if (file_ != nullptr) std::fclose(file_);
-  }
-  MetricsFile(const MetricsFile&) = delete;
-  MetricsFile& operator=(const MetricsFile&) = delete;
   void write(const nlohmann::json& line) { write_line(line.dump()); }
   void write_line(const std::string& line) {
-    if (file_ == nullptr) return;
-    const std::string text = line + "\n";
-    if (std::fwrite(text.data(), 1, text.size(), file_) != text.size() || std::fflush(file_) != 0) {
-      throw std::runtime_error(path_ + ": writing the metrics failed: " + std::strerror(errno));
-    }
+    if (file_) file_->write(line + "\n");
   }
 
  private:
-  std::string path_;
-  std::FILE* file_ = nullptr;
+  std::optional<AppendFile> file_;
 };
 
 int run_train(TrainRunArgs& a) {
   TrainConfig c = resolve(a.train);
   if (!a.telemetry.empty()) c.telemetry = telemetry_policy(a);
-  if (!a.plan_out.empty()) {
-    if (!c.adaptive) throw std::invalid_argument("--plan-out needs --precision adaptive");
-    check_output_path(a.plan_out, "--plan-out");
-  }
+  if (!a.plan_out.empty() && !c.adaptive) throw std::invalid_argument("--plan-out needs --precision adaptive");
 
   // Data parallel: rank 0 reports and writes; the other ranks train in silence.
   const bool writer = process_group()->rank() == 0;
-  MetricsFile metrics(writer ? a.metrics : "");
-  MetricsFile telemetry(writer ? a.telemetry : "");
+  LinesFile metrics(writer ? a.metrics : "", "--metrics", a.follow_symlinks);
+  LinesFile telemetry(writer ? a.telemetry : "", "--telemetry", a.follow_symlinks);
   const bool tty = isatty(fileno(stderr)) != 0;
   std::int64_t every = 0;  // progress lines off a terminal: about 20 a run
   std::int64_t first = -1;
@@ -193,7 +176,7 @@ int run_train(TrainRunArgs& a) {
     for (const auto& [level, share] : result.product_shares) shares += fmt::format("{}{} {:.1f}%", shares.empty() ? "" : ", ", level, 100 * share);
     std::fprintf(stderr, "adaptive precision: products by level over the run: %s; final plan: %s\n", shares.c_str(),
                  result.final_plan->str().c_str());
-    if (!a.plan_out.empty()) write_file_atomically(a.plan_out, result.final_plan->json() + "\n");
+    if (!a.plan_out.empty()) write_output(a.plan_out, result.final_plan->json() + "\n", "--plan-out");
   }
   const EvalRecord& last = result.evals.back();
   if (a.json) {
@@ -342,7 +325,7 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
   app.add_option("--block-size", c.block_size, "gpt: context length")->capture_default_str();
   app.add_option("--gelu", c.gelu, "gpt: the MLP's GELU, erf (exact) or tanh (GPT-2's form, PyTorch's approximate='tanh')")
       ->capture_default_str();
-  app.add_option("--checkpoint-dir", c.checkpoint_dir, "Write checkpoints (safetensors) to this directory");
+  add_output_dir(app, "--checkpoint-dir", c.checkpoint_dir, "Write checkpoints (safetensors) to this directory");
   app.add_option("--checkpoint-every", c.checkpoint_every, "Steps between checkpoints (0: only at the end)")->capture_default_str();
   app.add_option("--keep", c.keep, "Checkpoints kept (the newest)")->capture_default_str();
   app.add_flag("--resume", c.resume, "Continue from the newest checkpoint in --checkpoint-dir, exactly");
@@ -381,10 +364,10 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
 Run add_train(CLI::App& app) {
   auto a = std::make_shared<TrainRunArgs>();
   add_train_options(app, a->train);
-  app.add_option("--metrics", a->metrics, "Append JSON lines (one per step and per evaluation) to PATH, flushed as the run goes");
+  add_append_file(app, "--metrics", a->metrics, a->follow_symlinks, "Append JSON lines (one per step and per evaluation) to PATH, flushed as the run goes");
   app.add_flag("--json", a->json, "Print the final summary as one JSON object on standard output");
-  app.add_option("--plan-out", a->plan_out, "adaptive: write the final per-layer plan (JSON) here, for --precision-plan");
-  app.add_option("--telemetry", a->telemetry, "Append numerics telemetry (JSON lines, one per tensor per sampled step) "
+  add_output_file(app, "--plan-out", a->plan_out, "adaptive: write the final per-layer plan (JSON) here, for --precision-plan");
+  add_append_file(app, "--telemetry", a->telemetry, a->follow_symlinks, "Append numerics telemetry (JSON lines, one per tensor per sampled step) "
                                               "to PATH; `mantissa inspect PATH` summarizes it");
   app.add_option("--telemetry-every", a->telemetry_every, "Steps between telemetry samples (and the first)")
       ->capture_default_str();

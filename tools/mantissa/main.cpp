@@ -1,6 +1,8 @@
 // The `mantissa` command: parses the subcommand and its flags, runs it, and turns every error into one
-// line on standard error: exit status 2 for a bad flag or input, 3 for a training run stopped because it
-// stalled (--stop-on-stall), 1 for a failure (bad data, a failed write, standard output included).
+// line on standard error: exit status 2 for a bad flag or input (a value, a file to read that is not
+// one or holds bad data or a bad checkpoint, an output path that cannot be written), 3 for a training
+// run stopped because it stalled (--stop-on-stall), 1 for a failure on the way (a failed write, standard
+// output included; a lost rank).
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -10,7 +12,11 @@
 #include <string>
 
 #include "commands.h"
+#include "mantissa/core/input_file.h"
+#include "mantissa/data/datasets.h"
+#include "mantissa/io/safetensors.h"
 #include "number_flags.h"
+#include "output_flags.h"
 #include "training.h"
 
 namespace {
@@ -75,16 +81,25 @@ int main(int argc, char** argv) {
       world = mantissa::cli::process_group();
       if (world->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr) return 1;
     }
-    for (CLI::App* sub : app.get_subcommands()) return flushed(runs.at(sub)());
+    for (CLI::App* sub : app.get_subcommands()) {
+      mantissa::cli::check_output_flags(*sub);  // every output path, before any work
+      return flushed(runs.at(sub)());
+    }
   } catch (const mantissa::train::TrainingStalled& e) {  // --stop-on-stall: a distinct status
     return fail(mantissa::cli::kStalled, "stopped: ", e.what());
   } catch (const mantissa::LossScaleCollapse& e) {
     return fail(mantissa::cli::kStalled, "stopped: ", e.what());
-  } catch (const std::invalid_argument& e) {  // a bad flag value or input: a usage error
+  } catch (const std::invalid_argument& e) {  // a bad flag value or output path: a usage error
+    return fail(mantissa::cli::kBadInput, "", e.what());
+  } catch (const mantissa::InputFileError& e) {  // a file the user named that is not one to read
+    return fail(mantissa::cli::kBadInput, "", e.what());
+  } catch (const mantissa::DataError& e) {  // data that is not what it should be
+    return fail(mantissa::cli::kBadInput, "", e.what());
+  } catch (const mantissa::CheckpointError& e) {  // a checkpoint (or safetensors file) that cannot be used
     return fail(mantissa::cli::kBadInput, "", e.what());
   } catch (const std::bad_alloc&) {
     return fail(1, "", "out of memory (the sizes asked for need more than this machine has)");
-  } catch (const std::exception& e) {  // a bad data file, a failed write, a rank lost, ...
+  } catch (const std::exception& e) {  // a failed write, a rank lost, ...
     return fail(1, "", e.what());
   }
   return 0;

@@ -12,7 +12,6 @@
 #include <nlohmann/json.hpp>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iterator>
 #include <stdexcept>
 
