@@ -65,7 +65,10 @@ void check_directory_takes_a_file(const std::filesystem::path& path, std::string
   const std::filesystem::path dir = directory_of(path);
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) {
-    refuse(what, path, "its directory " + dir.string() + (errno == ENOENT ? " does not exist" : " cannot be looked at (" + std::string(std::strerror(errno)) + ")"));
+    const std::string why = errno == ENOENT    ? " does not exist"
+                            : errno == ENOTDIR ? " is not a directory (a file lies on its path)"
+                                               : " cannot be looked at (" + std::string(std::strerror(errno)) + ")";
+    refuse(what, path, "its directory " + dir.string() + why);
   }
   if (!S_ISDIR(st.st_mode)) refuse(what, path, dir.string() + " is not a directory (" + file_type(st.st_mode) + ")");
   std::filesystem::path temp;
