@@ -3,6 +3,7 @@
 #include "mantissa/amp/loss_scaler.h"
 
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -179,10 +180,26 @@ void LossScaler::update() {
 bool LossScaler::at_floor() const { return state_.scale <= std::max(options_.min_scale, 1.0); }
 
 void LossScaler::load_state(const LossScalerState& state) {
-  if (!(state.scale > 0) || !std::isfinite(state.scale) || state.growth_tracker < 0 || state.hysteresis_left < 1) {
-    throw std::invalid_argument("loss scaler: saved state is not valid (scale " + std::to_string(state.scale) + ")");
+  // The meaning, not only the bytes: a scale the losses can be multiplied by in f32, within this
+  // scaler's bounds; counters that count.
+  const auto refuse = [](const std::string& what) { throw std::invalid_argument("loss scaler: saved " + what); };
+  if (!(state.scale > 0) || !(state.scale <= std::numeric_limits<float>::max())) {
+    refuse("scale " + std::to_string(state.scale) + " is not a positive number f32 holds");
   }
+  if (options_.kind == LossScaling::dynamic && (state.scale < options_.min_scale || state.scale > options_.max_scale)) {
+    refuse("scale " + std::to_string(state.scale) + " is outside this scaler's bounds [" + std::to_string(options_.min_scale) +
+           ", " + std::to_string(options_.max_scale) + "]");
+  }
+  if (state.growth_tracker < 0 || state.floor_overflows < 0 || state.steps < 0 || state.skipped < 0) {
+    refuse("counters are negative (growth tracker " + std::to_string(state.growth_tracker) + ", steps " +
+           std::to_string(state.steps) + ", skipped " + std::to_string(state.skipped) + ")");
+  }
+  if (state.skipped > state.steps) refuse("count of skipped steps (" + std::to_string(state.skipped) + ") exceeds its steps");
+  if (state.hysteresis_left < 1) refuse("hysteresis left (" + std::to_string(state.hysteresis_left) + ") is below 1");
   state_ = state;
+  // A fixed scale, or none, is this run's setting (--resume-allow loss-scale may have changed it).
+  if (options_.kind == LossScaling::fixed) state_.scale = options_.init_scale;
+  if (options_.kind == LossScaling::none) state_.scale = 1.0;
   unscaled_ = false;
 }
 

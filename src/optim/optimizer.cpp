@@ -145,6 +145,16 @@ void Optimizer::load_state(const OptimizerState& state, bool complete) {
       throw std::invalid_argument("optimizer state: '" + key + "' is " + std::string(dtype_name(saved.dtype())) + ", this optimizer keeps " +
                                   std::string(dtype_name(target->dtype())));
     }
+    if (name == "v") {  // Adam's second moment, a mean of squares: its square root is taken
+      const Tensor v = contiguous(cast(saved.device() == Device::cpu() ? saved : saved.to(Device::cpu()), DType::f32));
+      const float* p = v.data_as<float>();
+      for (std::int64_t j = 0; j < v.numel(); ++j) {
+        if (!(p[j] >= 0)) {
+          throw std::invalid_argument("optimizer state: '" + key + "' holds " + std::to_string(p[j]) + " at element " +
+                                      std::to_string(j) + ", where a second moment is at least 0");
+        }
+      }
+    }
     detail::run_kernel<detail::kernel::Copy>(target->device(), saved.device() == target->device() ? saved : saved.to(target->device()),
                                              *target);
   }

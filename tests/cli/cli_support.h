@@ -6,11 +6,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -55,5 +57,42 @@ struct Scratch {
     return path("text.txt");
   }
 };
+
+// Writes an uncompressed IDX file of unsigned bytes with the given dimensions.
+inline void write_idx_file(const std::string& path, const std::vector<std::uint32_t>& dims, const std::vector<std::uint8_t>& data) {
+  std::ofstream f(path, std::ios::binary);
+  f.put(0).put(0).put(0x08).put(static_cast<char>(dims.size()));
+  for (std::uint32_t d : dims) {
+    for (int shift = 24; shift >= 0; shift -= 8) f.put(static_cast<char>((d >> shift) & 0xff));
+  }
+  f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+}
+
+// A generated image set in the MNIST layout in `dir`: images [N, C, H, W] (or [N, H, W] for one channel)
+// with `classes` classes: class k lights channel k % C with stripes, horizontal for even k / C, vertical
+// for odd, over noise. Learnable by a linear model and by a CNN that pools globally.
+inline void write_image_set(const std::string& dir, std::uint32_t c, std::uint32_t h, std::uint32_t w, std::uint32_t classes) {
+  std::filesystem::create_directories(dir);
+  std::uint64_t state = 12345;
+  const auto next = [&] { return static_cast<std::uint32_t>((state = state * 6364136223846793005ULL + 1442695040888963407ULL) >> 33); };
+  for (const auto& [name, n] : {std::pair<std::string, std::uint32_t>{"train", 800}, {"t10k", 200}}) {
+    std::vector<std::uint8_t> pixels, labels;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const std::uint32_t k = i % classes;
+      labels.push_back(static_cast<std::uint8_t>(k));
+      for (std::uint32_t ch = 0; ch < c; ++ch) {
+        for (std::uint32_t y = 0; y < h; ++y) {
+          for (std::uint32_t x = 0; x < w; ++x) {
+            const bool on = ch == k % c && ((k / c) % 2 == 0 ? y % 2 == 0 : x % 2 == 0);
+            pixels.push_back(static_cast<std::uint8_t>(next() % 80 + (on ? 150 : 0)));
+          }
+        }
+      }
+    }
+    const std::vector<std::uint32_t> dims = c == 1 ? std::vector<std::uint32_t>{n, h, w} : std::vector<std::uint32_t>{n, c, h, w};
+    write_idx_file(dir + "/" + name + "-images-idx3-ubyte", dims, pixels);
+    write_idx_file(dir + "/" + name + "-labels-idx1-ubyte", {n}, labels);
+  }
+}
 
 }  // namespace

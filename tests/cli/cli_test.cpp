@@ -250,42 +250,6 @@ TEST(TrainCommand, TrainsOnFashionMnistAndWritesMetricsAndSummary) {
   EXPECT_GT(std::stod(r.out.substr(at + 21)), 0.6);
 }
 
-// Writes an uncompressed IDX file of unsigned bytes with the given dimensions.
-void write_idx_file(const std::string& path, const std::vector<std::uint32_t>& dims, const std::vector<std::uint8_t>& data) {
-  std::ofstream f(path, std::ios::binary);
-  f.put(0).put(0).put(0x08).put(static_cast<char>(dims.size()));
-  for (std::uint32_t d : dims) {
-    for (int shift = 24; shift >= 0; shift -= 8) f.put(static_cast<char>((d >> shift) & 0xff));
-  }
-  f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-}
-
-// A generated image set in the MNIST layout in `dir`: images [N, C, H, W] (or [N, H, W] for one channel)
-// with `classes` classes: class k lights channel k % C with stripes, horizontal for even k / C, vertical
-// for odd, over noise. Learnable by a linear model and by a CNN that pools globally.
-void write_image_set(const std::string& dir, std::uint32_t c, std::uint32_t h, std::uint32_t w, std::uint32_t classes) {
-  std::filesystem::create_directories(dir);
-  std::uint64_t state = 12345;
-  const auto next = [&] { return static_cast<std::uint32_t>((state = state * 6364136223846793005ULL + 1442695040888963407ULL) >> 33); };
-  for (const auto& [name, n] : {std::pair<std::string, std::uint32_t>{"train", 800}, {"t10k", 200}}) {
-    std::vector<std::uint8_t> pixels, labels;
-    for (std::uint32_t i = 0; i < n; ++i) {
-      const std::uint32_t k = i % classes;
-      labels.push_back(static_cast<std::uint8_t>(k));
-      for (std::uint32_t ch = 0; ch < c; ++ch) {
-        for (std::uint32_t y = 0; y < h; ++y) {
-          for (std::uint32_t x = 0; x < w; ++x) {
-            const bool on = ch == k % c && ((k / c) % 2 == 0 ? y % 2 == 0 : x % 2 == 0);
-            pixels.push_back(static_cast<std::uint8_t>(next() % 80 + (on ? 150 : 0)));
-          }
-        }
-      }
-    }
-    const std::vector<std::uint32_t> dims = c == 1 ? std::vector<std::uint32_t>{n, h, w} : std::vector<std::uint32_t>{n, c, h, w};
-    write_idx_file(dir + "/" + name + "-images-idx3-ubyte", dims, pixels);
-    write_idx_file(dir + "/" + name + "-labels-idx1-ubyte", {n}, labels);
-  }
-}
 
 double final_accuracy(const std::string& summary) {
   return nlohmann::json::parse(summary).at("final_val_accuracy").get<double>();
@@ -297,7 +261,7 @@ TEST(TrainCommand, ImageModelsTakeTheirShapeFromTheData) {
   write_image_set(s.path("rgb"), 3, 12, 10, 5);
   for (const char* model : {"mlp", "cnn"}) {
     const Result r = run(std::string("train --model ") + model + " --data " + s.path("rgb") +
-                         " --width 8 --hidden 32 --steps 40 --batch-size 32 --eval-every 40 --lr 1e-2 --precision bf16 --json"
+                         (model == std::string("mlp") ? " --hidden 32" : " --width 8") + " --steps 40 --batch-size 32 --eval-every 40 --lr 1e-2 --precision bf16 --json"
                          " --checkpoint-dir " + s.path(std::string("ckpt-") + model));
     ASSERT_EQ(r.status, 0) << model << ": " << r.err;
     EXPECT_GT(final_accuracy(r.out), 0.6) << model << ": " << r.out;
@@ -505,8 +469,9 @@ TEST(TrainCommand, MismatchedOrDamagedCheckpointsAreRefusedAndKept) {
 TEST(TrainCommand, ResumeNamesChangedTrainingSettingsUnlessAllowed) {
   Scratch s;
   const std::string dir = s.path("ckpt");
-  ASSERT_EQ(run("train --model mlp --steps 4 --eval-every 4 --lr 1e-3 --checkpoint-dir " + dir).status, 0);
-  const Result changed = run("train --model mlp --steps 8 --eval-every 8 --lr 2e-3 --clip 1 --grad-accum 2 "
+  const std::string mlp = "train --model mlp --precision bf16 --mode low-precision-model ";
+  ASSERT_EQ(run(mlp + "--steps 4 --eval-every 4 --lr 1e-3 --checkpoint-dir " + dir).status, 0);
+  const Result changed = run(mlp + "--steps 8 --eval-every 8 --lr 2e-3 --clip 1 --grad-accum 2 "
                              "--loss-scale static:8 --stochastic-rounding --checkpoint-dir " + dir + " --resume");
   EXPECT_EQ(changed.status, 2);
   EXPECT_EQ(lines(changed.err), 1) << changed.err;
@@ -514,10 +479,9 @@ TEST(TrainCommand, ResumeNamesChangedTrainingSettingsUnlessAllowed) {
                            "--stochastic-rounding off (this run: on)", "--loss-scale none (this run: static:8)"}) {
     EXPECT_NE(changed.err.find(what), std::string::npos) << what << " in " << changed.err;
   }
-  const Result allowed = run("train --model mlp --steps 8 --eval-every 8 --lr 2e-3 --resume-allow lr --checkpoint-dir " +
-                             dir + " --resume");
+  const Result allowed = run(mlp + "--steps 8 --eval-every 8 --lr 2e-3 --resume-allow lr --checkpoint-dir " + dir + " --resume");
   EXPECT_EQ(allowed.status, 0) << allowed.err;
-  EXPECT_EQ(run("train --model mlp --steps 8 --resume-allow hidden --checkpoint-dir " + dir + " --resume").status, 2);  // usage
+  EXPECT_EQ(run(mlp + "--steps 8 --resume-allow hidden --checkpoint-dir " + dir + " --resume").status, 2);  // usage
 }
 
 TEST(TrainCommand, Fp8TrainsWithEachRecipeReportsItsCountersAndKeepsItsRecipeOnResume) {

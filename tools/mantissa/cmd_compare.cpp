@@ -51,6 +51,9 @@ int run_compare(const CompareArgs& a) {
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(std::string("--precisions: ") + e.what());
     }
+    if (std::find(names.begin(), names.end(), p) != names.end()) {
+      throw std::invalid_argument("--precisions: '" + p + "' is given twice (each precision runs once, in a directory of its own)");
+    }
     names.push_back(p);
   }
   if (names.empty()) throw std::invalid_argument("--precisions: no precision given");

@@ -359,6 +359,12 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
       ->capture_default_str();
   app.add_flag("--stop-on-stall", c.stop_on_stall,
                "Stop (exit status 3) when the run stalls: --skip-patience skips in a row or a collapsed loss scale");
+  // Which flags were given, for the settings that contradict each other or do nothing (training.cpp).
+  app.parse_complete_callback([&app, &c] {
+    for (const CLI::Option* opt : app.get_options()) {
+      if (opt->count() > 0) c.given.insert(opt->get_name());
+    }
+  });
 }
 
 Run add_train(CLI::App& app) {

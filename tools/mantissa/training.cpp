@@ -12,10 +12,12 @@
 #include <nlohmann/json.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iterator>
 #include <stdexcept>
 
 #include "output_file.h"
+#include "settings_agreement.h"
 #include "mantissa/core/input_file.h"
 #include "mantissa/backend/cuda.h"
 #include "mantissa/core/memory.h"
@@ -406,6 +408,7 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   std::unique_ptr<train::DataSource> data;
   DataShape shape;
   std::int64_t train_size = 0;
+  bool single_class = false;  // every training label the same
   if (c.model == "lstm") {
     data = std::make_unique<train::TextStreams>(TextCorpus::load(data_path), c.batch_size, c.bptt, c.eval_batches, data_path);
   } else if (text) {
@@ -416,6 +419,8 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
     ImageDataset test_set = load_mnist_format(data_path, false);
     shape = image_shape(train_set, test_set, data_path);
     train_size = train_set.size();
+    single_class = c.model != "segment" &&
+                   std::adjacent_find(train_set.labels.begin(), train_set.labels.end(), std::not_equal_to<>()) == train_set.labels.end();
     // The CNN pools twice by 2: a side under 4 pixels would leave nothing to pool.
     if (c.model == "cnn" && (shape.height < 4 || shape.width < 4)) {
       throw DataError(data_path + ": the CNN needs images of at least 4x4 pixels (it pools twice by 2); these are " +
@@ -436,6 +441,13 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
     c.steps = c.epochs * ((train_size + per_step - 1) / per_step);  // at most 10^6 * 2^31: no overflow
     if (c.steps > 1'000'000'000'000) throw std::invalid_argument("--epochs: " + std::to_string(c.steps) + " steps is too many");
   }
+  const std::vector<std::string> notes = check_agreement(
+      c, {.data = data_path,
+          .train_images = train_size,
+          .labels_single_class = single_class,
+          .dynamic_scaling = scaler_options(c).kind == LossScaling::dynamic && c.loss_scale != "deepspeed",
+          .ranks = group->size()});
+  for (const std::string& note : notes) progress("note: %s\n", note.c_str());
 
   // The model.
   std::unique_ptr<train::Model> model;
@@ -506,11 +518,25 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   if (c.resume) {
     const std::vector<std::filesystem::path> all = list_checkpoints(c.checkpoint_dir);
     if (all.empty()) throw CheckpointError(c.checkpoint_dir + ": no checkpoint to resume from");
+    std::int64_t their_steps = 0;  // the length of the run that wrote the checkpoint, where it says
     trainer.resume(all.back(), [&](const auto& meta) {
       const auto it = meta.find("config");
       if (it == meta.end()) throw CheckpointError(all.back().string() + ": has no 'config' in its metadata");
       check_signature(all.back(), it->second, signature(c, shape), c.resume_allow);
+      const auto run = meta.find("run");
+      const nlohmann::json j = run == meta.end() ? nlohmann::json() : nlohmann::json::parse(run->second, nullptr, false);
+      if (j.is_object() && j.contains("steps") && j["steps"].is_number_integer()) their_steps = j["steps"].get<std::int64_t>();
     });
+    const std::int64_t done = trainer.next_step() - 1;
+    if (done > c.steps) {
+      throw std::invalid_argument(all.back().string() + " is at step " + std::to_string(done) + ", past --steps " +
+                                  std::to_string(c.steps) + ": give --steps above " + std::to_string(done) + " to train on");
+    }
+    if (their_steps > 0 && their_steps != c.steps && c.schedule == "cosine") {
+      progress("note: --steps %lld, where the checkpoint's run had %lld: the cosine learning-rate curve is stretched to the "
+               "new length from step %lld on\n",
+               static_cast<long long>(c.steps), static_cast<long long>(their_steps), static_cast<long long>(done + 1));
+    }
   }
   if (c.fp8) progress("%s: %s\n", o.precision.label().c_str(), nn::fp8_plan_str(trainer.fp8_plan()).c_str());
   return trainer.run(cb);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,9 @@ struct TrainConfig {
   std::int64_t checksum_every = 100;
   int inject_rank = -1;
   double dist_timeout = 300;
+  // The flags given on the command line (not defaulted), for settings that contradict each other or do
+  // nothing (check_agreement).
+  std::set<std::string> given;
 };
 
 // What a run reports: the library's records (mantissa/train/trainer.h).
