@@ -1,7 +1,11 @@
 // The data sources of the trainer; see mantissa/train/data.h.
 #include "mantissa/train/data.h"
 
+#include <zlib.h>
+
+#include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <sstream>
 #include <stdexcept>
 
@@ -16,7 +20,48 @@ std::int64_t integer_field(const std::map<std::string, std::string>& m, const st
   return parse_number<std::int64_t>(std::string_view(it->second).substr(0, 40), "metadata '" + key + "'");
 }
 
+// The CRC-32 of byte ranges, in order (zlib takes at most 2^32 - 1 bytes a call).
+std::uint32_t crc_of(std::initializer_list<std::span<const std::uint8_t>> parts) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (const std::span<const std::uint8_t> part : parts) {
+    for (std::size_t at = 0; at < part.size(); at += 1u << 30) {
+      crc = crc32(crc, part.data() + at, static_cast<uInt>(std::min<std::size_t>(part.size() - at, 1u << 30)));
+    }
+  }
+  return static_cast<std::uint32_t>(crc);
+}
+
+std::span<const std::uint8_t> bytes_of(const ImageDataset& d) {
+  return {static_cast<const std::uint8_t*>(d.images.data()), static_cast<std::size_t>(d.images.numel()) * dtype_size(d.images.dtype())};
+}
+
+std::span<const std::uint8_t> bytes_of(const std::vector<std::int64_t>& labels) {
+  return {reinterpret_cast<const std::uint8_t*>(labels.data()), labels.size() * sizeof(std::int64_t)};
+}
+
+std::string identity_text(std::int64_t train, std::int64_t held_out, const char* unit, std::uint32_t crc) {
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "%08x", crc);
+  return std::to_string(train) + " + " + std::to_string(held_out) + " " + unit + ", crc32 " + hex;
+}
+
+std::string text_identity(const TextCorpus& c) {
+  return identity_text(static_cast<std::int64_t>(c.train.size()), static_cast<std::int64_t>(c.validation.size()), "bytes",
+                       crc_of({c.train, c.validation}));
+}
+
 }  // namespace
+
+std::string ClassificationData::identity() const {
+  return identity_text(train_.size(), test_.size(), "examples",
+                       crc_of({bytes_of(train_), bytes_of(train_.labels), bytes_of(test_), bytes_of(test_.labels)}));
+}
+
+std::string SegmentationData::identity() const { return images_.identity() + ", object threshold " + std::to_string(threshold_); }
+
+std::string TextData::identity() const { return text_identity(corpus_); }
+
+std::string TextStreams::identity() const { return text_identity(corpus_); }
 
 ClassificationData::ClassificationData(ImageDataset train, ImageDataset test, std::int64_t batch_size,
                                        std::uint64_t seed, bool shuffle)

@@ -1,9 +1,10 @@
-// A rank's share of a batch, broadcasts from rank 0, and the weights' checksum; see
+// A rank's share of a batch, broadcasts from rank 0, the ranks' settings and weights compared; see
 // mantissa/train/data_parallel.h.
 #include "mantissa/train/data_parallel.h"
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -89,6 +90,67 @@ std::uint32_t weights_checksum(const nn::Module& module) {
   };
   for (const auto& [name, p] : module.named_parameters()) add(on_host(p));
   return static_cast<std::uint32_t>(crc);
+}
+
+namespace {
+
+// Settings as text, NUL-separated (names and values hold no NUL: they come from flags and shapes).
+std::string encode(const RunSettings& settings) {
+  std::string out;
+  for (const auto& [name, value] : settings) out.append(name).append(1, '\0').append(value).append(1, '\0');
+  return out;
+}
+
+RunSettings decode(const std::string& text) {
+  RunSettings out;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t name_end = text.find('\0', at);
+    const std::size_t value_end = name_end == std::string::npos ? name_end : text.find('\0', name_end + 1);
+    if (value_end == std::string::npos) break;
+    out.emplace_back(text.substr(at, name_end - at), text.substr(name_end + 1, value_end - name_end - 1));
+    at = value_end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+void check_settings_agree(dist::ProcessGroup& group, const RunSettings& mine) {
+  // Rank 0's settings, to every rank: the length, then the text.
+  const std::string text = encode(mine);
+  std::uint64_t n = text.size();
+  group.broadcast(std::as_writable_bytes(std::span(&n, 1)), 0);
+  std::string root = group.rank() == 0 ? text : std::string(n, '\0');
+  group.broadcast(std::as_writable_bytes(std::span(root.data(), root.size())), 0);
+  const RunSettings theirs = decode(root);
+  // Here: the index of rank 0's first setting this rank has otherwise or lacks; rank 0's count when
+  // this rank has one more; -1 when all agree.
+  std::int64_t first = -1;
+  for (std::size_t i = 0; i < theirs.size() && first < 0; ++i) {
+    const auto it = std::find_if(mine.begin(), mine.end(), [&](const auto& s) { return s.first == theirs[i].first; });
+    if (it == mine.end() || it->second != theirs[i].second) first = static_cast<std::int64_t>(i);
+  }
+  if (first < 0 && mine.size() != theirs.size()) first = static_cast<std::int64_t>(theirs.size());
+  std::vector<std::int64_t> all(static_cast<std::size_t>(group.size()));
+  group.all_gather(std::as_bytes(std::span(&first, 1)), std::as_writable_bytes(std::span(all)));
+  const auto differs = std::find_if(all.begin(), all.end(), [](std::int64_t i) { return i >= 0; });
+  if (differs == all.end()) return;
+  const int rank = static_cast<int>(differs - all.begin());
+  const auto i = static_cast<std::size_t>(*differs);
+  std::string what;
+  if (i < theirs.size()) {
+    const auto& [name, value] = theirs[i];
+    what = name + " (rank 0: " + value + ")";
+    if (group.rank() == rank) {
+      const auto it = std::find_if(mine.begin(), mine.end(), [&](const auto& s) { return s.first == name; });
+      what += " (this rank: " + (it == mine.end() ? std::string("none") : it->second) + ")";
+    }
+  } else {
+    what = "a setting rank 0 does not have";
+  }
+  throw std::invalid_argument("data parallel: rank " + std::to_string(rank) + "'s settings differ from rank 0's: " + what +
+                              "; every rank must run the same command on the same data");
 }
 
 void check_weights_agree(dist::ProcessGroup& group, const nn::Module& module, std::int64_t step) {

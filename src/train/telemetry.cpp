@@ -1,6 +1,7 @@
 // The numerics telemetry's measurements, collection and JSON form; see mantissa/train/telemetry.h.
 #include "mantissa/train/telemetry.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -118,6 +119,55 @@ std::string TensorNumerics::json() const {
   return j.dump();
 }
 
+namespace {
+
+// A record whose numbers cannot all be true is refused, naming the field: what inspect would otherwise
+// sort, sum and draw as if it were measured.
+void check_meaning(const TensorNumerics& r) {
+  const auto refuse = [](const std::string& what) { throw std::invalid_argument(what); };
+  if (r.step < 1) refuse("step " + std::to_string(r.step) + " (steps count from 1)");
+  if (!(r.loss_scale > 0) || !std::isfinite(r.loss_scale)) refuse("loss_scale " + std::to_string(r.loss_scale) + " (a positive number)");
+  if (r.count < 0 || r.zeros < 0 || r.nonfinite < 0 || r.nonzero() < 0) {
+    refuse("counts that cannot be (count " + std::to_string(r.count) + ", zeros " + std::to_string(r.zeros) + ", nonfinite " +
+           std::to_string(r.nonfinite) + ")");
+  }
+  if (!(r.amax >= 0) || !std::isfinite(r.amax)) refuse("amax " + std::to_string(r.amax) + " (the largest finite magnitude, at least 0)");
+  if ((r.amax > 0) != (r.nonzero() > 0)) refuse("amax " + std::to_string(r.amax) + " for " + std::to_string(r.nonzero()) + " non-zero values");
+  for (std::size_t i = 0; i < kTelemetryFormats.size(); ++i) {
+    const FormatShares& f = r.formats[i];
+    const std::string name = "formats." + std::string(dtype_name(kTelemetryFormats[i])) + ".";
+    for (const auto& [field, v] : {std::pair{"below_subnormal", f.below_subnormal}, {"below_normal", f.below_normal}, {"overflow", f.overflow}}) {
+      if (!(v >= 0 && v <= 1)) refuse(name + field + " " + std::to_string(v) + " (a share, in [0, 1])");
+    }
+    if (f.below_subnormal > f.below_normal) refuse(name + "below_subnormal is above below_normal (which includes it)");
+  }
+  // The histogram: non-negative counts of the non-zero values, in bins the held format (over the loss
+  // scale, for gradients) can have, its top bin amax's.
+  std::int64_t sum = 0;
+  for (const std::int64_t c : r.log2_counts) {
+    if (c < 0) refuse("log2.counts holds " + std::to_string(c));
+    sum += c;
+  }
+  if (sum != r.nonzero()) refuse("log2.counts add up to " + std::to_string(sum) + ", not the " + std::to_string(r.nonzero()) + " non-zero values");
+  if (r.log2_counts.empty()) return;
+  // (The measuring kernel clamps its bins to [2^-160, 2^130).)
+  const FormatTraits held = traits(format_of(r.dtype));
+  const double shift = std::log2(r.loss_scale);
+  const int first_bin = detail::kLog2Lowest, last_bin = detail::kLog2Lowest + detail::kLog2Bins - 1;
+  const int lowest = std::max(first_bin, static_cast<int>(std::floor(std::log2(held.min_subnormal) - shift)) - 1);
+  const int highest = std::min(last_bin, static_cast<int>(std::floor(std::log2(held.max_finite) + shift)) + 1);
+  const int top = r.log2_lo + static_cast<int>(r.log2_counts.size()) - 1;
+  if (r.log2_lo < lowest || top > highest) {
+    refuse("log2 bins " + std::to_string(r.log2_lo) + ".." + std::to_string(top) + " lie outside what " + std::string(dtype_name(r.dtype)) +
+           " holds (" + std::to_string(lowest) + ".." + std::to_string(highest) + ")");
+  }
+  if (std::clamp(std::ilogb(r.amax), first_bin, last_bin) != top) {
+    refuse("amax " + std::to_string(r.amax) + " is not in the histogram's top bin (2^" + std::to_string(top) + ")");
+  }
+}
+
+}  // namespace
+
 TensorNumerics TensorNumerics::parse(std::string_view json_line) {
   try {
     const nlohmann::json j = nlohmann::json::parse(json_line);
@@ -138,9 +188,7 @@ TensorNumerics TensorNumerics::parse(std::string_view json_line) {
     }
     r.log2_lo = j.at("log2").at("lo").get<int>();
     r.log2_counts = j.at("log2").at("counts").get<std::vector<std::int64_t>>();
-    if (r.count < 0 || r.zeros < 0 || r.nonfinite < 0 || r.nonzero() < 0 || !(r.loss_scale > 0)) {
-      throw std::invalid_argument("counts or loss scale out of range");
-    }
+    check_meaning(r);
     return r;
   } catch (const nlohmann::json::exception& e) {
     throw std::invalid_argument(std::string("not a telemetry record: ") + e.what());

@@ -209,6 +209,18 @@ Trainer::Trainer(Model& model, DataSource& data, TrainerOptions options)
   }
   if (const auto& dp = options_.data_parallel; dp && dp->group && dp->group->size() > 1) {
     group_ = dp->group;
+    // The ranks run the same thing, or none of them runs (a parameter of another shape would not even
+    // fit the broadcast below).
+    RunSettings settings = dp->settings;
+    settings.insert(settings.end(), {{"precision", options_.precision.label()},
+                                     {"optimizer", std::string(optimizer_name(options_.optimizer.kind))},
+                                     {"lr", std::to_string(options_.optimizer.lr)},
+                                     {"steps", std::to_string(options_.steps)},
+                                     {"grad accumulation", std::to_string(options_.grad_accum)},
+                                     {"loss scaling", loss_scaling_name(scaler_.options())}});
+    for (const auto& [name, p] : model_.module().named_parameters()) settings.emplace_back("parameter " + name, shape_str(p.shape()));
+    settings.emplace_back("data", data_.identity());
+    check_settings_agree(*group_, settings);
     // Every rank starts from rank 0's weights (before the optimizer copies them into its master weights).
     broadcast_from_rank0(*group_, model_.module().parameters());
     broadcast_from_rank0(*group_, buffers_of(model_.module()));
@@ -529,6 +541,11 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
       if (cb.on_eval) cb.on_eval(result.evals.back());
       reset_peak_memory(options_.device);
     }
+  }
+  // The weights compared once more at the end, so that a run shorter than the interval is checked too.
+  if (group_ && options_.data_parallel->checksum_every > 0 && !result.steps.empty() &&
+      result.steps.back().step % options_.data_parallel->checksum_every != 0) {
+    check_weights_agree(*group_, model_.module(), result.steps.back().step);
   }
   if (result.evals.empty()) {  // resumed at or past the last step: evaluate what was loaded
     result.evals.push_back(evaluate(true));

@@ -162,6 +162,32 @@ TEST(DataParallelCommand, RefusesABatchThatDoesNotSplitAndABadWireFormat) {
   EXPECT_EQ(wire.err, "mantissa: --grad-reduce: 'fp8' is not f32, bf16 or fp16\n");
 }
 
+// Ranks started with other settings or other data (mpirun's "A : B"): stopped before they train, with one
+// line naming the first setting that differs, never a crash (parameters of other shapes broadcast into
+// each other overran memory).
+TEST(DataParallelCommand, RanksThatDifferAreRefusedBeforeTheyTrain) {
+  const auto two = [](const std::string& a, const std::string& b) {
+    return shell(std::string(MANTISSA_MPIEXEC) + " -np 1 " + MANTISSA_CLI + " " + a + " : -np 1 " + MANTISSA_CLI + " " + b);
+  };
+  const std::string mlp = "train --model mlp --steps 40 --eval-every 40 --seed 3 --threads 1 --batch-size 64";
+  const Result hidden = two(mlp + " --hidden 64", mlp + " --hidden 32");
+  EXPECT_NE(hidden.status, 0);
+  EXPECT_NE(hidden.err.find("rank 1's settings differ from rank 0's: --hidden (rank 0: 64)"), std::string::npos) << hidden.err;
+  EXPECT_EQ(hidden.err.find("signal"), std::string::npos) << hidden.err;
+  const Result lr = two(mlp, mlp + " --lr 2e-3");
+  EXPECT_NE(lr.err.find("--lr (rank 0: 0.001)"), std::string::npos) << lr.err;
+  // The same flags on other data: the data's contents differ.
+  Scratch s;
+  const std::string a = s.path("a.txt"), b = s.path("b.txt");
+  { std::ofstream(a) << std::string(4000, 'a'); }
+  { std::ofstream(b) << std::string(4000, 'b'); }
+  const std::string gpt = "train --model gpt --n-layer 1 --n-embd 16 --n-head 2 --block-size 8 --batch-size 4 --steps 2 "
+                          "--eval-every 2 --eval-batches 1 --threads 1 --data ";
+  const Result data = two(gpt + a, gpt + b);
+  EXPECT_NE(data.err.find("rank 1's settings differ from rank 0's: data (rank 0: 3600 + 400 bytes, crc32 "), std::string::npos)
+      << data.err;
+}
+
 TEST(DataParallelCommand, AKilledRankEndsTheJobWithinSecondsAndTheCheckpointsStayIntact) {
   Scratch s;
   const std::string dir = s.path("ckpt");

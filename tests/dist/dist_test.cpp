@@ -375,6 +375,52 @@ TEST(DataParallel, StopsWhenTheRanksWeightsDiffer) {
   }
 }
 
+// A run shorter than its checksum interval is still checked: after its last step.
+TEST(DataParallel, TheWeightsAreComparedAfterTheLastStepToo) {
+  NEEDS_TWO_RANKS();
+  train::ModuleModel<nn::Mlp> model(nn::MlpConfig{.in = 36, .hidden = 16, .layers = 1, .classes = 4, .seed = 5});
+  train::ClassificationData data(teacher_images(128, 1), teacher_images(32, 2), 16, 7);
+  train::TrainerOptions o;
+  o.steps = 3;
+  o.data_parallel = train::DataParallelOptions{.group = world(), .checksum_every = 100};
+  train::Trainer trainer(model, data, o);
+  trainer.step();
+  trainer.step();
+  if (world()->rank() == 1) model.module().parameters().front().data_as<float>()[3] += 1e-3f;
+  try {
+    (void)trainer.run();
+    FAIL() << "the last step's weights were not compared";
+  } catch (const dist::DistributedError& e) {
+    EXPECT_NE(std::string(e.what()).find("weights differ after step 3"), std::string::npos) << e.what();
+  }
+}
+
+// Ranks built with other settings stop in the Trainer's constructor, every one of them, naming the first
+// setting that differs: before any broadcast (a parameter of another shape would overrun it).
+TEST(DataParallel, RanksWithOtherSettingsStopBeforeAnythingIsExchanged) {
+  NEEDS_TWO_RANKS();
+  const bool one = world()->rank() == 1;
+  const auto refusal = [](train::TrainerOptions o, std::int64_t hidden) {
+    train::ModuleModel<nn::Mlp> model(nn::MlpConfig{.in = 36, .hidden = hidden, .layers = 1, .classes = 4, .seed = 5});
+    train::ClassificationData data(teacher_images(64, 1), teacher_images(32, 2), 16, 7);
+    o.data_parallel = train::DataParallelOptions{.group = world(), .settings = {{"--flag", "same"}}};
+    try {
+      train::Trainer trainer(model, data, o);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  train::TrainerOptions o;
+  EXPECT_EQ(refusal(o, 16), "accepted");
+  const std::string shape = refusal(o, one ? 8 : 16);
+  EXPECT_NE(shape.find("rank 1's settings differ from rank 0's: parameter fc0.weight (rank 0: [16, 36])"), std::string::npos) << shape;
+  EXPECT_EQ(shape.find("this rank") != std::string::npos, one) << shape;
+  o.optimizer.lr = one ? 2e-3 : 1e-3;
+  const std::string lr = refusal(o, 16);
+  EXPECT_NE(lr.find("rank 1's settings differ from rank 0's: lr (rank 0: 0.001000)"), std::string::npos) << lr;
+}
+
 TEST(DataParallel, RefusesAdaptivePrecision) {
   NEEDS_TWO_RANKS();
   train::ModuleModel<nn::Mlp> model(nn::MlpConfig{.in = 36, .hidden = 16, .layers = 1, .classes = 4, .seed = 5});

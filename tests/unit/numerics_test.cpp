@@ -132,6 +132,42 @@ TEST(Numerics, RecordsSurviveTheirJsonForm) {
   EXPECT_THROW(train::TensorNumerics::parse("not json"), std::invalid_argument);
 }
 
+// What inspect reads: a record whose numbers cannot all be true (edited by hand, or by an attacker, or
+// torn) is refused naming the field, not summarized as if it were measured.
+TEST(Numerics, RecordsWhoseNumbersCannotBeTrueAreRefusedNamingTheField) {
+  train::TensorNumerics m = train::measure(spread(DType::bf16, 1000, 7));
+  m.step = 3;
+  m.kind = train::TensorKind::activation_grad;
+  m.loss_scale = 1024;
+  ASSERT_NO_THROW(train::TensorNumerics::parse(m.json()));
+  using Edit = void (*)(train::TensorNumerics&);
+  const std::vector<std::pair<Edit, std::string>> edits = {
+      {[](train::TensorNumerics& r) { r.step = 0; }, "step 0"},
+      {[](train::TensorNumerics& r) { r.loss_scale = -1; }, "loss_scale"},
+      {[](train::TensorNumerics& r) { r.zeros = r.count + 1; }, "counts that cannot be"},
+      {[](train::TensorNumerics& r) { r.nonfinite = -2; }, "counts that cannot be"},
+      {[](train::TensorNumerics& r) { r.amax = -1; }, "amax -1"},
+      {[](train::TensorNumerics& r) { r.amax *= 4; }, "is not in the histogram's top bin"},
+      {[](train::TensorNumerics& r) { r.amax = 0; }, "amax 0"},
+      {[](train::TensorNumerics& r) { r.formats[0].below_subnormal = 1.5; }, "formats.f16.below_subnormal 1.5"},
+      {[](train::TensorNumerics& r) { r.formats[2].overflow = -0.25; }, "formats.e4m3.overflow"},
+      {[](train::TensorNumerics& r) { r.formats[1] = {0.5, 0.25, 0}; }, "formats.bf16.below_subnormal is above below_normal"},
+      {[](train::TensorNumerics& r) { r.log2_counts.front() = -1; }, "log2.counts holds -1"},
+      {[](train::TensorNumerics& r) { r.log2_counts.back() += 1; }, "log2.counts add up to"},
+      {[](train::TensorNumerics& r) { r.log2_lo -= 300; }, "lie outside what bf16 holds"},
+  };
+  for (const auto& [edit, says] : edits) {
+    train::TensorNumerics r = m;
+    edit(r);
+    try {
+      (void)train::TensorNumerics::parse(r.json());
+      ADD_FAILURE() << "accepted: " << says;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Numerics, PolicyPicksKindsAndLayersByPrefix) {
   train::TelemetryPolicy p;
   p.kinds = {train::parse_tensor_kind("activation-grads")};

@@ -192,7 +192,9 @@ class Bench {
       o.data_parallel = train::DataParallelOptions{.group = group, .reducer = {.wire = wire,
                                                                .bucket_bytes = static_cast<std::int64_t>(a.bucket_mb * (1 << 20)),
                                                                .overlap = a.overlap},
-                                                   .checksum_every = 0};
+                                                   .checksum_every = 0,
+                                                   .inject_rank = -1,
+                                                   .settings = {{"bench --model", a.model}}};
     }
     trainer_ = std::make_unique<train::Trainer>(*model_, *data_, o);
   }

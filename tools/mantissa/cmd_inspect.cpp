@@ -119,6 +119,8 @@ int run_inspect(const InspectArgs& a) {
       throw std::invalid_argument("--format: '" + a.format + "' is not fp16, bf16, e4m3, e5m2 or auto");
     }
   }
+  if (a.step < 0) throw std::invalid_argument("--step must be a sampled step (1 or more; left out: the last sampled)");
+  if (a.top < 1 || a.top > 1'000'000) throw std::invalid_argument("--top must be in 1..1000000, got " + std::to_string(a.top));
   const std::vector<TensorNumerics> all = read_telemetry(a.path);
   std::map<std::string, Trend> trends;
   std::vector<std::int64_t> steps;
@@ -129,12 +131,17 @@ int run_inspect(const InspectArgs& a) {
     if (std::find(steps.begin(), steps.end(), t.step) == steps.end()) steps.push_back(t.step);
   }
   std::sort(steps.begin(), steps.end());
+  if (a.step > 0 && !std::binary_search(steps.begin(), steps.end(), a.step)) {
+    throw std::invalid_argument("--step " + std::to_string(a.step) + ": not a sampled step of " + a.path + " (" +
+                                std::to_string(steps.size()) + " sampled, " + std::to_string(steps.front()) + ".." +
+                                std::to_string(steps.back()) + ")");
+  }
   fmt::print("{}: {} records of {} tensors, {} sampled steps ({}..{}), loss scale {:g} at the first, {:g} at the last\n", a.path,
              all.size(), trends.size(), steps.size(), steps.front(), steps.back(), all.front().loss_scale, all.back().loss_scale);
 
   std::vector<Trend> ranked;
   for (const auto& [key, tr] : trends) ranked.push_back(tr);
-  const auto show = static_cast<std::size_t>(std::max(1, a.top));
+  const auto show = static_cast<std::size_t>(a.top);
   // Underflow: the share below the format's smallest subnormal, at the last step.
   std::sort(ranked.begin(), ranked.end(), [&](const Trend& x, const Trend& y) {
     return x.last->shares(judged_in(*x.last, a.format)).below_subnormal > y.last->shares(judged_in(*y.last, a.format)).below_subnormal;

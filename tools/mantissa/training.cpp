@@ -307,6 +307,30 @@ std::string config_json(const TrainConfig& c, const DataShape& d) {
       .dump();
 }
 
+// What the ranks of a data-parallel run must agree on, by flag: what a checkpoint must agree on, and
+// what the ranks do together (evaluation, checks, the wire). The trainer adds its own (parameter shapes,
+// the data's contents).
+train::RunSettings rank_settings(const TrainConfig& c, const DataShape& shape) {
+  train::RunSettings s = signature(c, shape);
+  const auto comma_list = [](const auto& items, const auto& text) {
+    std::string out;
+    for (const auto& item : items) {
+      if (!out.empty()) out += ',';
+      out += text(item);
+    }
+    return out;
+  };
+  const std::string inject = comma_list(c.inject_nonfinite, [](std::int64_t step) { return std::to_string(step); });
+  const std::string fp32_layers = comma_list(c.fp32_layers, [](const std::string& layer) { return layer; });
+  s.insert(s.end(), {{"--steps", std::to_string(c.steps)}, {"--eval-every", std::to_string(c.eval_every)},
+                     {"--eval-batches", std::to_string(c.eval_batches)}, {"--checksum-every", std::to_string(c.checksum_every)},
+                     {"--grad-reduce", std::string(dtype_name(c.grad_reduce))}, {"--bucket-mb", exact_number(c.bucket_mb)},
+                     {"--overlap", c.overlap ? "on" : "off"}, {"--inject-nonfinite", inject}, {"--inject-rank", std::to_string(c.inject_rank)},
+                     {"--update-stats-every", std::to_string(c.update_stats_every)},
+                     {"--trace-nonfinite", c.trace_nonfinite ? "on" : "off"}, {"--fp32-layers", fp32_layers}});
+  return s;
+}
+
 }  // namespace
 
 void set_precision(TrainConfig& c, const std::string& name) {
@@ -509,7 +533,8 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
         .group = group,
         .reducer = {.wire = c.grad_reduce, .bucket_bytes = static_cast<std::int64_t>(c.bucket_mb * (1 << 20)), .overlap = c.overlap},
         .checksum_every = c.checksum_every,
-        .inject_rank = c.inject_rank};
+        .inject_rank = c.inject_rank,
+        .settings = rank_settings(c, shape)};
   }
   train::Trainer trainer(*model, *data, o);
   check_layer_paths(model->module(), c.fp32_layers, "--fp32-layers");

@@ -32,6 +32,9 @@ class DataSource {
   // std::invalid_argument for a position this source cannot have).
   virtual std::map<std::string, std::string> position() const = 0;
   virtual void seek(const std::map<std::string, std::string>& position) = 0;
+  // What the data is, for data-parallel ranks to agree on before they train: its sizes and a CRC-32 of
+  // its contents ("60000 + 10000 examples, crc32 1a2b3c4d").
+  virtual std::string identity() const = 0;
 };
 
 // Labelled examples held in memory (images [N, C, H, W], or any [N, ...] tensor): training batches in an
@@ -46,6 +49,7 @@ class ClassificationData final : public DataSource {
   std::string item_unit() const override { return "images"; }
   std::map<std::string, std::string> position() const override;
   void seek(const std::map<std::string, std::string>& position) override;
+  std::string identity() const override;
   const ImageDataset& train_set() const { return train_; }
 
  private:
@@ -64,6 +68,7 @@ class SegmentationData final : public DataSource {
   std::string item_unit() const override { return "images"; }
   std::map<std::string, std::string> position() const override { return images_.position(); }
   void seek(const std::map<std::string, std::string>& position) override { images_.seek(position); }
+  std::string identity() const override;
 
  private:
   Batch per_pixel(Batch b) const;
@@ -84,6 +89,7 @@ class TextData final : public DataSource {
   bool reports_accuracy() const override { return false; }
   std::map<std::string, std::string> position() const override;
   void seek(const std::map<std::string, std::string>& position) override;
+  std::string identity() const override;
 
  private:
   Batch window_batch(std::span<const std::uint8_t> text, std::mt19937_64& rng) const;
@@ -108,6 +114,7 @@ class TextStreams final : public DataSource {
   bool reports_accuracy() const override { return false; }
   std::map<std::string, std::string> position() const override;
   void seek(const std::map<std::string, std::string>& position) override;
+  std::string identity() const override;
 
  private:
   // Segment k of the streams over `text`.

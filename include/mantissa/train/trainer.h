@@ -37,6 +37,7 @@
 #include "mantissa/optim/optimizer.h"
 #include "mantissa/train/config.h"
 #include "mantissa/train/data.h"
+#include "mantissa/train/data_parallel.h"
 #include "mantissa/train/model.h"
 #include "mantissa/train/adaptive.h"
 #include "mantissa/train/telemetry.h"
@@ -63,6 +64,9 @@ struct DataParallelOptions {
   std::int64_t checksum_every = 100;
   // TrainerOptions::inject_nonfinite on this rank only (-1: every rank).
   int inject_rank = -1;
+  // The caller's settings (mantissa train: its flags), compared across ranks before anything else with
+  // the trainer's own (options, parameter shapes, the data's identity): check_settings_agree.
+  RunSettings settings = {};
 };
 
 struct TrainerOptions {
