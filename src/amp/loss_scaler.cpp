@@ -3,6 +3,7 @@
 #include "mantissa/amp/loss_scaler.h"
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -183,12 +184,17 @@ void LossScaler::load_state(const LossScalerState& state) {
   // The meaning, not only the bytes: a scale the losses can be multiplied by in f32, within this
   // scaler's bounds; counters that count.
   const auto refuse = [](const std::string& what) { throw std::invalid_argument("loss scaler: saved " + what); };
+  const auto number = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.9g", v);
+    return std::string(buf);
+  };
   if (!(state.scale > 0) || !(state.scale <= std::numeric_limits<float>::max())) {
-    refuse("scale " + std::to_string(state.scale) + " is not a positive number f32 holds");
+    refuse("scale " + number(state.scale) + " is not a positive number f32 holds");
   }
   if (options_.kind == LossScaling::dynamic && (state.scale < options_.min_scale || state.scale > options_.max_scale)) {
-    refuse("scale " + std::to_string(state.scale) + " is outside this scaler's bounds [" + std::to_string(options_.min_scale) +
-           ", " + std::to_string(options_.max_scale) + "]");
+    refuse("scale " + number(state.scale) + " is outside this scaler's bounds [" + number(options_.min_scale) + ", " +
+           number(options_.max_scale) + "]");
   }
   if (state.growth_tracker < 0 || state.floor_overflows < 0 || state.steps < 0 || state.skipped < 0) {
     refuse("counters are negative (growth tracker " + std::to_string(state.growth_tracker) + ", steps " +

@@ -107,6 +107,35 @@ std::vector<std::uint8_t> InputFile::read_all() {
   return out;
 }
 
+bool InputFile::read_line(std::string& line, std::size_t max_line) {
+  line.clear();
+  for (;;) {
+    const char* begin = buffer_.data() + pos_;
+    const char* end = buffer_.data() + buffer_.size();
+    const char* newline = static_cast<const char*>(std::memchr(begin, '\n', static_cast<std::size_t>(end - begin)));
+    const std::size_t take = static_cast<std::size_t>((newline != nullptr ? newline : end) - begin);
+    if (line.size() + take > max_line) {
+      throw InputFileError(path_.string() + ": line " + std::to_string(lines_ + 1) + " is longer than a line of " + kind_ +
+                           " may be (" + bytes_text(max_line) + ")");
+    }
+    line.append(begin, take);
+    pos_ += take;
+    if (newline != nullptr) {
+      ++pos_;
+      ++lines_;
+      return true;
+    }
+    buffer_.resize(1 << 16);
+    buffer_.resize(read(buffer_.data(), buffer_.size()));
+    pos_ = 0;
+    if (buffer_.empty()) {
+      if (line.empty()) return false;
+      ++lines_;
+      return true;
+    }
+  }
+}
+
 std::string InputFile::read_text() {
   const std::vector<std::uint8_t> b = read_all();
   return {b.begin(), b.end()};

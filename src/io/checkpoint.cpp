@@ -1,5 +1,6 @@
 // Training checkpoints on safetensors files; see mantissa/io/checkpoint.h.
 #include "mantissa/io/checkpoint.h"
+#include "mantissa/io/json_number.h"
 
 #include <algorithm>
 #include <cmath>
@@ -118,11 +119,11 @@ CheckpointState load_checkpoint(const std::filesystem::path& path, nn::Module& m
     const std::string scale = s.at("scale").get<std::string>();
     if (!is_number<double>(scale)) fail("loss scale '" + scale.substr(0, 40) + "' is not a finite decimal number");
     state.scaler.scale = parse_number<double>(scale, "loss scale");
-    state.scaler.growth_tracker = s.at("growth_tracker").get<std::int64_t>();
-    state.scaler.hysteresis_left = s.at("hysteresis_left").get<int>();
-    state.scaler.floor_overflows = s.at("floor_overflows").get<int>();
-    state.scaler.steps = s.at("steps").get<std::int64_t>();
-    state.scaler.skipped = s.at("skipped").get<std::int64_t>();
+    state.scaler.growth_tracker = json_number<std::int64_t>(s, "growth_tracker");
+    state.scaler.hysteresis_left = json_number<int>(s, "hysteresis_left");
+    state.scaler.floor_overflows = json_number<int>(s, "floor_overflows");
+    state.scaler.steps = json_number<std::int64_t>(s, "steps");
+    state.scaler.skipped = json_number<std::int64_t>(s, "skipped");
   } catch (const CheckpointError&) {
     throw;
   } catch (const std::invalid_argument& e) {  // what the optimizer refused, named there

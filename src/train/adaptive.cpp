@@ -1,5 +1,6 @@
 // The adaptive precision controller and precision plans; see mantissa/train/adaptive.h.
 #include "mantissa/train/adaptive.h"
+#include "mantissa/io/json_number.h"
 
 #include <algorithm>
 #include <cmath>
@@ -324,17 +325,17 @@ void PrecisionController::load_state_json(std::string_view json) {
     if (plan.layers.size() != plan_.layers.size()) throw std::invalid_argument("it names other layers than this model's");
     apply_precision_plan(model_, plan);
     plan_ = plan;
-    decisions_ = j.at("decisions").get<std::int64_t>();
+    decisions_ = json_number<std::int64_t>(j, "decisions");
     for (auto& [path, l] : layers_) {
       const nlohmann::json& s = j.at("layers").at(path);
-      l.ups = s.at("ups").get<int>();
-      l.up_decision = s.at("up_decision").get<std::int64_t>();
-      l.blamed = s.at("blamed").get<int>();
-      l.macs = s.at("macs").get<double>();
+      l.ups = json_number<int>(s, "ups");
+      l.up_decision = json_number<std::int64_t>(s, "up_decision");
+      l.blamed = json_number<int>(s, "blamed");
+      l.macs = json_number<double>(s, "macs");
     }
     macs_.clear();
     if (j.contains("macs")) {
-      for (const auto& [name, m] : j.at("macs").items()) macs_[parse_layer_precision(name, plan_.low)] = m.get<double>();
+      for (const auto& [name, m] : j.at("macs").items()) macs_[parse_layer_precision(name, plan_.low)] = json_value<double>(m, "macs." + name);
     }
   } catch (const nlohmann::json::exception& e) {
     throw std::invalid_argument(std::string("adaptive precision state: ") + e.what());

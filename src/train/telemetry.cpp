@@ -1,5 +1,6 @@
 // The numerics telemetry's measurements, collection and JSON form; see mantissa/train/telemetry.h.
 #include "mantissa/train/telemetry.h"
+#include "mantissa/io/json_number.h"
 
 #include <algorithm>
 #include <cmath>
@@ -172,22 +173,24 @@ TensorNumerics TensorNumerics::parse(std::string_view json_line) {
   try {
     const nlohmann::json j = nlohmann::json::parse(json_line);
     TensorNumerics r;
-    r.step = j.at("step").get<std::int64_t>();
+    r.step = json_number<std::int64_t>(j, "step");
     r.kind = parse_tensor_kind(j.at("kind").get<std::string>());
     r.layer = j.at("layer").get<std::string>();
     r.tensor = j.at("tensor").get<std::string>();
     r.dtype = parse_dtype(j.at("dtype").get<std::string>());
-    r.loss_scale = j.at("loss_scale").get<double>();
-    r.count = j.at("count").get<std::int64_t>();
-    r.zeros = j.at("zeros").get<std::int64_t>();
-    r.nonfinite = j.at("nonfinite").get<std::int64_t>();
-    r.amax = j.at("amax").get<double>();
+    r.loss_scale = json_number<double>(j, "loss_scale");
+    r.count = json_number<std::int64_t>(j, "count");
+    r.zeros = json_number<std::int64_t>(j, "zeros");
+    r.nonfinite = json_number<std::int64_t>(j, "nonfinite");
+    r.amax = json_number<double>(j, "amax");
     for (std::size_t i = 0; i < kTelemetryFormats.size(); ++i) {
       const nlohmann::json& s = j.at("formats").at(std::string(dtype_name(kTelemetryFormats[i])));
-      r.formats[i] = {s.at("below_subnormal").get<double>(), s.at("below_normal").get<double>(), s.at("overflow").get<double>()};
+      r.formats[i] = {json_number<double>(s, "below_subnormal"), json_number<double>(s, "below_normal"), json_number<double>(s, "overflow")};
     }
-    r.log2_lo = j.at("log2").at("lo").get<int>();
-    r.log2_counts = j.at("log2").at("counts").get<std::vector<std::int64_t>>();
+    r.log2_lo = json_number<int>(j.at("log2"), "lo");
+    const nlohmann::json& counts = j.at("log2").at("counts");
+    if (!counts.is_array()) throw std::invalid_argument("log2.counts is not an array");
+    for (const nlohmann::json& c : counts) r.log2_counts.push_back(json_value<std::int64_t>(c, "log2.counts"));
     check_meaning(r);
     return r;
   } catch (const nlohmann::json::exception& e) {

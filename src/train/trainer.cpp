@@ -499,6 +499,12 @@ void Trainer::resume(const std::filesystem::path& path,
   } catch (const std::invalid_argument& e) {  // bad data in the file, not a bad setting: named with the file
     throw CheckpointError(path.string() + ": " + e.what());
   }
+  // The counters tell one story: the scaler saw every step, the optimizer every step it did not skip.
+  if (st.scaler.steps != st.step || optimizer_->steps() != st.step - st.scaler.skipped) {
+    throw CheckpointError(path.string() + ": its counters disagree: step " + std::to_string(st.step) + ", the loss scaler's " +
+                          std::to_string(st.scaler.steps) + " steps with " + std::to_string(st.scaler.skipped) +
+                          " skipped, the optimizer's " + std::to_string(optimizer_->steps()) + " steps");
+  }
   next_step_ = st.step + 1;
 }
 

@@ -620,6 +620,10 @@ TEST(TrainCommand, ResumeRefusesCheckpointsWithMissingWrongOrNonFiniteState) {
   const std::string run_flags = "train --model mlp --precision bf16 --mode low-precision-model --eval-every 20 ";
   ASSERT_EQ(run(run_flags + "--steps 10 --checkpoint-dir " + good).status, 0);
   const std::string editor = std::string("python3 ") + MANTISSA_SOURCE_DIR + "/tests/io/edit_checkpoint.py ";
+  const auto scaler = [](const std::string& scale, int skipped, int steps) {
+    return "{\"floor_overflows\":0,\"growth_tracker\":0,\"hysteresis_left\":1,\"scale\":" + scale +
+           ",\"skipped\":" + std::to_string(skipped) + ",\"steps\":" + std::to_string(steps) + "}";
+  };
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"drop-prefix optim/", "'master.0' is missing"},
       {"drop-prefix optim/m.", "'m.0' is missing"},
@@ -628,7 +632,13 @@ TEST(TrainCommand, ResumeRefusesCheckpointsWithMissingWrongOrNonFiniteState) {
       {"set-meta step 1e3", "metadata 'step': '1e3' is not a decimal integer"},
       {"set-meta data_position 99999999", "batch order: position out of range"},
       {"nan model/fc0.weight", "'model/fc0.weight' holds NaN"},
-      {"nan optim/master.0", "'optim/master.0' holds NaN"}};
+      {"nan optim/master.0", "'optim/master.0' holds NaN"},
+      // The meaning, past the bytes: a second moment below 0, counters that disagree, a scale f32 cannot hold.
+      {"set-first optim/v.0 -1", "'v.0' holds -1.000000 at element 0, where a second moment is at least 0"},
+      {"set-meta optim_step 7", "its counters disagree: step 10, the loss scaler's 10 steps with 0 skipped, the optimizer's 7"},
+      {"set-meta loss_scaler '" + scaler("\"1e39\"", 0, 10) + "'", "saved scale 1e+39 is not a positive number f32 holds"},
+      {"set-meta loss_scaler '" + scaler("\"0\"", 0, 10) + "'", "is not a positive number f32 holds"},
+      {"set-meta loss_scaler '" + scaler("\"1\"", 11, 10) + "'", "count of skipped steps (11) exceeds its steps"}};
   for (const auto& [edit, message] : cases) {
     const std::string dir = s.path("bad");
     std::filesystem::remove_all(dir);

@@ -5,6 +5,7 @@ format's definition (8-byte little-endian header length, JSON header, raw data),
   edit_checkpoint.py IN OUT drop-prefix PREFIX     # remove every tensor whose name starts with PREFIX
   edit_checkpoint.py IN OUT set-meta KEY VALUE     # set a metadata string
   edit_checkpoint.py IN OUT nan NAME               # the first value of an F32 or BF16 tensor becomes NaN
+  edit_checkpoint.py IN OUT set-first NAME VALUE   # the first value of an F32 tensor becomes VALUE
   edit_checkpoint.py IN OUT retype NAME BF16       # an F32 tensor stored as BF16 (same shape, values truncated)
 """
 import json
@@ -51,6 +52,10 @@ def main():
         entry, raw = tensors[args[0]]
         nan = struct.pack("<f", float("nan")) if entry["dtype"] == "F32" else b"\xc0\x7f"
         tensors[args[0]] = (entry, nan + raw[len(nan):])
+    elif action == "set-first":
+        entry, raw = tensors[args[0]]
+        assert entry["dtype"] == "F32"
+        tensors[args[0]] = (entry, struct.pack("<f", float(args[1])) + raw[4:])
     elif action == "retype":
         entry, raw = tensors[args[0]]
         assert entry["dtype"] == "F32" and args[1] == "BF16"

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "mantissa/core/input_file.h"
 #include "mantissa/data/datasets.h"
@@ -86,6 +87,25 @@ TEST(InputFile, ReadersOfDataGoThroughItAndADirectorysFilesShareOneLimit) {
     fs::resize_file(texts / name, std::uintmax_t{600} << 20);
   }
   EXPECT_NE(refusal([&] { (void)TextCorpus::load(texts); }).find("more than a text corpus"), std::string::npos);
+}
+
+TEST(InputFile, LinesAreReadOneAtATimeAndAnEndlessOneIsRefusedAtOnce) {
+  const Scratch s;
+  { std::ofstream(s.dir / "lines") << "one\n\nthree is longer\nlast without newline"; }
+  InputFile f(s.dir / "lines", "a test file", 1000);
+  std::vector<std::string> got;
+  for (std::string line; f.read_line(line, 20);) got.push_back(line);
+  EXPECT_EQ(got, (std::vector<std::string>{"one", "", "three is longer", "last without newline"}));
+  InputFile g(s.dir / "lines", "a test file", 1000);
+  std::string line;
+  EXPECT_TRUE(g.read_line(line, 10));
+  EXPECT_TRUE(g.read_line(line, 10));
+  EXPECT_NE(refusal([&] { g.read_line(line, 10); }).find("line 3 is longer than a line of a test file may be (10 bytes)"), std::string::npos);
+  // A sparse gibibyte of zeros, one endless line: refused within the first mebibyte, not read whole.
+  { std::ofstream(s.dir / "zeros") << "x"; }
+  fs::resize_file(s.dir / "zeros", std::uintmax_t{1} << 30);
+  InputFile z(s.dir / "zeros", "a test file", std::uint64_t{4} << 30);
+  EXPECT_NE(refusal([&] { z.read_line(line, std::size_t{1} << 20); }).find("line 1 is longer"), std::string::npos);
 }
 
 TEST(InputFile, NoOtherWayOfOpeningAFileForReadingInTheSources) {

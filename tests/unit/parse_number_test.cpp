@@ -104,6 +104,15 @@ TEST(ParseNumber, NoOtherParserOfNumbersInTheSources) {
       true, {"src/numeric/parse_number.cpp"});
   EXPECT_GT(scan.files, 100);
   for (const std::string& m : scan.matches) ADD_FAILURE() << m << " (parse through parse_number)";
+  // Numbers in JSON documents read back: through json_number, never nlohmann's get<T>() of a number.
+  const testing::SourceScan json = testing::scan_sources({"get"}, false, {"include/mantissa/io/json_number.h"}, [](std::string_view s) {
+    for (const char* type : {"get<int", "get<std::int", "get<std::uint", "get<unsigned", "get<long", "get<double", "get<float",
+                             "get<std::size_t", "get<std::vector<std::int", "get<std::vector<double"}) {
+      if (s.substr(0, std::string_view(type).size()) == type) return true;
+    }
+    return false;
+  });
+  for (const std::string& m : json.matches) ADD_FAILURE() << m << " (read JSON numbers through json_number)";
 }
 
 }  // namespace

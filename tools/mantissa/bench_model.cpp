@@ -48,10 +48,10 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-// The named shapes, for the sizes no flag set.
+// The named shapes, for the sizes no flag set (0: a given size is positive, checked by its flag).
 void apply_preset(ModelBenchArgs& a) {
   const auto preset = [](std::int64_t& field, std::int64_t value) {
-    if (field <= 0) field = value;
+    if (field == 0) field = value;
   };
   if (a.model == "gpt-small") {
     preset(a.n_layer, 4), preset(a.n_head, 4), preset(a.n_embd, 256), preset(a.block_size, 128);

@@ -218,13 +218,13 @@ Run add_bench(CLI::App& app) {
   add_output_file(app, "--export", model->export_path,
                  "Write the initial weights, the first batch and its loss here (safetensors, for bench/pytorch)");
   app.add_option("--seed", model->seed, "Initialisation seed")->capture_default_str();
-  app.add_option("--n-layer", model->n_layer, "GPT blocks (default: the model's)");
-  app.add_option("--n-head", model->n_head, "GPT attention heads");
-  app.add_option("--n-embd", model->n_embd, "GPT embedding width");
-  app.add_option("--block-size", model->block_size, "GPT tokens per sequence");
+  app.add_option("--n-layer", model->n_layer, "GPT blocks (default: the model's)")->check(CLI::PositiveNumber);
+  app.add_option("--n-head", model->n_head, "GPT attention heads")->check(CLI::PositiveNumber);
+  app.add_option("--n-embd", model->n_embd, "GPT embedding width")->check(CLI::PositiveNumber);
+  app.add_option("--block-size", model->block_size, "GPT tokens per sequence")->check(CLI::PositiveNumber);
   app.add_option("--gelu", model->gelu, "GPT: the MLP's GELU, erf or tanh (GPT-2's form)")->capture_default_str();
-  app.add_option("--batch-size", model->batch_size, "Sequences or images per step");
-  app.add_option("--width", model->width, "CNN channels of the first stage");
+  app.add_option("--batch-size", model->batch_size, "Sequences or images per step")->check(CLI::PositiveNumber);
+  app.add_option("--width", model->width, "CNN channels of the first stage")->check(CLI::PositiveNumber);
   app.add_option("--grad-reduce", model->grad_reduce, "Under mpirun: the gradients' wire format, f32, bf16 or fp16 (each rank "
                                                       "trains on --batch-size rows)")
       ->capture_default_str();

@@ -31,10 +31,11 @@ struct InspectArgs {
 };
 
 std::vector<TensorNumerics> read_telemetry(const std::string& path) {
-  std::istringstream in(InputFile(path, "a telemetry file", kMaxTelemetryBytes).read_text());
+  // Line by line: a record is about a kilobyte, so a line past a mebibyte is no record.
+  InputFile in(path, "a telemetry file", kMaxTelemetryBytes);
   std::vector<TensorNumerics> out;
   std::string line;
-  for (std::int64_t n = 1; std::getline(in, line); ++n) {
+  for (std::int64_t n = 1; in.read_line(line, std::size_t{1} << 20); ++n) {
     if (line.empty()) continue;
     try {
       out.push_back(TensorNumerics::parse(line));

@@ -54,6 +54,8 @@ void route_number_flags(CLI::App& app) {
     if (kind == Kind::none || opt->get_expected_max() == 0) continue;  // text, or a flag without a value
     // No description: the help keeps its type names (INT, FLOAT).
     opt->transform(CLI::Validator([kind](std::string& text) { return canonical(kind, text); }, "", "decimal number"));
+    // Every thread count has one bound, whichever command asks (a huge one ran OpenMP out of stacks).
+    if (opt->get_name() == "--threads") opt->check(CLI::Range(0, kMaxThreads));
   }
   for (CLI::App* sub : app.get_subcommands({})) route_number_flags(*sub);
 }

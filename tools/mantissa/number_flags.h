@@ -13,6 +13,8 @@ namespace mantissa::cli {
 // (FLOAT): the text is checked by parse_number (decimal, no trailing text, within 64 bits or f64's
 // finite range) and handed on in canonical decimal, which CLI11 then converts into the flag's own type
 // (its range errors remain, with the flag's name).
+// Every --threads is also bounded: 0 (all of this machine's) to kMaxThreads.
 void route_number_flags(CLI::App& app);
+inline constexpr int kMaxThreads = 4096;
 
 }  // namespace mantissa::cli

@@ -16,6 +16,7 @@
 #include <iterator>
 #include <stdexcept>
 
+#include "number_flags.h"
 #include "output_file.h"
 #include "settings_agreement.h"
 #include "mantissa/core/input_file.h"
@@ -24,6 +25,7 @@
 #include "mantissa/data/datasets.h"
 #include "mantissa/dist/device_reducer.h"
 #include "mantissa/io/checkpoint.h"
+#include "mantissa/io/json_number.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/nn/models.h"
 #include "mantissa/numeric/parse_number.h"
@@ -81,7 +83,7 @@ void check(const TrainConfig& c) {
   in_range(c.eval_batches, 1, kMaxSize, "--eval-batches");
   in_range(c.checkpoint_every, 0, kMaxSteps, "--checkpoint-every");
   in_range(c.keep, 1, 1 << 20, "--keep");
-  in_range(c.threads, 0, 4096, "--threads");
+  in_range(c.threads, 0, kMaxThreads, "--threads");
   in_range(c.warmup, 0, kMaxSteps, "--warmup");
   in_range(c.hidden, 1, 1 << 16, "--hidden");
   in_range(c.layers, 0, 1024, "--layers");
@@ -108,12 +110,14 @@ void check(const TrainConfig& c) {
   real(c.momentum, c.momentum >= 0 && c.momentum < 1, "--momentum", "in [0, 1)");
   real(c.clip, c.clip >= 0, "--clip", "finite and at least 0 (0: no clipping)");
   real(c.loss_weight, c.loss_weight > 0, "--loss-weight", "a finite positive number");
-  real(c.init_scale, c.init_scale > 0 && c.init_scale <= std::numeric_limits<float>::max(), "--init-scale",
-       "positive and finite in f32");
+  // Loss scales multiply f32 losses: a scale f32 holds as a normal number (1e-300 would be 0).
+  constexpr double kSmallest = std::numeric_limits<float>::min(), kLargest = std::numeric_limits<float>::max();
+  real(c.init_scale, c.init_scale >= kSmallest && c.init_scale <= kLargest, "--init-scale",
+       "a positive normal f32 number (1.17549435e-38 .. 3.40282347e+38)");
   real(c.growth_factor, c.growth_factor > 1, "--growth-factor", "above 1");
   real(c.backoff_factor, c.backoff_factor > 0 && c.backoff_factor < 1, "--backoff-factor", "in (0, 1)");
-  real(c.min_scale, c.min_scale >= 0 && c.min_scale <= std::numeric_limits<float>::max(), "--min-scale",
-       "finite and at least 0");
+  real(c.min_scale, c.min_scale == 0 || (c.min_scale >= kSmallest && c.min_scale <= kLargest), "--min-scale",
+       "0 (no floor) or a positive normal f32 number (1.17549435e-38 .. 3.40282347e+38)");
   if (c.model != "mlp" && c.model != "cnn" && c.model != "gpt" && c.model != "segment" && c.model != "lstm") {
     throw std::invalid_argument("--model: '" + c.model + "' is not mlp, cnn, segment, gpt or lstm");
   }
@@ -550,7 +554,11 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
       check_signature(all.back(), it->second, signature(c, shape), c.resume_allow);
       const auto run = meta.find("run");
       const nlohmann::json j = run == meta.end() ? nlohmann::json() : nlohmann::json::parse(run->second, nullptr, false);
-      if (j.is_object() && j.contains("steps") && j["steps"].is_number_integer()) their_steps = j["steps"].get<std::int64_t>();
+      try {
+        if (j.is_object() && j.contains("steps")) their_steps = json_number<std::int64_t>(j, "steps");
+      } catch (const std::invalid_argument& e) {
+        throw CheckpointError(all.back().string() + ": metadata 'run': " + e.what());
+      }
     });
     const std::int64_t done = trainer.next_step() - 1;
     if (done > c.steps) {

@@ -42,12 +42,19 @@ class InputFile {
   // The rest of the file.
   std::vector<std::uint8_t> read_all();
   std::string read_text();
+  // The next line (without its '\n'; the last may lack one), or false at the end. A line longer than
+  // max_line bytes is an error naming its number, found before more than that is held: a file of one
+  // endless line (a sparse file of zeros) is refused at once instead of read whole.
+  bool read_line(std::string& line, std::size_t max_line);
 
  private:
   std::filesystem::path path_;
   std::string kind_;
   std::uint64_t max_bytes_, size_ = 0, read_ = 0;
   int fd_ = -1;
+  std::vector<char> buffer_;  // read_line's: bytes read, not yet returned, from pos_
+  std::size_t pos_ = 0;
+  std::int64_t lines_ = 0;
 };
 
 // Byte limits of the kinds of file mantissa reads.
