@@ -5,7 +5,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
+#include <chrono>
+#include <initializer_list>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -43,6 +47,17 @@ inline Result run(const std::string& args, const std::string& input = "", const 
 }
 
 inline int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+// A refusal as the commands give one: exit status 2, one line on standard error holding each of `says`,
+// within `limit` seconds (before any training).
+inline void expect_refused(const std::string& args, std::initializer_list<std::string> says, int limit = 10) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Result r = run(args);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(limit)) << args;
+  EXPECT_EQ(r.status, 2) << args << ": " << r.err;
+  EXPECT_EQ(lines(r.err), 1) << args << ": " << r.err;
+  for (const std::string& s : says) EXPECT_NE(r.err.find(s), std::string::npos) << args << ": " << r.err;
+}
 
 struct Scratch {
   std::filesystem::path dir =
