@@ -140,8 +140,8 @@ void check_settings_agree(dist::ProcessGroup& group, const RunSettings& mine) {
   const auto i = static_cast<std::size_t>(*differs);
   std::string what;
   if (i < theirs.size()) {
-    const auto& [name, value] = theirs[i];
-    what = name + " (rank 0: " + value + ")";
+    const std::string& name = theirs[i].first;
+    what = name + " (rank 0: " + theirs[i].second + ")";
     if (group.rank() == rank) {
       const auto it = std::find_if(mine.begin(), mine.end(), [&](const auto& s) { return s.first == name; });
       what += " (this rank: " + (it == mine.end() ? std::string("none") : it->second) + ")";
