@@ -112,7 +112,8 @@ bool InputFile::read_line(std::string& line, std::size_t max_line) {
   for (;;) {
     const char* begin = buffer_.data() + pos_;
     const char* end = buffer_.data() + buffer_.size();
-    const char* newline = static_cast<const char*>(std::memchr(begin, '\n', static_cast<std::size_t>(end - begin)));
+    // (memchr over an empty buffer, whose data() may be null, is undefined: not called then.)
+    const char* newline = begin == end ? nullptr : static_cast<const char*>(std::memchr(begin, '\n', static_cast<std::size_t>(end - begin)));
     const std::size_t take = static_cast<std::size_t>((newline != nullptr ? newline : end) - begin);
     if (line.size() + take > max_line) {
       throw InputFileError(path_.string() + ": line " + std::to_string(lines_ + 1) + " is longer than a line of " + kind_ +

@@ -50,6 +50,7 @@ struct DecodeParams {
   float subnormal_scale;
   bool wide_exponent;
   bool ieee;
+  bool has_nan;  // false: every pattern is a number (e2m1)
 };
 
 // The functions have internal linkage on purpose: this header is compiled into translation units with
@@ -172,7 +173,8 @@ inline DecodeParams make_decode_params(Format f) {
           f.bias(),
           f.exp_bits() == 8 ? 1.0f : std::ldexp(1.0f, f.min_exponent() - f.man_bits()),
           f.exp_bits() == 8,
-          f.has_inf()};
+          f.has_inf(),
+          f.has_nan()};
 }
 
 // The fp32 pattern of a format's pattern; exact. Without branches, so that loops over it vectorize.
@@ -191,7 +193,7 @@ MANTISSA_HOST_DEVICE inline std::uint32_t decode_bits(const DecodeParams& p, std
   const std::uint32_t nan = 0x7fc00000U | fraction;
   const std::uint32_t ieee_special = m == 0 ? 0x7f800000U : nan;
   out = (p.ieee & (e == p.exp_field_max)) ? ieee_special : out;  // & not &&: no branch
-  out = (!p.ieee & (mag == p.magnitude_mask)) ? 0x7fc00000U : out;
+  out = (!p.ieee & p.has_nan & (mag == p.magnitude_mask)) ? 0x7fc00000U : out;
   return sign | out;
 }
 

@@ -17,8 +17,8 @@ namespace mantissa {
 namespace {
 
 constexpr std::array kNamed = {Format::fp32(), Format::fp16(), Format::bf16(), Format::e4m3(),
-                               Format::e5m2()};
-constexpr std::array<std::string_view, kNamed.size()> kNames = {"fp32", "fp16", "bf16", "e4m3", "e5m2"};
+                               Format::e5m2(), Format::e2m1()};
+constexpr std::array<std::string_view, kNamed.size()> kNames = {"fp32", "fp16", "bf16", "e4m3", "e5m2", "e2m1"};
 
 bool parse_int(std::string_view s, int& out) {
   if (s.empty() || s.size() > 2 || s.front() == '+' || s.front() == '-' || !is_number<int>(s)) return false;
@@ -50,10 +50,11 @@ Format Format::parse(std::string_view name) {
   if (name.size() >= 4 && name[0] == 'e' && m != std::string_view::npos &&
       parse_int(name.substr(1, m - 1), e) && parse_int(name.substr(m + 1), mb)) {
     if (e == 4 && mb == 3) return e4m3();
+    if (e == 2 && mb == 1) return e2m1();
     return emulated(e, mb);
   }
   throw std::invalid_argument("unknown format '" + std::string(name) +
-                              "' (expected fp32, fp16, bf16, e4m3, e5m2 or eXmY)");
+                              "' (expected fp32, fp16, bf16, e4m3, e5m2, e2m1 or eXmY)");
 }
 
 std::string Format::name() const {
@@ -74,9 +75,9 @@ FormatTraits traits(Format f) {
   const bool has_normal = min_normal_bits <= f.max_finite_bits();
 
   // "S." then the exponent field, then the mantissa field: x where any non-zero payload will do.
-  std::string nan = "S.";
-  nan.append(static_cast<std::size_t>(f.exp_bits()), '1');
-  if (f.man_bits() > 0) {
+  std::string nan = f.has_nan() ? "S." : "none";
+  if (f.has_nan()) nan.append(static_cast<std::size_t>(f.exp_bits()), '1');
+  if (f.has_nan() && f.man_bits() > 0) {
     nan.push_back('.');
     nan.append(static_cast<std::size_t>(f.man_bits()), f.has_inf() ? 'x' : '1');
   }

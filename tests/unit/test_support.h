@@ -27,7 +27,11 @@ inline RefFormat ref_of(Format f) { return {f.exp_bits(), f.man_bits(), f.has_in
 // Named formats, then emulated ones chosen to reach every corner: 1 exponent bit (subnormals only),
 // no mantissa bits (NaN instead of infinity), 8 exponent bits (fp32's subnormals), widths past 16 bits.
 inline std::vector<Format> formats_under_test() {
-  std::vector<Format> v(named_formats().begin(), named_formats().end());
+  // (e2m1, with no NaN to keep NaN in, has its own exhaustive test: microscale_test.cpp.)
+  std::vector<Format> v;
+  for (Format f : named_formats()) {
+    if (f.has_nan()) v.push_back(f);
+  }
   for (auto [e, m] : {std::pair{1, 0}, {1, 2}, {1, 6}, {2, 1}, {2, 3}, {3, 2}, {3, 4}, {4, 3}, {5, 0},
                       {6, 1}, {7, 0}, {8, 0}, {8, 2}, {4, 11}, {6, 9}, {8, 10}, {5, 20}, {7, 23}}) {
     v.push_back(Format::emulated(e, m));

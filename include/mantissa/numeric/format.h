@@ -18,6 +18,8 @@ enum class Specials : std::uint8_t {
   ieee,        // infinity (mantissa 0) and NaN (mantissa non-zero), as IEEE 754
   finite_nan,  // no infinity: every all-ones-exponent pattern is a number except S.1..1.1..1, the NaN
                // (OCP FP8 E4M3 "fn"; also any eXm0, whose single all-ones pattern cannot be both)
+  none,        // every pattern is a number: no infinity, no NaN (OCP MX FP4 E2M1). Infinities and NaN
+               // become the largest finite value of their sign: a format with nothing else to give
 };
 
 class Format {
@@ -27,13 +29,16 @@ class Format {
   static constexpr Format bf16() { return Format(8, 7, Specials::ieee); }
   static constexpr Format e4m3() { return Format(4, 3, Specials::finite_nan); }
   static constexpr Format e5m2() { return Format(5, 2, Specials::ieee); }
+  // OCP MX FP4: 1 sign, 2 exponent, 1 mantissa bit; values 0, 0.5, 1, 1.5, 2, 3, 4, 6; no inf or NaN.
+  // Stored one value per byte (low nibble) in memory, packed two per byte in files (pack_fp4()).
+  static constexpr Format e2m1() { return Format(2, 1, Specials::none); }
 
   // An IEEE-style format with 1..8 exponent bits and 0..23 mantissa bits (throws std::invalid_argument
   // outside that range). e5m10 is fp16, e8m7 is bf16, e5m2 is fp8 e5m2, e8m23 is fp32.
   static Format emulated(int exp_bits, int man_bits);
 
-  // "fp32", "fp16", "bf16", "e4m3", "e5m2" or "eXmY"; throws std::invalid_argument with a message that
-  // names the problem. "e4m3" is always OCP E4M3 (no infinity, max 448).
+  // "fp32", "fp16", "bf16", "e4m3", "e5m2", "e2m1" or "eXmY"; throws std::invalid_argument with a message
+  // that names the problem. "e4m3" is always OCP E4M3 (no infinity, max 448), "e2m1" OCP FP4 (max 6).
   static Format parse(std::string_view name);
 
   constexpr int exp_bits() const { return exp_bits_; }
@@ -44,6 +49,7 @@ class Format {
   // Exponent of the smallest normal number (also the scale of the subnormals).
   constexpr int min_exponent() const { return 1 - bias(); }
   constexpr bool has_inf() const { return specials_ == Specials::ieee; }
+  constexpr bool has_nan() const { return specials_ != Specials::none; }
   // Bytes one value occupies in memory: 1, 2 or 4.
   constexpr int storage_bytes() const { return bits() <= 8 ? 1 : bits() <= 16 ? 2 : 4; }
 
@@ -54,11 +60,14 @@ class Format {
     return ((std::uint32_t{1} << exp_bits_) - 1) << man_bits_;
   }
   constexpr std::uint32_t max_finite_bits() const {
-    return specials_ == Specials::ieee ? exponent_mask() - 1 : magnitude_mask() - 1;
+    return specials_ == Specials::ieee ? exponent_mask() - 1
+           : specials_ == Specials::none ? magnitude_mask()
+                                         : magnitude_mask() - 1;
   }
   // The infinity pattern; only meaningful when has_inf().
   constexpr std::uint32_t inf_bits() const { return exponent_mask(); }
-  // The canonical quiet NaN: all-ones exponent with the top mantissa bit (ieee), or all ones (finite_nan).
+  // The canonical quiet NaN: all-ones exponent with the top mantissa bit (ieee), or all ones (finite_nan);
+  // for a format without NaN, the largest finite value that NaN is written as.
   constexpr std::uint32_t nan_bits() const {
     return specials_ == Specials::ieee ? exponent_mask() | (std::uint32_t{1} << (man_bits_ - 1))
                                        : magnitude_mask();
