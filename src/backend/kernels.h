@@ -22,6 +22,7 @@
 #include "../numeric/host_device.h"
 #include "mantissa/core/tensor.h"
 #include "mantissa/numeric/convert.h"
+#include "mantissa/numeric/microscale.h"
 #include "mantissa/numeric/rounding.h"
 #include "mantissa/core/op_types.h"
 
@@ -49,6 +50,7 @@ struct AdamStep {
 struct Fp8QuantizeStats {
   double amax = 0;
   std::int64_t saturated = 0, underflowed = 0, nonfinite = 0, count = 0;
+  double tensor_scale = 1;  // BlockQuantize: the scale its values are to be multiplied by (NVFP4's f32 level)
 };
 
 // What the numerics telemetry and the non-finite tracer see of a tensor (kernel::Numerics).
@@ -392,6 +394,14 @@ struct Fp8Quantize {
   static constexpr const char *name = "fp8_quantize", *family = "fp8_cast";
   using Fn = Fp8QuantizeStats(const Tensor& x, Format format, const Tensor& scales, std::int64_t block_rows,
                               std::int64_t block_cols, bool dequantize, const Tensor& out);
+};
+// out [R, C] bf16 = x [R, C] (f32 or bf16) block-quantized as `spec` says (mantissa/numeric/microscale.h)
+// and scaled back by its block scales, not by the tensor scale (returned in the stats: a product applies
+// it to its result). bf16 holds every such value exactly: an e4m3, e5m2 or e2m1 value times a power of 2,
+// or an e2m1 value times an e4m3 scale. Stochastic rounding draws from (seed, element index).
+struct BlockQuantize {
+  static constexpr const char *name = "block_quantize", *family = "fp8_cast";
+  using Fn = Fp8QuantizeStats(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, const Tensor& out);
 };
 // The FP8 product: out[b] = alpha * (a[b] . w[b]) + bias, shapes as Matmul's; products summed in f32,
 // alpha (the inverse of the operands' scales) and the bias applied in f32 before the one rounding.

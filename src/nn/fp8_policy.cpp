@@ -43,7 +43,11 @@ std::vector<Fp8LayerChoice> apply_fp8_policy(Module& model, const Fp8Options& op
     for (const std::string& p : policy.fp8_layers) {
       if (path_within(path, p)) c = {path, true, "asked for (" + p + ")"};
     }
-    if (c.fp8) layers[i].second->enable_fp8(options);
+    if (c.fp8) {
+      Fp8Options mine = options;
+      mine.seed = options.seed + i + 1;  // each layer its own stochastic-rounding stream
+      layers[i].second->enable_fp8(mine);
+    }
     plan.push_back(c);
   }
   return plan;

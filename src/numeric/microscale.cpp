@@ -6,12 +6,14 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
 
 #include "encode_rules.h"
+#include "vector_clones.h"
 #include "mantissa/numeric/convert.h"
 
 namespace mantissa {
@@ -23,8 +25,14 @@ constexpr float kE4m3SmallestNormal = 0.015625f;      // torchao clamps e4m3 blo
 
 float max_finite(Format f) { return decode(f, f.max_finite_bits()); }
 
-// floor(log2) of the element's largest value: the "emax" OCP MX subtracts (e4m3 8, e5m2 15, e2m1 2).
-int max_pow2(Format f) { return std::ilogb(max_finite(f)); }
+// What the scale rules need of the element format, computed once per call: its largest value, and that
+// value's floor(log2), the "emax" OCP MX subtracts (e4m3 8, e5m2 15, e2m1 2).
+struct Element {
+  float top;
+  int emax;
+  int man_bits;
+  explicit Element(Format f) : top(max_finite(f)), emax(std::ilogb(max_finite(f))), man_bits(f.man_bits()) {}
+};
 
 std::uint32_t bits_of(float x) { return std::bit_cast<std::uint32_t>(x); }
 
@@ -37,42 +45,57 @@ int ceil_log2(float d) {
   return top - 149 + (mant != (1U << top) ? 1 : 0);
 }
 
-// How one block's values become elements: y = x / divide * multiply (one of the two is 1, as the recipe
-// computes it), and the block's scale code.
+// How one block's values become elements: y = x * multiply, and the block's scale code. (torchao divides
+// by the power-of-2 scales of the floor rule; multiplying by their reciprocal, a power of 2 f32 holds
+// exactly, gives the same correctly rounded results, NaN and infinity included.)
 struct BlockScale {
-  float divide = 1, multiply = 1;
+  float multiply = 1;
   std::uint8_t code = 0;
 };
+
+// The value of every e4m3 pattern, and e4m3's encoding parameters, built once.
+const float* e4m3_values() {
+  static const auto table = [] {
+    std::array<float, 256> t{};
+    for (std::uint32_t b = 0; b < 256; ++b) t[b] = decode(Format::e4m3(), b);
+    return t;
+  }();
+  return table.data();
+}
+const detail::EncodeParams& e4m3_nearest() {
+  static const detail::EncodeParams p = detail::make_encode_params(Format::e4m3(), CastOptions{});
+  return p;
+}
 
 // E8M0 scales, floor and even rules (torchao's to_mx): the exponent field of the (rounded) amax less the
 // element's emax, clamped to E8M0's range, 0xFF for a NaN amax; the values divided by the scale, which
 // is held at least at f32's smallest normal.
-BlockScale e8m0_floor(float amax, const QuantSpec& s) {
+BlockScale e8m0_floor(float amax, ScaleRule rule, const Element& e) {
   float m = amax;
-  if (s.rule == ScaleRule::even && !std::isnan(m)) {
-    const std::uint32_t add = 1U << (23 - s.element.man_bits() - 1);
+  if (rule == ScaleRule::even && !std::isnan(m)) {
+    const std::uint32_t add = 1U << (23 - e.man_bits - 1);
     m = std::bit_cast<float>((bits_of(m) + add) & 0xff800000U);
   }
   const int extracted = static_cast<int>((bits_of(m) >> 23) & 0xffU) - 127;
-  const int unbiased = std::clamp(extracted - max_pow2(s.element), -127, 128);
+  const int unbiased = std::clamp(extracted - e.emax, -127, 128);
   const auto code = static_cast<std::uint8_t>(std::isnan(m) ? 255 : unbiased + 127);
   const float scale = std::max(std::bit_cast<float>(std::uint32_t{code} << 23), std::numeric_limits<float>::min());
-  return {scale, 1.0f, code};
+  return {1.0f / scale, code};
 }
 
 // E8M0 scales, rceil rule (torchao's _to_mx_rceil, after Transformer Engine): the amax over the
 // element's largest, rounded up to a power of 2; the values multiplied by its reciprocal (1 where the
 // scale is 2^-127, as TE's exp2f_rcp has it).
-BlockScale e8m0_rceil(float amax, const QuantSpec& s) {
-  const float descale = amax / max_finite(s.element);
+BlockScale e8m0_rceil(float amax, const Element& e) {
+  const float descale = amax / e.top;
   std::uint8_t code;
   if (std::isnan(descale)) {
     code = 255;
   } else if (std::isinf(descale)) {
     code = 254;
   } else {
-    const int e = descale == 0 ? -127 : std::clamp(ceil_log2(descale), -127, 127);
-    code = static_cast<std::uint8_t>(e + 127);
+    const int x = descale == 0 ? -127 : std::clamp(ceil_log2(descale), -127, 127);
+    code = static_cast<std::uint8_t>(x + 127);
   }
   float rcp;
   if (code == 255) {
@@ -82,75 +105,143 @@ BlockScale e8m0_rceil(float amax, const QuantSpec& s) {
   } else {
     rcp = code == 0 ? 1.0f : std::ldexp(1.0f, 127 - code);
   }
-  return {1.0f, rcp, code};
+  return {rcp, code};
 }
 
 // E4M3 scales under the tensor scale (torchao's nvfp4_quantize with a per-tensor scale): the block's
 // amax over the element's largest, over the tensor scale, clamped to [2^-6, 448] and rounded to e4m3;
 // the values multiplied by (1 / tensor scale) / that.
-BlockScale e4m3_scale(float amax, float tensor_scale, const QuantSpec& s) {
-  const float block = amax / max_finite(s.element);
+BlockScale e4m3_scale(float amax, float tensor_scale, const Element& e) {
+  const float block = amax / e.top;
   const float scaled = block / tensor_scale;
   const float clamped = std::isnan(scaled) ? scaled : std::clamp(scaled, kE4m3SmallestNormal, 448.0f);
-  const auto code = static_cast<std::uint8_t>(encode(Format::e4m3(), clamped));
-  const float decoded = decode(Format::e4m3(), code);
-  return {1.0f, (1.0f / tensor_scale) / decoded, code};
+  const auto code = static_cast<std::uint8_t>(detail::encode_bits(e4m3_nearest(), bits_of(clamped), 0));
+  return {(1.0f / tensor_scale) / e4m3_values()[code], code};
 }
 
 // The largest magnitude, NaN if any value is NaN (as torch.amax).
-float amax_of(std::span<const float> x, std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1, std::int64_t cols) {
+float amax_of(std::span<const float> x) {
   float m = 0;
-  bool nan = false;
-  for (std::int64_t r = r0; r < r1; ++r) {
-    const float* row = x.data() + r * cols;
-    for (std::int64_t c = c0; c < c1; ++c) {
-      const float a = std::fabs(row[c]);
-      nan |= std::isnan(a);
-      m = std::max(m, a);
-    }
+  std::uint32_t nan = 0;
+  const auto n = static_cast<std::int64_t>(x.size());
+#pragma omp parallel for simd reduction(max : m) reduction(| : nan) if (n >= 65536)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float a = std::fabs(x[static_cast<std::size_t>(i)]);
+    nan |= a != a ? 1U : 0U;
+    m = std::max(m, a);
   }
-  return nan ? std::numeric_limits<float>::quiet_NaN() : m;
+  return nan != 0 ? std::numeric_limits<float>::quiet_NaN() : m;
 }
 
+// n consecutive values of a row, each with its block's multiplier: scaled, clamped to the element's range
+// (NaN kept), rounded by the one rule; counting what saturated and what underflowed. A loop the compiler
+// vectorizes (the rule's variable shifts need AVX2: the callers below are compiled per ISA).
+template <Rounding R>
+[[gnu::always_inline]] inline void encode_segment_as(const float* x, std::uint8_t* out, std::int64_t n, const float* multiply, float top,
+                              const detail::EncodeParams& params, detail::StochasticKey key, std::uint32_t index_low,
+                              std::uint32_t mask, std::int64_t& saturated, std::int64_t& underflowed) {
+  const detail::EncodeParams p = params;  // a local: the byte stores below might alias the caller's
+  // (32-bit counts keep the loop in 32-bit lanes: callers give at most a row, under 2^31 values.)
+  std::uint32_t sat = 0, under = 0;
+#pragma omp simd reduction(+ : sat, under)
+  for (std::int64_t k = 0; k < n; ++k) {
+    const float v = x[k];
+    const float y = v * multiply[k];
+    const bool finite = std::fabs(v) <= std::numeric_limits<float>::max();
+    sat += (finite & (std::fabs(y) > top)) ? 1U : 0U;
+    const float clamped = std::min(std::max(y, -top), top);  // NaN stays: (NaN < -top) and (top < NaN) are false
+    std::uint32_t random = 0;
+    if constexpr (R == Rounding::stochastic) random = detail::random_bits(key, index_low + static_cast<std::uint32_t>(k));
+    const std::uint32_t code = detail::encode_bits_as<R>(p, bits_of(clamped), random);
+    under += ((v != 0) & finite & ((code & mask) == 0)) ? 1U : 0U;
+    out[k] = static_cast<std::uint8_t>(code);
+  }
+  saturated += sat;
+  underflowed += under;
+}
+
+}  // namespace
+
+// (Outside the anonymous namespace: GCC's target clones want a function the linker can see.)
+MANTISSA_VECTOR_CLONES void microscale_encode_nearest(const float* x, std::uint8_t* out, std::int64_t n, const float* multiply,
+                                                      float top, const detail::EncodeParams& p, std::uint32_t mask,
+                                                      std::int64_t& saturated, std::int64_t& underflowed) {
+  encode_segment_as<Rounding::nearest_even>(x, out, n, multiply, top, p, {}, 0, mask, saturated, underflowed);
+}
+MANTISSA_VECTOR_CLONES void microscale_encode_stochastic(const float* x, std::uint8_t* out, std::int64_t n, const float* multiply,
+                                                         float top, const detail::EncodeParams& p, detail::StochasticKey key,
+                                                         std::uint32_t index_low, std::uint32_t mask, std::int64_t& saturated,
+                                                         std::int64_t& underflowed) {
+  encode_segment_as<Rounding::stochastic>(x, out, n, multiply, top, p, key, index_low, mask, saturated, underflowed);
+}
+
+namespace {
+
+// A strip of block_rows rows at a time: the column amaxes of the strip in one sweep down its rows, each
+// block's scale from its columns' amaxes, every column's multiplier spread out, then each row of the
+// strip encoded in one pass. (Column blocks, N x 1, cost no more than row blocks this way.)
 template <Rounding R>
 void quantize_all(std::span<const float> x, std::int64_t rows, std::int64_t cols, const QuantSpec& s, std::uint64_t seed,
                   QuantizedBlocks& q) {
   const std::int64_t br = s.block_rows, bc = s.block_cols;
   const std::int64_t nbr = (rows + br - 1) / br, nbc = (cols + bc - 1) / bc;
   const detail::EncodeParams p = detail::make_encode_params(s.element, CastOptions{.rounding = R, .saturate = true});
-  const float top = max_finite(s.element);
+  const Element element(s.element);
+  const float top = element.top;
+  const std::uint32_t mask = s.element.magnitude_mask();
   std::int64_t saturated = 0, underflowed = 0;
-#pragma omp parallel for schedule(static) reduction(+ : saturated, underflowed) if (rows * cols >= 65536)
-  for (std::int64_t ib = 0; ib < nbr; ++ib) {
+#pragma omp parallel reduction(+ : saturated, underflowed) if (rows * cols >= 65536)
+  {
+    std::vector<float> column_max(static_cast<std::size_t>(cols)), multiply(static_cast<std::size_t>(cols));
+    std::vector<std::uint8_t> column_nan(static_cast<std::size_t>(cols));
     std::uint64_t key_high = ~std::uint64_t{0};
     detail::StochasticKey key{};
-    const std::int64_t r0 = ib * br, r1 = std::min(rows, r0 + br);
-    for (std::int64_t jb = 0; jb < nbc; ++jb) {
-      const std::int64_t c0 = jb * bc, c1 = std::min(cols, c0 + bc);
-      const float amax = amax_of(x, r0, r1, c0, c1, cols);
-      const BlockScale b = s.scale == ScaleFormat::e4m3 ? e4m3_scale(amax, q.tensor_scale, s)
-                           : s.rule == ScaleRule::rceil ? e8m0_rceil(amax, s)
-                                                        : e8m0_floor(amax, s);
-      q.scale_codes[static_cast<std::size_t>(ib * nbc + jb)] = b.code;
+#pragma omp for schedule(static)
+    for (std::int64_t ib = 0; ib < nbr; ++ib) {
+      const std::int64_t r0 = ib * br, r1 = std::min(rows, r0 + br);
+      std::fill(column_max.begin(), column_max.end(), 0.0f);
+      std::fill(column_nan.begin(), column_nan.end(), 0);
       for (std::int64_t r = r0; r < r1; ++r) {
+        const float* row = x.data() + r * cols;
+        for (std::int64_t c = 0; c < cols; ++c) {
+          const float a = std::fabs(row[c]);
+          column_nan[static_cast<std::size_t>(c)] |= a != a;
+          column_max[static_cast<std::size_t>(c)] = std::max(column_max[static_cast<std::size_t>(c)], a);
+        }
+      }
+      for (std::int64_t jb = 0; jb < nbc; ++jb) {
+        const std::int64_t c0 = jb * bc, c1 = std::min(cols, c0 + bc);
+        float amax = 0;
+        bool nan = false;
         for (std::int64_t c = c0; c < c1; ++c) {
-          const std::int64_t i = r * cols + c;
-          const float v = x[static_cast<std::size_t>(i)];
-          float y = v / b.divide * b.multiply;
-          if (std::isfinite(v) && std::fabs(y) > top) ++saturated;
-          y = std::isnan(y) ? y : std::clamp(y, -top, top);
-          std::uint32_t random = 0;
-          if constexpr (R == Rounding::stochastic) {
-            const auto u = static_cast<std::uint64_t>(i);
+          amax = std::max(amax, column_max[static_cast<std::size_t>(c)]);
+          nan |= column_nan[static_cast<std::size_t>(c)] != 0;
+        }
+        if (nan) amax = std::numeric_limits<float>::quiet_NaN();
+        const BlockScale b = s.scale == ScaleFormat::e4m3 ? e4m3_scale(amax, q.tensor_scale, element)
+                             : s.rule == ScaleRule::rceil ? e8m0_rceil(amax, element)
+                                                          : e8m0_floor(amax, s.rule, element);
+        q.scale_codes[static_cast<std::size_t>(ib * nbc + jb)] = b.code;
+        std::fill(multiply.begin() + c0, multiply.begin() + c1, b.multiply);
+      }
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const std::int64_t i0 = r * cols;
+        if constexpr (R == Rounding::stochastic) {
+          // One key per 2^32 indices: a row that crosses a boundary is split there.
+          for (std::int64_t done = 0; done < cols;) {
+            const auto u = static_cast<std::uint64_t>(i0 + done);
             if ((u >> 32) != key_high) {
               key_high = u >> 32;
               key = detail::stochastic_key(seed, static_cast<std::uint32_t>(key_high));
             }
-            random = detail::random_bits(key, static_cast<std::uint32_t>(u));
+            const std::int64_t m = std::min(cols - done, static_cast<std::int64_t>(((key_high + 1) << 32) - u));
+            microscale_encode_stochastic(x.data() + u, q.codes.data() + u, m, multiply.data() + done, top, p, key,
+                                         static_cast<std::uint32_t>(u), mask, saturated, underflowed);
+            done += m;
           }
-          const std::uint32_t code = detail::encode_bits_as<R>(p, bits_of(y), random);
-          if (v != 0 && std::isfinite(v) && (code & s.element.magnitude_mask()) == 0) ++underflowed;
-          q.codes[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(code);
+        } else {
+          microscale_encode_nearest(x.data() + i0, q.codes.data() + i0, cols, multiply.data(), top, p, mask, saturated,
+                                    underflowed);
         }
       }
     }
@@ -204,11 +295,11 @@ QuantizedBlocks quantize_blocks(std::span<const float> x, std::int64_t rows, std
                                 " x " + std::to_string(cols));
   }
   QuantizedBlocks q;
-  q.codes.resize(x.size());
+  q.codes.resize(x.size());  // (every code is written below)
   const std::int64_t nbr = (rows + spec.block_rows - 1) / spec.block_rows;
   const std::int64_t nbc = (cols + spec.block_cols - 1) / spec.block_cols;
   q.scale_codes.resize(static_cast<std::size_t>(nbr * nbc));
-  q.amax = amax_of(x, 0, rows, 0, cols, cols);
+  q.amax = amax_of(x);
   if (spec.scale == ScaleFormat::e4m3) {
     // torchao's amax / (448 * 6); a tensor of zeros gets 1, as Transformer Engine gives it (0 would make
     // every block scale 0 / 0).
@@ -239,11 +330,12 @@ std::vector<float> dequantize_blocks(const QuantizedBlocks& q, std::int64_t rows
 
 float decode_e8m0(std::uint8_t bits) {
   if (bits == 255) return std::numeric_limits<float>::quiet_NaN();
-  return std::ldexp(1.0f, static_cast<int>(bits) - 127);
+  // 2^(bits - 127): the f32 exponent field itself, or for bits 0 the subnormal 2^-127.
+  return bits == 0 ? std::bit_cast<float>(0x00400000U) : std::bit_cast<float>(std::uint32_t{bits} << 23);
 }
 
 float decode_scale(ScaleFormat format, std::uint8_t bits) {
-  return format == ScaleFormat::e8m0 ? decode_e8m0(bits) : decode(Format::e4m3(), bits);
+  return format == ScaleFormat::e8m0 ? decode_e8m0(bits) : e4m3_values()[bits];
 }
 
 std::vector<std::uint8_t> pack_fp4(std::span<const std::uint8_t> codes) {
@@ -269,12 +361,42 @@ void hadamard16(std::span<float> x, std::int64_t rows, std::int64_t cols, bool a
   if (n % 16 != 0 || static_cast<std::uint64_t>(rows) * static_cast<std::uint64_t>(cols) != x.size()) {
     throw std::invalid_argument("hadamard16: the transformed dimension (" + std::to_string(n) + ") must be a multiple of 16");
   }
-  // Element k of group g of line l sits at base(l, g) + k * step.
-  const std::int64_t lines = along_rows ? cols : rows, step = along_rows ? cols : 1;
+  if (along_rows) {
+    // Each group of 16 rows at once, the same operations as below on whole rows (vectorized over them).
+#pragma omp parallel for schedule(static) if (rows * cols >= 65536)
+    for (std::int64_t g = 0; g < rows / 16; ++g) {
+      float* r[16];
+      for (int k = 0; k < 16; ++k) r[k] = x.data() + (g * 16 + k) * cols;
+      for (int k = 0; k < 16; ++k) {
+        if ((signs >> k) & 1U) {
+          for (std::int64_t c = 0; c < cols; ++c) r[k][c] = -r[k][c];
+        }
+      }
+      for (int h = 1; h < 16; h *= 2) {
+        for (int i = 0; i < 16; i += 2 * h) {
+          for (int j = i; j < i + h; ++j) {
+            float* a = r[j];
+            float* b = r[j + h];
+            for (std::int64_t c = 0; c < cols; ++c) {
+              const float u = a[c], v = b[c];
+              a[c] = u + v;
+              b[c] = u - v;
+            }
+          }
+        }
+      }
+      for (int k = 0; k < 16; ++k) {
+        for (std::int64_t c = 0; c < cols; ++c) r[k][c] *= 0.25f;
+      }
+    }
+    return;
+  }
+  // Along the columns: element k of group g of row l at l * cols + g * 16 + k.
+  const std::int64_t lines = rows, step = 1;
 #pragma omp parallel for schedule(static) if (rows * cols >= 65536)
   for (std::int64_t l = 0; l < lines; ++l) {
     for (std::int64_t g = 0; g < n / 16; ++g) {
-      float* base = x.data() + (along_rows ? g * 16 * cols + l : l * cols + g * 16);
+      float* base = x.data() + l * cols + g * 16;
       float v[16];
       for (int k = 0; k < 16; ++k) v[k] = ((signs >> k) & 1U) ? -base[k * step] : base[k * step];
       // Walsh-Hadamard butterflies (Sylvester order: H[i][j] = (-1)^popcount(i & j)), then 1 / 4.

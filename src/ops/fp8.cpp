@@ -4,6 +4,7 @@
 #include "mantissa/ops/fp8.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -161,9 +162,119 @@ class Fp8LinearNode final : public Node {
   std::shared_ptr<Fp8State> state_;
 };
 
+// x [R, C] block-quantized as `spec` says, its blocks turned (N x 1) when the product's inner dimension
+// is x's rows; the values come scaled back by their block scales, the tensor scale apart.
+Quantized quantize_spec(const Tensor& x, QuantSpec spec, bool inner_is_rows, std::uint64_t seed) {
+  if (inner_is_rows) std::swap(spec.block_rows, spec.block_cols);
+  Tensor q = Tensor::empty({x.size(0), x.size(1)}, DType::bf16, x.device());
+  if (x.numel() == 0) return {q, 1.0};
+  const detail::Fp8QuantizeStats st = detail::run_kernel_on<detail::kernel::BlockQuantize>(x, x, spec, seed, q);
+  count(st);
+  return {q, st.tensor_scale};
+}
+
+// NVFP4's random Hadamard transform of x [R, C] along its rows (the weight-gradient product's inner
+// dimension), in f32 on the host: each group of 16 rows mixed by H16 diag(signs) / 4. The sign vector is
+// fixed for every run, as Transformer Engine fixes its own.
+constexpr std::uint16_t kHadamardSigns = 0xb4e1;
+Tensor hadamard_rows(const Tensor& x) {
+  Tensor t = contiguous_copy(cast(x.to(Device::cpu()), DType::f32));
+  hadamard16(std::span(t.data_as<float>(), static_cast<std::size_t>(t.numel())), t.size(0), t.size(1), true, kHadamardSigns);
+  return t.to(x.device());
+}
+
+// The block-scaled recipes' linear layer: every operand of each product quantized from the high-precision
+// tensor along that product's inner dimension (input and weight kept as they came for the backward
+// pass; nvfp4's 2-D-block weight quantized once, for both products).
+class BlockScaledLinearNode final : public Node {
+ public:
+  BlockScaledLinearNode(Tensor x_rows, Tensor w, Quantized w_2d, Shape x_shape, DType x_dtype, DType w_dtype,
+                        std::shared_ptr<Fp8State> state)
+      : x_rows_(std::move(x_rows)), w_(std::move(w)), w_2d_(std::move(w_2d)), x_shape_(std::move(x_shape)),
+        x_dtype_(x_dtype), w_dtype_(w_dtype), state_(std::move(state)) {}
+  std::string_view name() const override { return "fp8_linear"; }
+  void release() override {
+    x_rows_ = w_ = Tensor();
+    w_2d_ = {};
+  }
+  std::vector<Tensor> backward(const Tensor& g) override {
+    const Fp8Options& o = state_->options();
+    const QuantSpec gs = o.block_spec(Fp8Operand::grad_output);
+    const auto seed = [&] { return gs.rounding == Rounding::stochastic ? state_->next_rounding_seed() : 0; };
+    const Tensor g2 = as_rows(g);
+    Tensor gx, gw, gb;
+    if (inputs[0].node) {  // dx = g w: the inner dimension is w's rows
+      const Quantized gq = quantize_spec(g2, gs, false, seed());
+      const Quantized wq = w_2d_.values.defined() ? w_2d_ : quantize_spec(w_, o.block_spec(Fp8Operand::weight), true, 0);
+      gx = reshape(scaled_product(gq.values, wq.values, gq.inverse_scale * wq.inverse_scale, Tensor(), x_dtype_, {}), x_shape_);
+    }
+    if (inputs[1].node) {  // dw = g^T x: the inner dimension is the rows of both
+      const bool rht = o.recipe == Fp8Recipe::nvfp4 && o.nvfp4_rht && g2.size(0) % 16 == 0;
+      const Quantized gq = quantize_spec(rht ? hadamard_rows(g2) : g2, gs, true, seed());
+      const Quantized xq = quantize_spec(rht ? hadamard_rows(x_rows_) : x_rows_, o.block_spec(Fp8Operand::input), true, 0);
+      gw = scaled_product(transpose(gq.values, 0, 1), xq.values, gq.inverse_scale * xq.inverse_scale, Tensor(), w_dtype_, {});
+    }
+    // db = 1^T g as a product (f32 accumulation), as the plain linear layer does it.
+    if (inputs[2].node) gb = reshape(matmul(Tensor::full({1, g2.size(0)}, 1, g2.dtype(), g2.device()), g2), {g2.size(1)});
+    return {gx, gw, gb};
+  }
+
+ private:
+  Tensor x_rows_, w_;
+  Quantized w_2d_;
+  Shape x_shape_;
+  DType x_dtype_, w_dtype_;
+  std::shared_ptr<Fp8State> state_;
+};
+
+Tensor block_scaled_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const std::shared_ptr<Fp8State>& state,
+                           DType out_dtype) {
+  const Fp8Options& o = state->options();
+  const Tensor x2 = as_rows(x);
+  const QuantSpec ws = o.block_spec(Fp8Operand::weight);
+  Quantized wq;
+  Tensor y;
+  {
+    NoGradGuard no_grad;
+    const Quantized xq = quantize_spec(x2, o.block_spec(Fp8Operand::input), false, 0);
+    wq = quantize_spec(w, ws, false, 0);
+    y = scaled_product(xq.values, transpose(wq.values, 0, 1), xq.inverse_scale * wq.inverse_scale, bias, out_dtype, {});
+    Shape shape = x.shape();
+    shape.back() = w.size(0);
+    y = reshape(y, shape);
+  }
+  if (needs_grad({&x, &w, &bias})) {
+    // Kept for backward (as activations): the input as it came; the weight is the parameter itself, or
+    // its 2-D-block quantization, which serves the data-gradient product as it is.
+    const bool two_d = ws.block_rows == ws.block_cols && ws.block_rows > 1;
+    const Quantized w_2d = two_d ? Quantized{save_for_backward(wq.values), wq.inverse_scale} : Quantized{};
+    record(y, std::make_shared<BlockScaledLinearNode>(save_for_backward(x2), two_d ? Tensor() : w, w_2d, x.shape(), x.dtype(),
+                                                      w.dtype(), state),
+           {&x, &w, &bias});
+  }
+  return y;
+}
+
 }  // namespace
 
+QuantSpec Fp8Options::block_spec(Fp8Operand operand) const {
+  QuantSpec s = quant_spec(fp8_recipe_name(recipe));
+  if (recipe == Fp8Recipe::nvfp4) {
+    if (operand == Fp8Operand::weight && nvfp4_2d_weights) s.block_rows = s.block_cols;
+    if (operand == Fp8Operand::grad_output && nvfp4_sr) s.rounding = Rounding::stochastic;
+  }
+  return s;
+}
+
 std::string Fp8Options::str() const {
+  if (block_scaled()) {
+    std::string s = std::string(fp8_recipe_name(recipe)) + " (" + block_spec(Fp8Operand::input).str();
+    if (recipe == Fp8Recipe::nvfp4) {
+      s += std::string("; weights ") + (nvfp4_2d_weights ? "16x16" : "1x16") + ", RHT " + (nvfp4_rht ? "on" : "off") +
+           ", gradients " + (nvfp4_sr ? "stochastic" : "nearest");
+    }
+    return s + ")";
+  }
   std::string s = std::string(fp8_recipe_name(recipe)) + " (" + std::string(fp8_format_name(format));
   if (recipe == Fp8Recipe::delayed) {
     s += ", history " + std::to_string(amax_history) + ", " + std::string(amax_reduction_name(reduction));
@@ -183,14 +294,24 @@ void Fp8Options::check() const {
   if (block < 1 || block > (1 << 16)) throw std::invalid_argument("fp8: the block size must be in 1..65536, got " + std::to_string(block));
 }
 
+constexpr std::array<std::pair<Fp8Recipe, std::string_view>, 6> kRecipes = {{{Fp8Recipe::delayed, "delayed"},
+                                                                             {Fp8Recipe::current, "current"},
+                                                                             {Fp8Recipe::block, "block"},
+                                                                             {Fp8Recipe::mxfp8, "mxfp8"},
+                                                                             {Fp8Recipe::mxfp4, "mxfp4"},
+                                                                             {Fp8Recipe::nvfp4, "nvfp4"}}};
+
 Fp8Recipe parse_fp8_recipe(std::string_view n) {
-  if (n == "delayed") return Fp8Recipe::delayed;
-  if (n == "current") return Fp8Recipe::current;
-  if (n == "block") return Fp8Recipe::block;
-  throw std::invalid_argument("'" + std::string(n) + "' is not an fp8 recipe (delayed, current or block)");
+  for (const auto& [r, name] : kRecipes) {
+    if (n == name) return r;
+  }
+  throw std::invalid_argument("'" + std::string(n) + "' is not an fp8 recipe (delayed, current, block, mxfp8, mxfp4 or nvfp4)");
 }
 std::string_view fp8_recipe_name(Fp8Recipe r) {
-  return r == Fp8Recipe::delayed ? "delayed" : r == Fp8Recipe::current ? "current" : "block";
+  for (const auto& [recipe, name] : kRecipes) {
+    if (r == recipe) return name;
+  }
+  return "?";
 }
 Fp8Format parse_fp8_format(std::string_view n) {
   if (n == "hybrid") return Fp8Format::hybrid;
@@ -211,6 +332,16 @@ Fp8State::Fp8State(const Fp8Options& options) : options_(options) {
     amax_history_ = Tensor::zeros({options_.amax_history, static_cast<std::int64_t>(kFp8Operands)}, DType::f32);
     scale_ = Tensor::full({static_cast<std::int64_t>(kFp8Operands)}, 1.0, DType::f32);
   }
+  if (options_.block_scaled()) rounding_calls_ = Tensor::zeros({1}, DType::f64);
+}
+
+std::uint64_t Fp8State::next_rounding_seed() {
+  double& calls = rounding_calls_.data_as<double>()[0];
+  const auto n = static_cast<std::uint64_t>(calls);
+  calls += 1;
+  rounding_calls_.storage()->bump_version();
+  // Distinct for every (layer, call): the stream in the high bits, the count in the low 40.
+  return (options_.seed << 40) ^ n;
 }
 
 std::optional<float> Fp8State::delayed_scale(Fp8Operand operand) const {
@@ -273,6 +404,12 @@ std::int64_t Fp8State::end_step() {
 }
 
 void Fp8State::validate() const {
+  if (rounding_calls_.defined()) {
+    const double n = rounding_calls_.data_as<const double>()[0];
+    if (!(n >= 0) || n > 0x1p40 || n != std::floor(n)) {
+      throw std::invalid_argument("fp8 stochastic-rounding count " + std::to_string(n) + " is not a whole number in 0..2^40");
+    }
+  }
   if (options_.recipe != Fp8Recipe::delayed) return;
   const float* h = amax_history_.data_as<const float>();
   for (std::int64_t i = 0; i < amax_history_.numel(); ++i) {
@@ -305,6 +442,7 @@ Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const st
   }
   const Fp8Options& o = state->options();
   const DType out_dtype = autocast_dtype().value_or(x.dtype());
+  if (o.block_scaled()) return block_scaled_linear(x, w, bias, state, out_dtype);
   const bool training = grad_enabled();  // evaluation uses the scales without changing the history
   const Tensor x2 = as_rows(x);
   Quantized xq, wq;

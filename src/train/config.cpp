@@ -33,10 +33,15 @@ void PrecisionPolicy::check() const {
 
 PrecisionPolicy parse_precision_policy(std::string_view name, const Fp8Options& fp8) {
   if (name == "fp8") return PrecisionPolicy{DType::bf16, PrecisionMode::autocast, fp8};
+  if (name == "mxfp8" || name == "mxfp4" || name == "nvfp4") {
+    Fp8Options o = fp8;
+    o.recipe = parse_fp8_recipe(name);
+    return PrecisionPolicy{DType::bf16, PrecisionMode::autocast, o};
+  }
   try {
     return PrecisionPolicy{parse_precision(name)};
   } catch (const std::invalid_argument&) {
-    throw std::invalid_argument("precision '" + std::string(name) + "' is not fp32, bf16, fp16 or fp8");
+    throw std::invalid_argument("precision '" + std::string(name) + "' is not fp32, bf16, fp16, fp8, mxfp8, mxfp4 or nvfp4");
   }
 }
 

@@ -207,6 +207,9 @@ TrainConfig resolve(const TrainArgs& a) {
   try {
     c.fp8_options.recipe = parse_fp8_recipe(a.fp8_recipe);
     c.fp8_options.format = parse_fp8_format(a.fp8_format);
+    c.fp8_options.nvfp4_rht = !a.nvfp4_no_rht;
+    c.fp8_options.nvfp4_sr = !a.nvfp4_no_sr;
+    c.fp8_options.nvfp4_2d_weights = !a.nvfp4_1d_weights;
     c.fp8_options.check();
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string("--fp8-recipe/--fp8-format/--amax-history/--fp8-margin: ") + e.what());
@@ -253,7 +256,8 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
       ->capture_default_str();
   app.add_option("--data", c.data, "Data: a directory in the MNIST layout (mlp, cnn), or a text file or directory (gpt, lstm). "
                                    "Default: Debian's Fashion-MNIST or fortunes");
-  app.add_option("--precision", a.precision, "fp32, bf16, fp16, fp8 (bf16 with FP8 products in the linear layers), or "
+  app.add_option("--precision", a.precision, "fp32, bf16, fp16, fp8 (bf16 with FP8 products in the linear layers), "
+                                            "mxfp8, mxfp4, nvfp4 (the same with that microscaled recipe), or "
                                             "adaptive (each layer's precision chosen as it trains)")
       ->capture_default_str();
   app.add_option("--adaptive-dtype", a.adaptive_dtype, "adaptive: the 16-bit format between fp32 and fp8 (bf16 or fp16)")
@@ -263,9 +267,13 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
   app.add_option("--adaptive-warmup", c.adaptive_options.warmup, "adaptive: no layer moves down before this step")
       ->capture_default_str();
   app.add_option("--precision-plan", c.precision_plan, "Run a fixed per-layer plan (JSON, as --plan-out writes it)");
-  app.add_option("--fp8-recipe", a.fp8_recipe, "fp8 scaling: delayed (amax history), current (this step's amax) or "
-                                               "block (power-of-2 scales per 1x128 / 128x128 block)")
+  app.add_option("--fp8-recipe", a.fp8_recipe, "fp8 scaling: delayed (amax history), current (this step's amax), "
+                                               "block (power-of-2 scales per 1x128 / 128x128 block), or mxfp8, "
+                                               "mxfp4, nvfp4 (microscaled; as --precision with that name)")
       ->capture_default_str();
+  app.add_flag("--nvfp4-no-rht", a.nvfp4_no_rht, "nvfp4 ablation: no Hadamard transform on the weight-gradient operands");
+  app.add_flag("--nvfp4-no-sr", a.nvfp4_no_sr, "nvfp4 ablation: gradients rounded to nearest, not stochastically");
+  app.add_flag("--nvfp4-1d-weights", a.nvfp4_1d_weights, "nvfp4 ablation: 1x16 weight blocks instead of 16x16");
   app.add_option("--fp8-format", a.fp8_format, "fp8 formats: hybrid (e4m3 forward, e5m2 gradients) or e4m3")
       ->capture_default_str();
   app.add_option("--amax-history", c.fp8_options.amax_history, "fp8 delayed scaling: steps of amax history")

@@ -348,13 +348,16 @@ void set_precision(TrainConfig& c, const std::string& name) {
     const train::PrecisionPolicy p = train::parse_precision_policy(name, c.fp8_options);
     c.precision = p.compute;
     c.fp8 = p.fp8.has_value();
+    if (p.fp8) c.fp8_options = *p.fp8;  // mxfp8, mxfp4, nvfp4 name their recipe
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string(e.what()) + " (or adaptive)");
   }
 }
 
 std::string precision_label(const TrainConfig& c) {
-  return c.adaptive ? "adaptive" : c.fp8 ? "fp8" : std::string(train::precision_name(c.precision));
+  if (c.adaptive) return "adaptive";
+  if (c.fp8) return c.fp8_options.block_scaled() ? std::string(fp8_recipe_name(c.fp8_options.recipe)) : "fp8";
+  return std::string(train::precision_name(c.precision));
 }
 
 namespace {

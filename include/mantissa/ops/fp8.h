@@ -11,6 +11,14 @@
 //   block    power-of-2 scales per 1 x 128 block of activations and gradients (along the product's inner
 //            dimension, so the wgrad product quantizes them again column-wise) and per 128 x 128 block
 //            of weights (DeepSeek-V3's recipe, TE's Float8BlockScaling).
+// The microscaled recipes quantize every operand of each product from the high-precision tensor, in
+// blocks along that product's inner dimension (mantissa/numeric/microscale.h has the rules):
+//   mxfp8    e4m3 values, an E8M0 scale per 32 (OCP MX; TE's MXFP8BlockScaling, torchao's MXFP8);
+//   mxfp4    e2m1 values, an E8M0 scale per 32;
+//   nvfp4    e2m1 values, an E4M3 scale per 16 under an f32 scale per tensor, as NVIDIA's NVFP4
+//            pretraining recipe: 16 x 16 weight blocks (one quantized weight serves both products),
+//            stochastic rounding of the output gradients, the 16-point random Hadamard transform on the
+//            weight-gradient product's operands; each part can be turned off to measure what it buys.
 // On the CPU this is exact emulation: the quantized values are held in bf16, which holds every fp8 value,
 // and multiplied by oneDNN's bf16 product with f32 accumulation.
 //
@@ -26,12 +34,17 @@
 #include <string_view>
 
 #include "mantissa/core/tensor.h"
+#include "mantissa/numeric/microscale.h"
 
 namespace mantissa {
 
-enum class Fp8Recipe : std::uint8_t { delayed, current, block };
+enum class Fp8Recipe : std::uint8_t { delayed, current, block, mxfp8, mxfp4, nvfp4 };
 enum class Fp8Format : std::uint8_t { hybrid, e4m3 };  // hybrid: e4m3 forward, e5m2 gradients
 enum class AmaxReduction : std::uint8_t { max, most_recent };
+
+// The operands of a layer whose scales the delayed recipe keeps.
+enum class Fp8Operand : std::uint8_t { input, weight, grad_output };
+inline constexpr std::size_t kFp8Operands = 3;
 
 struct Fp8Options {
   Fp8Recipe recipe = Fp8Recipe::delayed;
@@ -40,16 +53,29 @@ struct Fp8Options {
   AmaxReduction reduction = AmaxReduction::max;   // delayed: how the history becomes one amax
   int margin = 0;                                 // scales divided by 2^margin (headroom)
   std::int64_t block = 128;                       // block: 1 x block and block x block
+  // nvfp4's parts, each on unless an ablation turns it off:
+  bool nvfp4_rht = true;         // the Hadamard transform on the weight-gradient product's operands
+  bool nvfp4_sr = true;          // stochastic rounding of the output gradients
+  bool nvfp4_2d_weights = true;  // 16 x 16 weight blocks (else 1 x 16, each product quantizing its own)
+  // Stochastic rounding's stream: apply_fp8_policy gives each layer its own (the layer's index).
+  std::uint64_t seed = 0;
 
   Format forward_format() const { return Format::e4m3(); }
   Format backward_format() const { return format == Fp8Format::hybrid ? Format::e5m2() : Format::e4m3(); }
-  // "delayed (hybrid, history 1024, max, margin 0)"
+  // mxfp8, mxfp4 or nvfp4: every operand block-quantized from the high-precision tensor.
+  bool block_scaled() const { return recipe == Fp8Recipe::mxfp8 || recipe == Fp8Recipe::mxfp4 || recipe == Fp8Recipe::nvfp4; }
+  // A block-scaled recipe's spec for an operand, blocks along the rows (1 x N); a product whose inner
+  // dimension is the operand's rows turns them. The weight's are N x N for nvfp4 with 2-D weights, the
+  // output gradient's stochastic for nvfp4 with stochastic rounding.
+  QuantSpec block_spec(Fp8Operand operand) const;
+  // "delayed (hybrid, history 1024, max, margin 0)", "nvfp4 (e2m1 1x16 e4m3*f32; 16x16 weights, RHT, SR)"
   std::string str() const;
   // Throws std::invalid_argument for a history below 1, a margin outside 0..30, a block below 1.
   void check() const;
 };
 
-// "delayed", "current", "block"; "hybrid", "e4m3"; "max", "most_recent". Throw std::invalid_argument.
+// "delayed", "current", "block", "mxfp8", "mxfp4", "nvfp4"; "hybrid", "e4m3"; "max", "most_recent".
+// Throw std::invalid_argument.
 Fp8Recipe parse_fp8_recipe(std::string_view name);
 std::string_view fp8_recipe_name(Fp8Recipe recipe);
 Fp8Format parse_fp8_format(std::string_view name);
@@ -57,19 +83,22 @@ std::string_view fp8_format_name(Fp8Format format);
 AmaxReduction parse_amax_reduction(std::string_view name);
 std::string_view amax_reduction_name(AmaxReduction reduction);
 
-// The operands of a layer whose scales the delayed recipe keeps.
-enum class Fp8Operand : std::uint8_t { input, weight, grad_output };
-inline constexpr std::size_t kFp8Operands = 3;
 
 // One FP8 layer's scaling state. For delayed scaling: amax_history() [history, 3] f32 (row 0 the newest,
-// columns input, weight, output gradient) and scale() [3] f32; a module registers both as buffers, so
-// checkpoints carry them and a resume continues bit-identically. The other recipes keep no state.
+// columns input, weight, output gradient) and scale() [3] f32; for the block-scaled recipes,
+// rounding_calls() [1] f64, the count of stochastically rounded quantizations so far, which keys the next
+// one's random bits. A module registers them as buffers, so checkpoints carry them and a resume continues
+// bit-identically. The other recipes keep no state.
 class Fp8State {
  public:
   explicit Fp8State(const Fp8Options& options);
   const Fp8Options& options() const { return options_; }
   Tensor& amax_history() { return amax_history_; }
   Tensor& scale() { return scale_; }
+  Tensor& rounding_calls() { return rounding_calls_; }
+  // The seed of the next stochastically rounded quantization (from the layer's stream and the count,
+  // which it advances).
+  std::uint64_t next_rounding_seed();
 
   // What the op calls: the operand's scale (nullopt when its history is still empty), and its amax seen
   // this step (the largest of the step's uses; non-finite ones are not recorded).
@@ -88,7 +117,7 @@ class Fp8State {
 
  private:
   Fp8Options options_;
-  Tensor amax_history_, scale_;
+  Tensor amax_history_, scale_, rounding_calls_;
   std::array<double, kFp8Operands> pending_{};
   std::array<bool, kFp8Operands> seen_{};
 };

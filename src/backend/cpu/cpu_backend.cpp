@@ -69,6 +69,7 @@ void register_cpu_kernels() {
   register_kernel<kernel::Pool2dBackward>(cpu, cpu_pool2d_backward);
   register_kernel<kernel::Fp8Amax>(cpu, cpu_fp8_amax);
   register_kernel<kernel::Fp8Quantize>(cpu, cpu_fp8_quantize);
+  register_kernel<kernel::BlockQuantize>(cpu, cpu_block_quantize);
   register_kernel<kernel::Fp8QuantizeCurrent>(cpu, cpu_fp8_quantize_current);
   register_kernel<kernel::ScaledMatmul>(cpu, cpu_scaled_matmul);
 }

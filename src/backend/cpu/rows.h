@@ -3,14 +3,7 @@
 // in a buffer, computed on, and rounded once into the output dtype with the bulk conversion kernels.
 #pragma once
 
-// Hot loops over raw arrays carry this: GCC compiles them for AVX-512 (x86-64-v4), AVX2 + FMA
-// (x86-64-v3) and the baseline, and picks the widest the CPU has when the program starts. The
-// library itself is built for the baseline, so it runs on every x86-64.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define MANTISSA_VECTOR_CLONES [[gnu::target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")]]
-#else
-#define MANTISSA_VECTOR_CLONES
-#endif
+#include "../../numeric/vector_clones.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -78,4 +78,32 @@ void reference_scaled_matmul(const Tensor& a, const Tensor& w, double alpha, con
   }
 }
 
+// The block quantizer: its definition (numeric/microscale.cpp, itself checked against torchao's and the
+// written-out rules in microscale_test.cpp) on the values loaded one at a time.
+Fp8QuantizeStats reference_block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, const Tensor& out) {
+  const std::int64_t rows = x.size(0), cols = x.size(1);
+  std::vector<float> v(static_cast<std::size_t>(rows * cols));
+  Fp8QuantizeStats st;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      v[static_cast<std::size_t>(r * cols + c)] =
+          static_cast<float>(load_element(x.dtype(), x.data(), r * x.strides()[0] + c * x.strides()[1]));
+      st.nonfinite += !std::isfinite(v[static_cast<std::size_t>(r * cols + c)]);
+    }
+  }
+  const QuantizedBlocks q = quantize_blocks(v, rows, cols, spec, seed);
+  const std::vector<float> back = dequantize_blocks(q, rows, cols, spec, /*with_tensor_scale=*/false);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      store_element(out.dtype(), out.data(), r * out.strides()[0] + c * out.strides()[1], back[static_cast<std::size_t>(r * cols + c)]);
+    }
+  }
+  st.amax = q.amax;
+  st.saturated = q.saturated;
+  st.underflowed = q.underflowed;
+  st.count = rows * cols;
+  st.tensor_scale = q.tensor_scale;
+  return st;
+}
+
 }  // namespace mantissa::detail
