@@ -701,6 +701,26 @@ TEST(CompareCommand, RunsEachPrecisionAndDrawsTheCurves) {
   EXPECT_EQ(run("compare --precisions fp32,fp64x --steps 2").status, 2);
 }
 
+// The microscaled recipes side by side with bf16 and fp8 in one compare, each saying what it runs.
+TEST(CompareCommand, RunsTheMicroscaledRecipesBesideBf16AndFp8) {
+  const Result r = run("compare --model gpt --n-layer 2 --n-head 2 --n-embd 32 --block-size 32 --batch-size 4 --steps 3 "
+                       "--eval-every 3 --eval-batches 1 --precisions bf16,fp8,mxfp8,nvfp4 --json --no-plot");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* key : {R"("precision":"bf16")", R"("precision":"fp8")", R"("precision":"mxfp8")", R"("precision":"nvfp4")"}) {
+    EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
+  }
+  const Result ablated = run("train --model gpt --n-layer 2 --n-head 2 --n-embd 32 --block-size 32 --batch-size 4 --steps 2 "
+                             "--eval-every 2 --eval-batches 1 --precision nvfp4 --nvfp4-no-rht --nvfp4-no-sr --nvfp4-1d-weights");
+  ASSERT_EQ(ablated.status, 0) << ablated.err;
+  EXPECT_NE(ablated.err.find("weights 1x16, RHT off, gradients nearest"), std::string::npos) << ablated.err;
+  EXPECT_EQ(run("train --steps 2 --precision mxfp8 --nvfp4-no-sr").status, 2);  // an nvfp4 flag without nvfp4
+  // In a compare, a precision's flags are for the runs of that precision: the bf16 run does not refuse them.
+  const Result both = run("compare --model gpt --n-layer 2 --n-head 2 --n-embd 32 --block-size 32 --batch-size 4 --steps 2 "
+                          "--eval-every 2 --eval-batches 1 --precisions bf16,nvfp4 --nvfp4-no-rht --fp8-margin 1 --no-plot");
+  EXPECT_EQ(both.status, 0) << both.err;
+  EXPECT_EQ(run("compare --steps 2 --precisions bf16,mxfp8 --nvfp4-no-rht --no-plot").status, 2);
+}
+
 TEST(TrainCommand, AnIndependentReaderChecksACheckpoint) {
   // A bf16 low-precision-model run: python (json, struct) checks names, dtypes, shapes, metadata, and
   // that each bf16 weight is its f32 master weight rounded to nearest even.

@@ -16,6 +16,7 @@
 #include "mantissa/nn/fp8_policy.h"
 #include "mantissa/nn/models.h"
 #include "mantissa/numeric/convert.h"
+#include "mantissa/numeric/microscale.h"
 #include "mantissa/ops/autocast.h"
 #include "mantissa/ops/fp8.h"
 #include "mantissa/ops/ops.h"
@@ -350,6 +351,76 @@ TEST_P(Fp8LinearOracle, ForwardAndBackwardAreTheQuantizedProductsOfTheDefinition
 
 INSTANTIATE_TEST_SUITE_P(Recipes, Fp8LinearOracle, ::testing::Values(Fp8Recipe::delayed, Fp8Recipe::current, Fp8Recipe::block),
                          [](const auto& param_info) { return std::string(fp8_recipe_name(param_info.param)); });
+
+// The microscaled recipes' layer against its definition: each operand of each product quantized from the
+// high-precision tensor (by quantize_blocks, itself checked against torchao's in microscale_test.cpp) in
+// blocks along that product's inner dimension, NVFP4's tensor scale applied to the result, its weight in
+// 16 x 16 blocks for both products and the Hadamard transform on the weight-gradient operands; the
+// products summed in double. (Stochastic rounding off here: its draws are checked in microscale_test.)
+std::vector<double> block_quantized(const std::vector<double>& v, std::int64_t rows, std::int64_t cols, QuantSpec spec,
+                                    bool inner_is_rows, bool hadamard) {
+  if (inner_is_rows) std::swap(spec.block_rows, spec.block_cols);
+  std::vector<float> f(v.begin(), v.end());
+  if (hadamard) hadamard16(f, rows, cols, true, 0xb4e1);
+  const QuantizedBlocks q = quantize_blocks(f, rows, cols, spec);
+  const std::vector<float> back = dequantize_blocks(q, rows, cols, spec);
+  return {back.begin(), back.end()};
+}
+
+class BlockScaledLinearOracle : public ::testing::TestWithParam<Fp8Recipe> {};
+
+TEST_P(BlockScaledLinearOracle, ForwardAndBackwardAreTheQuantizedProductsOfTheDefinition) {
+  MANTISSA_TRACE_SEED();
+  const std::uint64_t seed = testing::test_seed();
+  const std::int64_t m = 48, k = 64, n = 32;  // m a multiple of 16: the transform applies
+  Fp8Options o{.recipe = GetParam(), .nvfp4_sr = false};
+  const auto state = std::make_shared<Fp8State>(o);
+  Tensor x = Tensor::randn({m, k}, DType::f32, seed, 0, 1);
+  x.data_as<float>()[5 * k + 3] = 60;  // an outlier
+  x.set_requires_grad();
+  Tensor w = Tensor::randn({n, k}, DType::f32, seed + 1, 0, 0.05);
+  w.set_requires_grad();
+  const Tensor g = Tensor::randn({m, n}, DType::f32, seed + 3, 0, 1e-3);
+  Tensor y;
+  {
+    Autocast bf16(DType::bf16);
+    y = fp8_linear(x, w, Tensor(), state);
+  }
+  y.backward(cast(g, DType::bf16));
+  const std::vector<double> xv = x.to_doubles(), wv = w.to_doubles();
+  const std::vector<double> gv = cast(cast(g, DType::bf16), DType::f32).to_doubles();
+  const QuantSpec xs = o.block_spec(Fp8Operand::input), ws = o.block_spec(Fp8Operand::weight);
+  const QuantSpec gs = o.block_spec(Fp8Operand::grad_output);
+  const bool nv = o.recipe == Fp8Recipe::nvfp4;
+  EXPECT_EQ(ws.block_rows, nv ? 16 : 1);
+  std::vector<double> want, mag;
+  product(block_quantized(xv, m, k, xs, false, false), block_quantized(wv, n, k, ws, false, false), m, n, k, want, mag);
+  expect_within(y, want, mag, k, 0x1p-8, "y");
+  // dx = q(g) . q(w), the inner dimension w's rows (its 16 x 16 blocks are the forward's).
+  product(block_quantized(gv, m, n, gs, false, false), transposed(block_quantized(wv, n, k, ws, !nv, false), n, k), m, k, n,
+          want, mag);
+  expect_within(x.grad(), want, mag, n, 0x1p-24, "dx");
+  // dw = q(H g)^T . q(H x), the inner dimension the rows of both.
+  product(transposed(block_quantized(gv, m, n, gs, true, nv), m, n), transposed(block_quantized(xv, m, k, xs, true, nv), m, k), n,
+          k, m, want, mag);
+  expect_within(w.grad(), want, mag, m, 0x1p-24, "dw");
+  // Nothing but stochastic rounding counts draws.
+  EXPECT_EQ(state->rounding_calls().to_doubles(), std::vector<double>{0.0});
+}
+
+INSTANTIATE_TEST_SUITE_P(Recipes, BlockScaledLinearOracle, ::testing::Values(Fp8Recipe::mxfp8, Fp8Recipe::mxfp4, Fp8Recipe::nvfp4),
+                         [](const auto& param_info) { return std::string(fp8_recipe_name(param_info.param)); });
+
+TEST(Fp8Options, TheMicroscaledRecipesSayWhatTheyRun) {
+  EXPECT_EQ(Fp8Options{.recipe = Fp8Recipe::mxfp8}.str(), "mxfp8 (e4m3 1x32 e8m0 floor nearest)");
+  EXPECT_EQ(Fp8Options{.recipe = Fp8Recipe::nvfp4}.str(),
+            "nvfp4 (e2m1 1x16 e4m3*f32 nearest; weights 16x16, RHT on, gradients stochastic)");
+  const Fp8Options ablated{.recipe = Fp8Recipe::nvfp4, .nvfp4_rht = false, .nvfp4_sr = false, .nvfp4_2d_weights = false};
+  EXPECT_EQ(ablated.block_spec(Fp8Operand::weight).block_rows, 1);
+  EXPECT_EQ(ablated.block_spec(Fp8Operand::grad_output).rounding, Rounding::nearest_even);
+  EXPECT_EQ(Fp8Options{.recipe = Fp8Recipe::nvfp4}.block_spec(Fp8Operand::grad_output).rounding, Rounding::stochastic);
+  EXPECT_EQ(parse_fp8_recipe("nvfp4"), Fp8Recipe::nvfp4);
+}
 
 TEST(Fp8Linear, AnEmptyBatchAndMisfitShapes) {
   for (Fp8Recipe r : {Fp8Recipe::delayed, Fp8Recipe::current, Fp8Recipe::block}) {

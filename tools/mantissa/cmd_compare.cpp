@@ -61,6 +61,7 @@ int run_compare(const CompareArgs& a) {
   for (const std::string& name : names) {
     TrainConfig c = base;
     set_precision(c, name);
+    c.compared = names;
     c.low_precision_model = base.low_precision_model && c.precision != DType::f32;
     // Each precision's checkpoints in a directory of its own (DIR/fp32, DIR/bf16, ...).
     if (!c.checkpoint_dir.empty()) c.checkpoint_dir = (std::filesystem::path(base.checkpoint_dir) / name).string();

@@ -73,6 +73,8 @@ struct TrainConfig {
   // The flags given on the command line (not defaulted), for settings that contradict each other or do
   // nothing (check_agreement).
   std::set<std::string> given;
+  // compare: every precision of the comparison this run is one of (a flag for one of them is not idle).
+  std::vector<std::string> compared;
 };
 
 // What a run reports: the library's records (mantissa/train/trainer.h).
