@@ -68,6 +68,20 @@ std::string fp8_plan_str(const std::vector<Fp8LayerChoice>& plan, bool every_lay
   return s;
 }
 
+std::vector<std::pair<std::string, Fp8Counters>> fp8_layer_counters(Module& model) {
+  std::vector<std::pair<std::string, Fp8Counters>> out;
+  for (auto& [path, l] : linear_layers(model)) {
+    if (l->fp8()) out.emplace_back(path, l->fp8()->counters());
+  }
+  return out;
+}
+
+void reset_fp8_layer_counters(Module& model) {
+  for (auto& [path, l] : linear_layers(model)) {
+    if (l->fp8()) l->fp8()->reset_counters();
+  }
+}
+
 std::int64_t fp8_end_step(Module& model) {
   std::int64_t changed = 0;
   for (auto& [path, l] : linear_layers(model)) {

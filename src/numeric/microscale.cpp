@@ -279,6 +279,13 @@ void QuantSpec::check() const {
   }
 }
 
+ScaleRule parse_scale_rule(std::string_view name) {
+  if (name == "floor") return ScaleRule::floor;
+  if (name == "even") return ScaleRule::even;
+  if (name == "rceil") return ScaleRule::rceil;
+  throw std::invalid_argument("'" + std::string(name) + "' is not a scale rule (floor, even or rceil)");
+}
+
 QuantSpec quant_spec(std::string_view recipe) {
   if (recipe == "mxfp8") return QuantSpec{};
   if (recipe == "mxfp8-rceil") return QuantSpec{.rule = ScaleRule::rceil};

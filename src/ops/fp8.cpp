@@ -43,10 +43,22 @@ struct Quantized {
 // The storage dtype of an fp8 format: e4m3 or e5m2.
 DType grid_of(Format f) { return f == Format::e4m3() ? DType::e4m3 : DType::e5m2; }
 
+// The layer whose products are quantizing on this thread (its forward, or its node's backward), which
+// gets its share of the counts.
+thread_local Fp8State* t_layer = nullptr;
+struct CountingFor {
+  Fp8State* saved;
+  explicit CountingFor(Fp8State* layer) : saved(t_layer) { t_layer = layer; }
+  ~CountingFor() { t_layer = saved; }
+  CountingFor(const CountingFor&) = delete;
+  CountingFor& operator=(const CountingFor&) = delete;
+};
+
 void count(const detail::Fp8QuantizeStats& st) {
   g_quantized += st.count;
   g_saturated += st.saturated;
   g_underflowed += st.underflowed;
+  if (t_layer != nullptr) t_layer->add_counts(st.count, st.saturated, st.underflowed);
 }
 
 // x [R, C] with the given per-tensor scale (one br x bc block).
@@ -120,6 +132,7 @@ class Fp8LinearNode final : public Node {
     x_rows_ = Tensor();
   }
   std::vector<Tensor> backward(const Tensor& g) override {
+    const CountingFor counting(state_.get());
     const Fp8Options& o = state_->options();
     const Format f = o.backward_format();
     const Tensor g2 = as_rows(g);
@@ -198,6 +211,7 @@ class BlockScaledLinearNode final : public Node {
     w_2d_ = {};
   }
   std::vector<Tensor> backward(const Tensor& g) override {
+    const CountingFor counting(state_.get());
     const Fp8Options& o = state_->options();
     const QuantSpec gs = o.block_spec(Fp8Operand::grad_output);
     const auto seed = [&] { return gs.rounding == Rounding::stochastic ? state_->next_rounding_seed() : 0; };
@@ -259,6 +273,7 @@ Tensor block_scaled_linear(const Tensor& x, const Tensor& w, const Tensor& bias,
 
 QuantSpec Fp8Options::block_spec(Fp8Operand operand) const {
   QuantSpec s = quant_spec(fp8_recipe_name(recipe));
+  if (s.scale == ScaleFormat::e8m0) s.rule = mx_rule;
   if (recipe == Fp8Recipe::nvfp4) {
     if (operand == Fp8Operand::weight && nvfp4_2d_weights) s.block_rows = s.block_cols;
     if (operand == Fp8Operand::grad_output && nvfp4_sr) s.rounding = Rounding::stochastic;
@@ -333,6 +348,12 @@ Fp8State::Fp8State(const Fp8Options& options) : options_(options) {
     scale_ = Tensor::full({static_cast<std::int64_t>(kFp8Operands)}, 1.0, DType::f32);
   }
   if (options_.block_scaled()) rounding_calls_ = Tensor::zeros({1}, DType::f64);
+}
+
+void Fp8State::add_counts(std::int64_t quantized, std::int64_t saturated, std::int64_t underflowed) {
+  counters_.quantized += quantized;
+  counters_.saturated += saturated;
+  counters_.underflowed += underflowed;
 }
 
 std::uint64_t Fp8State::next_rounding_seed() {
@@ -440,6 +461,7 @@ Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const st
   if (bias.defined() && bias.shape() != Shape{w.size(0)}) {
     throw std::invalid_argument("fp8_linear: bias must be [" + std::to_string(w.size(0)) + "], got " + shape_str(bias.shape()));
   }
+  const CountingFor counting(state.get());
   const Fp8Options& o = state->options();
   const DType out_dtype = autocast_dtype().value_or(x.dtype());
   if (o.block_scaled()) return block_scaled_linear(x, w, bias, state, out_dtype);

@@ -262,7 +262,10 @@ StepRecord Trainer::step(std::span<const Batch> global_batches) {
   const std::int64_t held = options_.hold_lr_on_skip ? scaler_.state().skipped : 0;
   optimizer_->set_lr(schedule_.at(step - 1 - held));
   const bool fp8 = options_.precision.fp8.has_value();
-  if (fp8) reset_fp8_counters();
+  if (fp8) {
+    reset_fp8_counters();
+    nn::reset_fp8_layer_counters(model_.module());
+  }
   Telemetry* telemetry = telemetry_ && telemetry_->policy().due(step) ? telemetry_.get() : nullptr;
   if (telemetry) telemetry->begin_step(step, scaler_.scale());
   set_trace_loss_scale(scaler_.scale());
@@ -357,7 +360,10 @@ StepRecord Trainer::step(std::span<const Batch> global_batches) {
   StepRecord record{step, loss, optimizer_->lr(), rep.scale, rep.grad_norm, rep.underflow_fraction,
                     static_cast<double>(items) / seconds, rep.skipped, rep.nonfinite, peaks(options_.device), seconds_since(*start_),
                     rep.warning};
-  if (fp8) record.fp8 = fp8_counters();
+  if (fp8) {
+    record.fp8 = fp8_counters();
+    record.fp8_layers = nn::fp8_layer_counters(model_.module());
+  }
   record.comm_bytes = comm.bytes_sent;
   record.comm_seconds = comm.comm_seconds;
   record.comm_exposed_seconds = comm.exposed_seconds;

@@ -73,6 +73,25 @@ TEST(Fp8Training, TheMicroscaledRecipesTrainNearBf16) {
   }
 }
 
+// Each recipe's counts per layer: the FP8 layers' shares add up to the step's total.
+TEST(Fp8Training, EachLayerReportsItsShareOfTheQuantizationCounts) {
+  for (Fp8Recipe r : {Fp8Recipe::delayed, Fp8Recipe::mxfp4, Fp8Recipe::nvfp4}) {
+    MlpRun run(Fp8Options{.recipe = r});
+    run.trainer.step();
+    const train::StepRecord rec = run.trainer.step();
+    ASSERT_TRUE(rec.fp8.has_value());
+    ASSERT_EQ(rec.fp8_layers.size(), 2u) << fp8_recipe_name(r);
+    std::int64_t quantized = 0, underflowed = 0;
+    for (const auto& [path, c] : rec.fp8_layers) {
+      EXPECT_GT(c.quantized, 0) << path;
+      quantized += c.quantized;
+      underflowed += c.underflowed;
+    }
+    EXPECT_EQ(quantized, rec.fp8->quantized) << fp8_recipe_name(r);
+    EXPECT_EQ(underflowed, rec.fp8->underflowed) << fp8_recipe_name(r);
+  }
+}
+
 // NVFP4's stochastic rounding draws from a count each layer keeps; checkpoints carry it, so a resumed
 // run rounds as the uninterrupted one did, bit for bit.
 TEST(Fp8Training, Nvfp4StochasticRoundingResumesBitIdentically) {

@@ -412,7 +412,9 @@ INSTANTIATE_TEST_SUITE_P(Recipes, BlockScaledLinearOracle, ::testing::Values(Fp8
                          [](const auto& param_info) { return std::string(fp8_recipe_name(param_info.param)); });
 
 TEST(Fp8Options, TheMicroscaledRecipesSayWhatTheyRun) {
-  EXPECT_EQ(Fp8Options{.recipe = Fp8Recipe::mxfp8}.str(), "mxfp8 (e4m3 1x32 e8m0 floor nearest)");
+  EXPECT_EQ(Fp8Options{.recipe = Fp8Recipe::mxfp8}.str(), "mxfp8 (e4m3 1x32 e8m0 rceil nearest)");
+  const Fp8Options floor{.recipe = Fp8Recipe::mxfp4, .mx_rule = ScaleRule::floor};
+  EXPECT_EQ(floor.str(), "mxfp4 (e2m1 1x32 e8m0 floor nearest)");
   EXPECT_EQ(Fp8Options{.recipe = Fp8Recipe::nvfp4}.str(),
             "nvfp4 (e2m1 1x16 e4m3*f32 nearest; weights 16x16, RHT on, gradients stochastic)");
   const Fp8Options ablated{.recipe = Fp8Recipe::nvfp4, .nvfp4_rht = false, .nvfp4_sr = false, .nvfp4_2d_weights = false};

@@ -148,6 +148,7 @@ int run_train(TrainRunArgs& a) {
                              {"underflow_fraction", r.underflow_fraction}, {"throughput", r.throughput},
                              {"peak_bytes", peak_json(r.peak_bytes)}};
     if (r.fp8) record["fp8"] = fp8_json(*r.fp8);
+    for (const auto& [path, counts] : r.fp8_layers) record["fp8_layers"][path] = fp8_json(counts);
     if (r.trace) record["trace"] = r.trace->str();
     if (!r.nonfinite_grads.empty()) record["nonfinite_grads"] = r.nonfinite_grads;
     if (!r.lost_updates.empty()) record["lost_updates"] = r.lost_updates;
@@ -210,9 +211,10 @@ TrainConfig resolve(const TrainArgs& a) {
     c.fp8_options.nvfp4_rht = !a.nvfp4_no_rht;
     c.fp8_options.nvfp4_sr = !a.nvfp4_no_sr;
     c.fp8_options.nvfp4_2d_weights = !a.nvfp4_1d_weights;
+    c.fp8_options.mx_rule = parse_scale_rule(a.mx_scale);
     c.fp8_options.check();
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(std::string("--fp8-recipe/--fp8-format/--amax-history/--fp8-margin: ") + e.what());
+    throw std::invalid_argument(std::string("--fp8-recipe/--fp8-format/--amax-history/--fp8-margin/--mx-scale: ") + e.what());
   }
   c.fp8_layers.first_last_bf16 = a.fp8_first_last == "bf16";
   if (a.fp8_first_last != "bf16" && a.fp8_first_last != "fp8") {
@@ -274,6 +276,9 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
   app.add_flag("--nvfp4-no-rht", a.nvfp4_no_rht, "nvfp4 ablation: no Hadamard transform on the weight-gradient operands");
   app.add_flag("--nvfp4-no-sr", a.nvfp4_no_sr, "nvfp4 ablation: gradients rounded to nearest, not stochastically");
   app.add_flag("--nvfp4-1d-weights", a.nvfp4_1d_weights, "nvfp4 ablation: 1x16 weight blocks instead of 16x16");
+  app.add_option("--mx-scale", a.mx_scale, "mxfp8/mxfp4 E8M0 scales: rceil (amax / max rounded up: never clips; TE's), "
+                                           "floor (OCP MX 1.0's: may clip by up to 1/8) or even (torchao's EVEN)")
+      ->capture_default_str();
   app.add_option("--fp8-format", a.fp8_format, "fp8 formats: hybrid (e4m3 forward, e5m2 gradients) or e4m3")
       ->capture_default_str();
   app.add_option("--amax-history", c.fp8_options.amax_history, "fp8 delayed scaling: steps of amax history")

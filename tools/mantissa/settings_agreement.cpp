@@ -70,12 +70,16 @@ std::vector<std::string> check_agreement(const TrainConfig& c, const RunFacts& r
   };
   const bool adaptive = any_run([](const TrainConfig& o) { return o.adaptive; });
   const bool fp8 = any_run([](const TrainConfig& o) { return o.fp8 || (o.adaptive && o.adaptive_options.fp8); });
+  const bool mx = any_run([](const TrainConfig& o) {
+    return o.fp8 && (o.fp8_options.recipe == Fp8Recipe::mxfp8 || o.fp8_options.recipe == Fp8Recipe::mxfp4);
+  });
   const bool nvfp4 = any_run([](const TrainConfig& o) { return o.fp8 && o.fp8_options.recipe == Fp8Recipe::nvfp4; });
   const std::vector<AppliesOnly> rows = {
       {{"--adaptive-dtype", "--adaptive-fp8", "--adaptive-every", "--adaptive-warmup"}, adaptive, "--precision adaptive", ""},
       {{"--fp8-recipe", "--fp8-format", "--amax-history", "--fp8-margin", "--fp8-first-last", "--fp8-bf16-layers", "--fp8-layers"},
        fp8, "--precision fp8 (or adaptive)", ""},
       {{"--nvfp4-no-rht", "--nvfp4-no-sr", "--nvfp4-1d-weights"}, nvfp4, "--precision nvfp4", ""},
+      {{"--mx-scale"}, mx, "--precision mxfp8 or mxfp4", ""},
       {{"--init-scale", "--growth-interval", "--growth-factor", "--backoff-factor", "--hysteresis", "--min-scale"},
        run.dynamic_scaling, "--loss-scale dynamic (fp16's default)",
        c.loss_scale.empty() ? "no loss scaling" : "--loss-scale " + c.loss_scale},

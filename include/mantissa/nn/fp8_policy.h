@@ -6,6 +6,7 @@
 
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mantissa/nn/module.h"
@@ -39,6 +40,10 @@ std::int64_t fp8_end_step(Module& model);
 // them, so that every rank keeps the same histories and scales; and setting them back.
 std::vector<double> fp8_step_amaxes(Module& model);
 void set_fp8_step_amaxes(Module& model, std::span<const double> amaxes);
+// Each FP8 layer's quantization counts since the last reset (by module path, in module order), and the
+// reset: what telemetry reports per layer.
+std::vector<std::pair<std::string, Fp8Counters>> fp8_layer_counters(Module& model);
+void reset_fp8_layer_counters(Module& model);
 // Every FP8 layer's state checked (after a checkpoint was loaded); throws std::invalid_argument naming
 // the layer.
 void validate_fp8_state(Module& model);

@@ -32,6 +32,8 @@ enum class ScaleFormat : std::uint8_t {
 //   even     as floor, with amax first rounded to the element's mantissa width (torchao EVEN)
 //   rceil    2^ceil(log2(amax / max(element))): never saturates (cuBLAS and TE; torchao RCEIL)
 enum class ScaleRule : std::uint8_t { floor, even, rceil };
+// "floor", "even", "rceil"; throws std::invalid_argument.
+ScaleRule parse_scale_rule(std::string_view name);
 
 struct QuantSpec {
   Format element = Format::e4m3();

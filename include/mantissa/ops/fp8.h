@@ -13,8 +13,9 @@
 //            of weights (DeepSeek-V3's recipe, TE's Float8BlockScaling).
 // The microscaled recipes quantize every operand of each product from the high-precision tensor, in
 // blocks along that product's inner dimension (mantissa/numeric/microscale.h has the rules):
-//   mxfp8    e4m3 values, an E8M0 scale per 32 (OCP MX; TE's MXFP8BlockScaling, torchao's MXFP8);
-//   mxfp4    e2m1 values, an E8M0 scale per 32;
+//   mxfp8    e4m3 values, an E8M0 scale per 32 (OCP MX; TE's MXFP8BlockScaling, torchao's MXFP8),
+//            fitted by rounding amax / 448 up to a power of 2 (rceil, TE's rule; floor as an option);
+//   mxfp4    e2m1 values, an E8M0 scale per 32 (the same rules);
 //   nvfp4    e2m1 values, an E4M3 scale per 16 under an f32 scale per tensor, as NVIDIA's NVFP4
 //            pretraining recipe: 16 x 16 weight blocks (one quantized weight serves both products),
 //            stochastic rounding of the output gradients, the 16-point random Hadamard transform on the
@@ -57,6 +58,10 @@ struct Fp8Options {
   bool nvfp4_rht = true;         // the Hadamard transform on the weight-gradient product's operands
   bool nvfp4_sr = true;          // stochastic rounding of the output gradients
   bool nvfp4_2d_weights = true;  // 16 x 16 weight blocks (else 1 x 16, each product quantizing its own)
+  // mxfp8 and mxfp4: how the E8M0 scales are fitted. rceil (TE's and cuBLAS's, torchao's RCEIL) never
+  // clips; floor (OCP MX 1.0's) clips a block's largest values by up to 1/8 (e4m3), which biases the
+  // gradients: a GPT on the fortunes trained visibly worse with it (docs/microscaling.md).
+  ScaleRule mx_rule = ScaleRule::rceil;
   // Stochastic rounding's stream: apply_fp8_policy gives each layer its own (the layer's index).
   std::uint64_t seed = 0;
 
@@ -84,6 +89,15 @@ AmaxReduction parse_amax_reduction(std::string_view name);
 std::string_view amax_reduction_name(AmaxReduction reduction);
 
 
+// How much FP8 quantization clipped and lost, over every layer (fp8_counters()) or in one (Fp8State), since
+// the last reset.
+struct Fp8Counters {
+  std::int64_t quantized = 0;      // values quantized
+  std::int64_t saturated = 0;      // finite values past the format's range, clipped to its largest
+  std::int64_t underflowed = 0;    // non-zero values rounded to zero
+  std::int64_t scale_updates = 0;  // delayed scales that changed at end_step()
+};
+
 // One FP8 layer's scaling state. For delayed scaling: amax_history() [history, 3] f32 (row 0 the newest,
 // columns input, weight, output gradient) and scale() [3] f32; for the block-scaled recipes,
 // rounding_calls() [1] f64, the count of stochastically rounded quantizations so far, which keys the next
@@ -99,6 +113,10 @@ class Fp8State {
   // The seed of the next stochastically rounded quantization (from the layer's stream and the count,
   // which it advances).
   std::uint64_t next_rounding_seed();
+  // This layer's share of the quantization counts (its forward and backward products), since the reset.
+  const Fp8Counters& counters() const { return counters_; }
+  void reset_counters() { counters_ = {}; }
+  void add_counts(std::int64_t quantized, std::int64_t saturated, std::int64_t underflowed);
 
   // What the op calls: the operand's scale (nullopt when its history is still empty), and its amax seen
   // this step (the largest of the step's uses; non-finite ones are not recorded).
@@ -120,15 +138,9 @@ class Fp8State {
   Tensor amax_history_, scale_, rounding_calls_;
   std::array<double, kFp8Operands> pending_{};
   std::array<bool, kFp8Operands> seen_{};
+  Fp8Counters counters_{};
 };
 
-// How much FP8 quantization clipped and lost, over every layer, since the last reset.
-struct Fp8Counters {
-  std::int64_t quantized = 0;      // values quantized
-  std::int64_t saturated = 0;      // finite values past the format's range, clipped to its largest
-  std::int64_t underflowed = 0;    // non-zero values rounded to zero
-  std::int64_t scale_updates = 0;  // delayed scales that changed at end_step()
-};
 Fp8Counters fp8_counters();
 void reset_fp8_counters();
 void add_fp8_scale_updates(std::int64_t n);

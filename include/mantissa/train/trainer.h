@@ -133,6 +133,7 @@ struct StepRecord {
   // happened, which layers it came from, what to do.
   std::string warning;
   std::optional<Fp8Counters> fp8 = std::nullopt;   // this step's FP8 quantization counts, in FP8 runs
+  std::vector<std::pair<std::string, Fp8Counters>> fp8_layers = {};  // the same, per FP8 layer
   std::vector<TensorNumerics> numerics = {};       // telemetry, on sampled steps
   std::optional<NonFiniteReport> trace = std::nullopt;  // what stopped the step, with the tracer on
   // On a skipped step: the parameters whose gradients held inf or NaN, and how many (the first few).
