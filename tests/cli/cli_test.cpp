@@ -93,11 +93,11 @@ TEST(CastCommand, BadFlagsGiveOneLineAndStatusTwo) {
 TEST(FormatsCommand, ListsEveryFormatWithItsNumbers) {
   const Result r = run("formats e3m4");
   EXPECT_EQ(r.status, 0);
-  for (const char* s : {"fp32", "fp16", "bf16", "e4m3", "e5m2", "e3m4", "65504", "448", "57344",
+  for (const char* s : {"fp32", "fp16", "bf16", "e4m3", "e5m2", "e2m1", "e3m4", "65504", "448", "57344",
                         "3.38953e+38", "S.1111.111"}) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
   }
-  EXPECT_EQ(lines(r.out), 7);
+  EXPECT_EQ(lines(r.out), 8);
 }
 
 TEST(InfoCommand, ReportsKernelsAndThePathOfEachFamilyAndDtype) {
