@@ -1,6 +1,7 @@
-// FP8 training through train::Trainer: each recipe trains an MLP on Fashion-MNIST about as far as bf16
-// does, the delayed recipe's amax histories and scales travel in checkpoints and a resume continues bit
-// for bit, and a checkpoint of another recipe, or one whose FP8 state no run writes, is refused.
+// FP8 training through train::Trainer: each recipe (the microscaled ones too) trains an MLP on
+// Fashion-MNIST about as far as bf16 does, the delayed recipe's amax histories and scales and NVFP4's
+// stochastic-rounding count travel in checkpoints and a resume continues bit for bit, each layer reports
+// its counts, and a checkpoint of another recipe, or one whose FP8 state no run writes, is refused.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -92,65 +93,53 @@ TEST(Fp8Training, EachLayerReportsItsShareOfTheQuantizationCounts) {
   }
 }
 
-// NVFP4's stochastic rounding draws from a count each layer keeps; checkpoints carry it, so a resumed
-// run rounds as the uninterrupted one did, bit for bit.
-TEST(Fp8Training, Nvfp4StochasticRoundingResumesBitIdentically) {
-  const fs::path dir = testing::scratch_dir("nvfp4_resume");
-  const Fp8Options o{.recipe = Fp8Recipe::nvfp4};
+// A run of 2n steps, and one of n steps saved, resumed in a fresh process-like run and continued n more:
+// every tensor of their final checkpoints compared (values), and the whole run's checkpoint returned.
+Safetensors expect_resume_bit_identical(const Fp8Options& o, int n, const std::string& name) {
+  const fs::path dir = testing::scratch_dir(name);
   MlpRun whole(o);
-  for (int i = 0; i < 4; ++i) whole.trainer.step();
+  for (int i = 0; i < 2 * n; ++i) whole.trainer.step();
   whole.trainer.save(dir / "whole.safetensors");
   {
     MlpRun first(o);
-    for (int i = 0; i < 2; ++i) first.trainer.step();
+    for (int i = 0; i < n; ++i) first.trainer.step();
     first.trainer.save(dir / "part.safetensors");
   }
   MlpRun second(o);
   second.trainer.resume(dir / "part.safetensors");
-  for (int i = 0; i < 2; ++i) second.trainer.step();
+  for (int i = 0; i < n; ++i) second.trainer.step();
   second.trainer.save(dir / "resumed.safetensors");
-  const Safetensors a = read_safetensors(dir / "whole.safetensors"), b = read_safetensors(dir / "resumed.safetensors");
-  ASSERT_EQ(a.tensors.size(), b.tensors.size());
-  for (std::size_t i = 0; i < a.tensors.size(); ++i) {
+  Safetensors a = read_safetensors(dir / "whole.safetensors");
+  const Safetensors b = read_safetensors(dir / "resumed.safetensors");
+  EXPECT_EQ(a.tensors.size(), b.tensors.size());
+  for (std::size_t i = 0; i < a.tensors.size() && i < b.tensors.size(); ++i) {
     EXPECT_EQ(a.tensors[i].second.to_doubles(), b.tensors[i].second.to_doubles()) << a.tensors[i].first;
   }
+  EXPECT_EQ(a.metadata, b.metadata);
+  fs::remove_all(dir);
+  return a;
+}
+
+// NVFP4's stochastic rounding draws from a count each layer keeps; checkpoints carry it, so a resumed
+// run rounds as the uninterrupted one did, bit for bit.
+TEST(Fp8Training, Nvfp4StochasticRoundingResumesBitIdentically) {
+  const Safetensors a = expect_resume_bit_identical(Fp8Options{.recipe = Fp8Recipe::nvfp4}, 2, "nvfp4_resume");
   // Two draws a step in each FP8 layer (the data- and the weight-gradient products' gradients).
   const Tensor* calls = a.find("model/fc1.fp8_rounding_calls");
   ASSERT_NE(calls, nullptr);
   EXPECT_EQ(calls->to_doubles(), std::vector<double>{8.0});
-  fs::remove_all(dir);
 }
 
 TEST(Fp8Training, TheDelayedRecipesStateResumesBitIdentically) {
-  const fs::path dir = testing::scratch_dir("fp8_resume");
-  const Fp8Options o{.recipe = Fp8Recipe::delayed, .amax_history = 4};
-  MlpRun whole(o);
-  for (int i = 0; i < 6; ++i) whole.trainer.step();
-  whole.trainer.save(dir / "whole.safetensors");
-  {
-    MlpRun first(o);
-    for (int i = 0; i < 3; ++i) first.trainer.step();
-    first.trainer.save(dir / "part.safetensors");
-  }
-  MlpRun second(o);
-  second.trainer.resume(dir / "part.safetensors");
-  for (int i = 0; i < 3; ++i) second.trainer.step();
-  second.trainer.save(dir / "resumed.safetensors");
-  const Safetensors a = read_safetensors(dir / "whole.safetensors"), b = read_safetensors(dir / "resumed.safetensors");
-  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  const Safetensors a = expect_resume_bit_identical(Fp8Options{.recipe = Fp8Recipe::delayed, .amax_history = 4}, 3, "fp8_resume");
   int fp8_tensors = 0;
-  for (std::size_t i = 0; i < a.tensors.size(); ++i) {
-    EXPECT_EQ(a.tensors[i].second.to_doubles(), b.tensors[i].second.to_doubles()) << a.tensors[i].first;
-    fp8_tensors += a.tensors[i].first.find("fp8_") != std::string::npos ? 1 : 0;
-  }
+  for (const auto& [name, t] : a.tensors) fp8_tensors += name.find("fp8_") != std::string::npos ? 1 : 0;
   EXPECT_EQ(fp8_tensors, 4);  // history and scales of the two FP8 layers
-  EXPECT_EQ(a.metadata, b.metadata);
   // Six steps filled fc1's history of four: every row has an input amax (column 0).
   const Tensor* h = a.find("model/fc1.fp8_amax_history");
   ASSERT_NE(h, nullptr);
   const std::vector<double> v = h->to_doubles();
   for (int r = 0; r < 4; ++r) EXPECT_GT(v[static_cast<std::size_t>(r * 3)], 0) << "row " << r;
-  fs::remove_all(dir);
 }
 
 TEST(Fp8Training, ACheckpointOfAnotherRecipeOrWithAnImpossibleHistoryIsRefused) {
