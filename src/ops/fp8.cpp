@@ -119,6 +119,11 @@ Tensor scaled_product(const Tensor& a, const Tensor& b, double alpha, const Tens
   return out;
 }
 
+// db = 1^T g [R, out] as a product (f32 accumulation), as the plain linear layer does it.
+Tensor bias_gradient(const Tensor& g2) {
+  return reshape(matmul(Tensor::full({1, g2.size(0)}, 1, g2.dtype(), g2.device()), g2), {g2.size(1)});
+}
+
 class Fp8LinearNode final : public Node {
  public:
   Fp8LinearNode(Quantized x, Tensor x_rows, Quantized w, Shape x_shape, DType x_dtype, DType w_dtype,
@@ -159,10 +164,7 @@ class Fp8LinearNode final : public Node {
       }
     }
     if (gx.defined()) gx = reshape(gx, x_shape_);
-    // db = 1^T g as a product (f32 accumulation), as the plain linear layer does it.
-    if (inputs[2].node) {
-      gb = reshape(matmul(Tensor::full({1, g2.size(0)}, 1, g2.dtype(), g2.device()), g2), {g2.size(1)});
-    }
+    if (inputs[2].node) gb = bias_gradient(g2);
     return {gx, gw, gb};
   }
 
@@ -228,8 +230,7 @@ class BlockScaledLinearNode final : public Node {
       const Quantized xq = quantize_spec(rht ? hadamard_rows(x_rows_) : x_rows_, o.block_spec(Fp8Operand::input), true, 0);
       gw = scaled_product(transpose(gq.values, 0, 1), xq.values, gq.inverse_scale * xq.inverse_scale, Tensor(), w_dtype_, {});
     }
-    // db = 1^T g as a product (f32 accumulation), as the plain linear layer does it.
-    if (inputs[2].node) gb = reshape(matmul(Tensor::full({1, g2.size(0)}, 1, g2.dtype(), g2.device()), g2), {g2.size(1)});
+    if (inputs[2].node) gb = bias_gradient(g2);
     return {gx, gw, gb};
   }
 
