@@ -246,42 +246,78 @@ Tensor Trainer::loss(const Batch& batch) {
   return model_.loss(batch);
 }
 
+// What a step's forward and backward passes left.
+struct Trainer::Pass {
+  double loss = 0;  // the micro-batches' mean (unweighted), over every rank
+  std::int64_t items = 0;
+  std::optional<NonFiniteReport> trace;  // where this rank's tracer stopped the step
+  bool skip_everywhere = false;          // some rank's tracer stopped it
+  dist::ReducerStats comm;
+};
+
+// What the update did, and what it saw on the way.
+struct Trainer::Update {
+  StepReport report;
+  std::vector<std::pair<std::string, std::int64_t>> bad_grads;  // skipped steps: where the inf/NaN are
+  std::map<std::string, double> lost;                           // StepRecord::lost_updates
+};
+
 StepRecord Trainer::step(std::span<const Batch> global_batches) {
   if (global_batches.empty()) throw std::invalid_argument("trainer: a step needs at least one batch");
   const auto t0 = Clock::now();
-  // Data parallel: this rank's rows of every micro-batch, and rank 0's buffers.
-  std::vector<Batch> shards;
-  if (group_) {
-    for (const Batch& b : global_batches) shards.push_back(shard_batch(b, rank(), ranks(), true));
-    broadcast_from_rank0(*group_, buffers_of(model_.module()));
-  }
-  const std::span<const Batch> micro_batches = group_ ? std::span<const Batch>(shards) : global_batches;
   if (!start_) start_ = t0;
   const std::int64_t step = next_step_;
+  const std::vector<Batch> shards = shard(global_batches);
+  const std::span<const Batch> micro_batches = group_ ? std::span<const Batch>(shards) : global_batches;
+  Telemetry* telemetry = begin_step(step);
+  Pass pass = forward_backward(step, micro_batches, telemetry);
+  agree_on_pass(pass);
+  const Update update = update_weights(step, pass, telemetry);
+  end_fp8_step();
+  check_replicas(step);
+  ++next_step_;
+  StepRecord record = record_step(step, std::move(pass), update, seconds_since(t0), telemetry);
+  adapt_precision(record, update.report.skipped);
+  // The scaler's own collapse report is folded into one explanation per run of skips.
+  record.warning = follow_skips(record, !update.report.warning.empty());
+  if (!record.warning.empty() && options_.stop_on_stall) throw TrainingStalled(record.warning);
+  return record;
+}
+
+std::vector<Batch> Trainer::shard(std::span<const Batch> global_batches) {
+  std::vector<Batch> shards;
+  if (!group_) return shards;
+  // Data parallel: this rank's rows of every micro-batch, and rank 0's buffers.
+  for (const Batch& b : global_batches) shards.push_back(shard_batch(b, rank(), ranks(), true));
+  broadcast_from_rank0(*group_, buffers_of(model_.module()));
+  return shards;
+}
+
+Telemetry* Trainer::begin_step(std::int64_t step) {
   // Held on skipped steps, the schedule counts only the steps that updated the weights.
   const std::int64_t held = options_.hold_lr_on_skip ? scaler_.state().skipped : 0;
   optimizer_->set_lr(schedule_.at(step - 1 - held));
-  const bool fp8 = options_.precision.fp8.has_value();
-  if (fp8) {
+  if (options_.precision.fp8) {
     reset_fp8_counters();
     nn::reset_fp8_layer_counters(model_.module());
   }
   Telemetry* telemetry = telemetry_ && telemetry_->policy().due(step) ? telemetry_.get() : nullptr;
   if (telemetry) telemetry->begin_step(step, scaler_.scale());
   set_trace_loss_scale(scaler_.scale());
+  return telemetry;
+}
+
+Trainer::Pass Trainer::forward_backward(std::int64_t step, std::span<const Batch> micro_batches, Telemetry* telemetry) {
   // Each micro-batch's loss is divided by their number, so the gradients add up to the batch mean's (and
   // multiplied by the loss weight); the reported loss is the unweighted mean.
   const double share = options_.loss_weight / static_cast<double>(micro_batches.size());
-  double loss = 0;
+  Pass pass;
   // The micro-batches' losses, read once backward is queued: reading one waits for the device, and on a
   // GPU a wait between forward and backward leaves it idle while backward's kernels are launched.
   std::vector<Tensor> losses;
-  std::int64_t items = 0;
-  std::optional<NonFiniteReport> trace;
   const auto& inject = options_.inject_nonfinite;
   const int inject_rank = group_ ? options_.data_parallel->inject_rank : -1;
   const bool injects = std::find(inject.begin(), inject.end(), step) != inject.end() && (inject_rank < 0 || inject_rank == rank());
-  dist::ReducerStats comm;
   {
     const TraceSwitch tracing(options_.trace_nonfinite);
     const LayerTapGuard tap(telemetry);
@@ -291,7 +327,7 @@ StepRecord Trainer::step(std::span<const Batch> global_batches) {
     try {
       for (std::size_t i = 0; i < micro_batches.size(); ++i) {
         const Batch& b = micro_batches[i];
-        items += b.items();
+        pass.items += b.items();
         const Tensor l = this->loss(b);
         losses.push_back(l.detach());
         const Tensor scaled = scaler_.scale_loss(share == 1 ? l : mul(l, share));
@@ -304,33 +340,37 @@ StepRecord Trainer::step(std::span<const Batch> global_batches) {
           scaled.backward();
         }
       }
-      for (const Tensor& l : losses) loss += l.item() / static_cast<double>(micro_batches.size());
+      for (const Tensor& l : losses) pass.loss += l.item() / static_cast<double>(micro_batches.size());
     } catch (const NonFiniteError& e) {
-      trace = e.report();
-      loss = std::numeric_limits<double>::quiet_NaN();
+      pass.trace = e.report();
+      pass.loss = std::numeric_limits<double>::quiet_NaN();
     }
     if (reducer_) {
       // Every rank sends every bucket, even after its tracer stopped the step (then skipped everywhere).
       if (!reducing) reducer_->begin();
-      comm = reducer_->finish();
+      pass.comm = reducer_->finish();
     }
   }
-  if (!trace && injects && !reducer_) inject_inf(model_.module().parameters().front().grad());
-  bool skip_everywhere = trace.has_value();
-  if (group_) {
-    // The ranks' losses and items added up, and whether any rank's tracer stopped the step.
-    std::array<double, 3> v{loss, static_cast<double>(items), trace ? 1.0 : 0.0};
-    group_->all_reduce(v, dist::ReduceOp::sum);
-    loss = v[0] / ranks();
-    items = static_cast<std::int64_t>(v[1]);
-    skip_everywhere = v[2] > 0;
-  }
-  StepReport rep;
-  std::vector<std::pair<std::string, std::int64_t>> bad_grads;
-  std::map<std::string, double> lost;
-  if (skip_everywhere) {
+  if (!pass.trace && injects && !reducer_) inject_inf(model_.module().parameters().front().grad());
+  pass.skip_everywhere = pass.trace.has_value();
+  return pass;
+}
+
+void Trainer::agree_on_pass(Pass& pass) const {
+  if (!group_) return;
+  // The ranks' losses and items added up, and whether any rank's tracer stopped the step.
+  std::array<double, 3> v{pass.loss, static_cast<double>(pass.items), pass.trace ? 1.0 : 0.0};
+  group_->all_reduce(v, dist::ReduceOp::sum);
+  pass.loss = v[0] / ranks();
+  pass.items = static_cast<std::int64_t>(v[1]);
+  pass.skip_everywhere = v[2] > 0;
+}
+
+Trainer::Update Trainer::update_weights(std::int64_t step, const Pass& pass, Telemetry* telemetry) {
+  Update u;
+  if (pass.skip_everywhere) {
     // The tracer stopped the step (on some rank): skipped, as an overflowing one (the scale backs off).
-    rep = scaler_.record_overflow(trace ? trace->nonfinite : 0);
+    u.report = scaler_.record_overflow(pass.trace ? pass.trace->nonfinite : 0);
     scaler_.update();
   } else {
     if (telemetry) telemetry->parameters(model_.module());
@@ -339,57 +379,65 @@ StepRecord Trainer::step(std::span<const Batch> global_batches) {
     const std::int64_t every = options_.update_stats_every;
     std::vector<Tensor> before;
     if (every > 0 && (step == 1 || step % every == 0)) before = weights_before_update(model_.module());
-    rep = scaled_step(scaler_, *optimizer_, options_.clip);
-    if (!before.empty() && !rep.skipped) lost = lost_updates(model_.module(), before);
-    if (rep.skipped) bad_grads = nonfinite_gradients(model_.module());
+    u.report = scaled_step(scaler_, *optimizer_, options_.clip);
+    if (!before.empty() && !u.report.skipped) u.lost = lost_updates(model_.module(), before);
+    if (u.report.skipped) u.bad_grads = nonfinite_gradients(model_.module());
   }
   optimizer_->zero_grad();
-  if (fp8 && group_) {
+  return u;
+}
+
+void Trainer::end_fp8_step() {
+  if (!options_.precision.fp8) return;
+  if (group_) {
     // Every rank's amaxes, the largest taken: the same histories and scales on every rank.
     std::vector<double> amax = nn::fp8_step_amaxes(model_.module());
     group_->all_reduce(amax, dist::ReduceOp::max);
     nn::set_fp8_step_amaxes(model_.module(), amax);
   }
-  if (fp8) add_fp8_scale_updates(nn::fp8_end_step(model_.module()));
-  if (group_) {
-    const std::int64_t every = options_.data_parallel->checksum_every;
-    if (every > 0 && step % every == 0) check_weights_agree(*group_, model_.module(), step);
-  }
-  ++next_step_;
-  const double seconds = seconds_since(t0);
-  StepRecord record{step, loss, optimizer_->lr(), rep.scale, rep.grad_norm, rep.underflow_fraction,
-                    static_cast<double>(items) / seconds, rep.skipped, rep.nonfinite, peaks(options_.device), seconds_since(*start_),
-                    rep.warning};
-  if (fp8) {
+  add_fp8_scale_updates(nn::fp8_end_step(model_.module()));
+}
+
+void Trainer::check_replicas(std::int64_t step) const {
+  if (!group_) return;
+  const std::int64_t every = options_.data_parallel->checksum_every;
+  if (every > 0 && step % every == 0) check_weights_agree(*group_, model_.module(), step);
+}
+
+StepRecord Trainer::record_step(std::int64_t step, Pass pass, const Update& u, double seconds, Telemetry* telemetry) {
+  const StepReport& rep = u.report;
+  StepRecord record{step, pass.loss, optimizer_->lr(), rep.scale, rep.grad_norm, rep.underflow_fraction,
+                    static_cast<double>(pass.items) / seconds, rep.skipped, rep.nonfinite, peaks(options_.device),
+                    seconds_since(*start_), rep.warning};
+  if (options_.precision.fp8) {
     record.fp8 = fp8_counters();
     record.fp8_layers = nn::fp8_layer_counters(model_.module());
   }
-  record.comm_bytes = comm.bytes_sent;
-  record.comm_seconds = comm.comm_seconds;
-  record.comm_exposed_seconds = comm.exposed_seconds;
-  record.comm_buckets = comm.buckets;
+  record.comm_bytes = pass.comm.bytes_sent;
+  record.comm_seconds = pass.comm.comm_seconds;
+  record.comm_exposed_seconds = pass.comm.exposed_seconds;
+  record.comm_buckets = pass.comm.buckets;
   if (telemetry) record.numerics = telemetry->take();
-  if (controller_) {
-    // Skipped steps blame the layers their inf/NaN came from; sampled good steps are decided on.
-    std::vector<PrecisionChange>& changes = record.precision_changes;
-    if (trace) {
-      changes = controller_->blame(step, trace->layer, trace->str());
-    } else {
-      for (const auto& [name, count] : bad_grads) {
-        auto c = controller_->blame(step, name, std::to_string(count) + " inf/NaN in the gradient of " + name);
-        changes.insert(changes.end(), c.begin(), c.end());
-      }
-    }
-    if (!rep.skipped && !record.numerics.empty()) changes = controller_->decide(step, record.numerics);
-    controller_->count_step(rep.skipped);
-  }
-  record.trace = std::move(trace);
-  record.nonfinite_grads = std::move(bad_grads);
-  record.lost_updates = std::move(lost);
-  // The scaler's own collapse report is folded into one explanation per run of skips.
-  record.warning = follow_skips(record, !rep.warning.empty());
-  if (!record.warning.empty() && options_.stop_on_stall) throw TrainingStalled(record.warning);
+  record.trace = std::move(pass.trace);
+  record.nonfinite_grads = u.bad_grads;
+  record.lost_updates = u.lost;
   return record;
+}
+
+void Trainer::adapt_precision(StepRecord& record, bool skipped) {
+  if (!controller_) return;
+  // Skipped steps blame the layers their inf/NaN came from; sampled good steps are decided on.
+  std::vector<PrecisionChange>& changes = record.precision_changes;
+  if (record.trace) {
+    changes = controller_->blame(record.step, record.trace->layer, record.trace->str());
+  } else {
+    for (const auto& [name, count] : record.nonfinite_grads) {
+      auto c = controller_->blame(record.step, name, std::to_string(count) + " inf/NaN in the gradient of " + name);
+      changes.insert(changes.end(), c.begin(), c.end());
+    }
+  }
+  if (!skipped && !record.numerics.empty()) changes = controller_->decide(record.step, record.numerics);
+  controller_->count_step(skipped);
 }
 
 std::string Trainer::follow_skips(const StepRecord& r, bool collapsed) {

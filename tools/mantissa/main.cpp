@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   add("train", "Train a model (mlp, cnn, segment, gpt, lstm) on real data in fp32, bf16 or fp16", mantissa::cli::add_train);
   add("compare", "Train the same model in several precisions and compare them side by side", mantissa::cli::add_compare);
   add("paper", "The mixed-precision paper's experiments: each model in fp32, bf16, fp16 with and without loss scaling "
-               "and master weights, as a table", mantissa::cli::add_paper);
+               "and master weights, as a table (--suite nvfp4: NVFP4's recipe part by part)", mantissa::cli::add_paper);
   add("inspect", "Summarize a run's numerics telemetry: tensors closest to underflow and overflow, the gradient histogram",
       mantissa::cli::add_inspect);
   add("info", "What this machine's kernels can do: instruction sets, AMX, oneDNN's dtypes", mantissa::cli::add_info);

@@ -242,6 +242,18 @@ class Trainer {
   } streak_;
   // Notes the step's outcome in streak_; returns the explanation when the run has stalled, else "".
   std::string follow_skips(const StepRecord& record, bool collapsed);
+  // A step's phases, in the order step() runs them (trainer.cpp).
+  struct Pass;
+  struct Update;
+  std::vector<Batch> shard(std::span<const Batch> global_batches);  // data parallel: this rank's rows
+  Telemetry* begin_step(std::int64_t step);  // the learning rate, counters; the telemetry if due
+  Pass forward_backward(std::int64_t step, std::span<const Batch> micro_batches, Telemetry* telemetry);
+  void agree_on_pass(Pass& pass) const;  // data parallel: loss, items and whether to skip, of all ranks
+  Update update_weights(std::int64_t step, const Pass& pass, Telemetry* telemetry);  // or skip
+  void end_fp8_step();  // delayed scaling's histories and scales (amaxes agreed over the ranks)
+  void check_replicas(std::int64_t step) const;  // data parallel: the weights' checksums, when due
+  StepRecord record_step(std::int64_t step, Pass pass, const Update& update, double seconds, Telemetry* telemetry);
+  void adapt_precision(StepRecord& record, bool skipped);  // the adaptive controller's decisions
   std::int64_t next_step_ = 1;
   std::optional<std::chrono::steady_clock::time_point> start_;
 };
