@@ -29,6 +29,7 @@
 #include "mantissa/nn/models.h"
 #include "mantissa/ops/ops.h"
 #include "mantissa/backend/kernel_timer.h"
+#include "mantissa/train/builders.h"
 #include "mantissa/train/trainer.h"
 #include "copy_rate.h"
 #include "peak_flops.h"
@@ -132,47 +133,26 @@ std::vector<Variant> variants(const ModelBenchArgs& a) {
   return out;
 }
 
-// The real data set the batches come from, loaded once for every variant (before anything is timed or
-// printed, so a bad path is the only thing reported).
-struct BenchData {
-  std::optional<TextCorpus> corpus;
-  std::optional<ImageDataset> images;
-};
-
-BenchData load_data(const ModelBenchArgs& a) {
-  BenchData d;
-  if (a.model == "cnn") {
-    d.images = load_mnist_format(a.data.empty() ? kFashionMnistDir : std::filesystem::path(a.data), true);
-  } else {
-    d.corpus = TextCorpus::load(a.data.empty() ? kFortunesDir : std::filesystem::path(a.data));
-  }
-  return d;
-}
+// The model kind a bench model is built as (its sizes set apart): "gpt" or "cnn".
+std::string_view model_kind(const ModelBenchArgs& a) { return a.model == "cnn" ? "cnn" : "gpt"; }
 
 // One model in one precision, trained by the library's Trainer, and the batch it trains on: drawn from
 // the real data set and prepared (cast to the model's input dtype) before the step is timed.
 class Bench {
  public:
-  Bench(const ModelBenchArgs& a, const Variant& v, const BenchData& data) : a_(a), v_(v), text_(a.model != "cnn") {
-    {
-      MemoryCategoryScope params(MemoryCategory::parameters);
-      if (text_) {
-        model_ = std::make_unique<train::ModuleModel<nn::Gpt>>(
-            nn::GptConfig{a.n_layer, a.n_head, a.n_embd, a.block_size, a.vocab, a.seed, a.gelu == "tanh"});
-      } else {
-        model_ = std::make_unique<train::ModuleModel<nn::Cnn>>(nn::CnnConfig{
-            .in_channels = data.images->channels(), .width = a.width, .classes = data.images->classes, .seed = a.seed});
-      }
-    }
+  // (The real data set, loaded once for every variant before anything is timed or printed, so a bad
+  // path is the only thing reported; each variant draws its batches from a copy of it.)
+  Bench(const ModelBenchArgs& a, const Variant& v, const train::Dataset& data) : a_(a), v_(v), text_(a.model != "cnn") {
+    const std::string_view kind = model_kind(a);
+    model_ = train::make_model(kind,
+                               {.width = a.width, .n_layer = a.n_layer, .n_head = a.n_head, .n_embd = a.n_embd,
+                                .block_size = a.block_size, .vocab = a.vocab, .gelu_tanh = a.gelu == "tanh"},
+                               train::data_shape(kind, data), a.seed);
     // Data parallel: each rank its batch_size rows of a global batch ranks times as large.
     const auto group = process_group();
     ranks_ = group->size();
-    const std::int64_t global = a.batch_size * ranks_;
-    if (text_) {
-      data_ = std::make_unique<train::TextData>(*data.corpus, global, a.block_size, 7, 1, "text");
-    } else {
-      data_ = std::make_unique<train::ClassificationData>(*data.images, *data.images, global, a.seed);
-    }
+    data_ = train::make_source(kind, data,
+                               {.batch_size = a.batch_size * ranks_, .window = a.block_size, .eval_batches = 1, .seed = text_ ? 7 : a.seed});
     train::TrainerOptions o;
     o.precision = {v.precision, v.low_precision_model ? train::PrecisionMode::low_precision_model
                                                       : train::PrecisionMode::autocast};
@@ -325,7 +305,7 @@ void gpu_breakdown(Bench& bench, int timed_steps, Result& r) {
   for (const auto& [part, f] : kt.backend_flops) r.flops_by_part[part] = f * scale;
 }
 
-Result run_variant(const ModelBenchArgs& a, const Variant& v, const BenchData& data, bool several, int threads) {
+Result run_variant(const ModelBenchArgs& a, const Variant& v, const train::Dataset& data, bool several, int threads) {
   Result r;
   r.variant = v;
   const Device device = device_option(a.device);
@@ -553,7 +533,7 @@ int run_model_bench(ModelBenchArgs a) {
   apply_preset(a);
   if (a.steps <= 0 || a.warmup < 0) throw std::invalid_argument("bench: --steps must be positive, --warmup not negative");
   const std::vector<Variant> vs = variants(a);
-  const BenchData data = load_data(a);
+  const train::Dataset data = train::load_dataset(model_kind(a), a.data);
   const Device device = device_option(a.device);
   if (a.tf32 && device.type != DeviceType::cuda) throw std::invalid_argument("bench --tf32: only with --device cuda");
   set_cuda_allow_tf32(a.tf32);

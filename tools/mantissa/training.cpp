@@ -29,6 +29,7 @@
 #include "mantissa/io/safetensors.h"
 #include "mantissa/nn/models.h"
 #include "mantissa/numeric/parse_number.h"
+#include "mantissa/train/builders.h"
 
 namespace mantissa::cli {
 namespace {
@@ -196,22 +197,7 @@ void check_layer_paths(nn::Module& model, const std::vector<std::string>& paths,
   }
 }
 
-// The sizes a model takes from its data: image channels, height and width and the class count (the
-// largest label of either split + 1), or the GPT's 256-byte vocabulary.
-struct DataShape {
-  std::int64_t channels = 0, height = 0, width = 0, classes = 0;
-  std::string input() const {
-    return std::to_string(channels) + "x" + std::to_string(height) + "x" + std::to_string(width);
-  }
-};
-
-DataShape image_shape(const ImageDataset& train, const ImageDataset& test, const std::string& dir) {
-  if (test.channels() != train.channels() || test.height() != train.height() || test.width() != train.width()) {
-    throw DataError(dir + ": the test images are " + shape_str(test.images.shape()) + ", the training images " +
-                    shape_str(train.images.shape()) + " (each image must have the same size)");
-  }
-  return {train.channels(), train.height(), train.width(), std::max(train.classes, test.classes)};
-}
+using train::DataShape;
 
 // What a checkpoint must agree on with the run resuming from it, as (name, value): the flags that shape
 // the model, its precision and its data order, and the sizes taken from the data.
@@ -432,40 +418,20 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
     const dist::NcclInfo nccl = dist::nccl_info();
     if (!nccl.unavailable.empty()) throw std::runtime_error("--device cuda under mpirun: data parallel on GPUs needs NCCL: " + nccl.unavailable);
   }
-  const bool text = c.model == "gpt" || c.model == "lstm";
-  const std::string data_path = !c.data.empty() ? c.data : text ? kFortunesDir.string() : kFashionMnistDir.string();
+  const bool text = train::is_text_model(c.model);
 
   // Data, and the sizes the model takes from it.
-  std::unique_ptr<train::DataSource> data;
-  DataShape shape;
-  std::int64_t train_size = 0;
-  bool single_class = false;  // every training label the same
-  if (c.model == "lstm") {
-    data = std::make_unique<train::TextStreams>(TextCorpus::load(data_path), c.batch_size, c.bptt, c.eval_batches, data_path);
-  } else if (text) {
-    data = std::make_unique<train::TextData>(TextCorpus::load(data_path), c.batch_size, c.block_size, c.seed,
-                                             c.eval_batches, data_path);
-  } else {
-    ImageDataset train_set = load_mnist_format(data_path, true);
-    ImageDataset test_set = load_mnist_format(data_path, false);
-    shape = image_shape(train_set, test_set, data_path);
-    train_size = train_set.size();
-    single_class = c.model != "segment" &&
-                   std::adjacent_find(train_set.labels.begin(), train_set.labels.end(), std::not_equal_to<>()) == train_set.labels.end();
-    // The CNN pools twice by 2: a side under 4 pixels would leave nothing to pool.
-    if (c.model == "cnn" && (shape.height < 4 || shape.width < 4)) {
-      throw DataError(data_path + ": the CNN needs images of at least 4x4 pixels (it pools twice by 2); these are " +
-                      std::to_string(shape.height) + "x" + std::to_string(shape.width));
-    }
-    if (c.model == "segment") {
-      // Object pixels: brighter than 0.2 of full scale, under load_mnist_format's default normalization.
-      constexpr double kObject = (0.2 - 0.2860) / 0.3530;
-      data = std::make_unique<train::SegmentationData>(std::move(train_set), std::move(test_set), c.batch_size, c.seed, kObject);
-      shape.classes += 1;  // background
-    } else {
-      data = std::make_unique<train::ClassificationData>(std::move(train_set), std::move(test_set), c.batch_size, c.seed);
-    }
-  }
+  train::Dataset dataset = train::load_dataset(c.model, c.data);
+  const std::string data_path = dataset.path;
+  const DataShape shape = train::data_shape(c.model, dataset);
+  const std::int64_t train_size = dataset.train ? dataset.train->size() : 0;
+  // Every training label the same (the segmenter's labels are its masks' classes).
+  const bool single_class = dataset.train && c.model != "segment" &&
+                            std::adjacent_find(dataset.train->labels.begin(), dataset.train->labels.end(),
+                                               std::not_equal_to<>()) == dataset.train->labels.end();
+  const std::unique_ptr<train::DataSource> data = train::make_source(
+      c.model, std::move(dataset),
+      {.batch_size = c.batch_size, .window = c.model == "lstm" ? c.bptt : c.block_size, .eval_batches = c.eval_batches, .seed = c.seed});
   if (c.epochs > 0) {
     if (text) throw std::invalid_argument("--epochs applies to image data; give a text model --steps");
     const std::int64_t per_step = c.batch_size * c.grad_accum;
@@ -481,27 +447,11 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   for (const std::string& note : notes) progress("note: %s\n", note.c_str());
 
   // The model.
-  std::unique_ptr<train::Model> model;
-  {
-    MemoryCategoryScope params(MemoryCategory::parameters);
-    if (c.model == "mlp") {
-      model = std::make_unique<train::ModuleModel<nn::Mlp>>(nn::MlpConfig{
-          .in = shape.channels * shape.height * shape.width, .hidden = c.hidden, .layers = c.layers,
-          .classes = shape.classes, .seed = c.seed});
-    } else if (c.model == "cnn") {
-      model = std::make_unique<train::ModuleModel<nn::Cnn>>(
-          nn::CnnConfig{.in_channels = shape.channels, .width = c.width, .classes = shape.classes, .seed = c.seed});
-    } else if (c.model == "segment") {
-      model = std::make_unique<train::ModuleModel<nn::Segmenter>>(
-          nn::SegmenterConfig{.in_channels = shape.channels, .width = c.width, .classes = shape.classes, .seed = c.seed});
-    } else if (c.model == "lstm") {
-      model = std::make_unique<train::RecurrentModel<nn::LstmLm>>(
-          nn::LstmConfig{.vocab = 256, .embd = c.embd, .hidden = c.hidden, .layers = c.layers, .seed = c.seed});
-    } else {
-      model = std::make_unique<train::ModuleModel<nn::Gpt>>(
-          nn::GptConfig{c.n_layer, c.n_head, c.n_embd, c.block_size, 256, c.seed, c.gelu == "tanh"});
-    }
-  }
+  const std::unique_ptr<train::Model> model = train::make_model(
+      c.model,
+      {.hidden = c.hidden, .layers = c.layers, .width = c.width, .n_layer = c.n_layer, .n_head = c.n_head,
+       .n_embd = c.n_embd, .block_size = c.block_size, .gelu_tanh = c.gelu == "tanh", .embd = c.embd},
+      shape, c.seed);
 
   // The run's typed options. constant: the warm-up, then the learning rate (a cosine from lr to lr).
   train::TrainerOptions o;

@@ -1,0 +1,95 @@
+// Models and their data by name; see mantissa/train/builders.h.
+#include "mantissa/train/builders.h"
+
+#include <stdexcept>
+
+#include "mantissa/core/memory.h"
+#include "mantissa/nn/models.h"
+
+namespace mantissa::train {
+
+bool is_text_model(std::string_view model) {
+  if (model == "gpt" || model == "lstm") return true;
+  if (model == "mlp" || model == "cnn" || model == "segment") return false;
+  throw std::invalid_argument("'" + std::string(model) + "' is no model (mlp, cnn, segment, gpt, lstm)");
+}
+
+Dataset load_dataset(std::string_view model, const std::string& path) {
+  Dataset d;
+  const bool text = is_text_model(model);
+  d.path = !path.empty() ? path : text ? kFortunesDir.string() : kFashionMnistDir.string();
+  if (text) {
+    d.text = TextCorpus::load(d.path);
+  } else {
+    d.train = load_mnist_format(d.path, true);
+    d.test = load_mnist_format(d.path, false);
+  }
+  return d;
+}
+
+std::string DataShape::input() const {
+  return std::to_string(channels) + "x" + std::to_string(height) + "x" + std::to_string(width);
+}
+
+DataShape data_shape(std::string_view model, const Dataset& data) {
+  if (!data.train || !data.test) return {};
+  const ImageDataset &train = *data.train, &test = *data.test;
+  if (test.channels() != train.channels() || test.height() != train.height() || test.width() != train.width()) {
+    throw DataError(data.path + ": the test images are " + shape_str(test.images.shape()) + ", the training images " +
+                    shape_str(train.images.shape()) + " (each image must have the same size)");
+  }
+  DataShape s{train.channels(), train.height(), train.width(), std::max(train.classes, test.classes)};
+  // The CNN pools twice by 2: a side under 4 pixels would leave nothing to pool.
+  if (model == "cnn" && (s.height < 4 || s.width < 4)) {
+    throw DataError(data.path + ": the CNN needs images of at least 4x4 pixels (it pools twice by 2); these are " +
+                    std::to_string(s.height) + "x" + std::to_string(s.width));
+  }
+  if (model == "segment") s.classes += 1;  // background
+  return s;
+}
+
+std::unique_ptr<DataSource> make_source(std::string_view model, Dataset data, const SourceOptions& o) {
+  if (is_text_model(model)) {
+    if (!data.text) throw std::invalid_argument("make_source: a text model needs a text corpus");
+    if (model == "lstm") return std::make_unique<TextStreams>(std::move(*data.text), o.batch_size, o.window, o.eval_batches, data.path);
+    return std::make_unique<TextData>(std::move(*data.text), o.batch_size, o.window, o.seed, o.eval_batches, data.path);
+  }
+  if (!data.train || !data.test) throw std::invalid_argument("make_source: an image model needs training and test images");
+  if (model == "segment") {
+    // Object pixels: brighter than 0.2 of full scale, under load_mnist_format's default normalization.
+    constexpr double kObject = (0.2 - 0.2860) / 0.3530;
+    return std::make_unique<SegmentationData>(std::move(*data.train), std::move(*data.test), o.batch_size, o.seed, kObject);
+  }
+  return std::make_unique<ClassificationData>(std::move(*data.train), std::move(*data.test), o.batch_size, o.seed);
+}
+
+std::unique_ptr<Model> make_model(std::string_view model, const ModelSizes& z, const DataShape& shape, std::uint64_t seed) {
+  MemoryCategoryScope params(MemoryCategory::parameters);
+  if (model == "mlp") {
+    return std::make_unique<ModuleModel<nn::Mlp>>(nn::MlpConfig{.in = shape.channels * shape.height * shape.width,
+                                                                .hidden = z.hidden,
+                                                                .layers = z.layers,
+                                                                .classes = shape.classes,
+                                                                .seed = seed});
+  }
+  if (model == "cnn") {
+    return std::make_unique<ModuleModel<nn::Cnn>>(
+        nn::CnnConfig{.in_channels = shape.channels, .width = z.width, .classes = shape.classes, .seed = seed});
+  }
+  if (model == "segment") {
+    return std::make_unique<ModuleModel<nn::Segmenter>>(
+        nn::SegmenterConfig{.in_channels = shape.channels, .width = z.width, .classes = shape.classes, .seed = seed});
+  }
+  if (model == "lstm") {
+    return std::make_unique<RecurrentModel<nn::LstmLm>>(
+        nn::LstmConfig{.vocab = 256, .embd = z.embd, .hidden = z.hidden, .layers = z.layers, .seed = seed});
+  }
+  if (model == "gpt") {
+    return std::make_unique<ModuleModel<nn::Gpt>>(
+        nn::GptConfig{z.n_layer, z.n_head, z.n_embd, z.block_size, z.vocab, seed, z.gelu_tanh});
+  }
+  is_text_model(model);  // throws: no such model
+  return nullptr;
+}
+
+}  // namespace mantissa::train
