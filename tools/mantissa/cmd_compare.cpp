@@ -62,7 +62,7 @@ int run_compare(const CompareArgs& a) {
     TrainConfig c = base;
     set_precision(c, name);
     c.compared = names;
-    c.low_precision_model = base.low_precision_model && c.precision != DType::f32;
+    if (c.precision.compute == DType::f32) c.precision.mode = train::PrecisionMode::autocast;
     // Each precision's checkpoints in a directory of its own (DIR/fp32, DIR/bf16, ...).
     if (!c.checkpoint_dir.empty()) c.checkpoint_dir = (std::filesystem::path(base.checkpoint_dir) / name).string();
     progress("== %s\n", name.c_str());

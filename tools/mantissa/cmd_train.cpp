@@ -130,8 +130,8 @@ int run_train(TrainRunArgs& a) {
     }
     for (const train::TensorNumerics& n : r.numerics) telemetry.write_line(n.json());
     for (const train::PrecisionChange& ch : r.precision_changes) {
-      std::fprintf(stderr, "%sstep %lld: precision: %s\n", tty ? "\n" : "", static_cast<long long>(r.step), ch.str(c.precision).c_str());
-      metrics.write_line("{\"step\": " + std::to_string(r.step) + ", \"precision_change\": " + ch.json(c.precision) + "}");
+      std::fprintf(stderr, "%sstep %lld: precision: %s\n", tty ? "\n" : "", static_cast<long long>(r.step), ch.str(c.precision.compute).c_str());
+      metrics.write_line("{\"step\": " + std::to_string(r.step) + ", \"precision_change\": " + ch.json(c.precision.compute) + "}");
     }
     if (r.skipped) {
       if (skip_first == 0) {
@@ -216,7 +216,7 @@ TrainConfig resolve(const TrainArgs& a) {
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string("--fp8-recipe/--fp8-format/--amax-history/--fp8-margin/--mx-scale: ") + e.what());
   }
-  c.fp8_layers.first_last_bf16 = a.fp8_first_last == "bf16";
+  c.precision.fp8_layers.first_last_bf16 = a.fp8_first_last == "bf16";
   if (a.fp8_first_last != "bf16" && a.fp8_first_last != "fp8") {
     throw std::invalid_argument("--fp8-first-last: '" + a.fp8_first_last + "' is not bf16 or fp8");
   }
@@ -232,7 +232,7 @@ TrainConfig resolve(const TrainArgs& a) {
     throw std::invalid_argument(std::string("--precision: ") + e.what());
   }
   try {
-    c.low_precision_model = train::parse_precision_mode(a.mode) == train::PrecisionMode::low_precision_model;
+    c.precision.mode = train::parse_precision_mode(a.mode);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string("--mode: ") + e.what());
   }
@@ -247,7 +247,7 @@ TrainConfig resolve(const TrainArgs& a) {
   if (a.fp32_ops != "default" && a.fp32_ops != "none") {
     throw std::invalid_argument("--fp32-ops: '" + a.fp32_ops + "' is not default or none");
   }
-  c.fp32_ops = a.fp32_ops == "default";
+  c.precision.fp32_ops = a.fp32_ops == "default";
   return c;
 }
 
@@ -286,9 +286,9 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
   app.add_option("--fp8-margin", c.fp8_options.margin, "fp8: scales divided by 2^margin")->capture_default_str();
   app.add_option("--fp8-first-last", a.fp8_first_last, "fp8: the model's first and last linear layers in bf16 or fp8")
       ->capture_default_str();
-  app.add_option("--fp8-bf16-layers", c.fp8_layers.bf16_layers, "fp8: module paths (or prefixes) kept in bf16")
+  app.add_option("--fp8-bf16-layers", c.precision.fp8_layers.bf16_layers, "fp8: module paths (or prefixes) kept in bf16")
       ->delimiter(',');
-  app.add_option("--fp8-layers", c.fp8_layers.fp8_layers, "fp8: module paths (or prefixes) run in fp8 whatever else says")
+  app.add_option("--fp8-layers", c.precision.fp8_layers.fp8_layers, "fp8: module paths (or prefixes) run in fp8 whatever else says")
       ->delimiter(',');
   app.add_option("--master-weights", a.master_weights,
                  "on, or off: update the bf16/fp16 parameters in place, losing updates under half an ulp (with "
@@ -361,7 +361,7 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
   app.add_option("--dist-timeout", c.dist_timeout, "Data parallel: seconds a rank waits for the others before the job stops "
                                                    "(0: forever)")
       ->capture_default_str();
-  app.add_option("--fp32-layers", c.fp32_layers, "Module paths (or prefixes) whose ops all run in fp32")->delimiter(',');
+  app.add_option("--fp32-layers", c.precision.f32_layers, "Module paths (or prefixes) whose ops all run in fp32")->delimiter(',');
   app.add_flag("--trace-nonfinite", c.trace_nonfinite,
                "Check every op's output; the first that makes an inf/NaN stops the step (skipped) with a report naming it");
   app.add_option("--update-stats-every", c.update_stats_every,

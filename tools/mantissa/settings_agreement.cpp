@@ -69,11 +69,11 @@ std::vector<std::string> check_agreement(const TrainConfig& c, const RunFacts& r
     return false;
   };
   const bool adaptive = any_run([](const TrainConfig& o) { return o.adaptive; });
-  const bool fp8 = any_run([](const TrainConfig& o) { return o.fp8 || (o.adaptive && o.adaptive_options.fp8); });
+  const bool fp8 = any_run([](const TrainConfig& o) { return o.precision.fp8 || (o.adaptive && o.adaptive_options.fp8); });
   const bool mx = any_run([](const TrainConfig& o) {
-    return o.fp8 && (o.fp8_options.recipe == Fp8Recipe::mxfp8 || o.fp8_options.recipe == Fp8Recipe::mxfp4);
+    return o.precision.fp8 && (o.precision.fp8->recipe == Fp8Recipe::mxfp8 || o.precision.fp8->recipe == Fp8Recipe::mxfp4);
   });
-  const bool nvfp4 = any_run([](const TrainConfig& o) { return o.fp8 && o.fp8_options.recipe == Fp8Recipe::nvfp4; });
+  const bool nvfp4 = any_run([](const TrainConfig& o) { return o.precision.fp8 && o.precision.fp8->recipe == Fp8Recipe::nvfp4; });
   const std::vector<AppliesOnly> rows = {
       {{"--adaptive-dtype", "--adaptive-fp8", "--adaptive-every", "--adaptive-warmup"}, adaptive, "--precision adaptive", ""},
       {{"--fp8-recipe", "--fp8-format", "--amax-history", "--fp8-margin", "--fp8-first-last", "--fp8-bf16-layers", "--fp8-layers"},
@@ -84,7 +84,7 @@ std::vector<std::string> check_agreement(const TrainConfig& c, const RunFacts& r
        run.dynamic_scaling, "--loss-scale dynamic (fp16's default)",
        c.loss_scale.empty() ? "no loss scaling" : "--loss-scale " + c.loss_scale},
       {{"--momentum"}, c.optimizer == "sgd", "--optimizer sgd", c.optimizer},
-      {{"--stochastic-rounding"}, c.low_precision_model, "--mode low-precision-model (bf16/fp16 parameters written from f32 masters)",
+      {{"--stochastic-rounding"}, c.precision.low_precision_model(), "--mode low-precision-model (bf16/fp16 parameters written from f32 masters)",
        "autocast, whose f32 parameters are not rounded"},
       {{"--checkpoint-every", "--keep"}, !c.checkpoint_dir.empty(), "--checkpoint-dir", ""},
       {{"--resume-allow"}, c.resume, "--resume", ""},

@@ -43,7 +43,7 @@ LossScalerOptions scaler_options(const TrainConfig& c) {
   dynamic.hysteresis = c.hysteresis;
   dynamic.min_scale = c.min_scale;
   try {
-    return train::parse_loss_scaling(c.loss_scale, c.precision, dynamic);
+    return train::parse_loss_scaling(c.loss_scale, c.precision.compute, dynamic);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string("--loss-scale: ") + e.what());
   }
@@ -131,15 +131,15 @@ void check(const TrainConfig& c) {
   in_range(c.inject_rank, -1, 1 << 20, "--inject-rank");
   real(c.bucket_mb, c.bucket_mb > 0 && c.bucket_mb <= 1 << 20, "--bucket-mb", "positive (MiB)");
   real(c.dist_timeout, c.dist_timeout >= 0, "--dist-timeout", "finite and at least 0 (0: wait forever)");
-  if (!c.master_weights && !c.low_precision_model) {
+  if (!c.master_weights && !c.precision.low_precision_model()) {
     throw std::invalid_argument("--master-weights off updates bf16/fp16 parameters in place: give --mode "
                                 "low-precision-model with it (in autocast mode the f32 parameters are the master weights)");
   }
-  if (!c.fp32_ops && c.precision == DType::f32) throw std::invalid_argument("--fp32-ops none needs --precision bf16 or fp16");
-  if (c.precision != DType::f32 && c.precision != DType::bf16 && c.precision != DType::f16) {
+  if (!c.precision.fp32_ops && c.precision.compute == DType::f32) throw std::invalid_argument("--fp32-ops none needs --precision bf16 or fp16");
+  if (c.precision.compute != DType::f32 && c.precision.compute != DType::bf16 && c.precision.compute != DType::f16) {
     throw std::invalid_argument("--precision must be fp32, bf16 or fp16");
   }
-  if (c.adaptive && (c.low_precision_model || !c.precision_plan.empty())) {
+  if (c.adaptive && (c.precision.low_precision_model() || !c.precision_plan.empty())) {
     throw std::invalid_argument("--precision adaptive runs in autocast mode, without --precision-plan");
   }
   if (c.adaptive) {
@@ -149,7 +149,7 @@ void check(const TrainConfig& c) {
       throw std::invalid_argument(std::string("--adaptive-*: ") + e.what());
     }
   }
-  if (c.low_precision_model && c.precision == DType::f32) {
+  if (c.precision.low_precision_model() && c.precision.compute == DType::f32) {
     throw std::invalid_argument("--mode low-precision-model needs --precision bf16 or fp16");
   }
   if (c.schedule != "cosine" && c.schedule != "constant") {
@@ -206,8 +206,8 @@ using Signature = std::vector<std::pair<std::string, std::string>>;
 Signature signature(const TrainConfig& c, const DataShape& d) {
   const auto n = [](std::int64_t v) { return std::to_string(v); };
   // (The FP8 recipe is checked by the trainer itself, from the checkpoint's "fp8" metadata.)
-  Signature s{{"--model", c.model}, {"--precision", std::string(dtype_name(c.precision))},
-              {"--mode", c.low_precision_model ? "low-precision-model" : "autocast"}, {"--optimizer", c.optimizer}};
+  Signature s{{"--model", c.model}, {"--precision", std::string(dtype_name(c.precision.compute))},
+              {"--mode", std::string(train::precision_mode_name(c.precision.mode))}, {"--optimizer", c.optimizer}};
   if (c.model == "gpt") {
     s.insert(s.end(), {{"--n-layer", n(c.n_layer)}, {"--n-head", n(c.n_head)}, {"--n-embd", n(c.n_embd)},
                        {"--block-size", n(c.block_size)}, {"--gelu", c.gelu}, {"vocabulary", "256"}});
@@ -220,7 +220,7 @@ Signature signature(const TrainConfig& c, const DataShape& d) {
     s.insert(s.end(), {{"image size (CxHxW)", d.input()}, {"classes", n(d.classes)}});
   }
   s.insert(s.end(), {{"--batch-size", n(c.batch_size)}, {"--seed", std::to_string(c.seed)},
-                     {"--master-weights", c.master_weights ? "on" : "off"}, {"--fp32-ops", c.fp32_ops ? "default" : "none"}});
+                     {"--master-weights", c.master_weights ? "on" : "off"}, {"--fp32-ops", c.precision.fp32_ops ? "default" : "none"}});
   // Settings a run may change on resume on purpose (--resume-allow): what the optimizer, the schedule
   // and the loss scaler do from here on.
   const auto x = [](double v) { return exact_number(v); };
@@ -281,10 +281,10 @@ void check_signature(const std::filesystem::path& path, const std::string& store
 // signature above).
 std::string config_json(const TrainConfig& c, const DataShape& d) {
   return nlohmann::json{{"model", c.model}, {"channels", d.channels}, {"height", d.height}, {"width", d.width},
-                        {"classes", d.classes}, {"data", c.data}, {"precision", std::string(dtype_name(c.precision))},
-                        {"fp8", c.fp8 ? c.fp8_options.str() : "off"}, {"adaptive", c.adaptive},
+                        {"classes", d.classes}, {"data", c.data}, {"precision", std::string(dtype_name(c.precision.compute))},
+                        {"fp8", c.precision.fp8 ? c.precision.fp8->str() : "off"}, {"adaptive", c.adaptive},
                         {"precision_plan", c.precision_plan},
-                        {"mode", c.low_precision_model ? "low-precision-model" : "autocast"},
+                        {"mode", std::string(train::precision_mode_name(c.precision.mode))},
                         {"loss_scale", c.loss_scale}, {"init_scale", c.init_scale}, {"growth_factor", c.growth_factor},
                         {"backoff_factor", c.backoff_factor}, {"growth_interval", c.growth_interval},
                         {"hysteresis", c.hysteresis}, {"min_scale", c.min_scale}, {"optimizer", c.optimizer},
@@ -293,7 +293,7 @@ std::string config_json(const TrainConfig& c, const DataShape& d) {
                         {"steps", c.steps}, {"batch_size", c.batch_size}, {"grad_accum", c.grad_accum},
                         {"seed", c.seed}, {"hidden", c.hidden}, {"layers", c.layers}, {"cnn_width", c.width},
                         {"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"block_size", c.block_size},
-                        {"gelu", c.gelu}, {"embd", c.embd}, {"bptt", c.bptt}, {"master_weights", c.master_weights}, {"fp32_ops", c.fp32_ops}}
+                        {"gelu", c.gelu}, {"embd", c.embd}, {"bptt", c.bptt}, {"master_weights", c.master_weights}, {"fp32_ops", c.precision.fp32_ops}}
       .dump();
 }
 
@@ -311,7 +311,7 @@ train::RunSettings rank_settings(const TrainConfig& c, const DataShape& shape) {
     return out;
   };
   const std::string inject = comma_list(c.inject_nonfinite, [](std::int64_t step) { return std::to_string(step); });
-  const std::string fp32_layers = comma_list(c.fp32_layers, [](const std::string& layer) { return layer; });
+  const std::string fp32_layers = comma_list(c.precision.f32_layers, [](const std::string& layer) { return layer; });
   s.insert(s.end(), {{"--steps", std::to_string(c.steps)}, {"--eval-every", std::to_string(c.eval_every)},
                      {"--eval-batches", std::to_string(c.eval_batches)}, {"--checksum-every", std::to_string(c.checksum_every)},
                      {"--grad-reduce", std::string(dtype_name(c.grad_reduce))}, {"--bucket-mb", exact_number(c.bucket_mb)},
@@ -326,15 +326,14 @@ train::RunSettings rank_settings(const TrainConfig& c, const DataShape& shape) {
 void set_precision(TrainConfig& c, const std::string& name) {
   c.adaptive = name == "adaptive";
   if (c.adaptive) {
-    c.precision = c.adaptive_options.low;
-    c.fp8 = false;
+    c.precision.compute = c.adaptive_options.low;
+    c.precision.fp8.reset();
     return;
   }
   try {
     const train::PrecisionPolicy p = train::parse_precision_policy(name, c.fp8_options);
-    c.precision = p.compute;
-    c.fp8 = p.fp8.has_value();
-    if (p.fp8) c.fp8_options = *p.fp8;  // mxfp8, mxfp4, nvfp4 name their recipe
+    c.precision.compute = p.compute;
+    c.precision.fp8 = p.fp8;  // the FP8 flags' options, with the recipe mxfp8, mxfp4 or nvfp4 name
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string(e.what()) + " (or adaptive)");
   }
@@ -342,8 +341,8 @@ void set_precision(TrainConfig& c, const std::string& name) {
 
 std::string precision_label(const TrainConfig& c) {
   if (c.adaptive) return "adaptive";
-  if (c.fp8) return c.fp8_options.block_scaled() ? std::string(fp8_recipe_name(c.fp8_options.recipe)) : "fp8";
-  return std::string(train::precision_name(c.precision));
+  if (c.precision.fp8) return c.precision.fp8->block_scaled() ? std::string(fp8_recipe_name(c.precision.fp8->recipe)) : "fp8";
+  return std::string(train::precision_name(c.precision.compute));
 }
 
 namespace {
@@ -390,7 +389,7 @@ std::shared_ptr<dist::ProcessGroup> process_group() {
 TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   TrainConfig c = config;
   std::optional<train::PrecisionPlan> plan;
-  if (!c.precision_plan.empty() && !c.adaptive) plan = read_plan(c.precision_plan, c.precision);
+  if (!c.precision_plan.empty() && !c.adaptive) plan = read_plan(c.precision_plan, c.precision.compute);
   check(c);
   const std::shared_ptr<dist::ProcessGroup> group = process_group();
   if (group->size() > 1) {
@@ -455,11 +454,7 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
 
   // The run's typed options. constant: the warm-up, then the learning rate (a cosine from lr to lr).
   train::TrainerOptions o;
-  o.precision = {c.precision, c.low_precision_model ? train::PrecisionMode::low_precision_model : train::PrecisionMode::autocast};
-  if (c.fp8) {
-    o.precision.fp8 = c.fp8_options;
-    o.precision.fp8_layers = c.fp8_layers;
-  }
+  o.precision = c.precision;
   o.optimizer = optimizer_config(c);
   o.loss_scaling = scaler_options(c);
   o.schedule = LrSchedule::warmup_cosine(c.lr, c.warmup, c.steps, c.schedule == "cosine" ? 0.1 * c.lr : c.lr);
@@ -471,8 +466,6 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   o.checkpoints = {c.checkpoint_dir, c.checkpoint_every, c.keep};
   o.checkpoint_metadata = {{"config", signature_json(signature(c, shape))}, {"run", config_json(c, shape)}};
   o.inject_nonfinite = c.inject_nonfinite;
-  o.precision.f32_layers = c.fp32_layers;
-  o.precision.fp32_ops = c.fp32_ops;
   o.update_stats_every = c.update_stats_every;
   o.trace_nonfinite = c.trace_nonfinite;
   o.hold_lr_on_skip = c.hold_lr_on_skip;
@@ -481,7 +474,7 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   o.telemetry = c.telemetry;
   if (c.adaptive) {
     o.adaptive = c.adaptive_options;
-    o.adaptive->low = c.precision;
+    o.adaptive->low = c.precision.compute;
   }
   o.plan = plan;
   o.device = device;
@@ -494,7 +487,7 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
         .settings = rank_settings(c, shape)};
   }
   train::Trainer trainer(*model, *data, o);
-  check_layer_paths(model->module(), c.fp32_layers, "--fp32-layers");
+  check_layer_paths(model->module(), c.precision.f32_layers, "--fp32-layers");
   if (c.telemetry) check_layer_paths(model->module(), c.telemetry->layers, "--telemetry-layers");
 
   if (c.resume) {
@@ -524,7 +517,7 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
                static_cast<long long>(c.steps), static_cast<long long>(their_steps), static_cast<long long>(done + 1));
     }
   }
-  if (c.fp8) progress("%s: %s\n", o.precision.label().c_str(), nn::fp8_plan_str(trainer.fp8_plan()).c_str());
+  if (c.precision.fp8) progress("%s: %s\n", o.precision.label().c_str(), nn::fp8_plan_str(trainer.fp8_plan()).c_str());
   return trainer.run(cb);
 }
 

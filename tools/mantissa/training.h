@@ -19,11 +19,10 @@ namespace mantissa::cli {
 struct TrainConfig {
   std::string model = "mlp";  // mlp, cnn, segment, gpt, lstm
   std::string data;           // default: Fashion-MNIST (mlp, cnn) or the fortunes (gpt)
-  DType precision = DType::f32;
-  bool low_precision_model = false;  // --mode low-precision-model
-  bool fp8 = false;                  // --precision fp8: bf16 with FP8 products
-  Fp8Options fp8_options;            // --fp8-recipe, --fp8-format, --amax-history, --fp8-margin
-  nn::Fp8Policy fp8_layers;          // --fp8-bf16-layers, --fp8-layers, --fp8-first-last
+  // --precision, --mode, --fp8-bf16-layers, --fp8-layers, --fp8-first-last, --fp32-layers, --fp32-ops: the
+  // library's one value, handed to the trainer as it is.
+  train::PrecisionPolicy precision;
+  Fp8Options fp8_options;  // --fp8-recipe, --fp8-format, --amax-history, --fp8-margin, ...: for a precision with FP8
   std::string loss_scale;            // dynamic, deepspeed, static:N, none; default: dynamic for fp16, else none
   double init_scale = 65536, growth_factor = 2, backoff_factor = 0.5, min_scale = 0;  // GradScaler's
   std::int64_t growth_interval = 2000;
@@ -35,7 +34,6 @@ struct TrainConfig {
   std::int64_t warmup = 0;
   bool stochastic_rounding = false;  // master-weight write-back
   bool master_weights = true;        // --master-weights off: bf16/fp16 parameters updated in place (needs low-precision-model)
-  bool fp32_ops = true;              // --fp32-ops none: autocast's f32 list runs in the compute dtype too
   std::int64_t update_stats_every = 0;  // StepRecord::lost_updates every N steps (0: never)
   std::int64_t steps = 500, batch_size = 128, grad_accum = 1, eval_every = 100, eval_batches = 20;
   std::int64_t epochs = 0;  // > 0: steps = epochs passes over the training images (mlp, cnn)
@@ -43,7 +41,6 @@ struct TrainConfig {
   int threads = 0;
   std::string device = "cpu";  // cpu, or cuda (cuda:0): where the model trains; not part of a checkpoint's settings
   std::vector<std::int64_t> inject_nonfinite;  // steps (1-based) whose gradient gets an inf
-  std::vector<std::string> fp32_layers;        // module paths (or prefixes) run in f32
   bool trace_nonfinite = false;                // stop a step at the first op that makes an inf/NaN, naming it
   bool hold_lr_on_skip = false;                // skipped steps do not advance the schedule
   int skip_patience = 8;                       // skipped steps in a row before the run explains itself
