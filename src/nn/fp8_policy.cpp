@@ -1,4 +1,4 @@
-// The FP8 layer policy: the model's linear layers found by walking its modules, each given FP8 or bf16.
+// The FP8 layers' step: counters, delayed scaling's end of step, amaxes across ranks, state checks.
 #include "mantissa/nn/fp8_policy.h"
 
 #include <algorithm>
@@ -19,54 +19,6 @@ std::vector<std::pair<std::string, Linear*>> linear_layers(Module& model) {
 }
 
 }  // namespace
-
-std::vector<Fp8LayerChoice> apply_fp8_policy(Module& model, const Fp8Options& options, const Fp8Policy& policy) {
-  options.check();
-  const auto layers = linear_layers(model);
-  const auto modules = model.named_modules();
-  for (const auto* list : {&policy.bf16_layers, &policy.fp8_layers}) {
-    for (const std::string& p : *list) {
-      bool found = false;
-      for (const auto& [path, m] : modules) found = found || path_within(path, p);
-      if (!found) throw std::invalid_argument("fp8 policy: no module of the model is named '" + p + "'");
-    }
-  }
-  std::vector<Fp8LayerChoice> plan;
-  for (std::size_t i = 0; i < layers.size(); ++i) {
-    const std::string& path = layers[i].first;
-    Fp8LayerChoice c{path, true, "default"};
-    if (policy.first_last_bf16 && i == 0) c = {path, false, "first layer"};
-    if (policy.first_last_bf16 && i + 1 == layers.size()) c = {path, false, "last layer"};
-    for (const std::string& p : policy.bf16_layers) {
-      if (path_within(path, p)) c = {path, false, "kept in bf16 (" + p + ")"};
-    }
-    for (const std::string& p : policy.fp8_layers) {
-      if (path_within(path, p)) c = {path, true, "asked for (" + p + ")"};
-    }
-    if (c.fp8) {
-      Fp8Options mine = options;
-      mine.seed = options.seed + i + 1;  // each layer its own stochastic-rounding stream
-      layers[i].second->enable_fp8(mine);
-    }
-    plan.push_back(c);
-  }
-  return plan;
-}
-
-std::string fp8_plan_str(const std::vector<Fp8LayerChoice>& plan, bool every_layer) {
-  std::size_t n = 0;
-  std::string kept;
-  for (const Fp8LayerChoice& c : plan) {
-    n += c.fp8 ? 1 : 0;
-    if (!c.fp8) kept += (kept.empty() ? "" : ", ") + c.path + " (" + c.reason + ")";
-  }
-  std::string s = "fp8 in " + std::to_string(n) + " of " + std::to_string(plan.size()) + " linear layers";
-  if (!kept.empty()) s += "; bf16: " + kept;
-  if (every_layer) {
-    for (const Fp8LayerChoice& c : plan) s += "\n  " + c.path + ": " + (c.fp8 ? "fp8" : "bf16") + " (" + c.reason + ")";
-  }
-  return s;
-}
 
 std::vector<std::pair<std::string, Fp8Counters>> fp8_layer_counters(Module& model) {
   std::vector<std::pair<std::string, Fp8Counters>> out;

@@ -87,6 +87,14 @@ void Module::keep_in_f32() {
   policy_ = p;
 }
 
+bool Module::kept_in_f32() const {
+  if (!policy_) return false;
+  for (std::size_t i = 0; i < kAutocastOps; ++i) {
+    if (policy_->precision(static_cast<AutocastOp>(i)) != AutocastPrecision::f32) return false;
+  }
+  return true;
+}
+
 Module::ForwardScope Module::forward_scope() const {
   std::unique_ptr<Autocast> autocast;
   if (policy_ && autocast_dtype()) autocast = std::make_unique<Autocast>(autocast_dtype(), *policy_);

@@ -1,4 +1,4 @@
-// The adaptive precision controller and precision plans; see mantissa/train/adaptive.h.
+// The adaptive precision controller; see mantissa/train/adaptive.h.
 #include "mantissa/train/adaptive.h"
 #include "mantissa/io/json_number.h"
 
@@ -57,96 +57,7 @@ double fp8_lost(const TensorNumerics& r, DType format) {
 
 std::string pct(double share) { return fmt_num("%.2f%%", 100 * share); }
 
-// Applies one level to a layer.
-void set_level(nn::Module& m, const std::string& path, LayerPrecision p) {
-  auto* linear = dynamic_cast<nn::Linear*>(&m);
-  if (p == LayerPrecision::fp8 && linear == nullptr) {
-    throw std::invalid_argument("precision plan: " + path + " is not a linear layer; only linear layers run in fp8");
-  }
-  if (p == LayerPrecision::f32) {
-    m.keep_in_f32();
-  } else {
-    m.set_precision_override(std::nullopt);
-  }
-  if (linear == nullptr) return;
-  if (p == LayerPrecision::fp8 && !linear->fp8()) linear->enable_fp8(Fp8Options{.recipe = Fp8Recipe::current});
-  if (linear->fp8()) linear->set_fp8_active(p == LayerPrecision::fp8);
-}
-
 }  // namespace
-
-std::string layer_precision_name(LayerPrecision p, DType low) {
-  switch (p) {
-    case LayerPrecision::fp8: return "fp8";
-    case LayerPrecision::low: return low == DType::f16 ? "fp16" : "bf16";
-    case LayerPrecision::f32: return "fp32";
-  }
-  return "?";
-}
-
-LayerPrecision parse_layer_precision(std::string_view name, DType low) {
-  for (const LayerPrecision p : {LayerPrecision::fp8, LayerPrecision::low, LayerPrecision::f32}) {
-    if (name == layer_precision_name(p, low)) return p;
-  }
-  throw std::invalid_argument("'" + std::string(name) + "' is not a layer precision of this run (fp32, " +
-                              layer_precision_name(LayerPrecision::low, low) + " or fp8)");
-}
-
-std::string PrecisionPlan::json() const {
-  nlohmann::json j = {{"low", layer_precision_name(LayerPrecision::low, low)}, {"layers", nlohmann::json::object()}};
-  for (const auto& [path, p] : layers) j["layers"][path] = layer_precision_name(p, low);
-  return j.dump();
-}
-
-PrecisionPlan PrecisionPlan::parse(std::string_view json) {
-  try {
-    const nlohmann::json j = nlohmann::json::parse(json);
-    PrecisionPlan plan;
-    const std::string low = j.at("low").get<std::string>();
-    if (low != "bf16" && low != "fp16") throw std::invalid_argument("\"low\" must be bf16 or fp16, got '" + low + "'");
-    plan.low = low == "fp16" ? DType::f16 : DType::bf16;
-    for (const auto& [path, p] : j.at("layers").items()) plan.layers[path] = parse_layer_precision(p.get<std::string>(), plan.low);
-    return plan;
-  } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument(std::string("not a precision plan: ") + e.what());
-  }
-}
-
-std::string PrecisionPlan::str() const {
-  std::string s;
-  for (const LayerPrecision p : {LayerPrecision::fp8, LayerPrecision::low, LayerPrecision::f32}) {
-    std::vector<std::string> names;
-    for (const auto& [path, q] : layers) {
-      if (q == p) names.push_back(path);
-    }
-    if (names.empty()) continue;
-    s += (s.empty() ? "" : "; ") + layer_precision_name(p, low) + ": " + std::to_string(names.size()) + " layers";
-    if (names.size() <= 3) {
-      s += " (";
-      for (std::size_t i = 0; i < names.size(); ++i) s += (i > 0 ? ", " : "") + names[i];
-      s += ")";
-    }
-  }
-  return s;
-}
-
-std::vector<std::pair<std::string, nn::Module*>> product_layers(nn::Module& model) {
-  std::vector<std::pair<std::string, nn::Module*>> out;
-  for (const auto& [path, m] : model.named_modules()) {
-    if (dynamic_cast<nn::Linear*>(m) != nullptr || dynamic_cast<nn::Conv2d*>(m) != nullptr) out.emplace_back(path, m);
-  }
-  return out;
-}
-
-void apply_precision_plan(nn::Module& model, const PrecisionPlan& plan) {
-  const auto layers = product_layers(model);
-  for (const auto& entry : plan.layers) {
-    const std::string& path = entry.first;
-    const auto it = std::find_if(layers.begin(), layers.end(), [&](const auto& l) { return l.first == path; });
-    if (it == layers.end()) throw std::invalid_argument("precision plan: '" + path + "' is no linear or convolution layer of this model");
-    set_level(*it->second, path, entry.second);
-  }
-}
 
 void AdaptiveOptions::check() const {
   if (low != DType::bf16 && low != DType::f16) throw std::invalid_argument("adaptive precision: the 16-bit format must be bf16 or fp16");
@@ -180,7 +91,7 @@ PrecisionController::PrecisionController(nn::Module& model, AdaptiveOptions opti
     l.fan_in = w.numel() / w.size(0);
     layers_[path] = l;
     plan_.layers[path] = LayerPrecision::low;
-    set_level(*m, path, LayerPrecision::low);
+    set_layer_precision(*m, path, LayerPrecision::low);
   }
 }
 
@@ -192,7 +103,7 @@ std::vector<PrecisionChange> PrecisionController::move(std::int64_t step, const 
   Layer& l = layers_.at(path);
   const LayerPrecision from = level;
   level = static_cast<LayerPrecision>(static_cast<int>(level) + (up ? 1 : -1));
-  set_level(*l.module, path, level);
+  set_layer_precision(*l.module, path, level);
   if (up) {
     ++l.ups;
     l.up_decision = decisions_;

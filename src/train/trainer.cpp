@@ -198,14 +198,17 @@ Trainer::Trainer(Model& model, DataSource& data, TrainerOptions options)
       schedule_(options_.schedule.value_or(LrSchedule::constant(options_.optimizer.lr))) {
   if (!(options_.device == Device::cpu())) model_.module().to_device(options_.device);
   if (options_.precision.low_precision_model()) model_.module().to_dtype(options_.precision.compute);
+  // Which layer runs in what, decided once: the f32 layers' every module kept in f32 (norms too), then
+  // the plan of the product layers, from the policy or fixed; the adaptive controller keeps its own.
   keep_layers_in_f32(model_.module(), options_.precision.f32_layers);
-  if (options_.plan) apply_precision_plan(model_.module(), *options_.plan);
-  if (options_.adaptive) controller_ = std::make_unique<PrecisionController>(model_.module(), *options_.adaptive);
+  if (options_.adaptive) {
+    controller_ = std::make_unique<PrecisionController>(model_.module(), *options_.adaptive);
+  } else {
+    plan_ = options_.plan ? *options_.plan : plan_precision(model_.module(), options_.precision);
+    apply_precision_plan(model_.module(), plan_);
+  }
   if (options_.telemetry || controller_) {
     telemetry_ = std::make_unique<Telemetry>(options_.telemetry.value_or(controller_ ? controller_->telemetry() : TelemetryPolicy{}));
-  }
-  if (options_.precision.fp8) {
-    fp8_plan_ = nn::apply_fp8_policy(model_.module(), *options_.precision.fp8, options_.precision.fp8_layers);
   }
   if (const auto& dp = options_.data_parallel; dp && dp->group && dp->group->size() > 1) {
     group_ = dp->group;
@@ -510,7 +513,7 @@ void Trainer::save(const std::filesystem::path& path) const {
   CheckpointState st{next_step_ - 1, scaler_.state(), options_.checkpoint_metadata};
   st.extra["fp8"] = fp8_setting(options_.precision);
   if (controller_) st.extra["adaptive_precision"] = controller_->state_json();
-  if (options_.plan) st.extra["precision_plan"] = options_.plan->json();
+  if (!controller_) st.extra["precision_plan"] = plan_.json();
   for (const auto& [k, v] : data_.position()) st.extra[k] = v;
   save_checkpoint(path, model_.module(), *optimizer_, st);
 }
@@ -538,10 +541,12 @@ void Trainer::resume(const std::filesystem::path& path,
         throw CheckpointError(path.string() + ": " + e.what());
       }
     }
+    // The layers' levels as they were. (A checkpoint from before every run saved its plan has none: its
+    // flags were checked; a fixed plan's run needs the same plan.)
     const auto plan = meta.find("precision_plan");
-    const std::string theirs_plan = plan == meta.end() ? "none" : plan->second;
-    if (theirs_plan != (options_.plan ? options_.plan->json() : "none")) {
-      throw CheckpointError(path.string() + ": written with another precision plan (" + theirs_plan + ")");
+    if (!controller_ && (plan != meta.end() ? plan->second != plan_.json() : options_.plan.has_value())) {
+      throw CheckpointError(path.string() + ": written with another precision plan (" +
+                            (plan == meta.end() ? std::string("none") : plan->second) + "; this run: " + plan_.json() + ")");
     }
     if (check) check(meta);
   };

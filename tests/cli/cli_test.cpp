@@ -491,12 +491,12 @@ TEST(TrainCommand, Fp8TrainsWithEachRecipeReportsItsCountersAndKeepsItsRecipeOnR
     const Result r = run("train --model mlp --precision fp8 --fp8-recipe " + std::string(recipe) +
                          " --steps 3 --eval-every 3 --batch-size 32 --metrics " + metrics);
     ASSERT_EQ(r.status, 0) << r.err;
-    EXPECT_NE(r.err.find("fp8 in 1 of 3 linear layers; bf16: fc0 (first layer), fc2 (last layer)"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("fp8 in 1 of 3 layers: fc1; bf16 in 2: fc0 (first layer), fc2 (last layer)"), std::string::npos) << r.err;
     const std::string m = slurp(metrics);
     EXPECT_NE(m.find("\"fp8\":{\"quantized\":"), std::string::npos) << m;
   }
   const Result all = run("train --model mlp --precision fp8 --fp8-first-last fp8 --steps 1 --eval-every 1");
-  EXPECT_NE(all.err.find("fp8 in 3 of 3 linear layers"), std::string::npos) << all.err;
+  EXPECT_NE(all.err.find("fp8 in 3 of 3 layers: fc0, fc1, fc2"), std::string::npos) << all.err;
   for (const char* bad : {"--fp8-recipe tensorwise", "--fp8-format e5m2", "--amax-history 0", "--fp8-margin 99",
                           "--fp8-first-last maybe", "--fp8-bf16-layers fc7"}) {
     const Result r = run("train --model mlp --precision fp8 --steps 1 " + std::string(bad));

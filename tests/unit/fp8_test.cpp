@@ -20,6 +20,7 @@
 #include "mantissa/ops/autocast.h"
 #include "mantissa/ops/fp8.h"
 #include "mantissa/ops/ops.h"
+#include "mantissa/train/precision_plan.h"
 #include "test_support.h"
 
 namespace mantissa {
@@ -497,25 +498,43 @@ TEST(Fp8Options, ParseNamesAndRefuseTheRest) {
   EXPECT_EQ(Fp8Options{}.str(), "delayed (hybrid, history 1024, max, margin 0)");
 }
 
+// The FP8 layer policy, resolved into the run's precision plan and applied.
+train::PrecisionPlan fp8_plan(nn::Module& m, const nn::Fp8Policy& layers, std::vector<std::string> f32_layers = {}) {
+  train::PrecisionPolicy policy = train::parse_precision_policy("fp8");
+  policy.fp8_layers = layers;
+  policy.f32_layers = std::move(f32_layers);
+  train::PrecisionPlan plan = train::plan_precision(m, policy);
+  train::apply_precision_plan(m, plan);
+  return plan;
+}
+
 TEST(Fp8Policy, KeepsTheFirstAndLastLinearLayersInBf16UnlessTold) {
+  using train::LayerPrecision;
   nn::Mlp mlp(nn::MlpConfig{.in = 8, .hidden = 4, .layers = 3, .classes = 2});
-  const auto plan = nn::apply_fp8_policy(mlp, {}, {});
-  ASSERT_EQ(plan.size(), 4u);
-  EXPECT_FALSE(plan[0].fp8);
-  EXPECT_TRUE(plan[1].fp8);
-  EXPECT_TRUE(plan[2].fp8);
-  EXPECT_FALSE(plan[3].fp8);
-  EXPECT_EQ(nn::fp8_plan_str(plan), "fp8 in 2 of 4 linear layers; bf16: fc0 (first layer), fc3 (last layer)");
-  // Delayed scaling's state is in the buffers a checkpoint saves.
+  const train::PrecisionPlan plan = fp8_plan(mlp, {});
+  const std::map<std::string, LayerPrecision> expected = {
+      {"fc0", LayerPrecision::low}, {"fc1", LayerPrecision::fp8}, {"fc2", LayerPrecision::fp8}, {"fc3", LayerPrecision::low}};
+  EXPECT_EQ(plan.layers, expected);
+  EXPECT_EQ(plan.str(), "fp8 in 2 of 4 layers: fc1, fc2; bf16 in 2: fc0 (first layer), fc3 (last layer)");
+  EXPECT_EQ(plan.str(true).substr(plan.str().size()), "\n  fc0 (first layer): bf16\n  fc1: fp8\n  fc2: fp8\n  fc3 (last layer): bf16");
+  // Delayed scaling's state is in the buffers a checkpoint saves (the two FP8 layers' only).
   EXPECT_EQ(mlp.named_buffers().size(), 4u);
 
   nn::Mlp other(nn::MlpConfig{.in = 8, .hidden = 4, .layers = 3, .classes = 2});
-  const auto custom = nn::apply_fp8_policy(other, {}, {.first_last_bf16 = true, .bf16_layers = {"fc2"}, .fp8_layers = {"fc0"}});
-  EXPECT_TRUE(custom[0].fp8);
-  EXPECT_TRUE(custom[1].fp8);
-  EXPECT_FALSE(custom[2].fp8);
+  const train::PrecisionPlan custom = fp8_plan(other, {.first_last_bf16 = true, .bf16_layers = {"fc2"}, .fp8_layers = {"fc0"}});
+  EXPECT_EQ(custom.layers.at("fc0"), LayerPrecision::fp8);
+  EXPECT_EQ(custom.layers.at("fc1"), LayerPrecision::fp8);
+  EXPECT_EQ(custom.layers.at("fc2"), LayerPrecision::low);
+  EXPECT_EQ(custom.reasons.at("fc2"), "bf16 layers");
+  EXPECT_EQ(custom.reasons.at("fc0"), "fp8 layers");
   nn::Mlp third(nn::MlpConfig{.in = 8, .hidden = 4, .layers = 1, .classes = 2});
-  EXPECT_THROW(nn::apply_fp8_policy(third, {}, {.first_last_bf16 = true, .bf16_layers = {"fc9"}, .fp8_layers = {}}), std::invalid_argument);
+  EXPECT_THROW(fp8_plan(third, {.first_last_bf16 = true, .bf16_layers = {"fc9"}, .fp8_layers = {}}), std::invalid_argument);
+  // An f32 layer outranks the FP8 policy, and a keep_in_f32() set on a module before is in the plan.
+  nn::Mlp fourth(nn::MlpConfig{.in = 8, .hidden = 4, .layers = 3, .classes = 2});
+  fourth.named_modules()[3].second->keep_in_f32();  // fc2 ("" is the model itself)
+  const train::PrecisionPlan kept = fp8_plan(fourth, {.first_last_bf16 = false, .bf16_layers = {}, .fp8_layers = {}}, {"fc1"});
+  EXPECT_EQ(kept.str(), "fp8 in 2 of 4 layers: fc0, fc3; fp32 in 2: fc1 (fp32 layers), fc2 (keep_in_f32)");
+  EXPECT_EQ(fourth.named_buffers().size(), 4u);  // no FP8 state in the f32 layers
 }
 
 TEST(Fp8Policy, ALayerKeptInF32DoesNotRunInFp8) {

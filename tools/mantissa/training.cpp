@@ -517,7 +517,7 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
                static_cast<long long>(c.steps), static_cast<long long>(their_steps), static_cast<long long>(done + 1));
     }
   }
-  if (c.precision.fp8) progress("%s: %s\n", o.precision.label().c_str(), nn::fp8_plan_str(trainer.fp8_plan()).c_str());
+  progress("%s: %s\n", o.precision.label().c_str(), trainer.precision_plan().str().c_str());
   return trainer.run(cb);
 }
 

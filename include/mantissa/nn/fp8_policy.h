@@ -1,7 +1,8 @@
-// Which layers of a model run their products in FP8: a policy like autocast's, printable and overridable
-// per module. By default every linear layer does except the model's first and last (Megatron's
-// --first-last-layers-bf16: the layers nearest the data and the loss are the most sensitive); the
-// embedding, attention's inner products and a tied head are not linear layers and stay in bf16.
+// Which layers of a model run their products in FP8: a policy like autocast's, overridable per module,
+// and the FP8 layers' step. By default every linear layer does except the model's first and last
+// (Megatron's --first-last-layers-bf16: the layers nearest the data and the loss are the most sensitive);
+// the embedding, attention's inner products and a tied head are not linear layers and stay in bf16. The
+// policy is resolved into the run's precision plan (train::plan_precision), which enables FP8 per layer.
 #pragma once
 
 #include <span>
@@ -19,18 +20,6 @@ struct Fp8Policy {
   std::vector<std::string> bf16_layers;  // module paths, or path prefixes ("blocks.0"), kept in bf16
   std::vector<std::string> fp8_layers;   // module paths, or prefixes, run in FP8 whatever else says
 };
-
-struct Fp8LayerChoice {
-  std::string path;  // of the linear layer
-  bool fp8;
-  std::string reason;  // "default", "first layer", "last layer", "--fp8-bf16-layers", ...
-};
-
-// Enables FP8 in the model's linear layers as the policy says; returns each linear layer's choice, in
-// module order. Throws std::invalid_argument for a path in the policy that names no module.
-std::vector<Fp8LayerChoice> apply_fp8_policy(Module& model, const Fp8Options& options, const Fp8Policy& policy);
-// "fp8 in 14 of 16 linear layers; bf16: blocks.0.attn.qkv (first layer), ..." and one line per layer if asked.
-std::string fp8_plan_str(const std::vector<Fp8LayerChoice>& plan, bool every_layer = false);
 
 // After each optimizer step: the delayed recipe's histories and scales in every FP8 layer. Returns how
 // many scales changed.

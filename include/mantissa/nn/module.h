@@ -50,6 +50,8 @@ class Module {
   void set_precision_override(std::optional<AutocastPolicy> policy);
   // Every op of the module in f32, even inside an autocast region.
   void keep_in_f32();
+  // Whether keep_in_f32() (or an override with every op in f32) is set on this module itself.
+  bool kept_in_f32() const;
 
   // This module's path from the root of its tree ("blocks.0.attn.qkv"; "" for the root).
   const LayerPath& path() const;

@@ -62,7 +62,7 @@ struct Fp8Options {
   // clips; floor (OCP MX 1.0's) clips a block's largest values by up to 1/8 (e4m3), which biases the
   // gradients: a GPT on the fortunes trained visibly worse with it (docs/microscaling.md).
   ScaleRule mx_rule = ScaleRule::rceil;
-  // Stochastic rounding's stream: apply_fp8_policy gives each layer its own (the layer's index).
+  // Stochastic rounding's stream: train::apply_precision_plan gives each layer its own (seed + its index + 1).
   std::uint64_t seed = 0;
 
   Format forward_format() const { return Format::e4m3(); }

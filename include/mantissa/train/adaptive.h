@@ -21,28 +21,10 @@
 #include <vector>
 
 #include "mantissa/nn/module.h"
+#include "mantissa/train/precision_plan.h"
 #include "mantissa/train/telemetry.h"
 
 namespace mantissa::train {
-
-enum class LayerPrecision : std::uint8_t { fp8, low, f32 };  // in order, lowest first
-// "fp8", the low dtype's name ("bf16", "fp16"), "fp32".
-std::string layer_precision_name(LayerPrecision p, DType low);
-LayerPrecision parse_layer_precision(std::string_view name, DType low);
-
-struct PrecisionPlan {
-  DType low = DType::bf16;                        // the 16-bit format of the run (its autocast dtype)
-  std::map<std::string, LayerPrecision> layers;  // by module path
-  std::string json() const;                      // {"low": "bf16", "layers": {"fc0": "fp8", ...}}
-  static PrecisionPlan parse(std::string_view json);  // throws std::invalid_argument
-  std::string str() const;                       // "fp8: 12 layers, bf16: 3, fp32: 1 (head)"
-};
-
-// The layers a plan names: every linear and convolution layer of the model, in registration order.
-std::vector<std::pair<std::string, nn::Module*>> product_layers(nn::Module& model);
-// Sets each named layer's precision (f32: keep_in_f32; low: no override; fp8: FP8 products by current
-// scaling). Throws std::invalid_argument for a path that is not a product layer, or fp8 for a non-linear one.
-void apply_precision_plan(nn::Module& model, const PrecisionPlan& plan);
 
 struct AdaptiveOptions {
   DType low = DType::bf16;

@@ -214,8 +214,9 @@ class Trainer {
   Optimizer& optimizer() { return *optimizer_; }
   LossScaler& scaler() { return scaler_; }
   const TrainerOptions& options() const { return options_; }
-  // Which linear layers run in FP8 (empty without FP8).
-  const std::vector<nn::Fp8LayerChoice>& fp8_plan() const { return fp8_plan_; }
+  // Which layer runs in what: the plan the trainer made of its policy (or was given), or the adaptive
+  // controller's as it stands.
+  const PrecisionPlan& precision_plan() const { return controller_ ? controller_->plan() : plan_; }
   // The adaptive precision controller (null without adaptive precision).
   const PrecisionController* controller() const { return controller_.get(); }
   // This process's rank and the number of ranks (0 and 1 without data parallel).
@@ -229,7 +230,7 @@ class Trainer {
   std::unique_ptr<Optimizer> optimizer_;
   LossScaler scaler_;
   LrSchedule schedule_;
-  std::vector<nn::Fp8LayerChoice> fp8_plan_;
+  PrecisionPlan plan_;
   std::unique_ptr<Telemetry> telemetry_;
   std::unique_ptr<PrecisionController> controller_;
   std::shared_ptr<dist::ProcessGroup> group_;   // data parallel over more than one rank, else null

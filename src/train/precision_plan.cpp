@@ -1,0 +1,180 @@
+// Precision plans: resolved from a policy, applied to a model, printed; see mantissa/train/precision_plan.h.
+#include "mantissa/train/precision_plan.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "mantissa/nn/layers.h"
+
+namespace mantissa::train {
+
+std::string layer_precision_name(LayerPrecision p, DType low) {
+  switch (p) {
+    case LayerPrecision::fp8: return "fp8";
+    case LayerPrecision::low: return low == DType::f16 ? "fp16" : "bf16";
+    case LayerPrecision::f32: return "fp32";
+  }
+  return "?";
+}
+
+LayerPrecision parse_layer_precision(std::string_view name, DType low) {
+  for (const LayerPrecision p : {LayerPrecision::fp8, LayerPrecision::low, LayerPrecision::f32}) {
+    if (name == layer_precision_name(p, low)) return p;
+  }
+  // (Appended piece by piece: GCC 12 warns of an overlapping copy in the chain of + here, wrongly.)
+  std::string what = "'";
+  what.append(name).append("' is not a layer precision of this run (fp32, ");
+  what.append(layer_precision_name(LayerPrecision::low, low)).append(" or fp8)");
+  throw std::invalid_argument(what);
+}
+
+std::string PrecisionPlan::json() const {
+  nlohmann::json j = {{"low", layer_precision_name(LayerPrecision::low, low)}, {"layers", nlohmann::json::object()}};
+  for (const auto& [path, p] : layers) j["layers"][path] = layer_precision_name(p, low);
+  return j.dump();
+}
+
+PrecisionPlan PrecisionPlan::parse(std::string_view json) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(json);
+    PrecisionPlan plan;
+    const std::string low = j.at("low").get<std::string>();
+    if (low != "bf16" && low != "fp16") throw std::invalid_argument("\"low\" must be bf16 or fp16, got '" + low + "'");
+    plan.low = low == "fp16" ? DType::f16 : DType::bf16;
+    for (const auto& [path, p] : j.at("layers").items()) plan.layers[path] = parse_layer_precision(p.get<std::string>(), plan.low);
+    return plan;
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(std::string("not a precision plan: ") + e.what());
+  }
+}
+
+std::string PrecisionPlan::str(bool every_layer) const {
+  const auto named = [&](const std::string& path) {
+    const auto why = reasons.find(path);
+    return why == reasons.end() ? path : path + " (" + why->second + ")";
+  };
+  std::string s;
+  for (const LayerPrecision p : {LayerPrecision::fp8, LayerPrecision::low, LayerPrecision::f32}) {
+    std::vector<std::string> all, explained;
+    for (const auto& [path, q] : layers) {
+      if (q != p) continue;
+      all.push_back(named(path));
+      if (reasons.count(path) > 0) explained.push_back(named(path));
+    }
+    if (all.empty()) continue;
+    s += (s.empty() ? "" : "; ") + layer_precision_name(p, low) + " in " + std::to_string(all.size());
+    if (s.find(';') == std::string::npos) s += " of " + std::to_string(layers.size()) + " layers";
+    const std::vector<std::string>& shown = all.size() <= 4 ? all : explained;
+    for (std::size_t i = 0; i < shown.size() && i < 4; ++i) s += (i == 0 ? ": " : ", ") + shown[i];
+    if (shown.size() > 4) s += " and " + std::to_string(shown.size() - 4) + " more";
+  }
+  if (every_layer) {
+    for (const auto& [path, p] : layers) s += "\n  " + named(path) + ": " + layer_precision_name(p, low);
+  }
+  return s;
+}
+
+std::vector<std::pair<std::string, nn::Module*>> product_layers(nn::Module& model) {
+  std::vector<std::pair<std::string, nn::Module*>> out;
+  for (const auto& [path, m] : model.named_modules()) {
+    if (dynamic_cast<nn::Linear*>(m) != nullptr || dynamic_cast<nn::Conv2d*>(m) != nullptr) out.emplace_back(path, m);
+  }
+  return out;
+}
+
+namespace {
+
+// A reason for a layer one of the policy's lists names: "fp32 layers", or "fp32 layers: blocks.0" when
+// the list names a module around it.
+std::string named_by(const std::string& list, const std::string& path, const std::string& entry) {
+  return entry == path ? list : list + ": " + entry;
+}
+
+}  // namespace
+
+PrecisionPlan plan_precision(nn::Module& model, const PrecisionPolicy& policy) {
+  PrecisionPlan plan;
+  plan.low = policy.compute == DType::f16 ? DType::f16 : DType::bf16;
+  const auto modules = model.named_modules();
+  if (policy.fp8) {
+    plan.fp8 = *policy.fp8;
+    plan.fp8.check();
+    for (const auto* list : {&policy.fp8_layers.bf16_layers, &policy.fp8_layers.fp8_layers}) {
+      for (const std::string& p : *list) {
+        const bool found = std::any_of(modules.begin(), modules.end(), [&](const auto& m) { return nn::path_within(m.first, p); });
+        if (!found) throw std::invalid_argument("fp8 policy: no module of the model is named '" + p + "'");
+      }
+    }
+  }
+  const auto layers = product_layers(model);
+  std::vector<std::string> linear;
+  for (const auto& [path, m] : layers) {
+    if (dynamic_cast<nn::Linear*>(m) != nullptr) linear.push_back(path);
+  }
+  for (const auto& [path, m] : layers) {
+    if (policy.compute == DType::f32) {
+      plan.layers[path] = LayerPrecision::f32;
+      continue;
+    }
+    LayerPrecision level = LayerPrecision::low;
+    std::string why;
+    const auto at = std::find(linear.begin(), linear.end(), path);
+    if (policy.fp8 && at != linear.end()) {
+      const nn::Fp8Policy& f = policy.fp8_layers;
+      level = LayerPrecision::fp8;
+      if (f.first_last_bf16 && at == linear.begin()) level = LayerPrecision::low, why = "first layer";
+      if (f.first_last_bf16 && at + 1 == linear.end()) level = LayerPrecision::low, why = "last layer";
+      for (const std::string& p : f.bf16_layers) {
+        if (nn::path_within(path, p)) level = LayerPrecision::low, why = named_by("bf16 layers", path, p);
+      }
+      for (const std::string& p : f.fp8_layers) {
+        if (nn::path_within(path, p)) level = LayerPrecision::fp8, why = named_by("fp8 layers", path, p);
+      }
+    }
+    // A layer kept in f32 on the module itself, or under a module that is (before the trainer came).
+    for (const auto& [outer, o] : modules) {
+      if (o->kept_in_f32() && (outer.empty() || nn::path_within(path, outer))) {
+        level = LayerPrecision::f32;
+        why = outer == path ? "keep_in_f32" : "keep_in_f32 on " + (outer.empty() ? std::string("the model") : outer);
+      }
+    }
+    for (const std::string& p : policy.f32_layers) {
+      if (nn::path_within(path, p)) level = LayerPrecision::f32, why = named_by("fp32 layers", path, p);
+    }
+    plan.layers[path] = level;
+    if (!why.empty()) plan.reasons[path] = why;
+  }
+  return plan;
+}
+
+void set_layer_precision(nn::Module& m, const std::string& path, LayerPrecision p, const Fp8Options& fp8) {
+  auto* linear = dynamic_cast<nn::Linear*>(&m);
+  if (p == LayerPrecision::fp8 && linear == nullptr) {
+    throw std::invalid_argument("precision plan: " + path + " is not a linear layer; only linear layers run in fp8");
+  }
+  if (p == LayerPrecision::f32) {
+    m.keep_in_f32();
+  } else {
+    m.set_precision_override(std::nullopt);
+  }
+  if (linear == nullptr) return;
+  if (p == LayerPrecision::fp8 && !linear->fp8()) linear->enable_fp8(fp8);
+  if (linear->fp8()) linear->set_fp8_active(p == LayerPrecision::fp8);
+}
+
+void apply_precision_plan(nn::Module& model, const PrecisionPlan& plan) {
+  const auto layers = product_layers(model);
+  for (const auto& [path, level] : plan.layers) {
+    const auto it = std::find_if(layers.begin(), layers.end(), [&](const auto& l) { return l.first == path; });
+    if (it == layers.end()) throw std::invalid_argument("precision plan: '" + path + "' is no linear or convolution layer of this model");
+    // Each linear layer its own stochastic-rounding stream: its index among the linear layers.
+    std::uint64_t index = 0;
+    for (auto l = layers.begin(); l != it; ++l) index += dynamic_cast<nn::Linear*>(l->second) != nullptr ? 1 : 0;
+    Fp8Options mine = plan.fp8;
+    mine.seed = plan.fp8.seed + index + 1;
+    set_layer_precision(*it->second, path, level, mine);
+  }
+}
+
+}  // namespace mantissa::train
