@@ -106,6 +106,13 @@ TEST(PaperCommand, ShowsFp16FailingWithoutLossScalingOnTheUnderflowProneModel) {
   const Result bad = run("paper --models cnn,resnet --out " + s.path("x.md"));
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.err.find("'resnet' is not cnn, gpt, lstm, underflow or sgd"), std::string::npos) << bad.err;
+  // The NVFP4 suite's usage errors, before anything runs.
+  const Result suite = run("paper --suite nvfp5 --out " + s.path("x.md"));
+  EXPECT_EQ(suite.status, 2);
+  EXPECT_NE(suite.err.find("--suite: 'nvfp5' is not mixed-precision or nvfp4"), std::string::npos) << suite.err;
+  const Result seeds = run("paper --suite nvfp4 --seeds 0 --out " + s.path("x.md"));
+  EXPECT_EQ(seeds.status, 2);
+  EXPECT_NE(seeds.err.find("--seeds: give 1 to 100, not 0"), std::string::npos) << seeds.err;
 }
 
 }  // namespace
