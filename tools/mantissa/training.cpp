@@ -22,12 +22,10 @@
 #include "mantissa/core/input_file.h"
 #include "mantissa/backend/cuda.h"
 #include "mantissa/core/memory.h"
-#include "mantissa/data/datasets.h"
 #include "mantissa/dist/device_reducer.h"
 #include "mantissa/io/checkpoint.h"
 #include "mantissa/io/json_number.h"
 #include "mantissa/io/safetensors.h"
-#include "mantissa/nn/models.h"
 #include "mantissa/numeric/parse_number.h"
 #include "mantissa/train/builders.h"
 
