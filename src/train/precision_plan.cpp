@@ -63,8 +63,9 @@ std::string PrecisionPlan::str(bool every_layer) const {
       if (reasons.count(path) > 0) explained.push_back(named(path));
     }
     if (all.empty()) continue;
-    s += (s.empty() ? "" : "; ") + layer_precision_name(p, low) + " in " + std::to_string(all.size());
-    if (s.find(';') == std::string::npos) s += " of " + std::to_string(layers.size()) + " layers";
+    const bool first = s.empty();  // the first level says of how many
+    s += (first ? "" : "; ") + layer_precision_name(p, low) + " in " + std::to_string(all.size());
+    if (first) s += " of " + std::to_string(layers.size()) + " layers";
     const std::vector<std::string>& shown = all.size() <= 4 ? all : explained;
     for (std::size_t i = 0; i < shown.size() && i < 4; ++i) s += (i == 0 ? ": " : ", ") + shown[i];
     if (shown.size() > 4) s += " and " + std::to_string(shown.size() - 4) + " more";

@@ -581,6 +581,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
                                   "): resume that run (--resume) or name an empty directory");
     }
   }
+  if (cb.on_start) cb.on_start();
   reset_peak_memory(options_.device);
   const auto start = Clock::now();
   start_ = start;

@@ -606,8 +606,10 @@ TEST(TrainCommand, MetricsAreAppendedLiveToARegularFileOnly) {
   }
   // A killed run keeps the lines of the steps it finished (each is flushed as it is written).
   const std::string k = s.path("killed.jsonl");
-  (void)std::system(("timeout -s KILL 6 " + std::string(MANTISSA_CLI) + " train --model mlp --steps 1000000 --metrics " + k +
-               " >/dev/null 2>&1").c_str());
+  // (Killed once its first line is there, however long loading the data took: up to 120 s.)
+  (void)std::system(("(" + std::string(MANTISSA_CLI) + " train --model mlp --steps 1000000 --metrics " + k +
+                     " >/dev/null 2>&1 & pid=$!; i=0; while [ ! -s " + k + " ] && [ $i -lt 1200 ]; do sleep 0.1; "
+                     "i=$((i+1)); done; sleep 0.5; kill -KILL $pid; wait $pid) 2>/dev/null").c_str());
   EXPECT_GT(lines(slurp(k)), 0);
 }
 

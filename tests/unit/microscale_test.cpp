@@ -267,6 +267,45 @@ TEST(MicroscaleDefinition, Nvfp4TwoLevelScalesOnFreshRandomTensors) {
   EXPECT_LE(differ, 2) << "of " << x.size();
 }
 
+// NVFP4's reason for 16 x 16 weight blocks (Transformer Engine's 2-D quantization): the weight quantized
+// once serves both the forward product (blocks along `in`) and the data gradient's (along `out`), because
+// quantizing W and quantizing its transpose give transposed values, bit for bit, with the same scales;
+// sizes not a multiple of 16 included.
+TEST(MicroscaleDefinition, SquareBlocksQuantizeATensorAndItsTransposeAlike) {
+  MANTISSA_TRACE_SEED();
+  std::mt19937_64 rng(test_seed() + 3);
+  std::normal_distribution<double> normal;
+  QuantSpec spec = quant_spec("nvfp4");
+  spec.block_rows = 16;
+  for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{48, 80}, {37, 21}}) {
+    std::vector<float> w(static_cast<std::size_t>(rows * cols)), wt(w.size());
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const auto v = static_cast<float>(normal(rng) * std::exp(normal(rng)));  // spread over binades
+        w[static_cast<std::size_t>(r * cols + c)] = v;
+        wt[static_cast<std::size_t>(c * rows + r)] = v;
+      }
+    }
+    const QuantizedBlocks q = quantize_blocks(w, rows, cols, spec), qt = quantize_blocks(wt, cols, rows, spec);
+    EXPECT_EQ(q.tensor_scale, qt.tensor_scale);
+    const std::vector<float> v = dequantize_blocks(q, rows, cols, spec), vt = dequantize_blocks(qt, cols, rows, spec);
+    std::int64_t differ = 0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t c = 0; c < cols; ++c) {
+        differ += std::bit_cast<std::uint32_t>(v[static_cast<std::size_t>(r * cols + c)]) !=
+                  std::bit_cast<std::uint32_t>(vt[static_cast<std::size_t>(c * rows + r)]);
+      }
+    }
+    EXPECT_EQ(differ, 0) << rows << " x " << cols;
+    const std::int64_t nbr = (rows + 15) / 16, nbc = (cols + 15) / 16;
+    for (std::int64_t i = 0; i < nbr; ++i) {
+      for (std::int64_t j = 0; j < nbc; ++j) {
+        EXPECT_EQ(q.scale_codes[static_cast<std::size_t>(i * nbc + j)], qt.scale_codes[static_cast<std::size_t>(j * nbr + i)]);
+      }
+    }
+  }
+}
+
 TEST(MicroscaleDefinition, AZeroTensorGetsTensorScaleOneAndZeroCodes) {
   const std::vector<float> x(64, 0.0f);
   const QuantizedBlocks q = quantize_blocks(x, 4, 16, quant_spec("nvfp4"));

@@ -515,8 +515,13 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
                static_cast<long long>(c.steps), static_cast<long long>(their_steps), static_cast<long long>(done + 1));
     }
   }
-  progress("%s: %s\n", o.precision.label().c_str(), trainer.precision_plan().str().c_str());
-  return trainer.run(cb);
+  // The precision plan, once the run has nothing left to refuse (an error stays the only line).
+  TrainCallbacks callbacks = cb;
+  callbacks.on_start = [&] {
+    progress("%s: %s\n", o.precision.label().c_str(), trainer.precision_plan().str().c_str());
+    if (cb.on_start) cb.on_start();
+  };
+  return trainer.run(callbacks);
 }
 
 std::vector<std::pair<double, double>> loss_curve(const TrainResult& r) {

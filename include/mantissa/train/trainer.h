@@ -174,6 +174,8 @@ struct TrainResult {
 };
 
 struct TrainCallbacks {
+  // Once the run has checked what it must (a fresh run's checkpoint directory), before its first step.
+  std::function<void()> on_start = {};
   std::function<void(const StepRecord&, std::int64_t total_steps)> on_step = {};
   std::function<void(const EvalRecord&)> on_eval = {};
 };
