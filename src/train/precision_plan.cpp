@@ -166,7 +166,9 @@ void set_layer_precision(nn::Module& m, const std::string& path, LayerPrecision 
 
 void apply_precision_plan(nn::Module& model, const PrecisionPlan& plan) {
   const auto layers = product_layers(model);
-  for (const auto& [path, level] : plan.layers) {
+  for (const auto& entry : plan.layers) {  // (no structured binding: clang 14 refuses one captured by a lambda)
+    const std::string& path = entry.first;
+    const LayerPrecision level = entry.second;
     const auto it = std::find_if(layers.begin(), layers.end(), [&](const auto& l) { return l.first == path; });
     if (it == layers.end()) throw std::invalid_argument("precision plan: '" + path + "' is no linear or convolution layer of this model");
     // Each linear layer its own stochastic-rounding stream: its index among the linear layers.
