@@ -156,7 +156,7 @@ void set_layer_precision(nn::Module& m, const std::string& path, LayerPrecision 
   }
   if (p == LayerPrecision::f32) {
     m.keep_in_f32();
-  } else {
+  } else if (m.kept_in_f32()) {  // (an autocast policy of the layer's own, not all-f32, stays)
     m.set_precision_override(std::nullopt);
   }
   if (linear == nullptr) return;

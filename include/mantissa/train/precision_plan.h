@@ -49,7 +49,7 @@ std::vector<std::pair<std::string, nn::Module*>> product_layers(nn::Module& mode
 PrecisionPlan plan_precision(nn::Module& model, const PrecisionPolicy& policy);
 
 // Sets each layer the plan names to its level: f32 keeps it in f32 (keep_in_f32), the 16-bit format
-// removes any override, fp8 runs its products in FP8 by the plan's recipe (the i-th linear layer with
+// removes a keep_in_f32 (an autocast policy of the layer's own stays), fp8 runs its products in FP8 by the plan's recipe (the i-th linear layer with
 // stochastic-rounding stream recipe.seed + i + 1). Throws std::invalid_argument for a path that is no
 // product layer of the model, or fp8 for a convolution.
 void apply_precision_plan(nn::Module& model, const PrecisionPlan& plan);
