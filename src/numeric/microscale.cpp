@@ -257,7 +257,7 @@ std::string QuantSpec::str() const {
   if (scale == ScaleFormat::e4m3) {
     s += "e4m3*f32";
   } else {
-    s += std::string("e8m0 ") + (rule == ScaleRule::floor ? "floor" : rule == ScaleRule::even ? "even" : "rceil");
+    s += "e8m0 " + std::string(scale_rule_name(rule));
   }
   return s + " " + std::string(rounding_name(rounding));
 }
@@ -277,6 +277,15 @@ void QuantSpec::check() const {
   if (rounding == Rounding::toward_zero) {
     throw std::invalid_argument("block quantization: elements round to nearest even or stochastically");
   }
+}
+
+std::string_view scale_rule_name(ScaleRule rule) {
+  switch (rule) {
+    case ScaleRule::floor: return "floor";
+    case ScaleRule::even: return "even";
+    case ScaleRule::rceil: return "rceil";
+  }
+  return "?";
 }
 
 ScaleRule parse_scale_rule(std::string_view name) {

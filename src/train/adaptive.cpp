@@ -80,8 +80,10 @@ std::string PrecisionChange::str(DType low) const {
   return layer + " " + layer_precision_name(from, low) + " -> " + layer_precision_name(to, low) + ": " + reason;
 }
 
-PrecisionController::PrecisionController(nn::Module& model, AdaptiveOptions options) : model_(model), options_(options) {
+PrecisionController::PrecisionController(nn::Module& model, AdaptiveOptions options, PrecisionPlan& plan)
+    : model_(model), options_(options), plan_(plan) {
   options_.check();
+  plan_ = PrecisionPlan{};
   plan_.low = options_.low;
   for (const auto& [path, m] : product_layers(model_)) {
     Layer l;
@@ -91,8 +93,8 @@ PrecisionController::PrecisionController(nn::Module& model, AdaptiveOptions opti
     l.fan_in = w.numel() / w.size(0);
     layers_[path] = l;
     plan_.layers[path] = LayerPrecision::low;
-    set_layer_precision(*m, path, LayerPrecision::low);
   }
+  apply_precision_plan(model_, plan_);
 }
 
 TelemetryPolicy PrecisionController::telemetry() const { return TelemetryPolicy{.every = options_.every}; }
@@ -103,7 +105,7 @@ std::vector<PrecisionChange> PrecisionController::move(std::int64_t step, const 
   Layer& l = layers_.at(path);
   const LayerPrecision from = level;
   level = static_cast<LayerPrecision>(static_cast<int>(level) + (up ? 1 : -1));
-  set_layer_precision(*l.module, path, level);
+  apply_layer_precision(model_, plan_, path);
   if (up) {
     ++l.ups;
     l.up_decision = decisions_;

@@ -29,30 +29,119 @@ LayerPrecision parse_layer_precision(std::string_view name, DType low) {
   throw std::invalid_argument(what);
 }
 
-std::string PrecisionPlan::json() const {
+namespace {
+
+// A recipe as a plan holds it: its name and the parameters that recipe reads.
+nlohmann::json recipe_json(const Fp8Options& o) {
+  nlohmann::json j = {{"recipe", fp8_recipe_name(o.recipe)}};
+  if (o.block_scaled()) {
+    if (o.recipe == Fp8Recipe::nvfp4) {
+      j.update({{"rht", o.nvfp4_rht}, {"sr", o.nvfp4_sr}, {"2d_weights", o.nvfp4_2d_weights}});
+    } else {
+      j["mx_scale"] = scale_rule_name(o.mx_rule);
+    }
+    j["seed"] = o.seed;
+    return j;
+  }
+  j.update({{"format", fp8_format_name(o.format)}, {"margin", o.margin}});
+  if (o.recipe == Fp8Recipe::delayed) j.update({{"history", o.amax_history}, {"reduction", amax_reduction_name(o.reduction)}});
+  if (o.recipe == Fp8Recipe::block) j["block"] = o.block;
+  return j;
+}
+
+// The inverse, from a name ("nvfp4": the recipe's defaults) or an object of which only "recipe" is
+// needed. A key the recipe does not read is refused (a typo would otherwise change nothing).
+Fp8Options parse_recipe(const nlohmann::json& j) {
+  Fp8Options o;
+  if (j.is_string()) {
+    o.recipe = parse_fp8_recipe(j.get<std::string>());
+    return o;
+  }
+  o.recipe = parse_fp8_recipe(j.at("recipe").get<std::string>());
+  const nlohmann::json known = recipe_json(o);
+  for (const auto& [key, value] : j.items()) {
+    if (!known.contains(key)) {
+      throw std::invalid_argument("the " + std::string(fp8_recipe_name(o.recipe)) + " recipe has no parameter \"" + key + "\"");
+    }
+    if (key == "rht") o.nvfp4_rht = value.get<bool>();
+    if (key == "sr") o.nvfp4_sr = value.get<bool>();
+    if (key == "2d_weights") o.nvfp4_2d_weights = value.get<bool>();
+    if (key == "mx_scale") o.mx_rule = parse_scale_rule(value.get<std::string>());
+    if (key == "seed") o.seed = value.get<std::uint64_t>();
+    if (key == "format") o.format = parse_fp8_format(value.get<std::string>());
+    if (key == "margin") o.margin = value.get<int>();
+    if (key == "history") o.amax_history = value.get<std::int64_t>();
+    if (key == "reduction") o.reduction = parse_amax_reduction(value.get<std::string>());
+    if (key == "block") o.block = value.get<std::int64_t>();
+  }
+  o.check();
+  return o;
+}
+
+}  // namespace
+
+const Fp8Options& PrecisionPlan::recipe_of(const std::string& path) const {
+  const auto own = recipes.find(path);
+  return own == recipes.end() ? fp8 : own->second;
+}
+
+std::string PrecisionPlan::levels_json() const {
   nlohmann::json j = {{"low", layer_precision_name(LayerPrecision::low, low)}, {"layers", nlohmann::json::object()}};
   for (const auto& [path, p] : layers) j["layers"][path] = layer_precision_name(p, low);
   return j.dump();
 }
 
+std::string PrecisionPlan::json() const {
+  nlohmann::json j = nlohmann::json::parse(levels_json());
+  bool any_fp8 = false;
+  for (const auto& [path, p] : layers) {
+    if (p != LayerPrecision::fp8) continue;
+    any_fp8 = true;
+    const auto own = recipes.find(path);
+    if (own != recipes.end()) j["layers"][path] = {{"level", "fp8"}, {"recipe", recipe_json(own->second)}};
+  }
+  if (any_fp8) j["fp8"] = recipe_json(fp8);
+  return j.dump();
+}
+
 PrecisionPlan PrecisionPlan::parse(std::string_view json) {
+  std::string where = "\"low\"";
   try {
     const nlohmann::json j = nlohmann::json::parse(json);
     PrecisionPlan plan;
     const std::string low = j.at("low").get<std::string>();
-    if (low != "bf16" && low != "fp16") throw std::invalid_argument("\"low\" must be bf16 or fp16, got '" + low + "'");
+    if (low != "bf16" && low != "fp16") throw std::invalid_argument("must be bf16 or fp16, got '" + low + "'");
     plan.low = low == "fp16" ? DType::f16 : DType::bf16;
-    for (const auto& [path, p] : j.at("layers").items()) plan.layers[path] = parse_layer_precision(p.get<std::string>(), plan.low);
+    where = "\"fp8\"";
+    if (j.contains("fp8")) plan.fp8 = parse_recipe(j.at("fp8"));
+    for (const auto& [path, p] : j.at("layers").items()) {
+      where = "layer \"" + path + "\"";
+      if (!p.is_object()) {
+        plan.layers[path] = parse_layer_precision(p.get<std::string>(), plan.low);
+        continue;
+      }
+      plan.layers[path] = parse_layer_precision(p.at("level").get<std::string>(), plan.low);
+      if (p.contains("recipe")) {
+        if (plan.layers[path] != LayerPrecision::fp8) throw std::invalid_argument("only an fp8 layer has a recipe");
+        plan.recipes[path] = parse_recipe(p.at("recipe"));
+      }
+    }
     return plan;
   } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument(std::string("not a precision plan: ") + e.what());
+    throw std::invalid_argument("not a precision plan (" + where + "): " + e.what());
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(where + ": " + e.what());
   }
 }
 
 std::string PrecisionPlan::str(bool every_layer) const {
   const auto named = [&](const std::string& path) {
     const auto why = reasons.find(path);
-    return why == reasons.end() ? path : path + " (" + why->second + ")";
+    const auto own = recipes.find(path);
+    std::string name = path;
+    if (why != reasons.end()) name.append(" (").append(why->second).append(")");
+    if (own != recipes.end()) name.append(" [").append(fp8_recipe_name(own->second.recipe)).append("]");
+    return name;
   };
   std::string s;
   for (const LayerPrecision p : {LayerPrecision::fp8, LayerPrecision::low, LayerPrecision::f32}) {
@@ -60,18 +149,27 @@ std::string PrecisionPlan::str(bool every_layer) const {
     for (const auto& [path, q] : layers) {
       if (q != p) continue;
       all.push_back(named(path));
-      if (reasons.count(path) > 0) explained.push_back(named(path));
+      if (reasons.count(path) > 0 || recipes.count(path) > 0) explained.push_back(named(path));
     }
     if (all.empty()) continue;
     const bool first = s.empty();  // the first level says of how many
     s += (first ? "" : "; ") + layer_precision_name(p, low) + " in " + std::to_string(all.size());
     if (first) s += " of " + std::to_string(layers.size()) + " layers";
+    if (p == LayerPrecision::fp8) s.append(" (").append(fp8_recipe_name(fp8.recipe)).append(")");
     const std::vector<std::string>& shown = all.size() <= 4 ? all : explained;
     for (std::size_t i = 0; i < shown.size() && i < 4; ++i) s += (i == 0 ? ": " : ", ") + shown[i];
     if (shown.size() > 4) s += " and " + std::to_string(shown.size() - 4) + " more";
   }
-  if (every_layer) {
-    for (const auto& [path, p] : layers) s += "\n  " + named(path) + ": " + layer_precision_name(p, low);
+  if (!every_layer) return s;
+  for (const auto& [path, p] : layers) {
+    s += "\n  " + named(path) + ": " + layer_precision_name(p, low);
+    if (p != LayerPrecision::fp8) continue;
+    const Fp8Options& r = recipe_of(path);
+    s += " " + r.str();
+    if (!r.block_scaled()) continue;
+    const std::pair<Fp8Operand, const char*> roles[] = {
+        {Fp8Operand::input, "input"}, {Fp8Operand::weight, "weight"}, {Fp8Operand::grad_output, "output gradient"}};
+    for (const auto& [operand, role] : roles) s.append("\n    ").append(role).append(": ").append(r.block_spec(operand).str());
   }
   return s;
 }
@@ -149,6 +247,9 @@ PrecisionPlan plan_precision(nn::Module& model, const PrecisionPolicy& policy) {
   return plan;
 }
 
+namespace {
+
+// Sets layer `m` to level p, FP8 by `fp8` where it runs in fp8.
 void set_layer_precision(nn::Module& m, const std::string& path, LayerPrecision p, const Fp8Options& fp8) {
   auto* linear = dynamic_cast<nn::Linear*>(&m);
   if (p == LayerPrecision::fp8 && linear == nullptr) {
@@ -161,23 +262,35 @@ void set_layer_precision(nn::Module& m, const std::string& path, LayerPrecision 
   }
   if (linear == nullptr) return;
   if (p == LayerPrecision::fp8 && !linear->fp8()) linear->enable_fp8(fp8);
+  if (p == LayerPrecision::fp8 && !(linear->fp8()->options() == fp8)) {
+    throw std::invalid_argument("precision plan: " + path + " runs fp8 by " + linear->fp8()->options().str() + " already, not by " + fp8.str());
+  }
   if (linear->fp8()) linear->set_fp8_active(p == LayerPrecision::fp8);
 }
 
+void apply_layer(const std::vector<std::pair<std::string, nn::Module*>>& layers, const PrecisionPlan& plan, const std::string& path) {
+  const auto it = std::find_if(layers.begin(), layers.end(), [&](const auto& l) { return l.first == path; });
+  const auto level = plan.layers.find(path);
+  if (it == layers.end() || level == plan.layers.end()) {
+    throw std::invalid_argument("precision plan: '" + path + "' is no linear or convolution layer of this model");
+  }
+  // Each linear layer its own stochastic-rounding stream: its index among the linear layers.
+  std::uint64_t index = 0;
+  for (auto l = layers.begin(); l != it; ++l) index += dynamic_cast<nn::Linear*>(l->second) != nullptr ? 1 : 0;
+  Fp8Options mine = plan.recipe_of(path);
+  mine.seed += index + 1;
+  set_layer_precision(*it->second, path, level->second, mine);
+}
+
+}  // namespace
+
 void apply_precision_plan(nn::Module& model, const PrecisionPlan& plan) {
   const auto layers = product_layers(model);
-  for (const auto& entry : plan.layers) {  // (no structured binding: clang 14 refuses one captured by a lambda)
-    const std::string& path = entry.first;
-    const LayerPrecision level = entry.second;
-    const auto it = std::find_if(layers.begin(), layers.end(), [&](const auto& l) { return l.first == path; });
-    if (it == layers.end()) throw std::invalid_argument("precision plan: '" + path + "' is no linear or convolution layer of this model");
-    // Each linear layer its own stochastic-rounding stream: its index among the linear layers.
-    std::uint64_t index = 0;
-    for (auto l = layers.begin(); l != it; ++l) index += dynamic_cast<nn::Linear*>(l->second) != nullptr ? 1 : 0;
-    Fp8Options mine = plan.fp8;
-    mine.seed = plan.fp8.seed + index + 1;
-    set_layer_precision(*it->second, path, level, mine);
-  }
+  for (const auto& entry : plan.layers) apply_layer(layers, plan, entry.first);
+}
+
+void apply_layer_precision(nn::Module& model, const PrecisionPlan& plan, const std::string& path) {
+  apply_layer(product_layers(model), plan, path);
 }
 
 }  // namespace mantissa::train

@@ -199,10 +199,10 @@ Trainer::Trainer(Model& model, DataSource& data, TrainerOptions options)
   if (!(options_.device == Device::cpu())) model_.module().to_device(options_.device);
   if (options_.precision.low_precision_model()) model_.module().to_dtype(options_.precision.compute);
   // Which layer runs in what, decided once: the f32 layers' every module kept in f32 (norms too), then
-  // the plan of the product layers, from the policy or fixed; the adaptive controller keeps its own.
+  // the plan of the product layers, from the policy or fixed, or the adaptive controller's to edit.
   keep_layers_in_f32(model_.module(), options_.precision.f32_layers);
   if (options_.adaptive) {
-    controller_ = std::make_unique<PrecisionController>(model_.module(), *options_.adaptive);
+    controller_ = std::make_unique<PrecisionController>(model_.module(), *options_.adaptive, plan_);
   } else {
     plan_ = options_.plan ? *options_.plan : plan_precision(model_.module(), options_.precision);
     apply_precision_plan(model_.module(), plan_);
@@ -513,7 +513,7 @@ void Trainer::save(const std::filesystem::path& path) const {
   CheckpointState st{next_step_ - 1, scaler_.state(), options_.checkpoint_metadata};
   st.extra["fp8"] = fp8_setting(options_.precision);
   if (controller_) st.extra["adaptive_precision"] = controller_->state_json();
-  if (!controller_) st.extra["precision_plan"] = plan_.json();
+  if (!controller_) st.extra["precision_plan"] = plan_.json();  // (the controller's state holds it)
   for (const auto& [k, v] : data_.position()) st.extra[k] = v;
   save_checkpoint(path, model_.module(), *optimizer_, st);
 }
@@ -541,10 +541,16 @@ void Trainer::resume(const std::filesystem::path& path,
         throw CheckpointError(path.string() + ": " + e.what());
       }
     }
-    // The layers' levels as they were. (A checkpoint from before every run saved its plan has none: its
-    // flags were checked; a fixed plan's run needs the same plan.)
+    // The layers' levels and recipes as they were. (A checkpoint from before every run saved its plan has
+    // none: its flags were checked; a fixed plan's run needs the same plan. One from before plans named
+    // their recipes has the levels alone: the recipe was the flags' (checked above), or current scaling
+    // for a fixed plan.)
     const auto plan = meta.find("precision_plan");
-    if (!controller_ && (plan != meta.end() ? plan->second != plan_.json() : options_.plan.has_value())) {
+    const auto same_plan = [&](const std::string& saved) {
+      const bool old_fixed_recipe = !options_.plan || (plan_.recipes.empty() && plan_.fp8 == Fp8Options{.recipe = Fp8Recipe::current});
+      return saved == plan_.json() || (saved == plan_.levels_json() && old_fixed_recipe);
+    };
+    if (!controller_ && (plan != meta.end() ? !same_plan(plan->second) : options_.plan.has_value())) {
       throw CheckpointError(path.string() + ": written with another precision plan (" +
                             (plan == meta.end() ? std::string("none") : plan->second) + "; this run: " + plan_.json() + ")");
     }
@@ -618,9 +624,9 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
     result.evals.back().step = options_.steps;
   }
   if (controller_) {
-    result.final_plan = controller_->plan();
+    result.final_plan = plan_;
     for (const auto& [p, share] : controller_->product_shares()) {
-      result.product_shares[layer_precision_name(p, controller_->plan().low)] = share;
+      result.product_shares[layer_precision_name(p, plan_.low)] = share;
     }
   }
   result.wall_seconds = seconds_since(start);

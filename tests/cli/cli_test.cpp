@@ -491,12 +491,13 @@ TEST(TrainCommand, Fp8TrainsWithEachRecipeReportsItsCountersAndKeepsItsRecipeOnR
     const Result r = run("train --model mlp --precision fp8 --fp8-recipe " + std::string(recipe) +
                          " --steps 3 --eval-every 3 --batch-size 32 --metrics " + metrics);
     ASSERT_EQ(r.status, 0) << r.err;
-    EXPECT_NE(r.err.find("fp8 in 1 of 3 layers: fc1; bf16 in 2: fc0 (first layer), fc2 (last layer)"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("fp8 in 1 of 3 layers (" + std::string(recipe) + "): fc1; bf16 in 2: fc0 (first layer), fc2 (last layer)"),
+              std::string::npos) << r.err;
     const std::string m = slurp(metrics);
     EXPECT_NE(m.find("\"fp8\":{\"quantized\":"), std::string::npos) << m;
   }
   const Result all = run("train --model mlp --precision fp8 --fp8-first-last fp8 --steps 1 --eval-every 1");
-  EXPECT_NE(all.err.find("fp8 in 3 of 3 layers: fc0, fc1, fc2"), std::string::npos) << all.err;
+  EXPECT_NE(all.err.find("fp8 in 3 of 3 layers (delayed): fc0, fc1, fc2"), std::string::npos) << all.err;
   for (const char* bad : {"--fp8-recipe tensorwise", "--fp8-format e5m2", "--amax-history 0", "--fp8-margin 99",
                           "--fp8-first-last maybe", "--fp8-bf16-layers fc7"}) {
     const Result r = run("train --model mlp --precision fp8 --steps 1 " + std::string(bad));
@@ -510,6 +511,32 @@ TEST(TrainCommand, Fp8TrainsWithEachRecipeReportsItsCountersAndKeepsItsRecipeOnR
   EXPECT_EQ(lines(other.err), 1) << other.err;
   EXPECT_NE(other.err.find("fp8 delayed"), std::string::npos) << other.err;
   EXPECT_EQ(run("train --model mlp --precision fp8 --steps 4 --eval-every 4 --checkpoint-dir " + dir + " --resume").status, 0);
+}
+
+// A plan file picks each fp8 layer's recipe: the run's, or a layer's own. The start line says so, the
+// checkpoint keeps it, and a resume by another recipe is refused in one line.
+TEST(TrainCommand, APlanFileCarriesTheRecipesAndResumeKeepsThem) {
+  Scratch s;
+  const auto plan = [&](const char* name, const char* fc1) {
+    std::ofstream(s.path(name)) << R"({"low": "bf16", "fp8": {"recipe": "mxfp8"}, "layers": {"fc0": "bf16", "fc1": )" << fc1
+                                << R"(, "fc2": "fp8"}})";
+    return " --precision-plan " + s.path(name);
+  };
+  const std::string nvfp4 = plan("nvfp4.json", R"({"level": "fp8", "recipe": "nvfp4"})");
+  const std::string dir = " --checkpoint-dir " + s.path("ckpt");
+  const Result r = run("train --model mlp --steps 2 --eval-every 2 --batch-size 32" + nvfp4 + dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("bf16 autocast: fp8 in 2 of 3 layers (mxfp8): fc1 [nvfp4], fc2; bf16 in 1: fc0"), std::string::npos) << r.err;
+  const Result other = run("train --model mlp --steps 4 --batch-size 32 --resume" + plan("mxfp8.json", "\"fp8\"") + dir);
+  EXPECT_NE(other.status, 0);
+  EXPECT_EQ(lines(other.err), 1) << other.err;
+  EXPECT_NE(other.err.find("another precision plan"), std::string::npos) << other.err;
+  const Result same = run("train --model mlp --steps 4 --eval-every 4 --batch-size 32 --resume" + nvfp4 + dir);
+  EXPECT_EQ(same.status, 0) << same.err;
+  const Result typo = run("train --model mlp --steps 2 --batch-size 32" + plan("typo.json", R"({"level": "fp8", "recipe": "nvfp5"})"));
+  EXPECT_EQ(typo.status, 2);
+  EXPECT_EQ(lines(typo.err), 1) << typo.err;
+  EXPECT_NE(typo.err.find("layer \"fc1\""), std::string::npos) << typo.err;
 }
 
 TEST(TrainCommand, WarmupAppliesToTheConstantScheduleToo) {

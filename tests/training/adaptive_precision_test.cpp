@@ -59,7 +59,8 @@ nn::Mlp mlp() { return nn::Mlp(nn::MlpConfig{.in = 8, .hidden = 8, .layers = 2, 
 
 TEST(AdaptivePrecision, GradientsHeldBelowTheSmallestNormalMoveALayerUp) {
   nn::Mlp m = mlp();
-  train::PrecisionController c(m, {.low = DType::f16, .every = 1, .warmup = 1000});
+  train::PrecisionPlan c_plan;
+  train::PrecisionController c(m, {.low = DType::f16, .every = 1, .warmup = 1000}, c_plan);
   EXPECT_EQ(c.plan().layers.size(), 3u);
   std::vector<TensorNumerics> r = healthy(kMlp);
   // fc1's output gradients: half of them under 2^-14 (fp16's smallest normal), unscaled.
@@ -72,19 +73,22 @@ TEST(AdaptivePrecision, GradientsHeldBelowTheSmallestNormalMoveALayerUp) {
   EXPECT_EQ(c.plan().layers.at("fc1"), LayerPrecision::f32);
   // The same true values at a loss scale of 2^16 are held above it: no change.
   nn::Mlp m2 = mlp();
-  train::PrecisionController scaled(m2, {.low = DType::f16, .every = 1, .warmup = 1000});
+  train::PrecisionPlan scaled_plan;
+  train::PrecisionController scaled(m2, {.low = DType::f16, .every = 1, .warmup = 1000}, scaled_plan);
   std::vector<TensorNumerics> r2 = healthy(kMlp, 65536);
   replace(r2, record("fc1", TensorKind::activation_grad, {1e-6, 2e-6, 1e-3, 2e-3}, 65536));
   EXPECT_TRUE(scaled.decide(1, r2).empty());
   // In bf16 (fp32's range) such gradients are fine.
   nn::Mlp m3 = mlp();
-  train::PrecisionController bf16(m3, {.low = DType::bf16, .fp8 = false, .every = 1, .warmup = 1000});
+  train::PrecisionPlan bf16_plan;
+  train::PrecisionController bf16(m3, {.low = DType::bf16, .fp8 = false, .every = 1, .warmup = 1000}, bf16_plan);
   EXPECT_TRUE(bf16.decide(1, r).empty());
 }
 
 TEST(AdaptivePrecision, OutputsNearTheTopOfTheFormatMoveALayerUp) {
   nn::Mlp m = mlp();
-  train::PrecisionController c(m, {.low = DType::f16, .every = 1, .warmup = 1000});
+  train::PrecisionPlan c_plan;
+  train::PrecisionController c(m, {.low = DType::f16, .every = 1, .warmup = 1000}, c_plan);
   std::vector<TensorNumerics> r = healthy(kMlp);
   replace(r, record("fc0", TensorKind::activation, {30000.0, 1.0}));  // within 2^2 of 65504
   const auto changes = c.decide(1, r);
@@ -95,7 +99,8 @@ TEST(AdaptivePrecision, OutputsNearTheTopOfTheFormatMoveALayerUp) {
 
 TEST(AdaptivePrecision, SafeLinearLayersMoveDownToFp8AfterTheWarmupAndMovedUpLayersWait) {
   nn::Mlp m = mlp();
-  train::PrecisionController c(m, {.low = DType::bf16, .fp8 = true, .every = 1, .warmup = 10, .hold = 3});
+  train::PrecisionPlan c_plan;
+  train::PrecisionController c(m, {.low = DType::bf16, .fp8 = true, .every = 1, .warmup = 10, .hold = 3}, c_plan);
   EXPECT_TRUE(c.decide(5, healthy(kMlp)).empty());  // in the warm-up
   auto changes = c.decide(10, healthy(kMlp));
   EXPECT_EQ(changes.size(), 3u);
@@ -116,7 +121,8 @@ TEST(AdaptivePrecision, SafeLinearLayersMoveDownToFp8AfterTheWarmupAndMovedUpLay
 
 TEST(AdaptivePrecision, SkippedStepsBlameTheirLayerUpAndAGoodStepForgives) {
   nn::Mlp m = mlp();
-  train::PrecisionController c(m, {.low = DType::f16, .every = 1, .warmup = 1000, .skips = 2});
+  train::PrecisionPlan c_plan;
+  train::PrecisionController c(m, {.low = DType::f16, .every = 1, .warmup = 1000, .skips = 2}, c_plan);
   EXPECT_TRUE(c.blame(3, "fc1.weight", "inf").empty());
   c.count_step(true);
   const auto changes = c.blame(4, "fc1.weight", "inf");
@@ -130,11 +136,14 @@ TEST(AdaptivePrecision, SkippedStepsBlameTheirLayerUpAndAGoodStepForgives) {
 
 TEST(AdaptivePrecision, StateAndPlansSurviveTheirJson) {
   nn::Mlp m = mlp();
-  train::PrecisionController c(m, {.low = DType::bf16, .every = 1, .warmup = 0});
+  train::PrecisionPlan c_plan;
+  train::PrecisionController c(m, {.low = DType::bf16, .every = 1, .warmup = 0}, c_plan);
   c.decide(1, healthy(kMlp));
   c.count_step(false);
+  EXPECT_EQ(&c.plan(), &c_plan);  // the run's one plan, edited in place
   nn::Mlp m2 = mlp();
-  train::PrecisionController d(m2, {.low = DType::bf16, .every = 1, .warmup = 0});
+  train::PrecisionPlan d_plan;
+  train::PrecisionController d(m2, {.low = DType::bf16, .every = 1, .warmup = 0}, d_plan);
   d.load_state_json(c.state_json());
   EXPECT_EQ(d.state_json(), c.state_json());
   EXPECT_EQ(train::PrecisionPlan::parse(c.plan().json()).json(), c.plan().json());

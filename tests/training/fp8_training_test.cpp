@@ -55,7 +55,8 @@ TEST(Fp8Training, EveryRecipeTrainsAsFarAsBf16) {
   const double bf16 = MlpRun(std::nullopt).train_loss(40);
   for (Fp8Recipe r : {Fp8Recipe::delayed, Fp8Recipe::current, Fp8Recipe::block}) {
     MlpRun run(Fp8Options{.recipe = r});
-    ASSERT_EQ(run.trainer.precision_plan().str(), "fp8 in 2 of 4 layers: fc1, fc2; bf16 in 2: fc0 (first layer), fc3 (last layer)");
+    ASSERT_EQ(run.trainer.precision_plan().str(),
+              "fp8 in 2 of 4 layers (" + std::string(fp8_recipe_name(r)) + "): fc1, fc2; bf16 in 2: fc0 (first layer), fc3 (last layer)");
     const double fp8 = run.train_loss(40);
     EXPECT_NEAR(fp8, bf16, 0.05 * bf16) << fp8_recipe_name(r);
     EXPECT_LT(fp8, 1.0) << fp8_recipe_name(r);  // it learned (the first steps' loss is about 2.3)

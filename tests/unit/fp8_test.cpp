@@ -515,8 +515,10 @@ TEST(Fp8Policy, KeepsTheFirstAndLastLinearLayersInBf16UnlessTold) {
   const std::map<std::string, LayerPrecision> expected = {
       {"fc0", LayerPrecision::low}, {"fc1", LayerPrecision::fp8}, {"fc2", LayerPrecision::fp8}, {"fc3", LayerPrecision::low}};
   EXPECT_EQ(plan.layers, expected);
-  EXPECT_EQ(plan.str(), "fp8 in 2 of 4 layers: fc1, fc2; bf16 in 2: fc0 (first layer), fc3 (last layer)");
-  EXPECT_EQ(plan.str(true).substr(plan.str().size()), "\n  fc0 (first layer): bf16\n  fc1: fp8\n  fc2: fp8\n  fc3 (last layer): bf16");
+  EXPECT_EQ(plan.str(), "fp8 in 2 of 4 layers (delayed): fc1, fc2; bf16 in 2: fc0 (first layer), fc3 (last layer)");
+  const std::string recipe = " " + Fp8Options{}.str();
+  EXPECT_EQ(plan.str(true).substr(plan.str().size()),
+            "\n  fc0 (first layer): bf16\n  fc1: fp8" + recipe + "\n  fc2: fp8" + recipe + "\n  fc3 (last layer): bf16");
   // Delayed scaling's state is in the buffers a checkpoint saves (the two FP8 layers' only).
   EXPECT_EQ(mlp.named_buffers().size(), 4u);
 
@@ -533,8 +535,80 @@ TEST(Fp8Policy, KeepsTheFirstAndLastLinearLayersInBf16UnlessTold) {
   nn::Mlp fourth(nn::MlpConfig{.in = 8, .hidden = 4, .layers = 3, .classes = 2});
   fourth.named_modules()[3].second->keep_in_f32();  // fc2 ("" is the model itself)
   const train::PrecisionPlan kept = fp8_plan(fourth, {.first_last_bf16 = false, .bf16_layers = {}, .fp8_layers = {}}, {"fc1"});
-  EXPECT_EQ(kept.str(), "fp8 in 2 of 4 layers: fc0, fc3; fp32 in 2: fc1 (fp32 layers), fc2 (keep_in_f32)");
+  EXPECT_EQ(kept.str(), "fp8 in 2 of 4 layers (delayed): fc0, fc3; fp32 in 2: fc1 (fp32 layers), fc2 (keep_in_f32)");
   EXPECT_EQ(fourth.named_buffers().size(), 4u);  // no FP8 state in the f32 layers
+}
+
+// A plan carries its recipes: the run's, and a layer's own (a plan file's), each with the parameters
+// its recipe reads; they survive the plan's JSON, reach the layers, and print.
+TEST(PrecisionPlan, RecipesTravelInItsJsonAndALayerCanHaveItsOwn) {
+  using train::LayerPrecision;
+  for (const Fp8Recipe r : {Fp8Recipe::delayed, Fp8Recipe::current, Fp8Recipe::block, Fp8Recipe::mxfp8, Fp8Recipe::mxfp4, Fp8Recipe::nvfp4}) {
+    SCOPED_TRACE(std::string(fp8_recipe_name(r)));
+    train::PrecisionPlan plan;
+    plan.layers = {{"fc0", LayerPrecision::fp8}, {"fc1", LayerPrecision::fp8}};
+    // Every parameter away from its default, that the JSON must carry.
+    plan.fp8 = {.recipe = r, .format = Fp8Format::e4m3, .amax_history = 16, .reduction = AmaxReduction::most_recent,
+                .margin = 2, .block = 64, .nvfp4_rht = false, .nvfp4_sr = false, .nvfp4_2d_weights = false,
+                .mx_rule = ScaleRule::even, .seed = 9};
+    const train::PrecisionPlan back = train::PrecisionPlan::parse(plan.json());
+    EXPECT_EQ(back.json(), plan.json());
+    EXPECT_EQ(back.fp8.recipe, r);
+    EXPECT_EQ(back.fp8.str(), plan.fp8.str());
+    plan.recipes["fc1"] = {.recipe = Fp8Recipe::nvfp4};
+    EXPECT_TRUE(train::PrecisionPlan::parse(plan.json()).recipes.at("fc1") == Fp8Options{.recipe = Fp8Recipe::nvfp4});
+  }
+
+  const train::PrecisionPlan plan = train::PrecisionPlan::parse(
+      R"({"low": "bf16", "fp8": {"recipe": "mxfp8", "mx_scale": "floor"},
+          "layers": {"fc0": "bf16", "fc1": {"level": "fp8", "recipe": "nvfp4"}, "fc2": "fp8", "fc3": "bf16"}})");
+  EXPECT_EQ(plan.str(), "fp8 in 2 of 4 layers (mxfp8): fc1 [nvfp4], fc2; bf16 in 2: fc0, fc3");
+  const std::string every = plan.str(true);
+  EXPECT_NE(every.find("fc1 [nvfp4]: fp8 nvfp4 (e2m1 1x16 e4m3*f32 nearest; weights 16x16, RHT on, gradients stochastic)\n"
+                       "    input: e2m1 1x16 e4m3*f32 nearest\n    weight: e2m1 16x16 e4m3*f32 nearest\n"
+                       "    output gradient: e2m1 1x16 e4m3*f32 stochastic"),
+            std::string::npos) << every;
+  EXPECT_NE(every.find("fc2: fp8 mxfp8 (e4m3 1x32 e8m0 floor nearest)"), std::string::npos) << every;
+  nn::Mlp mlp(nn::MlpConfig{.in = 32, .hidden = 32, .layers = 3, .classes = 2});
+  train::apply_precision_plan(mlp, plan);
+  const auto state = [&](const char* name) {
+    for (const auto& [path, m] : mlp.named_modules()) {
+      if (path == name) return dynamic_cast<nn::Linear*>(m)->fp8();
+    }
+    return std::shared_ptr<Fp8State>();
+  };
+  ASSERT_TRUE(state("fc1") && state("fc2"));
+  EXPECT_FALSE(state("fc0"));
+  EXPECT_EQ(state("fc1")->options().recipe, Fp8Recipe::nvfp4);
+  EXPECT_EQ(state("fc1")->options().seed, 2u);  // the second linear layer's stream
+  EXPECT_EQ(state("fc2")->options().recipe, Fp8Recipe::mxfp8);
+  EXPECT_EQ(state("fc2")->options().mx_rule, ScaleRule::floor);
+  {
+    Autocast bf16(DType::bf16);
+    mlp.forward(Tensor::randn({4, 32}, DType::f32, 3));
+  }
+  EXPECT_EQ(state("fc1")->counters().quantized, 4 * 32 + 32 * 32);  // the forward product's input and weight
+  EXPECT_GT(state("fc2")->counters().quantized, 0);
+  // A layer already running fp8 by another recipe is not switched silently.
+  train::PrecisionPlan other = plan;
+  other.recipes.clear();
+  EXPECT_THROW(train::apply_precision_plan(mlp, other), std::invalid_argument);
+
+  // What a hand-written plan gets wrong, named.
+  const auto refusal = [](const char* json) {
+    try {
+      train::PrecisionPlan::parse(json);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refusal(R"({"low": "bf16", "fp8": {"recipe": "mxfp8", "rht": false}, "layers": {}})"),
+            "\"fp8\": the mxfp8 recipe has no parameter \"rht\"");
+  EXPECT_EQ(refusal(R"({"low": "bf16", "layers": {"fc0": {"level": "bf16", "recipe": "nvfp4"}}})"),
+            "layer \"fc0\": only an fp8 layer has a recipe");
+  EXPECT_NE(refusal(R"({"low": "bf16", "layers": {"fc0": {"level": "fp8", "recipe": "fp6"}}})").find("layer \"fc0\": "), std::string::npos);
+  EXPECT_NE(refusal(R"({"low": "bf16", "fp8": {"margin": 1}, "layers": {}})").find("\"fp8\""), std::string::npos);
 }
 
 TEST(Fp8Policy, ALayerKeptInF32DoesNotRunInFp8) {

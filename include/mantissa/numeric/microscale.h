@@ -34,6 +34,7 @@ enum class ScaleFormat : std::uint8_t {
 enum class ScaleRule : std::uint8_t { floor, even, rceil };
 // "floor", "even", "rceil"; throws std::invalid_argument.
 ScaleRule parse_scale_rule(std::string_view name);
+std::string_view scale_rule_name(ScaleRule rule);
 
 struct QuantSpec {
   Format element = Format::e4m3();

@@ -77,6 +77,7 @@ struct Fp8Options {
   std::string str() const;
   // Throws std::invalid_argument for a history below 1, a margin outside 0..30, a block below 1.
   void check() const;
+  friend bool operator==(const Fp8Options&, const Fp8Options&) = default;
 };
 
 // "delayed", "current", "block", "mxfp8", "mxfp4", "nvfp4"; "hybrid", "e4m3"; "max", "most_recent".

@@ -8,7 +8,8 @@
 //     output, weight and output gradient fit a per-tensor scaled e4m3/e5m2; 16-bit: its gradients would
 //     stay normal and its outputs far from overflow) moves down one level, unless it moved up recently
 //     (it waits some decisions) or too often (it stays).
-// Every change is a PrecisionChange with its reason. The plan (each layer's level) and the controller's
+// Every change is a PrecisionChange with its reason, made to the run's one PrecisionPlan (the trainer's)
+// and applied to the layer from there. The plan (each layer's level) and the controller's
 // counters go into checkpoints, so a resumed run decides exactly as the whole run would; a plan can be
 // written out and run fixed (`mantissa train --precision-plan FILE`).
 #pragma once
@@ -52,8 +53,9 @@ struct PrecisionChange {
 
 class PrecisionController {
  public:
-  // Every product layer starts at the 16-bit level.
-  PrecisionController(nn::Module& model, AdaptiveOptions options);
+  // Every product layer starts at the 16-bit level. `plan` is the run's plan (the trainer's), which the
+  // controller fills and then edits with each move; it must outlive the controller.
+  PrecisionController(nn::Module& model, AdaptiveOptions options, PrecisionPlan& plan);
   const PrecisionPlan& plan() const { return plan_; }
   const AdaptiveOptions& options() const { return options_; }
   // The telemetry it decides from: every `every` steps, all four tensor kinds, every layer.
@@ -83,7 +85,7 @@ class PrecisionController {
   std::vector<PrecisionChange> move(std::int64_t step, const std::string& path, bool up, const std::string& reason);
   nn::Module& model_;
   AdaptiveOptions options_;
-  PrecisionPlan plan_;
+  PrecisionPlan& plan_;
   std::map<std::string, Layer> layers_;
   std::int64_t decisions_ = 0;
   std::map<LayerPrecision, double> macs_;  // run totals

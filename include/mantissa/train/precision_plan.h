@@ -2,8 +2,9 @@
 // convolution) of the model its level, f32 > the run's 16-bit format > fp8, says why where the reason is
 // not the default, and names the FP8 recipe its fp8 layers use. The trainer resolves it once, from the
 // run's PrecisionPolicy (compute dtype, FP8 layer policy, f32 layers) or from a fixed plan (a plan file),
-// applies it, prints it at start and saves it in checkpoints; the adaptive controller edits its own copy.
-// A layer's precision is decided here and nowhere else.
+// applies it, prints it at start and saves it in checkpoints; the adaptive controller edits the same value.
+// A layer's precision is decided here and nowhere else, and so is the recipe each fp8 layer quantizes by:
+// the run's, or a layer's own where a plan file gives one (say nvfp4 inside, mxfp8 at the edges).
 #pragma once
 
 #include <cstdint>
@@ -29,12 +30,23 @@ struct PrecisionPlan {
   std::map<std::string, LayerPrecision> layers;  // by module path
   std::map<std::string, std::string> reasons;    // why a layer has its level, where not by default
   Fp8Options fp8 = {.recipe = Fp8Recipe::current};  // the recipe of the fp8 layers
-  // {"low": "bf16", "layers": {"fc0": "fp8", ...}}: the levels (a plan file), without reasons or recipe.
+  std::map<std::string, Fp8Options> recipes;         // fp8 layers with a recipe of their own
+
+  // The recipe layer `path` quantizes by (its own, else the run's).
+  const Fp8Options& recipe_of(const std::string& path) const;
+  // What a plan file holds and a checkpoint saves, without reasons:
+  //   {"low": "bf16", "fp8": {"recipe": "mxfp8", "mx_scale": "rceil", "seed": 0},
+  //    "layers": {"fc0": "bf16", "fc1": "fp8", "fc2": {"level": "fp8", "recipe": {"recipe": "nvfp4", ...}}}}
+  // "fp8" is there when a layer runs in fp8. Reading, a recipe may also be just its name ("nvfp4": the
+  // recipe with its defaults) and the run's recipe may be left out (current scaling).
   std::string json() const;
+  // The levels alone ({"layers": ..., "low": ...}), as checkpoints before recipes were in the plan saved it.
+  std::string levels_json() const;
   static PrecisionPlan parse(std::string_view json);  // throws std::invalid_argument
-  // "fp8 in 6 of 8 layers; bf16 in 2: blocks.0.attn.qkv (first layer), blocks.1.mlp.proj (last layer)":
-  // each level's count, and its layers by name where there are at most 4 (else those with a reason);
-  // with `every_layer`, a line per layer after it.
+  // "fp8 in 6 of 8 layers (mxfp8); bf16 in 2: blocks.0.attn.qkv (first layer), blocks.1.mlp.proj (last
+  // layer)": each level's count, and its layers by name where there are at most 4 (else those with a
+  // reason or a recipe of their own); with `every_layer`, a line per layer after it, the fp8 layers with
+  // their recipe and, for a block-scaled one, what each operand is quantized to.
   std::string str(bool every_layer = false) const;
 };
 
@@ -49,12 +61,13 @@ std::vector<std::pair<std::string, nn::Module*>> product_layers(nn::Module& mode
 PrecisionPlan plan_precision(nn::Module& model, const PrecisionPolicy& policy);
 
 // Sets each layer the plan names to its level: f32 keeps it in f32 (keep_in_f32), the 16-bit format
-// removes a keep_in_f32 (an autocast policy of the layer's own stays), fp8 runs its products in FP8 by the plan's recipe (the i-th linear layer with
-// stochastic-rounding stream recipe.seed + i + 1). Throws std::invalid_argument for a path that is no
-// product layer of the model, or fp8 for a convolution.
+// removes a keep_in_f32 (an autocast policy of the layer's own stays), fp8 runs its products in FP8 by
+// the layer's recipe (the i-th linear layer with stochastic-rounding stream recipe.seed + i + 1).
+// Throws std::invalid_argument for a path that is no product layer of the model, fp8 for a convolution,
+// or a layer that runs fp8 already by another recipe.
 void apply_precision_plan(nn::Module& model, const PrecisionPlan& plan);
-// One layer's level (the adaptive controller's moves); FP8 by `fp8` where the layer has none yet.
-void set_layer_precision(nn::Module& layer, const std::string& path, LayerPrecision p,
-                         const Fp8Options& fp8 = {.recipe = Fp8Recipe::current});
+// One layer, `path`, set to the level the plan gives it (the adaptive controller's moves, after it edits
+// the plan), as apply_precision_plan sets each.
+void apply_layer_precision(nn::Module& model, const PrecisionPlan& plan, const std::string& path);
 
 }  // namespace mantissa::train

@@ -216,9 +216,9 @@ class Trainer {
   Optimizer& optimizer() { return *optimizer_; }
   LossScaler& scaler() { return scaler_; }
   const TrainerOptions& options() const { return options_; }
-  // Which layer runs in what: the plan the trainer made of its policy (or was given), or the adaptive
-  // controller's as it stands.
-  const PrecisionPlan& precision_plan() const { return controller_ ? controller_->plan() : plan_; }
+  // Which layer runs in what: the plan the trainer made of its policy (or was given), which the adaptive
+  // controller edits as the run goes.
+  const PrecisionPlan& precision_plan() const { return plan_; }
   // The adaptive precision controller (null without adaptive precision).
   const PrecisionController* controller() const { return controller_.get(); }
   // This process's rank and the number of ranks (0 and 1 without data parallel).
