@@ -62,6 +62,20 @@ void prune_checkpoints(const std::filesystem::path& dir, int keep) {
   for (std::size_t i = 0; i + static_cast<std::size_t>(std::max(keep, 1)) < all.size(); ++i) std::filesystem::remove(all[i]);
 }
 
+std::optional<std::filesystem::path> newest_readable_checkpoint(
+    const std::filesystem::path& dir, const std::function<void(const std::filesystem::path&, const std::string& why)>& on_skip) {
+  const std::vector<std::filesystem::path> all = list_checkpoints(dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    try {
+      (void)read_safetensors(*it);
+      return *it;
+    } catch (const CheckpointError& e) {
+      if (on_skip) on_skip(*it, e.what());
+    }
+  }
+  return std::nullopt;
+}
+
 void save_checkpoint(const std::filesystem::path& path, const nn::Module& model, const Optimizer& optimizer,
                      const CheckpointState& state) {
   std::vector<std::pair<std::string, Tensor>> tensors;

@@ -359,6 +359,13 @@ Trainer::Pass Trainer::forward_backward(std::int64_t step, std::span<const Batch
   return pass;
 }
 
+bool Trainer::agree_to_stop(bool mine) const {
+  if (!group_) return mine;
+  std::array<double, 1> v{mine ? 1.0 : 0.0};
+  group_->all_reduce(v, dist::ReduceOp::max);
+  return v[0] > 0;
+}
+
 void Trainer::agree_on_pass(Pass& pass) const {
   if (!group_) return;
   // The ranks' losses and items added up, and whether any rank's tracer stopped the step.
@@ -591,6 +598,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
   reset_peak_memory(options_.device);
   const auto start = Clock::now();
   start_ = start;
+  auto last_save = start;
   while (next_step_ <= options_.steps) {
     const StepRecord rec = step();
     const std::int64_t s = rec.step;
@@ -598,15 +606,26 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
     if (!rec.warning.empty()) result.warnings.push_back(rec.warning);
     result.steps.push_back(rec);
     if (cb.on_step) cb.on_step(rec, options_.steps);
-    if (!ck.dir.empty() && ((ck.every > 0 && s % ck.every == 0) || s == options_.steps)) {
+    const bool stop = cb.should_stop && agree_to_stop(cb.should_stop());
+    // (Only rank 0 writes, so the ranks need not agree on the clock.)
+    const bool due = (ck.every > 0 && s % ck.every == 0) || s == options_.steps || stop ||
+                     (ck.every_seconds > 0 && seconds_since(last_save) >= ck.every_seconds);
+    if (!ck.dir.empty() && due) {
       if (rank() == 0) {
-        save(checkpoint_path(ck.dir, s));
+        const std::filesystem::path path = checkpoint_path(ck.dir, s);
+        save(path);
         prune_checkpoints(ck.dir, ck.keep);
+        if (cb.on_save) cb.on_save(path, s);
       }
+      last_save = Clock::now();
     }
     // The run's peak is the training steps' (evaluation batches have their own, not reported).
     for (const auto& [category, bytes] : rec.peak_bytes) {
       result.peak_bytes[category] = std::max(result.peak_bytes[category], bytes);
+    }
+    if (stop) {
+      result.stopped_at = s;
+      break;
     }
     if (s % options_.eval_every == 0 || s == options_.steps) {
       result.evals.push_back(evaluate(s == options_.steps));
@@ -619,7 +638,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
       result.steps.back().step % options_.data_parallel->checksum_every != 0) {
     check_weights_agree(*group_, model_.module(), result.steps.back().step);
   }
-  if (result.evals.empty()) {  // resumed at or past the last step: evaluate what was loaded
+  if (result.evals.empty() && result.stopped_at == 0) {  // resumed at or past the last step: evaluate what was loaded
     result.evals.push_back(evaluate(true));
     result.evals.back().step = options_.steps;
   }

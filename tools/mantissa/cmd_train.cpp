@@ -339,9 +339,13 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
   app.add_option("--gelu", c.gelu, "gpt: the MLP's GELU, erf (exact) or tanh (GPT-2's form, PyTorch's approximate='tanh')")
       ->capture_default_str();
   add_output_dir(app, "--checkpoint-dir", c.checkpoint_dir, "Write checkpoints (safetensors) to this directory");
-  app.add_option("--checkpoint-every", c.checkpoint_every, "Steps between checkpoints (0: only at the end)")->capture_default_str();
+  app.add_option("--checkpoint-every", c.checkpoint_every, "Steps between checkpoints (0: by time and at the end)")->capture_default_str();
+  app.add_option("--checkpoint-minutes", c.checkpoint_minutes,
+                 "Also checkpoint this long after the last save (0: off); Ctrl-C/SIGTERM save one too and exit 130/143")
+      ->capture_default_str();
   app.add_option("--keep", c.keep, "Checkpoints kept (the newest)")->capture_default_str();
-  app.add_flag("--resume", c.resume, "Continue from the newest checkpoint in --checkpoint-dir, exactly");
+  app.add_flag("--resume", c.resume, "Continue from the newest checkpoint in --checkpoint-dir that reads whole, exactly");
+  app.add_option("--resume-from", c.resume_from, "Continue from this checkpoint file, exactly");
   app.add_option("--resume-allow", c.resume_allow,
                  "Settings --resume may find changed, on purpose: lr, schedule, warmup, weight-decay, momentum, clip, "
                  "grad-accum, stochastic-rounding, loss-scale")

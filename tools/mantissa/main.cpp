@@ -11,6 +11,7 @@
 #include <new>
 #include <string>
 
+#include "interrupt.h"
 #include "commands.h"
 #include "mantissa/core/input_file.h"
 #include "mantissa/data/datasets.h"
@@ -97,6 +98,8 @@ int main(int argc, char** argv) {
     return fail(mantissa::cli::kBadInput, "", e.what());
   } catch (const mantissa::CheckpointError& e) {  // a checkpoint (or safetensors file) that cannot be used
     return fail(mantissa::cli::kBadInput, "", e.what());
+  } catch (const mantissa::cli::Interrupted& e) {  // a signal stopped the run at a step boundary: 130 or 143
+    return fail(e.status(), "", e.what());
   } catch (const std::bad_alloc&) {
     return fail(1, "", "out of memory (the sizes asked for need more than this machine has)");
   } catch (const std::exception& e) {  // a failed write, a rank lost, ...

@@ -4,6 +4,8 @@
 #include "training.h"
 
 #include <omp.h>
+#include <unistd.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -16,6 +18,7 @@
 #include <iterator>
 #include <stdexcept>
 
+#include "interrupt.h"
 #include "number_flags.h"
 #include "output_file.h"
 #include "settings_agreement.h"
@@ -105,6 +108,8 @@ void check(const TrainConfig& c) {
     if (!std::isfinite(v) || !ok) throw std::invalid_argument(std::string(flag) + " must be " + what + ", got " + exact_number(v));
   };
   real(c.lr, c.lr > 0, "--lr", "a finite positive number");
+  real(c.checkpoint_minutes, c.checkpoint_minutes >= 0 && c.checkpoint_minutes <= 1e6, "--checkpoint-minutes",
+       "at least 0 (0: by steps only) and at most 1e6");
   real(c.weight_decay, c.weight_decay >= 0, "--weight-decay", "finite and at least 0");
   real(c.momentum, c.momentum >= 0 && c.momentum < 1, "--momentum", "in [0, 1)");
   real(c.clip, c.clip >= 0, "--clip", "finite and at least 0 (0: no clipping)");
@@ -379,6 +384,20 @@ DType grad_reduce_format(const std::string& name) {
   }
 }
 
+// The checkpoint a resume starts from: --resume-from's file, or the newest in --checkpoint-dir that reads
+// whole (a newer one that does not is named and passed over).
+std::filesystem::path resume_point(const TrainConfig& c) {
+  if (!c.resume_from.empty()) return c.resume_from;
+  const auto found = newest_readable_checkpoint(c.checkpoint_dir, [](const std::filesystem::path& path, const std::string& why) {
+    progress("skipping %s, which does not read whole (%s); resuming from an older one\n", path.filename().string().c_str(), why.c_str());
+  });
+  if (!found) {
+    throw CheckpointError(c.checkpoint_dir + (list_checkpoints(c.checkpoint_dir).empty() ? ": no checkpoint to resume from"
+                                                                                        : ": no checkpoint there reads whole"));
+  }
+  return *found;
+}
+
 std::shared_ptr<dist::ProcessGroup> process_group() {
   static const std::shared_ptr<dist::ProcessGroup> group = dist::ProcessGroup::from_environment();
   return group;
@@ -408,7 +427,7 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
                                   "momentum, clip, grad-accum, stochastic-rounding, loss-scale");
     }
   }
-  if (c.resume && c.checkpoint_dir.empty()) throw std::invalid_argument("--resume needs --checkpoint-dir");
+  if (c.resume && c.checkpoint_dir.empty()) throw std::invalid_argument("--resume needs --checkpoint-dir (or --resume-from FILE)");
   if (c.threads > 0) omp_set_num_threads(c.threads);
   const Device device = device_option(c.device);
   if (device.type == DeviceType::cuda && group->size() > 1) {
@@ -461,7 +480,7 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   o.grad_accum = c.grad_accum;
   o.steps = c.steps;
   o.eval_every = c.eval_every;
-  o.checkpoints = {c.checkpoint_dir, c.checkpoint_every, c.keep};
+  o.checkpoints = {c.checkpoint_dir, c.checkpoint_every, 60 * c.checkpoint_minutes, c.keep};
   o.checkpoint_metadata = {{"config", signature_json(signature(c, shape))}, {"run", config_json(c, shape)}};
   o.inject_nonfinite = c.inject_nonfinite;
   o.update_stats_every = c.update_stats_every;
@@ -488,25 +507,25 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   check_layer_paths(model->module(), c.precision.f32_layers, "--fp32-layers");
   if (c.telemetry) check_layer_paths(model->module(), c.telemetry->layers, "--telemetry-layers");
 
-  if (c.resume) {
-    const std::vector<std::filesystem::path> all = list_checkpoints(c.checkpoint_dir);
-    if (all.empty()) throw CheckpointError(c.checkpoint_dir + ": no checkpoint to resume from");
+  std::filesystem::path resumed_from;
+  if (c.resume || !c.resume_from.empty()) {
+    const std::filesystem::path from = resumed_from = resume_point(c);
     std::int64_t their_steps = 0;  // the length of the run that wrote the checkpoint, where it says
-    trainer.resume(all.back(), [&](const auto& meta) {
+    trainer.resume(from, [&](const auto& meta) {
       const auto it = meta.find("config");
-      if (it == meta.end()) throw CheckpointError(all.back().string() + ": has no 'config' in its metadata");
-      check_signature(all.back(), it->second, signature(c, shape), c.resume_allow);
+      if (it == meta.end()) throw CheckpointError(from.string() + ": has no 'config' in its metadata");
+      check_signature(from, it->second, signature(c, shape), c.resume_allow);
       const auto run = meta.find("run");
       const nlohmann::json j = run == meta.end() ? nlohmann::json() : nlohmann::json::parse(run->second, nullptr, false);
       try {
         if (j.is_object() && j.contains("steps")) their_steps = json_number<std::int64_t>(j, "steps");
       } catch (const std::invalid_argument& e) {
-        throw CheckpointError(all.back().string() + ": metadata 'run': " + e.what());
+        throw CheckpointError(from.string() + ": metadata 'run': " + e.what());
       }
     });
     const std::int64_t done = trainer.next_step() - 1;
     if (done > c.steps) {
-      throw std::invalid_argument(all.back().string() + " is at step " + std::to_string(done) + ", past --steps " +
+      throw std::invalid_argument(from.string() + " is at step " + std::to_string(done) + ", past --steps " +
                                   std::to_string(c.steps) + ": give --steps above " + std::to_string(done) + " to train on");
     }
     if (their_steps > 0 && their_steps != c.steps && c.schedule == "cosine") {
@@ -518,10 +537,35 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   // The precision plan, once the run has nothing left to refuse (an error stays the only line).
   TrainCallbacks callbacks = cb;
   callbacks.on_start = [&] {
+    if (!resumed_from.empty()) {
+      progress("resumed from %s (step %lld)\n", resumed_from.string().c_str(), static_cast<long long>(trainer.next_step() - 1));
+    }
     progress("%s: %s\n", o.precision.label().c_str(), trainer.precision_plan().str().c_str());
     if (cb.on_start) cb.on_start();
   };
-  return trainer.run(callbacks);
+  // Ctrl-C or SIGTERM: stop at the next step boundary with a checkpoint, not lose the run.
+  const bool tty = isatty(fileno(stderr)) != 0;
+  std::filesystem::path last_saved;
+  callbacks.on_save = [&](const std::filesystem::path& path, std::int64_t step) {
+    last_saved = path;
+    progress("%ssaved %s (step %lld)\n", tty ? "\n" : "", path.string().c_str(), static_cast<long long>(step));
+    if (cb.on_save) cb.on_save(path, step);
+  };
+  callbacks.should_stop = [&] { return StopOnSignal::caught() != 0 || (cb.should_stop && cb.should_stop()); };
+  TrainResult result;
+  int signal = 0;
+  {
+    const StopOnSignal catching;
+    result = trainer.run(callbacks);
+    signal = StopOnSignal::caught();
+  }
+  if (result.stopped_at > 0 && signal != 0) {
+    const std::string saved = last_saved.empty() ? "nothing saved (no --checkpoint-dir)"
+                                                 : last_saved.string() + " saved; continue with --resume";
+    throw Interrupted(signal, fmt::format("{} after step {} of {}: {}", signal == SIGINT ? "interrupted (SIGINT)" : "stopped (SIGTERM)",
+                                          result.stopped_at, c.steps, saved));
+  }
+  return result;
 }
 
 std::vector<std::pair<double, double>> loss_curve(const TrainResult& r) {

@@ -50,9 +50,11 @@ struct TrainConfig {
   train::AdaptiveOptions adaptive_options;     // --adaptive-dtype, --adaptive-fp8, --adaptive-every, --adaptive-warmup
   std::string precision_plan;                  // --precision-plan FILE: a fixed per-layer plan
   std::string checkpoint_dir;                  // empty: no checkpoints
-  std::int64_t checkpoint_every = 0;           // 0: only at the end
+  std::int64_t checkpoint_every = 0;           // 0: by time (checkpoint_minutes) and at the end
+  double checkpoint_minutes = 10;              // also this long after the last save; 0: off
   int keep = 3;                                // checkpoints kept
-  bool resume = false;                         // continue from the newest checkpoint in checkpoint_dir
+  bool resume = false;                         // continue from the newest readable checkpoint in checkpoint_dir
+  std::string resume_from;                     // continue from this checkpoint file
   std::vector<std::string> resume_allow;       // settings that may differ from the checkpoint's ("lr", ...)
   // Model sizes.
   std::int64_t hidden = 256, layers = 2, width = 32;

@@ -44,5 +44,10 @@ std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path&
 std::filesystem::path checkpoint_path(const std::filesystem::path& dir, std::int64_t step);
 // Deletes all but the newest `keep`.
 void prune_checkpoints(const std::filesystem::path& dir, int keep);
+// The newest checkpoint in dir that reads whole (every field and tensor checked as loading does), or
+// nullopt when none does; `on_skip` hears of each newer one that did not, with why. (What a checkpoint
+// holds is checked against the run when it is loaded: a checkpoint of other settings is not skipped.)
+std::optional<std::filesystem::path> newest_readable_checkpoint(
+    const std::filesystem::path& dir, const std::function<void(const std::filesystem::path&, const std::string& why)>& on_skip = {});
 
 }  // namespace mantissa

@@ -46,7 +46,8 @@ namespace mantissa::train {
 
 struct CheckpointOptions {
   std::filesystem::path dir;  // empty: no checkpoints
-  std::int64_t every = 0;     // steps between checkpoints; 0: only after the last step
+  std::int64_t every = 0;     // steps between checkpoints; 0: by time and after the last step only
+  double every_seconds = 0;   // also at the first step boundary this long after the last save; 0: never
   int keep = 3;               // the newest this many are kept
 };
 
@@ -167,6 +168,7 @@ struct TrainResult {
   std::string throughput_unit;                     // "images/s" or "tokens/s"
   std::vector<std::string> warnings;
   std::int64_t first_step = 1;  // after a resume, the step after the checkpoint's
+  std::int64_t stopped_at = 0;  // the step after which should_stop() ended the run early; 0: it ran to the end
   // Adaptive precision: the final plan, and the share of the product layers' multiply-adds run at each
   // level over the run ("fp8", "bf16", "fp32").
   std::optional<PrecisionPlan> final_plan = std::nullopt;
@@ -178,6 +180,12 @@ struct TrainCallbacks {
   std::function<void()> on_start = {};
   std::function<void(const StepRecord&, std::int64_t total_steps)> on_step = {};
   std::function<void(const EvalRecord&)> on_eval = {};
+  // After each checkpoint written (rank 0).
+  std::function<void(const std::filesystem::path&, std::int64_t step)> on_save = {};
+  // Asked after each step: true ends the run there, with a checkpoint where there is a directory and no
+  // final evaluation (a signal handler's flag: Ctrl-C). Data parallel: the ranks stop together, at the
+  // first step after which any of them asked.
+  std::function<bool()> should_stop = {};
 };
 
 class Trainer {
@@ -209,7 +217,8 @@ class Trainer {
               const std::function<void(const std::map<std::string, std::string>&)>& check = {});
 
   // Steps from next_step() to options().steps, evaluating every eval_every steps and after the last,
-  // checkpointing as asked.
+  // checkpointing as asked (every `every` steps, `every_seconds` after the last save, after the last
+  // step, and when should_stop() ends the run).
   TrainResult run(const TrainCallbacks& callbacks = {});
 
   std::int64_t next_step() const { return next_step_; }
@@ -252,6 +261,7 @@ class Trainer {
   Telemetry* begin_step(std::int64_t step);  // the learning rate, counters; the telemetry if due
   Pass forward_backward(std::int64_t step, std::span<const Batch> micro_batches, Telemetry* telemetry);
   void agree_on_pass(Pass& pass) const;  // data parallel: loss, items and whether to skip, of all ranks
+  bool agree_to_stop(bool mine) const;  // data parallel: whether any rank asked to stop after this step
   Update update_weights(std::int64_t step, const Pass& pass, Telemetry* telemetry);  // or skip
   void end_fp8_step();  // delayed scaling's histories and scales (amaxes agreed over the ranks)
   void check_replicas(std::int64_t step) const;  // data parallel: the weights' checksums, when due

@@ -1,0 +1,122 @@
+// Never losing a run, from the command line: Ctrl-C (SIGINT) or SIGTERM at any step leaves a checkpoint
+// and a resume from it continues bit for bit as if nothing had happened; checkpoints are also written by
+// time; a newest checkpoint that does not read whole is passed over, by name; --resume-from picks a file.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "cli_support.h"
+
+namespace {
+
+// The MLP with a constant learning rate, so that a run's length does not change its steps.
+const std::string kRun = "train --model mlp --batch-size 32 --schedule constant --lr 1e-3 ";
+
+// Starts `mantissa ARGS` in the background, sends it `signal` once its metrics file holds `after` lines,
+// and returns its exit status (as the shell reports it) with its standard error.
+Result signal_after(const std::string& args, const std::string& metrics, int after, int signal, const Scratch& s) {
+  const std::string err = s.path("signalled.err");
+  // (Appended piece by piece: GCC 12 warns of an overlapping copy in a long chain of +, wrongly.)
+  std::string script = "(";
+  script.append(MANTISSA_CLI).append(" ").append(args).append(" --metrics ").append(metrics);
+  script.append(" >/dev/null 2>").append(err).append(" & pid=$!; i=0; while { [ ! -s ").append(metrics);
+  script.append(" ] || [ $(wc -l < ").append(metrics).append(") -lt ").append(std::to_string(after));
+  script.append(" ]; } && [ $i -lt 2400 ]; do sleep 0.05; i=$((i+1)); done; kill -").append(std::to_string(signal));
+  script.append(" $pid; wait $pid; echo $? > ").append(s.path("status")).append(")");
+  (void)std::system(script.c_str());
+  return {std::stoi(slurp(s.path("status"))), "", slurp(err)};
+}
+
+// The loss of each step in a metrics file, by step.
+std::map<std::int64_t, double> losses(const std::string& metrics) {
+  std::map<std::int64_t, double> out;
+  std::istringstream in(slurp(metrics));
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) out[j.at("step").get<std::int64_t>()] = j.at("loss").get<double>();
+  }
+  return out;
+}
+
+TEST(NeverLoseARun, SigintAtARandomStepLeavesACheckpointThatResumesBitIdentically) {
+  Scratch s;
+  std::mt19937 pick(std::random_device{}());
+  const int after = std::uniform_int_distribution<int>(2, 30)(pick);
+  SCOPED_TRACE("SIGINT after " + std::to_string(after) + " metrics lines");
+  const std::string dir = " --checkpoint-dir " + s.path("ckpt");
+  const Result stopped = signal_after(kRun + "--steps 1000000 --eval-every 1000000" + dir, s.path("m1.jsonl"), after, SIGINT, s);
+  ASSERT_EQ(stopped.status, 130) << stopped.err;
+  const auto at = stopped.err.find("interrupted (SIGINT) after step ");
+  ASSERT_NE(at, std::string::npos) << stopped.err;
+  const std::int64_t step = std::stoll(stopped.err.substr(at + 32));
+  EXPECT_GE(step, after);
+  EXPECT_NE(stopped.err.find("saved " + s.path("ckpt") + "/ckpt-"), std::string::npos) << stopped.err;
+  EXPECT_NE(stopped.err.find("continue with --resume"), std::string::npos) << stopped.err;
+
+  // Resumed to 5 steps past it, against a run of that length that was never stopped.
+  const std::string steps = "--steps " + std::to_string(step + 5) + " --eval-every 1000000 --json";
+  const Result resumed = run(kRun + steps + dir + " --resume --metrics " + s.path("m2.jsonl"));
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("resumed from " + s.path("ckpt") + "/ckpt-"), std::string::npos) << resumed.err;
+  const Result whole = run(kRun + steps + " --metrics " + s.path("m3.jsonl"));
+  ASSERT_EQ(whole.status, 0) << whole.err;
+  EXPECT_EQ(nlohmann::json::parse(resumed.out).at("final_val_loss").get<double>(),
+            nlohmann::json::parse(whole.out).at("final_val_loss").get<double>());
+  const auto after_resume = losses(s.path("m2.jsonl")), uninterrupted = losses(s.path("m3.jsonl"));
+  ASSERT_EQ(after_resume.size(), 5u);
+  for (const auto& [k, loss] : after_resume) EXPECT_EQ(loss, uninterrupted.at(k)) << "step " << k;
+}
+
+TEST(NeverLoseARun, SigtermStopsWith143AndARunWithoutADirectoryKeepsNothingButSaysSo) {
+  Scratch s;
+  const Result term = signal_after(kRun + "--steps 1000000 --eval-every 1000000", s.path("m.jsonl"), 3, SIGTERM, s);
+  EXPECT_EQ(term.status, 143) << term.err;
+  EXPECT_NE(term.err.find("stopped (SIGTERM) after step"), std::string::npos) << term.err;
+  EXPECT_NE(term.err.find("nothing saved (no --checkpoint-dir)"), std::string::npos) << term.err;
+}
+
+TEST(NeverLoseARun, CheckpointsAreWrittenByTimeTooEachWithALine) {
+  Scratch s;
+  // Every 6 ms: about every step.
+  const Result r = run(kRun + "--steps 12 --eval-every 12 --checkpoint-minutes 0.0001 --keep 50 --checkpoint-dir " + s.path("t"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  int saves = 0;
+  for (const auto& e : std::filesystem::directory_iterator(s.path("t"))) saves += e.path().extension() == ".safetensors" ? 1 : 0;
+  EXPECT_GT(saves, 2);
+  int said = 0;
+  std::istringstream err(r.err);
+  for (std::string line; std::getline(err, line);) said += line.rfind("saved ", 0) == 0 ? 1 : 0;
+  EXPECT_EQ(said, saves);
+  const Result off = run(kRun + "--steps 12 --eval-every 12 --checkpoint-minutes 0 --checkpoint-dir " + s.path("o"));
+  ASSERT_EQ(off.status, 0) << off.err;
+  EXPECT_TRUE(std::filesystem::exists(s.path("o") + "/ckpt-00000012.safetensors"));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(s.path("o")), {}), 1);
+  expect_refused(kRun + "--steps 2 --checkpoint-minutes -1 --checkpoint-dir " + s.path("x"), {"--checkpoint-minutes"});
+}
+
+TEST(NeverLoseARun, ANewestCheckpointThatDoesNotReadWholeIsPassedOverByName) {
+  Scratch s;
+  const std::string dir = s.path("ckpt");
+  ASSERT_EQ(run(kRun + "--steps 10 --eval-every 10 --checkpoint-every 5 --checkpoint-dir " + dir).status, 0);
+  const std::string newest = dir + "/ckpt-00000010.safetensors";
+  std::filesystem::resize_file(newest, std::filesystem::file_size(newest) / 2);
+  const Result r = run(kRun + "--steps 12 --eval-every 12 --resume --checkpoint-dir " + dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("skipping ckpt-00000010.safetensors, which does not read whole"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("resumed from " + dir + "/ckpt-00000005.safetensors (step 5)"), std::string::npos) << r.err;
+
+  // --resume-from: that file, whatever is newer; a file that does not read is one line.
+  ASSERT_EQ(run(kRun + "--steps 10 --eval-every 10 --checkpoint-every 5 --checkpoint-dir " + s.path("b")).status, 0);
+  const Result from = run(kRun + "--steps 7 --eval-every 7 --resume-from " + s.path("b") + "/ckpt-00000005.safetensors");
+  ASSERT_EQ(from.status, 0) << from.err;
+  EXPECT_NE(from.err.find("(step 5)"), std::string::npos) << from.err;
+  const Result torn = run(kRun + "--steps 12 --resume-from " + newest);
+  EXPECT_EQ(torn.status, 2);
+  EXPECT_EQ(lines(torn.err), 1) << torn.err;
+  EXPECT_NE(torn.err.find("ckpt-00000010.safetensors"), std::string::npos) << torn.err;
+}
+
+}  // namespace
