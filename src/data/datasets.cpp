@@ -1,6 +1,10 @@
 // Image classification sets in the MNIST layout, batch order, and byte-level text corpora.
+#include <zlib.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <iterator>
 #include <string_view>
 
@@ -24,14 +28,82 @@ std::filesystem::path find_file(const std::filesystem::path& dir, const std::str
 // files share it).
 constexpr std::string_view kTextKind = "a text corpus (a file, or a directory's files together)";
 
+// A gzip file's contents (every member), up to `budget` bytes: past it, a DataError (a small file can
+// inflate to any size).
+std::vector<std::uint8_t> gunzip(const std::vector<std::uint8_t>& in, const std::filesystem::path& path, std::uint64_t budget) {
+  z_stream z{};
+  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) throw DataError(path.string() + ": cannot start zlib");
+  std::vector<std::uint8_t> out;
+  std::uint8_t chunk[1 << 16];
+  z.next_in = const_cast<Bytef*>(in.data());  // (zlib's API is not const; it does not write the input)
+  z.avail_in = static_cast<uInt>(in.size());
+  int rc = Z_OK;
+  while (true) {
+    z.next_out = chunk;
+    z.avail_out = sizeof chunk;
+    rc = inflate(&z, Z_NO_FLUSH);
+    out.insert(out.end(), chunk, chunk + (sizeof chunk - z.avail_out));
+    if (out.size() > budget) {
+      inflateEnd(&z);
+      throw DataError(path.string() + ": decompresses to more than the text limit of " + std::to_string(budget) + " bytes");
+    }
+    if (rc == Z_STREAM_END && z.avail_in > 0) rc = inflateReset(&z);  // another member follows
+    else if (rc == Z_STREAM_END) break;
+    if (rc != Z_OK) {
+      const std::string why = z.msg != nullptr ? z.msg : rc == Z_BUF_ERROR ? "the file ends inside the compressed data" : "zlib error";
+      inflateEnd(&z);
+      throw DataError(path.string() + ": corrupt gzip data (" + why + ")");
+    }
+  }
+  inflateEnd(&z);
+  return out;
+}
+
+// The compressor whose magic number opens `b`, where mantissa does not read its format (gzip it does).
+const char* foreign_compression(const std::vector<std::uint8_t>& b) {
+  const auto starts = [&](std::initializer_list<std::uint8_t> magic) {
+    return b.size() >= magic.size() && std::equal(magic.begin(), magic.end(), b.begin());
+  };
+  if (starts({'B', 'Z', 'h'})) return "bzip2";
+  if (starts({0xFD, '7', 'z', 'X', 'Z', 0x00})) return "xz";
+  if (starts({0x28, 0xB5, 0x2F, 0xFD})) return "zstd";
+  if (starts({'P', 'K', 0x03, 0x04})) return "zip";
+  if (starts({'7', 'z', 0xBC, 0xAF, 0x27, 0x1C})) return "7z";
+  return nullptr;
+}
+
+// A text corpus file, as text: a gzip file is read through zlib (deliberately: `.gz` or not, its
+// contents are the text); other compressed formats and binary data are refused in one line, since
+// training on their bytes would run and learn nothing (a model of compressed bytes reaches ln 256).
 std::vector<std::uint8_t> read_bytes(const std::filesystem::path& path, std::uint64_t& budget) {
+  std::vector<std::uint8_t> b;
   try {
-    std::vector<std::uint8_t> b = InputFile(path, kTextKind, budget).read_all();
-    budget -= b.size();
-    return b;
+    b = InputFile(path, kTextKind, budget).read_all();
   } catch (const InputFileError& e) {
     throw DataError(e.what());
   }
+  if (b.size() >= 2 && b[0] == 0x1F && b[1] == 0x8B) b = gunzip(b, path, budget);
+  if (const char* tool = foreign_compression(b)) {
+    throw DataError(path.string() + ": " + tool + "-compressed, not text: decompress it first (gzip files are read as they are)");
+  }
+  // Text has no NUL bytes and few other control bytes (tab, newlines, form feed, escape are text's).
+  std::size_t control = 0, nul = 0, first = b.size();
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    const std::uint8_t c = b[i];
+    const bool odd = c == 0 || (c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != '\v' && c != 0x1B) || c == 0x7F;
+    if (!odd) continue;
+    ++control;
+    nul += c == 0 ? 1 : 0;
+    first = std::min(first, i);
+  }
+  if (nul > 0 || control * 100 > b.size()) {
+    char at[64];
+    std::snprintf(at, sizeof at, "byte 0x%02X at offset %zu", b[first], first);
+    throw DataError(path.string() + ": binary data, not text (" + std::to_string(control) + " control bytes, the first " + at +
+                    "); a text model reads a text file or a directory of them");
+  }
+  budget -= std::min<std::uint64_t>(budget, b.size());
+  return b;
 }
 
 }  // namespace

@@ -168,6 +168,55 @@ TEST(TextCorpus, LoadsTheFortunesAndSamplesNextByteTargets) {
   }
 }
 
+// What a text model is given that is not plain text: gzip is read as the text it holds (a file or a
+// directory of them, whatever the name); other compressed formats and binary data are one clear error
+// each, not a run on their bytes (which reaches val loss ln 256 and learns nothing).
+TEST(TextCorpus, ReadsGzipAsTextAndRefusesOtherCompressionAndBinaryData) {
+  const fs::path d = temp_dir() / "text";
+  fs::create_directories(d / "gz");
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "line " + std::to_string(i) + " of a small corpus\n";
+  std::ofstream(d / "plain.txt") << text;
+  std::ofstream(d / "half.txt") << text.substr(0, 3000);
+  ASSERT_EQ(std::system(("gzip -c " + (d / "plain.txt").string() + " > " + (d / "gz/a.gz").string() + " && gzip -c " +
+                         (d / "half.txt").string() + " > " + (d / "gz/b").string() + " && cat " + (d / "gz/a.gz").string() + " " +
+                         (d / "gz/b").string() + " > " + (d / "two-members.gz").string()).c_str()),
+            0);
+  const auto all = [](const TextCorpus& c) {
+    std::string s(c.train.begin(), c.train.end());
+    return s + std::string(c.validation.begin(), c.validation.end());
+  };
+  EXPECT_EQ(all(TextCorpus::load(d / "gz/a.gz")), text);
+  EXPECT_EQ(all(TextCorpus::load(d / "gz")), text + text.substr(0, 3000));  // b has no .gz: read by its contents
+  EXPECT_EQ(all(TextCorpus::load(d / "two-members.gz")), text + text.substr(0, 3000));
+  const auto refusal = [](const fs::path& p) {
+    try {
+      TextCorpus::load(p);
+    } catch (const DataError& e) {
+      return std::string(e.what());
+    }
+    return std::string("loaded");
+  };
+  std::string bz = "BZh91AY&SY";
+  bz.resize(2000, 'x');
+  std::ofstream(d / "c.bz2") << bz;
+  EXPECT_EQ(refusal(d / "c.bz2"), (d / "c.bz2").string() + ": bzip2-compressed, not text: decompress it first (gzip files are read as they are)");
+  std::string binary = text;
+  binary[100] = '\0';
+  std::ofstream(d / "bin") << binary;
+  EXPECT_NE(refusal(d / "bin").find("bin: binary data, not text (1 control bytes, the first byte 0x00 at offset 100)"), std::string::npos)
+      << refusal(d / "bin");
+  // The image set's directory given to a text model: its IDX files, inflated, are binary.
+  EXPECT_NE(refusal(kFashionMnistDir).find("binary data, not text"), std::string::npos) << refusal(kFashionMnistDir);
+  const std::string gz = [&] {
+    std::ifstream f(d / "gz/a.gz", std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  }();
+  std::ofstream(d / "torn.gz", std::ios::binary) << gz.substr(0, gz.size() / 2);
+  EXPECT_NE(refusal(d / "torn.gz").find("torn.gz: corrupt gzip data"), std::string::npos) << refusal(d / "torn.gz");
+  fs::remove_all(d);
+}
+
 TEST(TextStreams, CutsParallelStreamsIntoConsecutiveSegments) {
   TextCorpus corpus;
   for (int i = 0; i < 200; ++i) corpus.train.push_back(static_cast<std::uint8_t>(i));
