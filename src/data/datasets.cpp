@@ -2,7 +2,11 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <array>
+#include <cctype>
+#include <cmath>
 #include <cstdio>
+#include <map>
 #include <cstring>
 #include <initializer_list>
 #include <iterator>
@@ -15,12 +19,37 @@
 namespace mantissa {
 namespace {
 
-std::filesystem::path find_file(const std::filesystem::path& dir, const std::string& stem) {
-  for (const char* ext : {".gz", ""}) {
-    const std::filesystem::path p = dir / (stem + ext);
-    if (std::filesystem::exists(p)) return p;
+// One part of an image set in the MNIST layout, under any of the usual names: a file whose name has the
+// split (train; t10k or test) and the part (images, labels) as words and a word starting with idx,
+// gzipped or not: train-images-idx3-ubyte.gz, train-images.idx3-ubyte, emnist-digits-test-labels-idx1-ubyte.
+// The same name with and without .gz: the gzipped one, as before.
+std::filesystem::path find_part(const std::filesystem::path& dir, bool train, const std::string& part) {
+  std::map<std::string, std::filesystem::path> found;  // by name without .gz
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    std::string name = e.path().filename().string();
+    const bool gz = name.size() > 3 && name.compare(name.size() - 3, 3, ".gz") == 0;
+    const std::string stem = gz ? name.substr(0, name.size() - 3) : name;
+    std::vector<std::string> words(1);
+    for (const char ch : stem) {
+      if (std::isalnum(static_cast<unsigned char>(ch))) words.back() += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      else if (!words.back().empty()) words.emplace_back();
+    }
+    const auto has = [&](std::string_view w) { return std::find(words.begin(), words.end(), w) != words.end(); };
+    const bool idx = std::any_of(words.begin(), words.end(), [](const std::string& w) { return w.rfind("idx", 0) == 0; });
+    if (!idx || !has(part) || !(train ? has("train") : has("t10k") || has("test"))) continue;
+    if (gz || found.count(stem) == 0) found[stem] = e.path();
   }
-  throw DataError((dir / stem).string() + "[.gz]: no such file (expected the MNIST layout in " + dir.string() + ")");
+  const std::string what = std::string(train ? "training " : "test ") + part;
+  if (found.empty()) {
+    throw DataError(dir.string() + ": no " + what + " file (expected the MNIST layout: " + (train ? "train" : "t10k") + "-" + part +
+                    "-idx" + (part == "images" ? "3" : "1") + "-ubyte[.gz]; test files may say test instead of t10k)");
+  }
+  if (found.size() > 1) {
+    throw DataError(dir.string() + ": more than one file of " + what + " (" + found.begin()->second.filename().string() + " and " +
+                    std::next(found.begin())->second.filename().string() + "): keep one per part in the directory");
+  }
+  return found.begin()->second;
 }
 
 // A whole regular file, through the one opener (a device or a pipe, /dev/zero, would be read until
@@ -110,9 +139,8 @@ std::vector<std::uint8_t> read_bytes(const std::filesystem::path& path, std::uin
 
 ImageDataset load_mnist_format(const std::filesystem::path& dir, bool train, double mean, double stddev) {
   if (!std::filesystem::is_directory(dir)) throw DataError(dir.string() + ": not a directory");
-  const std::string prefix = train ? "train" : "t10k";
-  const std::filesystem::path image_path = find_file(dir, prefix + "-images-idx3-ubyte");
-  const std::filesystem::path label_path = find_file(dir, prefix + "-labels-idx1-ubyte");
+  const std::filesystem::path image_path = find_part(dir, train, "images");
+  const std::filesystem::path label_path = find_part(dir, train, "labels");
   const IdxArray images = read_idx(image_path);
   const IdxArray labels = read_idx(label_path);
   if (images.dims.size() != 3 && images.dims.size() != 4) {
@@ -132,6 +160,26 @@ ImageDataset load_mnist_format(const std::filesystem::path& dir, bool train, dou
   if (c == 0 || h == 0 || w == 0) throw DataError(image_path.string() + ": images of zero size");
   MemoryCategoryScope scope(MemoryCategory::data);
   d.images = Tensor::empty({n, c, h, w}, DType::f32);
+  if (std::isnan(mean)) {  // this set's own statistics, rounded to 4 decimals (as torchvision's published ones)
+    std::array<std::uint64_t, 256> counts{};
+    for (const std::uint8_t v : images.data) ++counts[v];
+    double sum = 0, squares = 0;
+    for (std::size_t v = 0; v < counts.size(); ++v) {
+      const double x = static_cast<double>(v) / 255.0, k = static_cast<double>(counts[v]);
+      sum += k * x;
+      squares += k * x * x;
+    }
+    const double count = static_cast<double>(images.data.size());
+    const double m = sum / count, sd = std::sqrt(std::max(0.0, squares / count - m * m));
+    mean = std::round(m * 1e4) / 1e4;
+    stddev = std::round(sd * 1e4) / 1e4;
+    if (stddev == 0) stddev = 1;  // every pixel alike: centred only
+  }
+  if (!(stddev > 0) || !std::isfinite(stddev) || !std::isfinite(mean)) {
+    throw std::invalid_argument("image normalization: the standard deviation must be positive and both finite");
+  }
+  d.mean = mean;
+  d.stddev = stddev;
   float* px = d.images.data_as<float>();
   const auto scale = static_cast<float>(1.0 / (255.0 * stddev));
   const auto shift = static_cast<float>(mean / stddev);

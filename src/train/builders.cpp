@@ -21,8 +21,9 @@ Dataset load_dataset(std::string_view model, const std::string& path) {
   if (text) {
     d.text = TextCorpus::load(d.path);
   } else {
-    d.train = load_mnist_format(d.path, true);
-    d.test = load_mnist_format(d.path, false);
+    // Normalized by the training set's own pixel statistics, the test set by the same.
+    d.train = load_mnist_format(d.path, true, kOwnStatistics);
+    d.test = load_mnist_format(d.path, false, d.train->mean, d.train->stddev);
   }
   return d;
 }
@@ -56,9 +57,9 @@ std::unique_ptr<DataSource> make_source(std::string_view model, Dataset data, co
   }
   if (!data.train || !data.test) throw std::invalid_argument("make_source: an image model needs training and test images");
   if (model == "segment") {
-    // Object pixels: brighter than 0.2 of full scale, under load_mnist_format's default normalization.
-    constexpr double kObject = (0.2 - 0.2860) / 0.3530;
-    return std::make_unique<SegmentationData>(std::move(*data.train), std::move(*data.test), o.batch_size, o.seed, kObject);
+    // Object pixels: brighter than 0.2 of full scale, under the images' normalization.
+    const double object = (0.2 - data.train->mean) / data.train->stddev;
+    return std::make_unique<SegmentationData>(std::move(*data.train), std::move(*data.test), o.batch_size, o.seed, object);
   }
   return std::make_unique<ClassificationData>(std::move(*data.train), std::move(*data.test), o.batch_size, o.seed);
 }

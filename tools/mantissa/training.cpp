@@ -441,6 +441,17 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   const std::string data_path = dataset.path;
   const DataShape shape = train::data_shape(c.model, dataset);
   const std::int64_t train_size = dataset.train ? dataset.train->size() : 0;
+  // What the run trains on, said at its start; images with the normalization, which checkpoints record.
+  std::string data_line = "data: " + data_path + ": ";
+  std::string normalization;
+  if (dataset.train) {
+    const ImageDataset &tr = *dataset.train, &te = *dataset.test;
+    data_line += fmt::format("{} training images of {}, {} test, {} classes; normalized by the training set's mean {:.4f} and std {:.4f}",
+                             tr.size(), shape.input(), te.size(), shape.classes, tr.mean, tr.stddev);
+    normalization = nlohmann::json{{"mean", tr.mean}, {"std", tr.stddev}}.dump();
+  } else {
+    data_line += fmt::format("{} bytes of training text, {} of validation", dataset.text->train.size(), dataset.text->validation.size());
+  }
   // Every training label the same (the segmenter's labels are its masks' classes).
   const bool single_class = dataset.train && c.model != "segment" &&
                             std::adjacent_find(dataset.train->labels.begin(), dataset.train->labels.end(),
@@ -482,6 +493,7 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
   o.eval_every = c.eval_every;
   o.checkpoints = {c.checkpoint_dir, c.checkpoint_every, 60 * c.checkpoint_minutes, c.keep};
   o.checkpoint_metadata = {{"config", signature_json(signature(c, shape))}, {"run", config_json(c, shape)}};
+  if (!normalization.empty()) o.checkpoint_metadata["normalization"] = normalization;
   o.inject_nonfinite = c.inject_nonfinite;
   o.update_stats_every = c.update_stats_every;
   o.trace_nonfinite = c.trace_nonfinite;
@@ -540,6 +552,7 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
     if (!resumed_from.empty()) {
       progress("resumed from %s (step %lld)\n", resumed_from.string().c_str(), static_cast<long long>(trainer.next_step() - 1));
     }
+    progress("%s\n", data_line.c_str());
     progress("%s: %s\n", o.precision.label().c_str(), trainer.precision_plan().str().c_str());
     if (cb.on_start) cb.on_start();
   };

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <random>
 #include <span>
 #include <stdexcept>
@@ -35,15 +36,20 @@ struct ImageDataset {
   Tensor images;
   std::vector<std::int64_t> labels;
   std::int64_t classes = 0;
+  double mean = 0, stddev = 1;  // the normalization applied: (pixel / 255 - mean) / stddev
   std::int64_t size() const { return static_cast<std::int64_t>(labels.size()); }
   std::int64_t channels() const { return images.size(1); }
   std::int64_t height() const { return images.size(2); }
   std::int64_t width() const { return images.size(3); }
 };
 
-// The MNIST layout in `dir`: {train,t10k}-images-idx3-ubyte[.gz] and the matching labels. Images of any
+// The MNIST layout in `dir`: {train,t10k}-images-idx3-ubyte[.gz] and the matching labels, or any of the
+// usual names of them (the split, train or t10k/test, and the part, images or labels, as words of the
+// name with an idx word: train-images.idx3-ubyte, emnist-digits-test-labels-idx1-ubyte.gz). Images of any
 // size: [N, H, W] (one channel, as MNIST) or [N, C, H, W] in the images file; labels 0..255.
-// Fashion-MNIST's pixel mean and standard deviation (training set) are the defaults.
+// Fashion-MNIST's pixel mean and standard deviation (training set) are the defaults; kOwnStatistics
+// normalizes by this file's own, rounded to 4 decimals (which for Fashion-MNIST's training set are those).
+inline constexpr double kOwnStatistics = std::numeric_limits<double>::quiet_NaN();
 ImageDataset load_mnist_format(const std::filesystem::path& dir, bool train, double mean = 0.2860,
                                double stddev = 0.3530);
 inline const std::filesystem::path kFashionMnistDir = "/usr/share/datasets/fashion-mnist";

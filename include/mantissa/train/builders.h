@@ -27,7 +27,8 @@ struct Dataset {
   std::optional<ImageDataset> train, test;
 };
 // Loads the data `model` trains on from `path` (empty: the fortunes for text models, Fashion-MNIST for
-// image models). Throws DataError for missing or malformed data.
+// image models); images normalized by the training set's pixel mean and standard deviation (rounded to 4
+// decimals; ImageDataset::mean/stddev say which). Throws DataError for missing or malformed data.
 Dataset load_dataset(std::string_view model, const std::string& path);
 
 // The sizes a model takes from its data: image channels, height, width and classes (the largest label of
