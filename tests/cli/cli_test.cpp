@@ -236,7 +236,7 @@ TEST(TrainCommand, TrainsOnFashionMnistAndWritesMetricsAndSummary) {
     EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
   }
   const std::string m = slurp(s.path("m.jsonl"));
-  EXPECT_EQ(lines(m), 62);  // 60 steps and 2 evaluations
+  EXPECT_EQ(lines(m), 63);  // the run record, 60 steps and 2 evaluations
   EXPECT_FALSE(std::filesystem::exists(s.path("m.jsonl.partial")));
   for (const char* key : {"\"loss_scale\"", "\"grad_norm\"", "\"underflow_fraction\"", "\"throughput\"",
                           "\"nonfinite\"", "\"val_accuracy\"", "\"peak_bytes\":{\"activations\":", "\"lr\""}) {
@@ -343,11 +343,11 @@ TEST(TrainCommand, BadInputGivesOneLineAndKeepsExistingFiles) {
   for (const char* args : {"train --model resnet", "train --precision fp4", "train --loss-scale static:abc",
                            "train --mode low-precision-model", "train --steps 0", "train --optimizer lion",
                            "train --inject-nonfinite 3,x", "train --steps"}) {
-    const Result r = run(std::string(args) + " --metrics " + s.path("old.jsonl"));
+    const Result r = run(std::string(args) + " --metrics-append --metrics " + s.path("old.jsonl"));
     EXPECT_EQ(r.status, 2) << args << ": " << r.err;
     EXPECT_EQ(lines(r.err), 1) << args << ": " << r.err;
   }
-  const Result missing = run("train --data " + s.path("nowhere") + " --metrics " + s.path("old.jsonl"));
+  const Result missing = run("train --data " + s.path("nowhere") + " --metrics-append --metrics " + s.path("old.jsonl"));
   EXPECT_EQ(missing.status, 2);
   EXPECT_EQ(lines(missing.err), 1) << missing.err;
   EXPECT_NE(missing.err.find("nowhere"), std::string::npos) << missing.err;
@@ -622,10 +622,34 @@ TEST(TrainCommand, MetricsAreAppendedLiveToARegularFileOnly) {
   Scratch s;
   const std::string m = s.path("m.jsonl");
   { std::ofstream(m) << "{\"mine\":1}\n"; }
-  ASSERT_EQ(run("train --model mlp --steps 3 --eval-every 3 --metrics " + m).status, 0);
+  // A file that holds records already takes another run's only when told (--metrics-append).
+  const Result refused = run("train --model mlp --steps 3 --eval-every 3 --metrics " + m);
+  EXPECT_EQ(refused.status, 2);
+  EXPECT_EQ(lines(refused.err), 1) << refused.err;
+  EXPECT_NE(refused.err.find("--metrics-append"), std::string::npos) << refused.err;
+  ASSERT_EQ(run("train --model mlp --steps 3 --eval-every 3 --metrics-append --metrics " + m).status, 0);
   const std::string after = slurp(m);
   EXPECT_EQ(after.rfind("{\"mine\":1}\n", 0), 0u);  // what was there is kept
-  EXPECT_EQ(lines(after), 1 + 3 + 1);
+  EXPECT_EQ(lines(after), 1 + 1 + 3 + 1);  // theirs, the run record, 3 steps, 1 evaluation
+  // Every record carries its wall time; the run record says which run (docs/metrics.md).
+  std::istringstream records(after.substr(after.find('\n') + 1));
+  std::string line;
+  std::getline(records, line);
+  const auto run_record = nlohmann::json::parse(line);
+  EXPECT_EQ(run_record.at("record"), "run");
+  for (const char* key : {"version", "start_time", "machine", "config", "data", "precision_plan", "first_step"}) {
+    EXPECT_TRUE(run_record.contains(key)) << key << ": " << line;
+  }
+  while (std::getline(records, line)) EXPECT_TRUE(nlohmann::json::parse(line).at("wall_time").is_number()) << line;
+  // inspect sums a metrics file up per run.
+  const std::string two = s.path("two.jsonl");
+  ASSERT_EQ(run("train --model mlp --steps 2 --eval-every 2 --metrics " + two).status, 0);
+  ASSERT_EQ(run("train --model mlp --steps 3 --eval-every 3 --metrics-append --metrics " + two).status, 0);
+  const Result summary = run("inspect " + two);
+  EXPECT_EQ(summary.status, 0) << summary.err;
+  EXPECT_NE(summary.out.find("metrics of 2 runs"), std::string::npos) << summary.out;
+  EXPECT_NE(summary.out.find("run 2: mlp fp32, started "), std::string::npos) << summary.out;
+  EXPECT_NE(summary.out.find("steps 1..3 (0 skipped)"), std::string::npos) << summary.out;
   for (const char* bad : {"/dev/full", "/tmp"}) {
     const Result r = run(std::string("train --steps 1 --metrics ") + bad);
     EXPECT_EQ(r.status, 2) << bad;

@@ -4,6 +4,8 @@
 // the activation gradients' log2 magnitudes with fp16's ranges marked and the share that would be lost
 // without loss scaling.
 #include <fmt/format.h>
+#include <optional>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -45,6 +47,66 @@ std::vector<TensorNumerics> read_telemetry(const std::string& path) {
   }
   if (out.empty()) throw std::invalid_argument(path + ": no telemetry records (train with --telemetry " + path + ")");
   return out;
+}
+
+// A metrics file (train --metrics: a run record, then step and evaluation records; docs/metrics.md),
+// summed up per run; false when `path` is not one (its first record is telemetry's, or not a record).
+bool inspect_metrics(const InspectArgs& a) {
+  const std::string& path = a.path;
+  InputFile in(path, "a metrics or telemetry file", kMaxTelemetryBytes);
+  std::string line;
+  struct Run {
+    nlohmann::json header;
+    std::int64_t steps = 0, skipped = 0, first_step = 0, last_step = 0;
+    double first_loss = 0, last_loss = 0, scale = 0;
+    std::optional<nlohmann::json> eval;
+  };
+  std::vector<Run> runs;
+  for (std::int64_t n = 1; in.read_line(line, std::size_t{1} << 20); ++n) {
+    if (line.empty()) continue;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    const bool metrics = j.is_object() && !j.contains("kind") && (j.contains("record") || j.contains("loss") || j.contains("val_loss") ||
+                                                                  j.contains("precision_change"));
+    if (runs.empty() && !metrics) return false;  // telemetry (or not JSON lines): read_telemetry says what
+    if (!metrics) throw std::invalid_argument(path + ":" + std::to_string(n) + ": not a metrics record");
+    if (j.value("record", "") == "run" || runs.empty()) runs.emplace_back();
+    Run& r = runs.back();
+    if (j.value("record", "") == "run") {
+      r.header = j;
+    } else if (j.contains("loss") && j.at("loss").is_number() && j.contains("step") && j.at("step").is_number_integer()) {
+      const auto step = j.at("step").get<std::int64_t>();
+      const double loss = j.at("loss").get<double>();
+      if (r.steps++ == 0) r.first_step = step, r.first_loss = loss;
+      r.last_step = step;
+      r.last_loss = loss;
+      r.skipped += j.value("skipped", false) ? 1 : 0;
+      if (j.contains("loss_scale") && j.at("loss_scale").is_number()) r.scale = j.at("loss_scale").get<double>();
+    } else if (j.contains("val_loss")) {
+      r.eval = j;
+    }
+  }
+  if (a.step > 0 || !a.plot.empty()) throw std::invalid_argument(path + ": a metrics file; --step and --plot read telemetry (train --telemetry)");
+  fmt::print("{}: metrics of {} run{}\n", path, runs.size(), runs.size() == 1 ? "" : "s");
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const Run& r = runs[i];
+    std::string who = "no run record (written before mantissa 0.1.0 kept one)";
+    if (!r.header.is_null()) {
+      const nlohmann::json& cfg = r.header.value("config", nlohmann::json::object());
+      who = fmt::format("{} {}, started {}{}", cfg.value("model", "?"), r.header.value("precision", "?"), r.header.value("start_time", "?"),
+                        r.header.contains("resumed_from") && r.header.at("resumed_from").is_string()
+                            ? ", resumed from " + r.header.at("resumed_from").get<std::string>() : "");
+    }
+    fmt::print("run {}: {}\n", i + 1, who);
+    if (r.steps > 0) {
+      fmt::print("  steps {}..{} ({} skipped): loss {:.4f} -> {:.4f}, loss scale {:g} at the last\n", r.first_step, r.last_step,
+                 r.skipped, r.first_loss, r.last_loss, r.scale);
+    }
+    if (r.eval && r.eval->at("val_loss").is_number()) {
+      fmt::print("  evaluation at step {}: val_loss {:.4f}{}\n", r.eval->value("step", std::int64_t{0}), r.eval->at("val_loss").get<double>(),
+                 r.eval->contains("val_accuracy") ? fmt::format(", val_accuracy {:.2f}%", 100 * r.eval->value("val_accuracy", 0.0)) : "");
+    }
+  }
+  return true;
 }
 
 // The format a tensor is judged in: the one asked for, else its own if it is low precision, else fp16
@@ -122,6 +184,7 @@ int run_inspect(const InspectArgs& a) {
   }
   if (a.step < 0) throw std::invalid_argument("--step must be a sampled step (1 or more; left out: the last sampled)");
   if (a.top < 1 || a.top > 1'000'000) throw std::invalid_argument("--top must be in 1..1000000, got " + std::to_string(a.top));
+  if (inspect_metrics(a)) return 0;
   const std::vector<TensorNumerics> all = read_telemetry(a.path);
   std::map<std::string, Trend> trends;
   std::vector<std::int64_t> steps;

@@ -30,6 +30,7 @@
 #include "mantissa/ops/fp8.h"
 #include "output_file.h"
 #include "output_flags.h"
+#include "machine.h"
 #include "svg_plot.h"
 
 namespace mantissa::cli {
@@ -223,24 +224,7 @@ std::string shares_text(const std::map<std::string, double>& shares) {
 }
 
 // Where and when the table was made: the CPU's name, the threads, the date (UTC).
-std::string machine() {
-  std::istringstream cpuinfo;
-  try {
-    cpuinfo.str(InputFile("/proc/cpuinfo", "the CPU's description", std::uint64_t{1} << 20).read_text());
-  } catch (const InputFileError&) {  // no /proc: the name is unknown
-  }
-  std::string cpu = "an unknown CPU";
-  for (std::string line; std::getline(cpuinfo, line);) {
-    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
-      cpu = line.substr(line.find(':') + 2);
-      break;
-    }
-  }
-  const std::time_t now = std::time(nullptr);
-  char date[32];
-  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
-  return fmt::format("{}, {} threads, {}", cpu, omp_get_max_threads(), date);
-}
+std::string machine() { return fmt::format("{}, {} threads, {}", cpu_name(), omp_get_max_threads(), utc_now("%Y-%m-%d %H:%M UTC")); }
 
 // One configuration's runs, one per seed, summed up.
 struct Seeded {

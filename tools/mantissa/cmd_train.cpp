@@ -19,6 +19,7 @@
 #include "output_flags.h"
 #include "mantissa/core/dtype.h"
 #include "mantissa/numeric/parse_number.h"
+#include "machine.h"
 #include "training.h"
 
 namespace mantissa::cli {
@@ -31,6 +32,7 @@ struct TrainRunArgs {
   std::vector<std::string> telemetry_tensors, telemetry_layers;
   bool json = false;
   bool follow_symlinks = false;
+  bool metrics_append = false;
 };
 
 // --telemetry-*: the policy, checked.
@@ -108,6 +110,13 @@ int run_train(TrainRunArgs& a) {
 
   // Data parallel: rank 0 reports and writes; the other ranks train in silence.
   const bool writer = process_group()->rank() == 0;
+  // A metrics file holds one run unless told: another run's lines after it would read as one run.
+  std::error_code ec;
+  const bool resumed = c.resume || !c.resume_from.empty();
+  if (!a.metrics.empty() && !a.metrics_append && !resumed && std::filesystem::file_size(a.metrics, ec) > 0 && !ec) {
+    throw std::invalid_argument("--metrics " + a.metrics + ": holds another run's records; give --metrics-append to add this run's "
+                                "(each run starts with its own \"run\" record), or name a new file");
+  }
   LinesFile metrics(writer ? a.metrics : "", "--metrics", a.follow_symlinks);
   LinesFile telemetry(writer ? a.telemetry : "", "--telemetry", a.follow_symlinks);
   const bool tty = isatty(fileno(stderr)) != 0;
@@ -131,7 +140,7 @@ int run_train(TrainRunArgs& a) {
     for (const train::TensorNumerics& n : r.numerics) telemetry.write_line(n.json());
     for (const train::PrecisionChange& ch : r.precision_changes) {
       std::fprintf(stderr, "%sstep %lld: precision: %s\n", tty ? "\n" : "", static_cast<long long>(r.step), ch.str(c.precision.compute).c_str());
-      metrics.write_line("{\"step\": " + std::to_string(r.step) + ", \"precision_change\": " + ch.json(c.precision.compute) + "}");
+      metrics.write({{"step", r.step}, {"precision_change", nlohmann::json::parse(ch.json(c.precision.compute))}, {"wall_time", unix_time()}});
     }
     if (r.skipped) {
       if (skip_first == 0) {
@@ -146,7 +155,7 @@ int run_train(TrainRunArgs& a) {
     nlohmann::json record = {{"step", r.step}, {"loss", r.loss}, {"lr", r.lr}, {"loss_scale", r.loss_scale},
                              {"skipped", r.skipped}, {"grad_norm", r.grad_norm}, {"nonfinite", r.nonfinite},
                              {"underflow_fraction", r.underflow_fraction}, {"throughput", r.throughput},
-                             {"peak_bytes", peak_json(r.peak_bytes)}};
+                             {"peak_bytes", peak_json(r.peak_bytes)}, {"wall_time", unix_time()}};
     if (r.fp8) record["fp8"] = fp8_json(*r.fp8);
     for (const auto& [path, counts] : r.fp8_layers) record["fp8_layers"][path] = fp8_json(counts);
     if (r.trace) record["trace"] = r.trace->str();
@@ -163,14 +172,14 @@ int run_train(TrainRunArgs& a) {
     }
   };
   cb.on_eval = [&](const EvalRecord& r) {
-    nlohmann::json j = {{"step", r.step}, {"val_loss", r.val_loss}};
+    nlohmann::json j = {{"step", r.step}, {"val_loss", r.val_loss}, {"wall_time", unix_time()}};
     if (r.val_accuracy) j["val_accuracy"] = *r.val_accuracy;
     metrics.write(j);
     std::fprintf(stderr, "%seval step %lld: val_loss %.4f%s\n", tty ? "\n" : "", static_cast<long long>(r.step), r.val_loss,
                  r.val_accuracy ? fmt::format(" val_accuracy {:.2f}%", 100 * *r.val_accuracy).c_str() : "");
   };
 
-  TrainResult result = train(c, writer ? cb : TrainCallbacks{});
+  TrainResult result = train(c, writer ? cb : TrainCallbacks{}, [&](const std::string& run) { metrics.write_line(run); });
   end_skips();
   if (result.final_plan) {
     std::string shares;
@@ -387,7 +396,9 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
 Run add_train(CLI::App& app) {
   auto a = std::make_shared<TrainRunArgs>();
   add_train_options(app, a->train);
-  add_append_file(app, "--metrics", a->metrics, a->follow_symlinks, "Append JSON lines (one per step and per evaluation) to PATH, flushed as the run goes");
+  add_append_file(app, "--metrics", a->metrics, a->follow_symlinks,
+                  "Write JSON lines to PATH (a run record, then one per step and per evaluation; docs/metrics.md), flushed as the run goes");
+  app.add_flag("--metrics-append", a->metrics_append, "Add this run to a --metrics file that holds another's (a resumed run adds itself)");
   app.add_flag("--json", a->json, "Print the final summary as one JSON object on standard output");
   add_output_file(app, "--plan-out", a->plan_out, "adaptive: write the final per-layer plan (JSON) here, for --precision-plan");
   add_append_file(app, "--telemetry", a->telemetry, a->follow_symlinks, "Append numerics telemetry (JSON lines, one per tensor per sampled step) "

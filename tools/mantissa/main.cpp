@@ -12,6 +12,7 @@
 #include <string>
 
 #include "interrupt.h"
+#include "machine.h"
 #include "commands.h"
 #include "mantissa/core/input_file.h"
 #include "mantissa/data/datasets.h"
@@ -40,6 +41,7 @@ int fail(int status, const char* prefix, const char* what) {
 
 int main(int argc, char** argv) {
   CLI::App app{"mantissa: mixed-precision training of neural networks"};
+  app.set_version_flag("--version", std::string("mantissa ") + mantissa::cli::version());
   app.require_subcommand(1);
   std::map<CLI::App*, mantissa::cli::Run> runs;
   auto add = [&](const char* name, const char* about, auto adder) {

@@ -19,6 +19,7 @@
 #include <stdexcept>
 
 #include "interrupt.h"
+#include "machine.h"
 #include "number_flags.h"
 #include "output_file.h"
 #include "settings_agreement.h"
@@ -388,12 +389,16 @@ DType grad_reduce_format(const std::string& name) {
 // whole (a newer one that does not is named and passed over).
 std::filesystem::path resume_point(const TrainConfig& c) {
   if (!c.resume_from.empty()) return c.resume_from;
-  const auto found = newest_readable_checkpoint(c.checkpoint_dir, [](const std::filesystem::path& path, const std::string& why) {
-    progress("skipping %s, which does not read whole (%s); resuming from an older one\n", path.filename().string().c_str(), why.c_str());
+  std::vector<std::pair<std::filesystem::path, std::string>> skipped;  // said once an older one is found, else the error says it
+  const auto found = newest_readable_checkpoint(c.checkpoint_dir, [&](const std::filesystem::path& path, const std::string& why) {
+    skipped.emplace_back(path, why);
   });
   if (!found) {
-    throw CheckpointError(c.checkpoint_dir + (list_checkpoints(c.checkpoint_dir).empty() ? ": no checkpoint to resume from"
-                                                                                        : ": no checkpoint there reads whole"));
+    if (skipped.empty()) throw CheckpointError(c.checkpoint_dir + ": no checkpoint to resume from");
+    throw CheckpointError(skipped.front().second + (skipped.size() > 1 ? " (and no older checkpoint there reads whole either)" : ""));
+  }
+  for (const auto& [path, why] : skipped) {
+    progress("skipping %s, which does not read whole (%s); resuming from an older one\n", path.filename().string().c_str(), why.c_str());
   }
   return *found;
 }
@@ -403,7 +408,7 @@ std::shared_ptr<dist::ProcessGroup> process_group() {
   return group;
 }
 
-TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
+TrainResult train(const TrainConfig& config, const TrainCallbacks& cb, const std::function<void(const std::string&)>& on_run) {
   TrainConfig c = config;
   std::optional<train::PrecisionPlan> plan;
   if (!c.precision_plan.empty() && !c.adaptive) plan = read_plan(c.precision_plan, c.precision.compute);
@@ -554,6 +559,21 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb) {
     }
     progress("%s\n", data_line.c_str());
     progress("%s: %s\n", o.precision.label().c_str(), trainer.precision_plan().str().c_str());
+    if (on_run) {
+      nlohmann::ordered_json run = {{"record", "run"},
+                            {"version", version()},
+                            {"start_time", utc_now()},
+                            {"wall_time", unix_time()},
+                            {"machine", {{"cpu", cpu_name()}, {"threads", omp_get_max_threads()}, {"ranks", group->size()}}},
+                            {"config", nlohmann::json::parse(config_json(c, shape))},
+                            {"data", data_line.substr(6)},
+                            {"precision", o.precision.label()},
+                            {"precision_plan", nlohmann::json::parse(trainer.precision_plan().json())},
+                            {"first_step", trainer.next_step()},
+                            {"resumed_from", resumed_from.empty() ? nlohmann::json(nullptr) : nlohmann::json(resumed_from.string())}};
+      if (!normalization.empty()) run["normalization"] = nlohmann::ordered_json::parse(normalization);
+      on_run(run.dump());
+    }
     if (cb.on_start) cb.on_start();
   };
   // Ctrl-C or SIGTERM: stop at the next step boundary with a checkpoint, not lose the run.

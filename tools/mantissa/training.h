@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -99,7 +100,11 @@ Device device_option(const std::string& name);
 std::shared_ptr<dist::ProcessGroup> process_group();
 
 // Runs the training; throws std::invalid_argument for a bad configuration, DataError for bad data.
-TrainResult train(const TrainConfig& config, const TrainCallbacks& callbacks);
+// `on_run`, when given, hears the run's record as its first step begins: one JSON object with what a
+// metrics file's reader needs to know the run (docs/metrics.md: "record": "run", the version, the start
+// time, the machine, every setting, the data, the precision plan, where it resumed from).
+TrainResult train(const TrainConfig& config, const TrainCallbacks& callbacks,
+                  const std::function<void(const std::string& run_json)>& on_run = {});
 
 // The run's training loss as (step, exponential moving average) points, so noisy per-step losses read as
 // a curve; non-finite losses (skipped or diverged steps) are left out.
