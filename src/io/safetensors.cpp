@@ -91,7 +91,7 @@ void read_part(InputFile& f, std::uint64_t offset, void* out, std::uint64_t n, c
 
 }  // namespace
 
-Safetensors read_safetensors(const std::filesystem::path& path) {
+Safetensors read_safetensors(const std::filesystem::path& path, bool skip_unsupported_dtypes) {
   std::optional<InputFile> opened;
   try {
     opened.emplace(path, "a safetensors file", kMaxSafetensorsBytes);
@@ -129,6 +129,13 @@ Safetensors read_safetensors(const std::filesystem::path& path) {
     }
     if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets")) {
       fail(path, "tensor '" + name + "' lacks dtype, shape or data_offsets");
+    }
+    if (skip_unsupported_dtypes && entry["dtype"].is_string()) {
+      const std::string dtype = entry["dtype"].get<std::string>();
+      if (std::none_of(std::begin(kAllDTypes), std::end(kAllDTypes), [&](DType t) { return safetensors_dtype(t) == dtype; })) {
+        out.skipped.emplace_back(name, dtype);
+        continue;
+      }
     }
     try {
       const DType t = dtype_of(path, entry["dtype"].get<std::string>());

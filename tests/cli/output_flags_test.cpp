@@ -28,8 +28,8 @@ struct OutputFlag {
 // The output flags in the help of each command.
 std::vector<OutputFlag> output_flags() {
   std::vector<OutputFlag> out;
-  for (const std::string command : {"train", "compare", "paper", "inspect", "cast", "formats", "info", "bench", "bench matmul",
-                                    "bench mlp"}) {
+  for (const std::string command : {"train", "compare", "paper", "inspect", "export", "cast", "formats", "info", "bench",
+                                    "bench matmul", "bench mlp"}) {
     const Result help = run(command + " --help");
     EXPECT_EQ(help.status, 0) << command;
     std::istringstream lines_of(help.out);
@@ -47,7 +47,8 @@ TEST(OutputFlags, EveryOutputFlagIsCheckedAtStartAndNeverWrittenThroughALink) {
   Scratch s;
   const std::string quick = "--model mlp --hidden 16 --steps 2 --eval-every 2 --batch-size 32";
   const std::string telemetry = s.path("t.jsonl");
-  ASSERT_EQ(run("train " + quick + " --telemetry " + telemetry + " --telemetry-every 1").status, 0);
+  ASSERT_EQ(run("train " + quick + " --telemetry " + telemetry + " --telemetry-every 1 --checkpoint-dir " + s.path("ckpt")).status, 0);
+  const std::string checkpoint = s.path("ckpt") + "/ckpt-00000002.safetensors";
   // A run that writes the flag's output, with OUT standing for the path; none for paper's (an hour of
   // training: its flags are checked, and it writes through the same function as the others).
   const std::map<std::string, std::string> writes = {
@@ -58,6 +59,7 @@ TEST(OutputFlags, EveryOutputFlagIsCheckedAtStartAndNeverWrittenThroughALink) {
       {"compare --plot", "compare " + quick + " --precisions fp32 --plot OUT"},
       {"compare --checkpoint-dir", "compare " + quick + " --precisions fp32 --no-plot --checkpoint-dir OUT"},
       {"inspect --plot", "inspect " + telemetry + " --plot OUT"},
+      {"export --out", "export " + checkpoint + " --out OUT"},
       {"bench --export", "bench --model gpt-small --batch-size 2 --steps 1 --warmup 0 --precision fp32 --mode autocast --export OUT"},
       {"paper --out", ""},
       {"paper --plot", ""},
@@ -73,7 +75,10 @@ TEST(OutputFlags, EveryOutputFlagIsCheckedAtStartAndNeverWrittenThroughALink) {
     ASSERT_TRUE(writes.count(key)) << key << ": a new output flag; add a run that writes it";
     // A model that does not exist: were a bad path let through, the command would stop on it at once
     // (with another message), not train for minutes.
-    const std::string guard = f.command == "inspect" ? telemetry : f.command == "paper" ? "--models nosuch" : "--model nosuch";
+    const std::string guard = f.command == "inspect"  ? telemetry
+                              : f.command == "export" ? checkpoint
+                              : f.command == "paper"  ? "--models nosuch"
+                                                      : "--model nosuch";
     const std::string base = f.command + " " + guard + " " + f.flag + " ";
     expect_refused(base + "''", {f.flag, "an empty path"});
     expect_refused(base + victim + "/sub/out", {f.flag, f.kind == "OUT_DIR" ? "cannot make the directory" : "is not a directory"});

@@ -355,6 +355,8 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
   app.add_option("--keep", c.keep, "Checkpoints kept (the newest)")->capture_default_str();
   app.add_flag("--resume", c.resume, "Continue from the newest checkpoint in --checkpoint-dir that reads whole, exactly");
   app.add_option("--resume-from", c.resume_from, "Continue from this checkpoint file, exactly");
+  app.add_option("--init-from", c.init_from,
+                 "Start from these weights: a PyTorch state_dict in safetensors, by PyTorch's names (docs/interop.md)");
   app.add_option("--resume-allow", c.resume_allow,
                  "Settings --resume may find changed, on purpose: lr, schedule, warmup, weight-decay, momentum, clip, "
                  "grad-accum, stochastic-rounding, loss-scale")

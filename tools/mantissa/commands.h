@@ -25,6 +25,7 @@ Run add_train(CLI::App& app);
 Run add_compare(CLI::App& app);
 Run add_paper(CLI::App& app);
 Run add_inspect(CLI::App& app);
+Run add_export(CLI::App& app);
 
 // The training flags `train` and `compare` share (cmd_train.cpp), and the configuration they give.
 struct TrainArgs {

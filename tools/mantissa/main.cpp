@@ -56,6 +56,8 @@ int main(int argc, char** argv) {
                "and master weights, as a table (--suite nvfp4: NVFP4's recipe part by part)", mantissa::cli::add_paper);
   add("inspect", "Summarize a run's numerics telemetry: tensors closest to underflow and overflow, the gradient histogram",
       mantissa::cli::add_inspect);
+  add("export", "A checkpoint's weights as a PyTorch state_dict (safetensors): mantissa export CKPT --to pytorch OUT",
+      mantissa::cli::add_export);
   add("info", "What this machine's kernels can do: instruction sets, AMX, oneDNN's dtypes", mantissa::cli::add_info);
   add("bench", "Benchmarks: whole training steps per precision (--model), matmul against the measured peak, an MLP step", mantissa::cli::add_bench);
   mantissa::cli::route_number_flags(app);  // every numeric flag through the library's one parser

@@ -30,6 +30,7 @@
 #include "mantissa/io/checkpoint.h"
 #include "mantissa/io/json_number.h"
 #include "mantissa/io/safetensors.h"
+#include "mantissa/io/weights.h"
 #include "mantissa/numeric/parse_number.h"
 #include "mantissa/train/builders.h"
 
@@ -287,7 +288,7 @@ std::string config_json(const TrainConfig& c, const DataShape& d) {
   return nlohmann::json{{"model", c.model}, {"channels", d.channels}, {"height", d.height}, {"width", d.width},
                         {"classes", d.classes}, {"data", c.data}, {"precision", std::string(dtype_name(c.precision.compute))},
                         {"fp8", c.precision.fp8 ? c.precision.fp8->str() : "off"}, {"adaptive", c.adaptive},
-                        {"precision_plan", c.precision_plan},
+                        {"precision_plan", c.precision_plan}, {"init_from", c.init_from},
                         {"mode", std::string(train::precision_mode_name(c.precision.mode))},
                         {"loss_scale", c.loss_scale}, {"init_scale", c.init_scale}, {"growth_factor", c.growth_factor},
                         {"backoff_factor", c.backoff_factor}, {"growth_interval", c.growth_interval},
@@ -433,6 +434,9 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb, const std
     }
   }
   if (c.resume && c.checkpoint_dir.empty()) throw std::invalid_argument("--resume needs --checkpoint-dir (or --resume-from FILE)");
+  if (!c.init_from.empty() && (c.resume || !c.resume_from.empty())) {
+    throw std::invalid_argument("--init-from starts a new run from weights; --resume continues one from its checkpoint: give one");
+  }
   if (c.threads > 0) omp_set_num_threads(c.threads);
   const Device device = device_option(c.device);
   if (device.type == DeviceType::cuda && group->size() > 1) {
@@ -520,6 +524,8 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb, const std
         .inject_rank = c.inject_rank,
         .settings = rank_settings(c, shape)};
   }
+  // Weights from elsewhere before the trainer copies them into its f32 master weights.
+  if (!c.init_from.empty()) load_weights(model->module(), c.init_from);
   train::Trainer trainer(*model, *data, o);
   check_layer_paths(model->module(), c.precision.f32_layers, "--fp32-layers");
   if (c.telemetry) check_layer_paths(model->module(), c.telemetry->layers, "--telemetry-layers");
@@ -557,6 +563,7 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb, const std
     if (!resumed_from.empty()) {
       progress("resumed from %s (step %lld)\n", resumed_from.string().c_str(), static_cast<long long>(trainer.next_step() - 1));
     }
+    if (!c.init_from.empty()) progress("weights from %s\n", c.init_from.c_str());
     progress("%s\n", data_line.c_str());
     progress("%s: %s\n", o.precision.label().c_str(), trainer.precision_plan().str().c_str());
     if (on_run) {

@@ -56,6 +56,7 @@ struct TrainConfig {
   int keep = 3;                                // checkpoints kept
   bool resume = false;                         // continue from the newest readable checkpoint in checkpoint_dir
   std::string resume_from;                     // continue from this checkpoint file
+  std::string init_from;                       // start from these weights (a PyTorch state_dict in safetensors)
   std::vector<std::string> resume_allow;       // settings that may differ from the checkpoint's ("lr", ...)
   // Model sizes.
   std::int64_t hidden = 256, layers = 2, width = 32;

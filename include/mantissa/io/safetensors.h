@@ -26,12 +26,16 @@ class CheckpointError : public std::runtime_error {
 struct Safetensors {
   std::vector<std::pair<std::string, Tensor>> tensors;  // in file order
   std::map<std::string, std::string> metadata;
+  std::vector<std::pair<std::string, std::string>> skipped;  // (name, dtype) of tensors of dtypes mantissa has not, when asked
   const Tensor* find(const std::string& name) const;
 };
 
 void write_safetensors(const std::filesystem::path& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
-Safetensors read_safetensors(const std::filesystem::path& path);
+// Throws CheckpointError naming the file and what is wrong; a tensor of a dtype mantissa has not (I64,
+// say: PyTorch's num_batches_tracked) is an error unless `skip_unsupported_dtypes`, which lists it in
+// `skipped` instead.
+Safetensors read_safetensors(const std::filesystem::path& path, bool skip_unsupported_dtypes = false);
 
 // The safetensors name of a dtype ("F32", "BF16", "F16", "F64", "F8_E4M3", "F8_E5M2").
 std::string safetensors_dtype(DType t);
