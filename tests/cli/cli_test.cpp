@@ -539,6 +539,18 @@ TEST(TrainCommand, APlanFileCarriesTheRecipesAndResumeKeepsThem) {
   EXPECT_NE(typo.err.find("layer \"fc1\""), std::string::npos) << typo.err;
 }
 
+// A misspelled command or flag gets the nearest name the command has, in the one line that refuses it.
+TEST(Cli, MisspelledCommandsAndFlagsGetTheNearestName) {
+  expect_refused("trian --steps 1", {"'trian' is not a command (did you mean train?)", "the commands: formats, cast, train"});
+  expect_refused("xyzzy", {"'xyzzy' is not a command; the commands:"});
+  expect_refused("train --stpes 3", {"--stpes is no flag of train (did you mean --steps?)"});
+  expect_refused("compare --precisons bf16,fp16", {"(did you mean --precisions?)"});
+  expect_refused("inspect x.jsonl --nonsense-flag", {"--nonsense-flag is no flag of inspect (see inspect --help)"});
+  const Result v = run("--version");
+  EXPECT_EQ(v.status, 0);
+  EXPECT_EQ(v.out.rfind("mantissa 0.", 0), 0u) << v.out;
+}
+
 TEST(TrainCommand, WarmupAppliesToTheConstantScheduleToo) {
   Scratch s;
   const Result r = run("train --model mlp --steps 6 --eval-every 6 --lr 1e-3 --schedule constant --warmup 4 --metrics " +

@@ -13,6 +13,7 @@
 
 #include "interrupt.h"
 #include "machine.h"
+#include "suggest.h"
 #include "commands.h"
 #include "mantissa/core/input_file.h"
 #include "mantissa/data/datasets.h"
@@ -70,7 +71,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // Subcommand help comes through here too, with exit code 0.
     if (e.get_exit_code() == 0) return app.exit(e);
-    std::fprintf(stderr, "mantissa: %s\n", e.what());
+    std::fprintf(stderr, "mantissa: %s\n", mantissa::cli::explain_parse_error(app, e, argc, argv).c_str());
     return mantissa::cli::kBadInput;
   }
   // What a command printed must have reached standard output (a full disk, a closed pipe): else fail.
