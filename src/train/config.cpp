@@ -1,6 +1,8 @@
 // The parsers of a run's typed settings; see mantissa/train/config.h.
 #include "mantissa/train/config.h"
 
+#include <cctype>
+
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -31,7 +33,23 @@ void PrecisionPolicy::check() const {
   }
 }
 
-PrecisionPolicy parse_precision_policy(std::string_view name, const Fp8Options& fp8) {
+namespace {
+
+// A precision's name as people write it: any case, and PyTorch's and NumPy's names for the same dtypes.
+std::string canonical_precision(std::string_view name) {
+  std::string n(name);
+  for (char& ch : n) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (n == "float32" || n == "float" || n == "f32") return "fp32";
+  if (n == "bfloat16") return "bf16";
+  if (n == "float16" || n == "half" || n == "f16") return "fp16";
+  return n;
+}
+
+}  // namespace
+
+PrecisionPolicy parse_precision_policy(std::string_view given, const Fp8Options& fp8) {
+  const std::string canonical = canonical_precision(given);
+  const std::string_view name = canonical;
   if (name == "fp8") return PrecisionPolicy{DType::bf16, PrecisionMode::autocast, fp8};
   if (name == "mxfp8" || name == "mxfp4" || name == "nvfp4") {
     Fp8Options o = fp8;
@@ -41,15 +59,16 @@ PrecisionPolicy parse_precision_policy(std::string_view name, const Fp8Options& 
   try {
     return PrecisionPolicy{parse_precision(name)};
   } catch (const std::invalid_argument&) {
-    throw std::invalid_argument("precision '" + std::string(name) + "' is not fp32, bf16, fp16, fp8, mxfp8, mxfp4 or nvfp4");
+    throw std::invalid_argument("precision '" + std::string(given) + "' is not fp32, bf16, fp16, fp8, mxfp8, mxfp4 or nvfp4");
   }
 }
 
-DType parse_precision(std::string_view name) {
-  if (name == "fp32" || name == "f32") return DType::f32;
+DType parse_precision(std::string_view given) {
+  const std::string name = canonical_precision(given);
+  if (name == "fp32") return DType::f32;
   if (name == "bf16") return DType::bf16;
-  if (name == "fp16" || name == "f16") return DType::f16;
-  throw std::invalid_argument("precision '" + std::string(name) + "' is not fp32, bf16 or fp16");
+  if (name == "fp16") return DType::f16;
+  throw std::invalid_argument("precision '" + std::string(given) + "' is not fp32, bf16 or fp16");
 }
 
 std::string_view precision_name(DType compute) {
