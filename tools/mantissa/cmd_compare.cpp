@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "mantissa/train/builders.h"
 #include "output_file.h"
 #include "output_flags.h"
 #include "svg_plot.h"
@@ -68,10 +69,18 @@ int run_compare(const CompareArgs& a) {
     progress("== %s\n", name.c_str());
     TrainCallbacks cb;
     const std::int64_t every = std::max<std::int64_t>(1, c.steps / 5);
-    cb.on_step = [&](const StepRecord& r, std::int64_t total) {
+    const auto after_this = static_cast<double>(names.size() - runs.size() - 1);  // runs still to come
+    std::int64_t first = -1;
+    cb.on_step = [&, after_this](const StepRecord& r, std::int64_t total) {
+      if (first < 0) first = r.step;
+      const char* unit = train::is_text_model(c.model) ? "tokens/s" : "images/s";  // (the model is known good by now)
       if (r.step % every == 0 || r.skipped) {
-        progress("  step %lld/%lld loss %.4f scale %g%s\n", static_cast<long long>(r.step), static_cast<long long>(total),
-                 r.loss, r.loss_scale, r.skipped ? " (skipped)" : "");
+        // ETAs from this run's mean step time: the rest of it, and of the whole compare.
+        const double per_step = r.elapsed_seconds / static_cast<double>(r.step - first + 1);
+        const double left = per_step * static_cast<double>(total - r.step);
+        progress("  step %lld/%lld loss %.4f scale %g, %.0f %s, ETA %s (all runs: %s)%s\n", static_cast<long long>(r.step),
+                 static_cast<long long>(total), r.loss, r.loss_scale, r.throughput, unit, duration_str(left).c_str(),
+                 duration_str(left + after_this * per_step * static_cast<double>(total)).c_str(), r.skipped ? " (skipped)" : "");
       }
     };
     runs.push_back({name, train(c, cb)});

@@ -20,6 +20,7 @@
 #include "mantissa/core/dtype.h"
 #include "mantissa/numeric/parse_number.h"
 #include "machine.h"
+#include "mantissa/train/builders.h"
 #include "training.h"
 
 namespace mantissa::cli {
@@ -166,8 +167,9 @@ int run_train(TrainRunArgs& a) {
       // ETA from the mean step time so far.
       const double eta = r.elapsed_seconds / static_cast<double>(r.step - first + 1) * static_cast<double>(total - r.step);
       const std::string fp8 = r.fp8 ? fmt::format(" fp8 sat {} under {}", r.fp8->saturated, r.fp8->underflowed) : "";
-      const std::string line = fmt::format("step {}/{} loss {:.4f} scale {:g} lr {:.2e} {:.0f}/s ETA {:.0f}s{}{}", r.step, total,
-                                           r.loss, r.loss_scale, r.lr, r.throughput, eta, fp8, r.skipped ? " (skipped)" : "");
+      const char* unit = train::is_text_model(c.model) ? "tokens/s" : "images/s";  // (the model is known good by now)
+      const std::string line = fmt::format("step {}/{} loss {:.4f} scale {:g} lr {:.2e} {:.0f} {} ETA {}{}{}", r.step, total, r.loss,
+                                           r.loss_scale, r.lr, r.throughput, unit, duration_str(eta), fp8, r.skipped ? " (skipped)" : "");
       std::fprintf(stderr, tty ? "\r%-78s" : "%s\n", line.c_str());
     }
   };

@@ -22,4 +22,14 @@ void progress(const char* format, ...) {
   va_end(args);
 }
 
+std::string duration_str(double seconds) {
+  if (!(seconds >= 0) || seconds > 1e9) return "?";
+  const auto s = static_cast<long long>(seconds + 0.5);
+  char out[32];
+  if (s < 60) std::snprintf(out, sizeof out, "%llds", s);
+  else if (s < 3600) std::snprintf(out, sizeof out, "%lldm%02llds", s / 60, s % 60);
+  else std::snprintf(out, sizeof out, "%lldh%02lldm", s / 3600, s % 3600 / 60);
+  return out;
+}
+
 }  // namespace mantissa::cli
