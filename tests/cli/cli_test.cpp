@@ -546,6 +546,16 @@ TEST(Cli, MisspelledCommandsAndFlagsGetTheNearestName) {
   expect_refused("train --stpes 3", {"--stpes is no flag of train (did you mean --steps?)"});
   expect_refused("compare --precisons bf16,fp16", {"(did you mean --precisions?)"});
   expect_refused("inspect x.jsonl --nonsense-flag", {"--nonsense-flag is no flag of inspect (see inspect --help)"});
+  // train --help: in sections, the five flags most runs set first.
+  const Result help = run("train --help");
+  ASSERT_EQ(help.status, 0);
+  const auto start = help.out.find("Start here:");
+  ASSERT_NE(start, std::string::npos) << help.out;
+  EXPECT_LT(start, help.out.find("Precision:"));
+  for (const char* flag : {"--model", "--data", "--precision", "--steps", "--batch-size"}) {
+    EXPECT_LT(help.out.find(std::string("  ") + flag + " "), help.out.find("Precision:")) << flag;
+  }
+  for (const char* section : {"Loss scaling:", "Checkpoints and weights:", "Output:"}) EXPECT_NE(help.out.find(section), std::string::npos);
   const Result v = run("--version");
   EXPECT_EQ(v.status, 0);
   EXPECT_EQ(v.out.rfind("mantissa 0.", 0), 0u) << v.out;

@@ -262,6 +262,32 @@ TrainConfig resolve(const TrainArgs& a) {
   return c;
 }
 
+// --help in sections, the flags most runs set first (CLI11 prints a section where its first flag was added).
+void group_train_options(CLI::App& app) {
+  const std::vector<std::pair<const char*, std::vector<const char*>>> sections = {
+      {"Start here", {"--model", "--data", "--precision", "--steps", "--batch-size"}},
+      {"Precision", {"--mode", "--master-weights", "--fp32-ops", "--fp32-layers", "--precision-plan", "--adaptive-dtype", "--adaptive-fp8",
+                     "--adaptive-every", "--adaptive-warmup", "--stochastic-rounding"}},
+      {"FP8 and microscaled recipes", {"--fp8-recipe", "--fp8-format", "--amax-history", "--fp8-margin", "--fp8-first-last",
+                                       "--fp8-bf16-layers", "--fp8-layers", "--mx-scale", "--nvfp4-no-rht", "--nvfp4-no-sr",
+                                       "--nvfp4-1d-weights"}},
+      {"Loss scaling", {"--loss-scale", "--init-scale", "--growth-interval", "--growth-factor", "--backoff-factor", "--hysteresis",
+                        "--min-scale", "--hold-lr-on-skip", "--skip-patience", "--stop-on-stall"}},
+      {"Optimization", {"--optimizer", "--lr", "--weight-decay", "--momentum", "--schedule", "--warmup", "--clip", "--loss-weight",
+                        "--epochs", "--grad-accum", "--eval-every", "--eval-batches", "--seed", "--threads", "--device"}},
+      {"Model sizes", {"--hidden", "--layers", "--width", "--embd", "--bptt", "--n-layer", "--n-head", "--n-embd", "--block-size", "--gelu"}},
+      {"Checkpoints and weights", {"--checkpoint-dir", "--checkpoint-every", "--checkpoint-minutes", "--keep", "--resume", "--resume-from",
+                                   "--resume-allow", "--init-from"}},
+      {"Debugging numerics", {"--inject-nonfinite", "--inject-rank", "--trace-nonfinite", "--update-stats-every"}},
+      {"Data parallel (mpirun)", {"--grad-reduce", "--bucket-mb", "--overlap", "--checksum-every", "--dist-timeout"}},
+  };
+  for (const auto& [section, flags] : sections) {
+    for (const char* flag : flags) {
+      if (CLI::Option* o = app.get_option_no_throw(flag)) o->group(section);
+    }
+  }
+}
+
 void add_train_options(CLI::App& app, TrainArgs& a) {
   TrainConfig& c = a.config;
   app.add_option("--model", c.model, "mlp, cnn (Fashion-MNIST), segment (Fashion-MNIST per pixel: a loss over every "
@@ -395,6 +421,7 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
       if (opt->count() > 0) c.given.insert(opt->get_name());
     }
   });
+  group_train_options(app);
 }
 
 Run add_train(CLI::App& app) {
@@ -414,6 +441,10 @@ Run add_train(CLI::App& app) {
       ->delimiter(',');
   app.add_option("--telemetry-layers", a->telemetry_layers, "Module paths (or prefixes) measured (default: all)")
       ->delimiter(',');
+  for (const char* flag : {"--metrics", "--metrics-append", "--json", "--plan-out", "--telemetry", "--telemetry-every",
+                           "--telemetry-tensors", "--telemetry-layers", "--follow-symlinks"}) {
+    app.get_option(flag)->group("Output");
+  }
   return [a] { return run_train(*a); };
 }
 
