@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "mantissa/io/json_number.h"
 #include "mantissa/nn/layers.h"
 
 namespace mantissa::train {
@@ -67,12 +68,12 @@ Fp8Options parse_recipe(const nlohmann::json& j) {
     if (key == "sr") o.nvfp4_sr = value.get<bool>();
     if (key == "2d_weights") o.nvfp4_2d_weights = value.get<bool>();
     if (key == "mx_scale") o.mx_rule = parse_scale_rule(value.get<std::string>());
-    if (key == "seed") o.seed = value.get<std::uint64_t>();
+    if (key == "seed") o.seed = json_value<std::uint64_t>(value, key);
     if (key == "format") o.format = parse_fp8_format(value.get<std::string>());
-    if (key == "margin") o.margin = value.get<int>();
-    if (key == "history") o.amax_history = value.get<std::int64_t>();
+    if (key == "margin") o.margin = json_value<int>(value, key);
+    if (key == "history") o.amax_history = json_value<std::int64_t>(value, key);
     if (key == "reduction") o.reduction = parse_amax_reduction(value.get<std::string>());
-    if (key == "block") o.block = value.get<std::int64_t>();
+    if (key == "block") o.block = json_value<std::int64_t>(value, key);
   }
   o.check();
   return o;

@@ -4,7 +4,6 @@
 // the activation gradients' log2 magnitudes with fp16's ranges marked and the share that would be lost
 // without loss scaling.
 #include <fmt/format.h>
-#include <optional>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 
 #include "commands.h"
 #include "mantissa/core/input_file.h"
+#include "mantissa/io/json_number.h"
 #include "mantissa/numeric/format.h"
 #include "mantissa/train/telemetry.h"
 #include "output_file.h"
@@ -57,9 +57,13 @@ bool inspect_metrics(const InspectArgs& a) {
   std::string line;
   struct Run {
     nlohmann::json header;
-    std::int64_t steps = 0, skipped = 0, first_step = 0, last_step = 0;
-    double first_loss = 0, last_loss = 0, scale = 0;
-    std::optional<nlohmann::json> eval;
+    std::int64_t steps = 0, skipped = 0, first_step = 0, last_step = 0, eval_step = 0;
+    double first_loss = 0, last_loss = 0, scale = 0, val_loss = 0, val_accuracy = -1;
+    bool evaluated = false;
+  };
+  // A number the writer may have written as null (a NaN loss): NaN.
+  const auto number = [](const nlohmann::json& j, const char* key) {
+    return j.contains(key) && j.at(key).is_null() ? std::nan("") : json_number<double>(j, key);
   };
   std::vector<Run> runs;
   for (std::int64_t n = 1; in.read_line(line, std::size_t{1} << 20); ++n) {
@@ -68,23 +72,32 @@ bool inspect_metrics(const InspectArgs& a) {
     const bool metrics = j.is_object() && !j.contains("kind") && (j.contains("record") || j.contains("loss") || j.contains("val_loss") ||
                                                                   j.contains("precision_change"));
     if (runs.empty() && !metrics) return false;  // telemetry (or not JSON lines): read_telemetry says what
-    if (!metrics) throw std::invalid_argument(path + ":" + std::to_string(n) + ": not a metrics record");
-    if (j.value("record", "") == "run" || runs.empty()) runs.emplace_back();
-    Run& r = runs.back();
-    if (j.value("record", "") == "run") {
-      r.header = j;
-    } else if (j.contains("loss") && j.at("loss").is_number() && j.contains("step") && j.at("step").is_number_integer()) {
-      const auto step = j.at("step").get<std::int64_t>();
-      const double loss = j.at("loss").get<double>();
-      if (r.steps++ == 0) r.first_step = step, r.first_loss = loss;
-      r.last_step = step;
-      r.last_loss = loss;
-      r.skipped += j.value("skipped", false) ? 1 : 0;
-      if (j.contains("loss_scale") && j.at("loss_scale").is_number()) r.scale = j.at("loss_scale").get<double>();
-    } else if (j.contains("val_loss")) {
-      r.eval = j;
+    try {
+      if (!metrics) throw std::invalid_argument("not a metrics record");
+      const bool header = j.contains("record") && j.at("record") == "run";
+      if (header || runs.empty()) runs.emplace_back();
+      Run& r = runs.back();
+      if (header) {
+        r.header = j;
+      } else if (j.contains("loss")) {
+        const auto step = json_number<std::int64_t>(j, "step");
+        const double loss = number(j, "loss");
+        if (r.steps++ == 0) r.first_step = step, r.first_loss = loss;
+        r.last_step = step;
+        r.last_loss = loss;
+        r.skipped += j.contains("skipped") && j.at("skipped") == true ? 1 : 0;
+        if (j.contains("loss_scale")) r.scale = number(j, "loss_scale");
+      } else if (j.contains("val_loss")) {
+        r.evaluated = true;
+        r.eval_step = json_number<std::int64_t>(j, "step");
+        r.val_loss = number(j, "val_loss");
+        r.val_accuracy = j.contains("val_accuracy") ? number(j, "val_accuracy") : -1;
+      }
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(path + ":" + std::to_string(n) + ": " + e.what());
     }
   }
+  if (runs.empty()) return false;  // no records at all: read_telemetry says so
   if (a.step > 0 || !a.plot.empty()) throw std::invalid_argument(path + ": a metrics file; --step and --plot read telemetry (train --telemetry)");
   fmt::print("{}: metrics of {} run{}\n", path, runs.size(), runs.size() == 1 ? "" : "s");
   for (std::size_t i = 0; i < runs.size(); ++i) {
@@ -94,16 +107,17 @@ bool inspect_metrics(const InspectArgs& a) {
       const nlohmann::json& cfg = r.header.value("config", nlohmann::json::object());
       who = fmt::format("{} {}, started {}{}", cfg.value("model", "?"), r.header.value("precision", "?"), r.header.value("start_time", "?"),
                         r.header.contains("resumed_from") && r.header.at("resumed_from").is_string()
-                            ? ", resumed from " + r.header.at("resumed_from").get<std::string>() : "");
+                            ? ", resumed from " + r.header.at("resumed_from").get<std::string>()
+                            : "");
     }
     fmt::print("run {}: {}\n", i + 1, who);
     if (r.steps > 0) {
       fmt::print("  steps {}..{} ({} skipped): loss {:.4f} -> {:.4f}, loss scale {:g} at the last\n", r.first_step, r.last_step,
                  r.skipped, r.first_loss, r.last_loss, r.scale);
     }
-    if (r.eval && r.eval->at("val_loss").is_number()) {
-      fmt::print("  evaluation at step {}: val_loss {:.4f}{}\n", r.eval->value("step", std::int64_t{0}), r.eval->at("val_loss").get<double>(),
-                 r.eval->contains("val_accuracy") ? fmt::format(", val_accuracy {:.2f}%", 100 * r.eval->value("val_accuracy", 0.0)) : "");
+    if (r.evaluated) {
+      fmt::print("  evaluation at step {}: val_loss {:.4f}{}\n", r.eval_step, r.val_loss,
+                 r.val_accuracy >= 0 ? fmt::format(", val_accuracy {:.2f}%", 100 * r.val_accuracy) : "");
     }
   }
   return true;
