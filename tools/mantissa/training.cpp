@@ -564,6 +564,10 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb, const std
       progress("resumed from %s (step %lld)\n", resumed_from.string().c_str(), static_cast<long long>(trainer.next_step() - 1));
     }
     if (!c.init_from.empty()) progress("weights from %s\n", c.init_from.c_str());
+    std::int64_t parameters = 0;
+    for (const auto& [name, p] : model->module().named_parameters()) parameters += p.numel();
+    progress("model: %s, %lld parameters; %d threads%s\n", c.model.c_str(), static_cast<long long>(parameters), omp_get_max_threads(),
+             group->size() > 1 ? fmt::format(" on each of {} ranks", group->size()).c_str() : "");
     progress("%s\n", data_line.c_str());
     progress("%s: %s\n", o.precision.label().c_str(), trainer.precision_plan().str().c_str());
     if (on_run) {
