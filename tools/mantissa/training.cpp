@@ -451,15 +451,15 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb, const std
   const DataShape shape = train::data_shape(c.model, dataset);
   const std::int64_t train_size = dataset.train ? dataset.train->size() : 0;
   // What the run trains on, said at its start; images with the normalization, which checkpoints record.
-  std::string data_line = "data: " + data_path + ": ";
-  std::string normalization;
+  std::string data_summary = data_path + ": ";
+  nlohmann::json normalization;  // null for text
   if (dataset.train) {
     const ImageDataset &tr = *dataset.train, &te = *dataset.test;
-    data_line += fmt::format("{} training images of {}, {} test, {} classes; normalized by the training set's mean {:.4f} and std {:.4f}",
+    data_summary += fmt::format("{} training images of {}, {} test, {} classes; normalized by the training set's mean {:.4f} and std {:.4f}",
                              tr.size(), shape.input(), te.size(), shape.classes, tr.mean, tr.stddev);
-    normalization = nlohmann::json{{"mean", tr.mean}, {"std", tr.stddev}}.dump();
+    normalization = {{"mean", tr.mean}, {"std", tr.stddev}};
   } else {
-    data_line += fmt::format("{} bytes of training text, {} of validation", dataset.text->train.size(), dataset.text->validation.size());
+    data_summary += fmt::format("{} bytes of training text, {} of validation", dataset.text->train.size(), dataset.text->validation.size());
   }
   // Every training label the same (the segmenter's labels are its masks' classes).
   const bool single_class = dataset.train && c.model != "segment" &&
@@ -502,7 +502,7 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb, const std
   o.eval_every = c.eval_every;
   o.checkpoints = {c.checkpoint_dir, c.checkpoint_every, 60 * c.checkpoint_minutes, c.keep};
   o.checkpoint_metadata = {{"config", signature_json(signature(c, shape))}, {"run", config_json(c, shape)}};
-  if (!normalization.empty()) o.checkpoint_metadata["normalization"] = normalization;
+  if (!normalization.is_null()) o.checkpoint_metadata["normalization"] = normalization.dump();
   o.inject_nonfinite = c.inject_nonfinite;
   o.update_stats_every = c.update_stats_every;
   o.trace_nonfinite = c.trace_nonfinite;
@@ -568,7 +568,7 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb, const std
     for (const auto& [name, p] : model->module().named_parameters()) parameters += p.numel();
     progress("model: %s, %lld parameters; %d threads%s\n", c.model.c_str(), static_cast<long long>(parameters), omp_get_max_threads(),
              group->size() > 1 ? fmt::format(" on each of {} ranks", group->size()).c_str() : "");
-    progress("%s\n", data_line.c_str());
+    progress("data: %s\n", data_summary.c_str());
     progress("%s: %s\n", o.precision.label().c_str(), trainer.precision_plan().str().c_str());
     if (on_run) {
       nlohmann::ordered_json run = {{"record", "run"},
@@ -577,12 +577,12 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb, const std
                             {"wall_time", unix_time()},
                             {"machine", {{"cpu", cpu_name()}, {"threads", omp_get_max_threads()}, {"ranks", group->size()}}},
                             {"config", nlohmann::json::parse(config_json(c, shape))},
-                            {"data", data_line.substr(6)},
+                            {"data", data_summary},
                             {"precision", o.precision.label()},
                             {"precision_plan", nlohmann::json::parse(trainer.precision_plan().json())},
                             {"first_step", trainer.next_step()},
                             {"resumed_from", resumed_from.empty() ? nlohmann::json(nullptr) : nlohmann::json(resumed_from.string())}};
-      if (!normalization.empty()) run["normalization"] = nlohmann::ordered_json::parse(normalization);
+      if (!normalization.is_null()) run["normalization"] = normalization;
       on_run(run.dump());
     }
     if (cb.on_start) cb.on_start();
