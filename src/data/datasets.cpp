@@ -101,19 +101,11 @@ const char* foreign_compression(const std::vector<std::uint8_t>& b) {
   return nullptr;
 }
 
-// A text corpus file, as text: a gzip file is read through zlib (deliberately: `.gz` or not, its
-// contents are the text); other compressed formats and binary data are refused in one line, since
-// training on their bytes would run and learn nothing (a model of compressed bytes reaches ln 256).
-std::vector<std::uint8_t> read_bytes(const std::filesystem::path& path, std::uint64_t& budget) {
-  std::vector<std::uint8_t> b;
-  try {
-    b = InputFile(path, kTextKind, budget).read_all();
-  } catch (const InputFileError& e) {
-    throw DataError(e.what());
-  }
-  if (b.size() >= 2 && b[0] == 0x1F && b[1] == 0x8B) b = gunzip(b, path, budget);
+// Refuses bytes that are not text: other compressed formats and binary data, since training on their bytes
+// would run and learn nothing (a model of compressed bytes reaches ln 256). `where` names them.
+void check_text(const std::vector<std::uint8_t>& b, const std::string& where) {
   if (const char* tool = foreign_compression(b)) {
-    throw DataError(path.string() + ": " + tool + "-compressed, not text: decompress it first (gzip files are read as they are)");
+    throw DataError(where + ": " + tool + "-compressed, not text: decompress it first (gzip files are read as they are)");
   }
   // Text has no NUL bytes and few other control bytes (tab, newlines, form feed, escape are text's).
   std::size_t control = 0, nul = 0, first = b.size();
@@ -128,9 +120,22 @@ std::vector<std::uint8_t> read_bytes(const std::filesystem::path& path, std::uin
   if (nul > 0 || control * 100 > b.size()) {
     char at[64];
     std::snprintf(at, sizeof at, "byte 0x%02X at offset %zu", b[first], first);
-    throw DataError(path.string() + ": binary data, not text (" + std::to_string(control) + " control bytes, the first " + at +
+    throw DataError(where + ": binary data, not text (" + std::to_string(control) + " control bytes, the first " + at +
                     "); a text model reads a text file or a directory of them");
   }
+}
+
+// A text corpus file, as text: a gzip file is read through zlib (deliberately: `.gz` or not, its
+// contents are the text); other compressed formats and binary data are refused in one line (check_text).
+std::vector<std::uint8_t> read_bytes(const std::filesystem::path& path, std::uint64_t& budget) {
+  std::vector<std::uint8_t> b;
+  try {
+    b = InputFile(path, kTextKind, budget).read_all();
+  } catch (const InputFileError& e) {
+    throw DataError(e.what());
+  }
+  if (b.size() >= 2 && b[0] == 0x1F && b[1] == 0x8B) b = gunzip(b, path, budget);
+  check_text(b, path.string());
   budget -= std::min<std::uint64_t>(budget, b.size());
   return b;
 }
@@ -141,23 +146,29 @@ ImageDataset load_mnist_format(const std::filesystem::path& dir, bool train, dou
   if (!std::filesystem::is_directory(dir)) throw DataError(dir.string() + ": not a directory");
   const std::filesystem::path image_path = find_part(dir, train, "images");
   const std::filesystem::path label_path = find_part(dir, train, "labels");
-  const IdxArray images = read_idx(image_path);
-  const IdxArray labels = read_idx(label_path);
+  return image_dataset(read_idx(image_path), read_idx(label_path), image_path.string(), label_path.string(), mean, stddev);
+}
+
+ImageDataset image_dataset(const IdxArray& images, const IdxArray& labels, const std::string& image_name,
+                           const std::string& label_name, double mean, double stddev) {
   if (images.dims.size() != 3 && images.dims.size() != 4) {
-    throw DataError(image_path.string() + ": expected [N, H, W] or [N, C, H, W] images, not " +
+    throw DataError(image_name + ": expected [N, H, W] or [N, C, H, W] images, not " +
                     std::to_string(images.dims.size()) + " dimensions");
   }
-  if (labels.dims.size() != 1) throw DataError(label_path.string() + ": expected [N] labels");
+  if (labels.dims.size() != 1) throw DataError(label_name + ": expected [N] labels");
   if (labels.dims[0] != images.dims[0]) {
-    throw DataError(label_path.string() + ": " + std::to_string(labels.dims[0]) + " labels for " +
-                    std::to_string(images.dims[0]) + " images in " + image_path.string());
+    throw DataError(label_name + ": " + std::to_string(labels.dims[0]) + " labels for " +
+                    std::to_string(images.dims[0]) + " images in " + image_name);
   }
   ImageDataset d;
   const bool planar = images.dims.size() == 4;
   const std::int64_t n = images.dims[0], c = planar ? images.dims[1] : 1;
   const std::int64_t h = images.dims[planar ? 2 : 1], w = images.dims[planar ? 3 : 2];
-  if (n == 0) throw DataError(image_path.string() + ": holds no images");
-  if (c == 0 || h == 0 || w == 0) throw DataError(image_path.string() + ": images of zero size");
+  if (n == 0) throw DataError(image_name + ": holds no images");
+  if (c == 0 || h == 0 || w == 0) throw DataError(image_name + ": images of zero size");
+  if (images.data.size() != static_cast<std::size_t>(n * c * h * w) || labels.data.size() != static_cast<std::size_t>(n)) {
+    throw DataError(image_name + ": the pixels or labels do not fill their dimensions");
+  }
   MemoryCategoryScope scope(MemoryCategory::data);
   d.images = Tensor::empty({n, c, h, w}, DType::f32);
   if (std::isnan(mean)) {  // this set's own statistics, rounded to 4 decimals (as torchvision's published ones)
@@ -271,8 +282,17 @@ TextCorpus TextCorpus::load(const std::filesystem::path& path, double validation
   } else {
     throw DataError(path.string() + ": no such file or directory");
   }
+  return split(std::move(all), path.string(), validation_fraction);
+}
+
+TextCorpus TextCorpus::from_bytes(std::vector<std::uint8_t> bytes, const std::string& where, double validation_fraction) {
+  check_text(bytes, where);
+  return split(std::move(bytes), where, validation_fraction);
+}
+
+TextCorpus TextCorpus::split(std::vector<std::uint8_t> all, const std::string& where, double validation_fraction) {
   if (all.size() < 1024) {
-    throw DataError(path.string() + ": only " + std::to_string(all.size()) + " bytes of text (need at least 1024)");
+    throw DataError(where + ": only " + std::to_string(all.size()) + " bytes of text (need at least 1024)");
   }
   if (!(validation_fraction > 0 && validation_fraction < 1)) {
     throw std::invalid_argument("text corpus: the validation fraction must be in (0, 1)");

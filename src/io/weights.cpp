@@ -38,19 +38,30 @@ std::vector<std::pair<std::string, Tensor>> checkpoint_weights(const std::filesy
   return out;
 }
 
+std::vector<std::pair<std::string, Tensor>> model_weights(const nn::Module& model) {
+  std::vector<std::pair<std::string, Tensor>> out = model.named_parameters();
+  for (const auto& [name, t] : model.named_buffers()) {
+    if (!is_mantissa_state(name)) out.emplace_back(name, t);
+  }
+  return out;
+}
+
 void load_weights(nn::Module& model, const std::filesystem::path& path) {
   const Safetensors f = read_safetensors(path, /*skip_unsupported_dtypes=*/true);
-  const auto fail = [&](const std::string& what) { throw CheckpointError(path.string() + ": " + what); };
   for (const auto& [name, dtype] : f.skipped) {
-    if (!ends_with(name, "num_batches_tracked")) fail("'" + name + "' is " + dtype + ", which no tensor of mantissa's models is");
+    if (!ends_with(name, "num_batches_tracked")) {
+      throw CheckpointError(path.string() + ": '" + name + "' is " + dtype + ", which no tensor of mantissa's models is");
+    }
   }
+  load_weights(model, f.tensors, path.string());
+}
+
+void load_weights(nn::Module& model, const std::vector<std::pair<std::string, Tensor>>& weights, const std::string& where) {
+  const auto fail = [&](const std::string& what) { throw CheckpointError(where + ": " + what); };
   std::map<std::string, Tensor> wanted;
-  for (const auto& [name, t] : model.named_parameters()) wanted.emplace(name, t);
-  for (const auto& [name, t] : model.named_buffers()) {
-    if (!is_mantissa_state(name)) wanted.emplace(name, t);
-  }
+  for (const auto& [name, t] : model_weights(model)) wanted.emplace(name, t);
   std::set<std::string> seen;
-  for (const auto& [name, t] : f.tensors) {
+  for (const auto& [name, t] : weights) {
     const auto it = wanted.find(name);
     if (it == wanted.end()) {
       if (ends_with(name, "num_batches_tracked")) continue;
@@ -58,16 +69,16 @@ void load_weights(nn::Module& model, const std::filesystem::path& path) {
       for (auto w = wanted.begin(); w != wanted.end() && some.size() < 80; ++w) some += (some.empty() ? "" : ", ") + w->first;
       fail("'" + name + "' is no parameter or buffer of this model (its names: " + some + ", ...; docs/interop.md)");
     }
+    if (!seen.insert(name).second) fail("'" + name + "' is given twice");
     if (t.shape() != it->second.shape()) {
       fail("'" + name + "' has shape " + shape_str(t.shape()) + ", the model's " + shape_str(it->second.shape()));
     }
     if (!std::isfinite(sum(cast(t, DType::f64)).item())) fail("'" + name + "' holds NaN or infinite values");
-    seen.insert(name);
   }
   for (const auto& [name, t] : wanted) {
     if (seen.count(name) == 0) fail("has no tensor '" + name + "' (the model's " + shape_str(t.shape()) + ")");
   }
-  for (const auto& [name, t] : f.tensors) {
+  for (const auto& [name, t] : weights) {
     const auto it = wanted.find(name);
     if (it != wanted.end()) copy_into(it->second, cast(t, it->second.dtype()));
   }

@@ -28,6 +28,22 @@ Dataset load_dataset(std::string_view model, const std::string& path) {
   return d;
 }
 
+Dataset image_dataset_in_memory(const IdxArray& train_images, const IdxArray& train_labels, const IdxArray& test_images,
+                                const IdxArray& test_labels, const std::string& name) {
+  Dataset d;
+  d.path = name;
+  d.train = image_dataset(train_images, train_labels, name + ": training images", name + ": training labels");
+  d.test = image_dataset(test_images, test_labels, name + ": test images", name + ": test labels", d.train->mean, d.train->stddev);
+  return d;
+}
+
+Dataset text_dataset_in_memory(std::vector<std::uint8_t> text, const std::string& name) {
+  Dataset d;
+  d.path = name;
+  d.text = TextCorpus::from_bytes(std::move(text), name);
+  return d;
+}
+
 std::string DataShape::input() const {
   return std::to_string(channels) + "x" + std::to_string(height) + "x" + std::to_string(width);
 }

@@ -21,6 +21,7 @@
 #include "mantissa/numeric/parse_number.h"
 #include "machine.h"
 #include "mantissa/train/builders.h"
+#include "records.h"
 #include "training.h"
 
 namespace mantissa::cli {
@@ -29,30 +30,11 @@ namespace {
 struct TrainRunArgs {
   TrainArgs train;
   std::string metrics, telemetry, plan_out;
-  std::int64_t telemetry_every = 50;
-  std::vector<std::string> telemetry_tensors, telemetry_layers;
+  TelemetryArgs telemetry_args;
   bool json = false;
   bool follow_symlinks = false;
   bool metrics_append = false;
 };
-
-// --telemetry-*: the policy, checked.
-train::TelemetryPolicy telemetry_policy(const TrainRunArgs& a) {
-  train::TelemetryPolicy p;
-  p.every = a.telemetry_every;
-  if (!a.telemetry_tensors.empty()) {
-    p.kinds.clear();
-    for (const std::string& k : a.telemetry_tensors) {
-      try {
-        p.kinds.push_back(train::parse_tensor_kind(k));
-      } catch (const std::invalid_argument& e) {
-        throw std::invalid_argument(std::string("--telemetry-tensors: ") + e.what());
-      }
-    }
-  }
-  p.layers = a.telemetry_layers;
-  return p;
-}
 
 // What a skipped step's line says: the tracer's report, or the gradients that held the inf.
 std::string skip_reason(const StepRecord& r) {
@@ -76,18 +58,6 @@ std::vector<std::int64_t> parse_steps(const std::string& list) {
   return out;
 }
 
-// A step's FP8 counters (runs with FP8 only).
-nlohmann::json fp8_json(const Fp8Counters& c) {
-  return {{"quantized", c.quantized}, {"saturated", c.saturated}, {"underflowed", c.underflowed},
-          {"scale_updates", c.scale_updates}};
-}
-
-nlohmann::json peak_json(const std::map<std::string, std::int64_t>& peaks) {
-  nlohmann::json j = nlohmann::json::object();
-  for (const auto& [k, v] : peaks) j[k] = v;
-  return j;
-}
-
 // The metrics or telemetry file: JSON lines appended through the library's writer (a regular file, made
 // if missing; a link only with --follow-symlinks), each written at once; a failed write is an error.
 class LinesFile {
@@ -106,7 +76,7 @@ class LinesFile {
 
 int run_train(TrainRunArgs& a) {
   TrainConfig c = resolve(a.train);
-  if (!a.telemetry.empty()) c.telemetry = telemetry_policy(a);
+  if (!a.telemetry.empty()) c.telemetry = telemetry_policy(a.telemetry_args);
   if (!a.plan_out.empty() && !c.adaptive) throw std::invalid_argument("--plan-out needs --precision adaptive");
 
   // Data parallel: rank 0 reports and writes; the other ranks train in silence.
@@ -153,16 +123,7 @@ int run_train(TrainRunArgs& a) {
       end_skips();
     }
     if (!r.warning.empty()) std::fprintf(stderr, "%swarning: %s\n", tty ? "\n" : "", r.warning.c_str());
-    nlohmann::json record = {{"step", r.step}, {"loss", r.loss}, {"lr", r.lr}, {"loss_scale", r.loss_scale},
-                             {"skipped", r.skipped}, {"grad_norm", r.grad_norm}, {"nonfinite", r.nonfinite},
-                             {"underflow_fraction", r.underflow_fraction}, {"throughput", r.throughput},
-                             {"peak_bytes", peak_json(r.peak_bytes)}, {"wall_time", unix_time()}};
-    if (r.fp8) record["fp8"] = fp8_json(*r.fp8);
-    for (const auto& [path, counts] : r.fp8_layers) record["fp8_layers"][path] = fp8_json(counts);
-    if (r.trace) record["trace"] = r.trace->str();
-    if (!r.nonfinite_grads.empty()) record["nonfinite_grads"] = r.nonfinite_grads;
-    if (!r.lost_updates.empty()) record["lost_updates"] = r.lost_updates;
-    metrics.write(record);
+    metrics.write(step_json(r));
     if (tty || r.step % every == 0 || r.step == total) {
       // ETA from the mean step time so far.
       const double eta = r.elapsed_seconds / static_cast<double>(r.step - first + 1) * static_cast<double>(total - r.step);
@@ -174,9 +135,7 @@ int run_train(TrainRunArgs& a) {
     }
   };
   cb.on_eval = [&](const EvalRecord& r) {
-    nlohmann::json j = {{"step", r.step}, {"val_loss", r.val_loss}, {"wall_time", unix_time()}};
-    if (r.val_accuracy) j["val_accuracy"] = *r.val_accuracy;
-    metrics.write(j);
+    metrics.write(eval_json(r));
     std::fprintf(stderr, "%seval step %lld: val_loss %.4f%s\n", tty ? "\n" : "", static_cast<long long>(r.step), r.val_loss,
                  r.val_accuracy ? fmt::format(" val_accuracy {:.2f}%", 100 * *r.val_accuracy).c_str() : "");
   };
@@ -434,13 +393,7 @@ Run add_train(CLI::App& app) {
   add_output_file(app, "--plan-out", a->plan_out, "adaptive: write the final per-layer plan (JSON) here, for --precision-plan");
   add_append_file(app, "--telemetry", a->telemetry, a->follow_symlinks, "Append numerics telemetry (JSON lines, one per tensor per sampled step) "
                                               "to PATH; `mantissa inspect PATH` summarizes it");
-  app.add_option("--telemetry-every", a->telemetry_every, "Steps between telemetry samples (and the first)")
-      ->capture_default_str();
-  app.add_option("--telemetry-tensors", a->telemetry_tensors,
-                 "Which tensors: activations, weights, weight-grads, activation-grads (default: all)")
-      ->delimiter(',');
-  app.add_option("--telemetry-layers", a->telemetry_layers, "Module paths (or prefixes) measured (default: all)")
-      ->delimiter(',');
+  add_telemetry_options(app, a->telemetry_args);
   for (const char* flag : {"--metrics", "--metrics-append", "--json", "--plan-out", "--telemetry", "--telemetry-every",
                            "--telemetry-tensors", "--telemetry-layers", "--follow-symlinks"}) {
     app.get_option(flag)->group("Output");

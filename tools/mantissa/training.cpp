@@ -409,8 +409,10 @@ std::shared_ptr<dist::ProcessGroup> process_group() {
   return group;
 }
 
-TrainResult train(const TrainConfig& config, const TrainCallbacks& cb, const std::function<void(const std::string&)>& on_run) {
-  TrainConfig c = config;
+PreparedRun prepare_run(const TrainConfig& config, std::optional<train::Dataset> in_memory) {
+  PreparedRun r;
+  r.config = config;
+  TrainConfig& c = r.config;
   std::optional<train::PrecisionPlan> plan;
   if (!c.precision_plan.empty() && !c.adaptive) plan = read_plan(c.precision_plan, c.precision.compute);
   check(c);
@@ -446,12 +448,16 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb, const std
   const bool text = train::is_text_model(c.model);
 
   // Data, and the sizes the model takes from it.
-  train::Dataset dataset = train::load_dataset(c.model, c.data);
+  train::Dataset dataset = in_memory ? std::move(*in_memory) : train::load_dataset(c.model, c.data);
+  if (in_memory && c.data.empty()) c.data = dataset.path;
+  if (in_memory && text != dataset.text.has_value()) {
+    throw std::invalid_argument("--model " + c.model + (text ? " trains on text, not images" : " trains on images, not text"));
+  }
   const std::string data_path = dataset.path;
-  const DataShape shape = train::data_shape(c.model, dataset);
+  const DataShape shape = r.shape = train::data_shape(c.model, dataset);
   const std::int64_t train_size = dataset.train ? dataset.train->size() : 0;
   // What the run trains on, said at its start; images with the normalization, which checkpoints record.
-  std::string data_summary = data_path + ": ";
+  std::string& data_summary = r.data_summary = data_path + ": ";
   nlohmann::json normalization;  // null for text
   if (dataset.train) {
     const ImageDataset &tr = *dataset.train, &te = *dataset.test;
@@ -465,7 +471,8 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb, const std
   const bool single_class = dataset.train && c.model != "segment" &&
                             std::adjacent_find(dataset.train->labels.begin(), dataset.train->labels.end(),
                                                std::not_equal_to<>()) == dataset.train->labels.end();
-  const std::unique_ptr<train::DataSource> data = train::make_source(
+  if (!normalization.is_null()) r.normalization = normalization.dump();
+  r.data = train::make_source(
       c.model, std::move(dataset),
       {.batch_size = c.batch_size, .window = c.model == "lstm" ? c.bptt : c.block_size, .eval_batches = c.eval_batches, .seed = c.seed});
   if (c.epochs > 0) {
@@ -483,7 +490,7 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb, const std
   for (const std::string& note : notes) progress("note: %s\n", note.c_str());
 
   // The model.
-  const std::unique_ptr<train::Model> model = train::make_model(
+  r.model = train::make_model(
       c.model,
       {.hidden = c.hidden, .layers = c.layers, .width = c.width, .n_layer = c.n_layer, .n_head = c.n_head,
        .n_embd = c.n_embd, .block_size = c.block_size, .gelu_tanh = c.gelu == "tanh", .embd = c.embd},
@@ -525,14 +532,14 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb, const std
         .settings = rank_settings(c, shape)};
   }
   // Weights from elsewhere before the trainer copies them into its f32 master weights.
-  if (!c.init_from.empty()) load_weights(model->module(), c.init_from);
-  train::Trainer trainer(*model, *data, o);
-  check_layer_paths(model->module(), c.precision.f32_layers, "--fp32-layers");
-  if (c.telemetry) check_layer_paths(model->module(), c.telemetry->layers, "--telemetry-layers");
+  if (!c.init_from.empty()) load_weights(r.model->module(), c.init_from);
+  r.trainer = std::make_unique<train::Trainer>(*r.model, *r.data, o);
+  train::Trainer& trainer = *r.trainer;
+  check_layer_paths(r.model->module(), c.precision.f32_layers, "--fp32-layers");
+  if (c.telemetry) check_layer_paths(r.model->module(), c.telemetry->layers, "--telemetry-layers");
 
-  std::filesystem::path resumed_from;
   if (c.resume || !c.resume_from.empty()) {
-    const std::filesystem::path from = resumed_from = resume_point(c);
+    const std::filesystem::path from = r.resumed_from = resume_point(c);
     std::int64_t their_steps = 0;  // the length of the run that wrote the checkpoint, where it says
     trainer.resume(from, [&](const auto& meta) {
       const auto it = meta.find("config");
@@ -557,6 +564,14 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb, const std
                static_cast<long long>(c.steps), static_cast<long long>(their_steps), static_cast<long long>(done + 1));
     }
   }
+  return r;
+}
+
+TrainResult run(PreparedRun& r, const TrainCallbacks& cb, const std::function<void(const std::string&)>& on_run, bool catch_signals) {
+  const TrainConfig& c = r.config;
+  train::Trainer& trainer = *r.trainer;
+  const std::filesystem::path& resumed_from = r.resumed_from;
+  const std::shared_ptr<dist::ProcessGroup> group = process_group();
   // The precision plan, once the run has nothing left to refuse (an error stays the only line).
   TrainCallbacks callbacks = cb;
   callbacks.on_start = [&] {
@@ -565,24 +580,24 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb, const std
     }
     if (!c.init_from.empty()) progress("weights from %s\n", c.init_from.c_str());
     std::int64_t parameters = 0;
-    for (const auto& [name, p] : model->module().named_parameters()) parameters += p.numel();
+    for (const auto& [name, p] : r.model->module().named_parameters()) parameters += p.numel();
     progress("model: %s, %lld parameters; %d threads%s\n", c.model.c_str(), static_cast<long long>(parameters), omp_get_max_threads(),
              group->size() > 1 ? fmt::format(" on each of {} ranks", group->size()).c_str() : "");
-    progress("data: %s\n", data_summary.c_str());
-    progress("%s: %s\n", o.precision.label().c_str(), trainer.precision_plan().str().c_str());
+    progress("data: %s\n", r.data_summary.c_str());
+    progress("%s: %s\n", trainer.options().precision.label().c_str(), trainer.precision_plan().str().c_str());
     if (on_run) {
       nlohmann::ordered_json run = {{"record", "run"},
                             {"version", version()},
                             {"start_time", utc_now()},
                             {"wall_time", unix_time()},
                             {"machine", {{"cpu", cpu_name()}, {"threads", omp_get_max_threads()}, {"ranks", group->size()}}},
-                            {"config", nlohmann::json::parse(config_json(c, shape))},
-                            {"data", data_summary},
-                            {"precision", o.precision.label()},
+                            {"config", nlohmann::json::parse(config_json(c, r.shape))},
+                            {"data", r.data_summary},
+                            {"precision", trainer.options().precision.label()},
                             {"precision_plan", nlohmann::json::parse(trainer.precision_plan().json())},
                             {"first_step", trainer.next_step()},
                             {"resumed_from", resumed_from.empty() ? nlohmann::json(nullptr) : nlohmann::json(resumed_from.string())}};
-      if (!normalization.is_null()) run["normalization"] = normalization;
+      if (!r.normalization.empty()) run["normalization"] = nlohmann::json::parse(r.normalization);
       on_run(run.dump());
     }
     if (cb.on_start) cb.on_start();
@@ -599,7 +614,8 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb, const std
   TrainResult result;
   int signal = 0;
   {
-    const StopOnSignal catching;
+    std::optional<StopOnSignal> catching;
+    if (catch_signals) catching.emplace();
     result = trainer.run(callbacks);
     signal = StopOnSignal::caught();
   }
@@ -610,6 +626,11 @@ TrainResult train(const TrainConfig& config, const TrainCallbacks& cb, const std
                                           result.stopped_at, c.steps, saved));
   }
   return result;
+}
+
+TrainResult train(const TrainConfig& config, const TrainCallbacks& callbacks, const std::function<void(const std::string&)>& on_run) {
+  PreparedRun r = prepare_run(config);
+  return run(r, callbacks, on_run);
 }
 
 std::vector<std::pair<double, double>> loss_curve(const TrainResult& r) {

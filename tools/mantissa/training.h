@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -13,6 +14,7 @@
 
 #include "mantissa/core/dtype.h"
 #include "mantissa/dist/process_group.h"
+#include "mantissa/train/builders.h"
 #include "mantissa/train/trainer.h"
 
 namespace mantissa::cli {
@@ -99,6 +101,28 @@ Device device_option(const std::string& name);
 
 // This process's group: MPI's world under mpirun, else a single process (made once).
 std::shared_ptr<dist::ProcessGroup> process_group();
+
+// A run made ready, not yet run: the data, model and trainer of a configuration, built and checked as
+// `train` builds them, resumed where it asks. train() is prepare_run() then run(); the Python module keeps
+// one to run, read and save.
+struct PreparedRun {
+  TrainConfig config;            // as given, with --epochs turned into steps
+  train::DataShape shape;        // what the model takes from the data
+  std::string data_summary;      // "PATH: 60000 training images of 1x28x28, ...", said at the start
+  std::string normalization;     // images: {"mean": M, "std": S} as JSON (checkpoints keep it); text: ""
+  std::filesystem::path resumed_from;  // empty: a fresh run
+  std::unique_ptr<train::DataSource> data;
+  std::unique_ptr<train::Model> model;
+  std::unique_ptr<train::Trainer> trainer;  // last: it refers to the model and the data
+};
+// Throws as train() does. `in_memory`: the data set to train on instead of reading config.data (which,
+// when empty, becomes its name).
+PreparedRun prepare_run(const TrainConfig& config, std::optional<train::Dataset> in_memory = std::nullopt);
+// Runs it to config.steps, with the start lines and `on_run` as train() has them. `catch_signals`: Ctrl-C
+// and SIGTERM stop the run at the next step boundary, with a checkpoint, and throw Interrupted (a host with
+// its own handlers, as Python, passes false and asks through callbacks.should_stop).
+TrainResult run(PreparedRun& run, const TrainCallbacks& callbacks, const std::function<void(const std::string& run_json)>& on_run = {},
+                bool catch_signals = true);
 
 // Runs the training; throws std::invalid_argument for a bad configuration, DataError for bad data.
 // `on_run`, when given, hears the run's record as its first step begins: one JSON object with what a

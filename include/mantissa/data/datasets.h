@@ -52,6 +52,10 @@ struct ImageDataset {
 inline constexpr double kOwnStatistics = std::numeric_limits<double>::quiet_NaN();
 ImageDataset load_mnist_format(const std::filesystem::path& dir, bool train, double mean = 0.2860,
                                double stddev = 0.3530);
+// The same from arrays in memory (an IDX file's, or a program's: the Python module's NumPy arrays), named
+// in errors as `image_name` and `label_name`: images [N, H, W] or [N, C, H, W] of pixels 0..255, labels [N].
+ImageDataset image_dataset(const IdxArray& images, const IdxArray& labels, const std::string& image_name,
+                           const std::string& label_name, double mean = kOwnStatistics, double stddev = kOwnStatistics);
 inline const std::filesystem::path kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 
 // Rows `indices` of a contiguous tensor (first dimension), copied into a new tensor.
@@ -82,10 +86,17 @@ class BatchOrder {
 struct TextCorpus {
   std::vector<std::uint8_t> train, validation;
   static TextCorpus load(const std::filesystem::path& path, double validation_fraction = 0.1);
+  // The same from bytes in memory, named `where` in errors; refused as load() refuses a file that is
+  // compressed or binary data.
+  static TextCorpus from_bytes(std::vector<std::uint8_t> bytes, const std::string& where, double validation_fraction = 0.1);
   // `batch` windows of block + 1 bytes starting at offsets drawn from rng: inputs [batch, block] and
   // next-byte targets, both as token ids.
   static void sample(std::span<const std::uint8_t> bytes, std::int64_t batch, std::int64_t block, std::mt19937_64& rng,
                      std::vector<std::int64_t>& inputs, std::vector<std::int64_t>& targets);
+
+ private:
+  // The last validation_fraction of the bytes held out (at least 1024 bytes in all).
+  static TextCorpus split(std::vector<std::uint8_t> all, const std::string& where, double validation_fraction);
 };
 inline const std::filesystem::path kFortunesDir = "/usr/share/games/fortunes";
 

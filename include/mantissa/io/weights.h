@@ -29,5 +29,11 @@ std::vector<std::pair<std::string, Tensor>> checkpoint_weights(const std::filesy
 // (num_batches_tracked aside, which mantissa's batch norm does not count); values are cast to each
 // tensor's dtype and must be finite. Throws CheckpointError naming the file and each tensor that differs.
 void load_weights(nn::Module& model, const std::filesystem::path& path);
+// The same from tensors in memory (the Python module's load_state_dict), named `where` in errors.
+void load_weights(nn::Module& model, const std::vector<std::pair<std::string, Tensor>>& weights, const std::string& where);
+
+// A model's weights by PyTorch's names: its parameters, then its buffers but the FP8 state (the tensors
+// themselves, not copies).
+std::vector<std::pair<std::string, Tensor>> model_weights(const nn::Module& model);
 
 }  // namespace mantissa

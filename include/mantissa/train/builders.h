@@ -31,6 +31,12 @@ struct Dataset {
 // decimals; ImageDataset::mean/stddev say which). Throws DataError for missing or malformed data.
 Dataset load_dataset(std::string_view model, const std::string& path);
 
+// The same from memory (the Python module's arrays), named `name` in errors and summaries: training and
+// test images with their labels (pixels 0..255, normalized as load_dataset() normalizes files), or text.
+Dataset image_dataset_in_memory(const IdxArray& train_images, const IdxArray& train_labels, const IdxArray& test_images,
+                                const IdxArray& test_labels, const std::string& name);
+Dataset text_dataset_in_memory(std::vector<std::uint8_t> text, const std::string& name);
+
 // The sizes a model takes from its data: image channels, height, width and classes (the largest label of
 // either split + 1, and the background for the segmenter); all 0 for text (a 256-byte vocabulary).
 struct DataShape {

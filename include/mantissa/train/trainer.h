@@ -221,6 +221,13 @@ class Trainer {
   // step, and when should_stop() ends the run).
   TrainResult run(const TrainCallbacks& callbacks = {});
 
+  // The weights this run trains, by PyTorch's names (the model's parameters and buffers, not the FP8
+  // state), as f32 copies: a parameter's master copy where it has one, so nothing is lost to its bf16/f16.
+  std::vector<std::pair<std::string, Tensor>> weights() const;
+  // Sets every one of them (checked as load_weights() checks, `where` naming them in errors), the master
+  // copies too; the optimizer's moments and the step count stay.
+  void set_weights(const std::vector<std::pair<std::string, Tensor>>& weights, const std::string& where);
+
   std::int64_t next_step() const { return next_step_; }
   Optimizer& optimizer() { return *optimizer_; }
   LossScaler& scaler() { return scaler_; }

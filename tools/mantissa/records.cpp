@@ -1,0 +1,66 @@
+// A run's records as JSON (see records.h).
+#include "records.h"
+
+#include "machine.h"
+
+namespace mantissa::cli {
+namespace {
+
+// A step's FP8 counters (runs with FP8 only).
+nlohmann::json fp8_json(const Fp8Counters& c) {
+  return {{"quantized", c.quantized}, {"saturated", c.saturated}, {"underflowed", c.underflowed},
+          {"scale_updates", c.scale_updates}};
+}
+
+}  // namespace
+
+nlohmann::json peak_json(const std::map<std::string, std::int64_t>& peaks) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : peaks) j[k] = v;
+  return j;
+}
+
+nlohmann::json step_json(const train::StepRecord& r) {
+  nlohmann::json record = {{"step", r.step}, {"loss", r.loss}, {"lr", r.lr}, {"loss_scale", r.loss_scale},
+                           {"skipped", r.skipped}, {"grad_norm", r.grad_norm}, {"nonfinite", r.nonfinite},
+                           {"underflow_fraction", r.underflow_fraction}, {"throughput", r.throughput},
+                           {"peak_bytes", peak_json(r.peak_bytes)}, {"wall_time", unix_time()}};
+  if (r.fp8) record["fp8"] = fp8_json(*r.fp8);
+  for (const auto& [path, counts] : r.fp8_layers) record["fp8_layers"][path] = fp8_json(counts);
+  if (r.trace) record["trace"] = r.trace->str();
+  if (!r.nonfinite_grads.empty()) record["nonfinite_grads"] = r.nonfinite_grads;
+  if (!r.lost_updates.empty()) record["lost_updates"] = r.lost_updates;
+  return record;
+}
+
+nlohmann::json eval_json(const train::EvalRecord& r) {
+  nlohmann::json j = {{"step", r.step}, {"val_loss", r.val_loss}, {"wall_time", unix_time()}};
+  if (r.val_accuracy) j["val_accuracy"] = *r.val_accuracy;
+  return j;
+}
+
+void add_telemetry_options(CLI::App& app, TelemetryArgs& args) {
+  app.add_option("--telemetry-every", args.every, "Steps between telemetry samples (and the first)")->capture_default_str();
+  app.add_option("--telemetry-tensors", args.tensors, "Which tensors: activations, weights, weight-grads, activation-grads (default: all)")
+      ->delimiter(',');
+  app.add_option("--telemetry-layers", args.layers, "Module paths (or prefixes) measured (default: all)")->delimiter(',');
+}
+
+train::TelemetryPolicy telemetry_policy(const TelemetryArgs& args) {
+  train::TelemetryPolicy p;
+  p.every = args.every;
+  if (!args.tensors.empty()) {
+    p.kinds.clear();
+    for (const std::string& k : args.tensors) {
+      try {
+        p.kinds.push_back(train::parse_tensor_kind(k));
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(std::string("--telemetry-tensors: ") + e.what());
+      }
+    }
+  }
+  p.layers = args.layers;
+  return p;
+}
+
+}  // namespace mantissa::cli
