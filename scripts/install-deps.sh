@@ -14,6 +14,9 @@ packages=(
   dataset-fashion-mnist       # the default image data set
   fortunes                    # the default text corpus
   python3                     # tests read checkpoints with an independent reader
+  python3-dev pybind11-dev libdlpack-dev  # the Python module (python/): headers, bindings, DLPack's header
+  python3-numpy python3-pytest            # ... its arrays and its test suite
+  python3-venv python3-pip python3-setuptools python3-wheel  # ... `pip install .` (and its test, in a venv)
   libgtest-dev libgmock-dev   # unit tests
   libbenchmark-dev            # benchmarks
   clang-14 libclang-rt-14-dev # libFuzzer and the sanitizers' runtimes for the fuzz targets (make fuzz)

@@ -51,7 +51,11 @@ Format Format::parse(std::string_view name) {
       parse_int(name.substr(1, m - 1), e) && parse_int(name.substr(m + 1), mb)) {
     if (e == 4 && mb == 3) return e4m3();
     if (e == 2 && mb == 1) return e2m1();
-    return emulated(e, mb);
+    try {
+      return emulated(e, mb);
+    } catch (const std::invalid_argument& error) {
+      throw std::invalid_argument("format '" + std::string(name) + "': " + error.what());
+    }
   }
   throw std::invalid_argument("unknown format '" + std::string(name) +
                               "' (expected fp32, fp16, bf16, e4m3, e5m2, e2m1 or eXmY)");

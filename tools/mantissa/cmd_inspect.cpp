@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "records.h"
 #include "mantissa/core/input_file.h"
 #include "mantissa/io/json_number.h"
 #include "mantissa/numeric/format.h"
@@ -32,22 +33,6 @@ struct InspectArgs {
   int top = 8;
 };
 
-std::vector<TensorNumerics> read_telemetry(const std::string& path) {
-  // Line by line: a record is about a kilobyte, so a line past a mebibyte is no record.
-  InputFile in(path, "a telemetry file", kMaxTelemetryBytes);
-  std::vector<TensorNumerics> out;
-  std::string line;
-  for (std::int64_t n = 1; in.read_line(line, std::size_t{1} << 20); ++n) {
-    if (line.empty()) continue;
-    try {
-      out.push_back(TensorNumerics::parse(line));
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(path + ":" + std::to_string(n) + ": " + e.what());
-    }
-  }
-  if (out.empty()) throw std::invalid_argument(path + ": no telemetry records (train with --telemetry " + path + ")");
-  return out;
-}
 
 // A metrics file (train --metrics: a run record, then step and evaluation records; docs/metrics.md),
 // summed up per run; false when `path` is not one (its first record is telemetry's, or not a record).

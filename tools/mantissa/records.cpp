@@ -2,6 +2,7 @@
 #include "records.h"
 
 #include "machine.h"
+#include "mantissa/core/input_file.h"
 
 namespace mantissa::cli {
 namespace {
@@ -61,6 +62,23 @@ train::TelemetryPolicy telemetry_policy(const TelemetryArgs& args) {
   }
   p.layers = args.layers;
   return p;
+}
+
+std::vector<train::TensorNumerics> read_telemetry(const std::string& path) {
+  // Line by line: a record is about a kilobyte, so a line past a mebibyte is no record.
+  InputFile in(path, "a telemetry file", kMaxTelemetryBytes);
+  std::vector<train::TensorNumerics> out;
+  std::string line;
+  for (std::int64_t n = 1; in.read_line(line, std::size_t{1} << 20); ++n) {
+    if (line.empty()) continue;
+    try {
+      out.push_back(train::TensorNumerics::parse(line));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(path + ":" + std::to_string(n) + ": " + e.what());
+    }
+  }
+  if (out.empty()) throw std::invalid_argument(path + ": no telemetry records (train with --telemetry " + path + ")");
+  return out;
 }
 
 }  // namespace mantissa::cli

@@ -32,4 +32,8 @@ void add_telemetry_options(CLI::App& app, TelemetryArgs& args);
 // The policy they say, checked (std::invalid_argument naming the flag).
 train::TelemetryPolicy telemetry_policy(const TelemetryArgs& args);
 
+// A --telemetry file's records, each read by TensorNumerics::parse; std::invalid_argument naming the file
+// and line of a bad one, or a file with none.
+std::vector<train::TensorNumerics> read_telemetry(const std::string& path);
+
 }  // namespace mantissa::cli
