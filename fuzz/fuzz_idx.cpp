@@ -1,6 +1,6 @@
-// Fuzzes the IDX reader (read_idx) and the image data set built from two IDX files (load_mnist_format).
-// The first input byte picks which: even, the rest is one IDX file (plain or gzipped: zlib tells them
-// apart); odd, the next two bytes say where the rest splits into an images file and a labels file.
+// Fuzzes the array readers (read_array: IDX, plain or gzipped, or NumPy .npy, told by the first bytes) and
+// the image data set built from two such files (load_mnist_format). The first input byte picks which: even,
+// the rest is one file; odd, the next two bytes say where the rest splits into an images file and a labels file.
 // A file read without error must hold exactly the bytes its header describes, and write back and read
 // again to the same array.
 #include <algorithm>
@@ -28,7 +28,7 @@ void fuzz_one_file(const std::uint8_t* data, std::size_t size) {
   const auto path = mantissa::fuzz::write_scratch("input.idx", data, size);
   mantissa::IdxArray a;
   try {
-    a = mantissa::read_idx(path);
+    a = mantissa::read_array(path);
   } catch (const mantissa::DataError&) {
     return;
   }

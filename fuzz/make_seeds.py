@@ -39,6 +39,20 @@ put("idx", "dataset_gzipped", b"\1" + struct.pack(">H", len(gz_images)) + gz_ima
 put("idx", "dataset_mismatch", b"\1" + struct.pack(">H", len(images)) + images + idx([2], [0, 1]))
 
 
+def npy(descr, shape, data):
+    """A .npy file as numpy.save writes it (version 1, the header padded to 64 bytes)."""
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, "".join(f"{n}, " for n in shape))
+    header += " " * (-(10 + len(header) + 1) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + data
+
+
+npy_images = npy("|u1", [3, 4, 4], bytes(range(48)))
+npy_labels = npy("<i8", [3], struct.pack("<3q", 0, 2, 1))
+put("idx", "npy", b"\0" + npy_images)
+put("idx", "npy_int64", b"\0" + npy_labels)
+put("idx", "dataset_npy", b"\1" + struct.pack(">H", len(npy_images)) + npy_images + npy_labels)
+
+
 def safetensors(tensors, metadata=None):
     header, blobs, offset = {}, b"", 0
     if metadata is not None:

@@ -14,6 +14,7 @@ weights move to and from mantissa through state_dict()/load_state_dict() or safe
 (docs/interop.md, docs/python.md).
 """
 import json
+import os
 import re
 
 from ._mantissa import (  # noqa: F401 (the package's API)
@@ -82,7 +83,8 @@ class Trainer:
     `mantissa train --help` is a keyword (dashes as underscores): batch_size, precision ("fp32", "bf16",
     "fp16", "fp8", "mxfp8", "nvfp4", ...), loss_scale, checkpoint_dir, resume, seed, ...
 
-    The data: `data` (a directory in the MNIST layout, or a text file or directory), or arrays: uint8
+    The data: `data` (a directory in the MNIST layout, or a text file or directory), the four image files
+    (train_images=path, ...: IDX or .npy), or arrays: uint8
     images [N, H, W] or [N, C, H, W] with integer labels [N] (train_images, train_labels, test_images,
     test_labels; normalized by the training set's mean and standard deviation, as files are), or `text`
     (str or bytes) for the text models. Without either, Fashion-MNIST (image models) or the fortunes (text).
@@ -95,7 +97,9 @@ class Trainer:
                  test_labels=None, text=None, telemetry=False, **flags):
         arrays = (train_images, train_labels, test_images, test_labels)
         images = None
-        if any(a is not None for a in arrays):
+        if all(isinstance(a, (str, os.PathLike)) for a in arrays):  # files, as the command's --train-images ...
+            flags.update(zip(("train_images", "train_labels", "test_images", "test_labels"), arrays))
+        elif any(a is not None for a in arrays):
             if any(a is None for a in arrays):
                 raise ValueError("give all four of train_images, train_labels, test_images, test_labels")
             images = arrays

@@ -74,11 +74,12 @@ IdxArray idx_array(const py::handle& x, const char* what, bool labels) {
 }
 
 // The data from memory: (train_images, train_labels, test_images, test_labels) or text.
-std::optional<train::Dataset> in_memory_data(const py::object& images, const py::object& text) {
+std::optional<train::Dataset> in_memory_data(const py::object& images, const py::object& text, double mean, double stddev) {
   if (!images.is_none()) {
     const py::tuple t = images;
     return train::image_dataset_in_memory(idx_array(t[0], "train_images", false), idx_array(t[1], "train_labels", true),
-                                          idx_array(t[2], "test_images", false), idx_array(t[3], "test_labels", true), "arrays");
+                                          idx_array(t[2], "test_images", false), idx_array(t[3], "test_labels", true), "arrays", mean,
+                                          stddev);
   }
   if (!text.is_none()) {
     const std::string bytes = text.cast<std::string>();  // str as UTF-8, or bytes
@@ -94,10 +95,16 @@ std::string step_record(const train::StepRecord& r) {
   return j.dump();
 }
 
+// The run, on the data given in memory (normalized as --normalize says) or else as the flags say.
+cli::PreparedRun prepare(const cli::TrainConfig& c, const py::object& images, const py::object& text) {
+  const auto [mean, stddev] = cli::normalization(c);
+  return cli::prepare_run(c, in_memory_data(images, text, mean, stddev));
+}
+
 class Trainer {
  public:
   Trainer(const std::vector<std::string>& flags, bool telemetry, const py::object& images, const py::object& text)
-      : run_(cli::prepare_run(parse_flags(flags, telemetry), in_memory_data(images, text))) {}
+      : run_(prepare(parse_flags(flags, telemetry), images, text)) {}
 
   // Runs to the last step; callbacks get each record as JSON text. Ctrl-C stops the run after its step
   // (with a checkpoint, where there is a directory) and raises KeyboardInterrupt; an exception in a

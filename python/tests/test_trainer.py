@@ -66,6 +66,18 @@ def test_trains_on_numpy_arrays_normalized_by_their_own_statistics():
     assert result["final_val_accuracy"] > 0.9
 
 
+def test_image_files_by_path_are_the_commands_flags(tmp_path):
+    rng = np.random.default_rng()
+    (tx, ty), (vx, vy) = separable_images(rng, 256), separable_images(rng, 64)
+    paths = [tmp_path / f"{n}.npy" for n in ("a", "b", "c", "d")]
+    for path, array in zip(paths, (tx, ty, vx, vy)):
+        np.save(path, array)
+    t = mantissa.Trainer("mlp", train_images=paths[0], train_labels=str(paths[1]), test_images=paths[2], test_labels=paths[3],
+                         steps=2, hidden=16, normalize="0.5,0.25")
+    assert t.normalization == {"mean": 0.5, "std": 0.25}
+    assert t.data_summary.startswith(f"{paths[0]}: 256 training images of 1x12x12, 64 test, 4 classes")
+
+
 def test_bad_arrays_get_one_clear_error():
     rng = np.random.default_rng()
     x, y = separable_images(rng, 64)

@@ -21,7 +21,8 @@ namespace {
 
 // One part of an image set in the MNIST layout, under any of the usual names: a file whose name has the
 // split (train; t10k or test) and the part (images, labels) as words and a word starting with idx,
-// gzipped or not: train-images-idx3-ubyte.gz, train-images.idx3-ubyte, emnist-digits-test-labels-idx1-ubyte.
+// gzipped or not: train-images-idx3-ubyte.gz, train-images.idx3-ubyte, emnist-digits-test-labels-idx1-ubyte;
+// or a .npy file named so (train_images.npy), or as Keras saves them (x_train.npy, y_test.npy).
 // The same name with and without .gz: the gzipped one, as before.
 std::filesystem::path find_part(const std::filesystem::path& dir, bool train, const std::string& part) {
   std::map<std::string, std::filesystem::path> found;  // by name without .gz
@@ -37,13 +38,16 @@ std::filesystem::path find_part(const std::filesystem::path& dir, bool train, co
     }
     const auto has = [&](std::string_view w) { return std::find(words.begin(), words.end(), w) != words.end(); };
     const bool idx = std::any_of(words.begin(), words.end(), [](const std::string& w) { return w.rfind("idx", 0) == 0; });
-    if (!idx || !has(part) || !(train ? has("train") : has("t10k") || has("test"))) continue;
+    const bool npy = !gz && words.size() > 1 && words.back() == "npy";  // x and y: Keras' names of the parts
+    const bool named = has(part) || (npy && has(part == "images" ? "x" : "y"));
+    if (!(idx || npy) || !named || !(train ? has("train") : has("t10k") || has("test"))) continue;
     if (gz || found.count(stem) == 0) found[stem] = e.path();
   }
   const std::string what = std::string(train ? "training " : "test ") + part;
   if (found.empty()) {
     throw DataError(dir.string() + ": no " + what + " file (expected the MNIST layout: " + (train ? "train" : "t10k") + "-" + part +
-                    "-idx" + (part == "images" ? "3" : "1") + "-ubyte[.gz]; test files may say test instead of t10k)");
+                    "-idx" + (part == "images" ? "3" : "1") + "-ubyte[.gz]; test files may say test instead of t10k; or NumPy's " +
+                    (train ? "train_" : "test_") + part + ".npy)");
   }
   if (found.size() > 1) {
     throw DataError(dir.string() + ": more than one file of " + what + " (" + found.begin()->second.filename().string() + " and " +
@@ -146,7 +150,7 @@ ImageDataset load_mnist_format(const std::filesystem::path& dir, bool train, dou
   if (!std::filesystem::is_directory(dir)) throw DataError(dir.string() + ": not a directory");
   const std::filesystem::path image_path = find_part(dir, train, "images");
   const std::filesystem::path label_path = find_part(dir, train, "labels");
-  return image_dataset(read_idx(image_path), read_idx(label_path), image_path.string(), label_path.string(), mean, stddev);
+  return image_dataset(read_array(image_path), read_array(label_path), image_path.string(), label_path.string(), mean, stddev);
 }
 
 ImageDataset image_dataset(const IdxArray& images, const IdxArray& labels, const std::string& image_name,

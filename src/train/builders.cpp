@@ -14,7 +14,7 @@ bool is_text_model(std::string_view model) {
   throw std::invalid_argument("'" + std::string(model) + "' is no model (mlp, cnn, segment, gpt, lstm)");
 }
 
-Dataset load_dataset(std::string_view model, const std::string& path) {
+Dataset load_dataset(std::string_view model, const std::string& path, double mean, double stddev) {
   Dataset d;
   const bool text = is_text_model(model);
   d.path = !path.empty() ? path : text ? kFortunesDir.string() : kFashionMnistDir.string();
@@ -22,17 +22,25 @@ Dataset load_dataset(std::string_view model, const std::string& path) {
     d.text = TextCorpus::load(d.path);
   } else {
     // Normalized by the training set's own pixel statistics, the test set by the same.
-    d.train = load_mnist_format(d.path, true, kOwnStatistics);
+    d.train = load_mnist_format(d.path, true, mean, stddev);
     d.test = load_mnist_format(d.path, false, d.train->mean, d.train->stddev);
   }
   return d;
 }
 
+Dataset load_image_files(const ImageFiles& f, double mean, double stddev) {
+  Dataset d;
+  d.path = f.train_images;
+  d.train = image_dataset(read_array(f.train_images), read_array(f.train_labels), f.train_images, f.train_labels, mean, stddev);
+  d.test = image_dataset(read_array(f.test_images), read_array(f.test_labels), f.test_images, f.test_labels, d.train->mean, d.train->stddev);
+  return d;
+}
+
 Dataset image_dataset_in_memory(const IdxArray& train_images, const IdxArray& train_labels, const IdxArray& test_images,
-                                const IdxArray& test_labels, const std::string& name) {
+                                const IdxArray& test_labels, const std::string& name, double mean, double stddev) {
   Dataset d;
   d.path = name;
-  d.train = image_dataset(train_images, train_labels, name + ": training images", name + ": training labels");
+  d.train = image_dataset(train_images, train_labels, name + ": training images", name + ": training labels", mean, stddev);
   d.test = image_dataset(test_images, test_labels, name + ": test images", name + ": test labels", d.train->mean, d.train->stddev);
   return d;
 }

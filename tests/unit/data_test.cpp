@@ -1,5 +1,5 @@
-// Data loading: IDX round trips (plain and gzipped), each kind of bad file giving one clear error that
-// names it, the real Fashion-MNIST from Debian's package, the batch order and the text corpus.
+// Data loading: IDX round trips (plain and gzipped), NumPy .npy files, each kind of bad file giving one
+// clear error that names it, the real Fashion-MNIST from Debian's package, the batch order and the text corpus.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -101,6 +101,75 @@ TEST(Idx, BadFilesGiveOneLineNamingTheFile) {
   EXPECT_THROW(load_mnist_format(d / "nowhere", true), DataError);
   EXPECT_THROW(load_mnist_format(d, true), DataError);  // a directory without the files
   fs::remove_all(d);
+}
+
+// A .npy file as numpy.save writes one (version 1: the header padded with spaces to a multiple of 64 bytes,
+// ending in a newline), with a header of one's own choosing.
+void write_npy(const fs::path& p, const std::string& dict, const std::string& data) {
+  std::string header = dict;
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::ofstream f(p, std::ios::binary);
+  f << "\x93NUMPY" << '\x01' << '\x00' << static_cast<char>(header.size() & 0xFF) << static_cast<char>(header.size() >> 8) << header << data;
+}
+
+void expect_npy_error(const fs::path& p, const std::string& fragment) {
+  try {
+    read_array(p);
+    FAIL() << "no error for " << p;
+  } catch (const DataError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(p.string()), std::string::npos) << what;
+    EXPECT_NE(what.find(fragment), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << "one line: " << what;
+  }
+}
+
+TEST(Npy, ReadsBytesAndIntegerLabelsAndTellsTheFormatByItsFirstBytes) {
+  const fs::path d = temp_dir();
+  std::string pixels;
+  for (int i = 0; i < 24; ++i) pixels += static_cast<char>(i * 10);
+  write_npy(d / "images.npy", "{'descr': '|u1', 'fortran_order': False, 'shape': (3, 2, 4), }", pixels);
+  const IdxArray a = read_array(d / "images.npy");
+  EXPECT_EQ(a.dims, (std::vector<std::int64_t>{3, 2, 4}));
+  EXPECT_EQ(a.data, sample_array().data);
+  // int64 labels, as numpy keeps them: little-endian, 8 bytes each.
+  std::string labels;
+  for (const std::int64_t v : {7, 0, 255}) {
+    for (int b = 0; b < 8; ++b) labels += static_cast<char>((static_cast<std::uint64_t>(v) >> (8 * b)) & 0xFF);
+  }
+  write_npy(d / "labels.npy", "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }", labels);
+  EXPECT_EQ(read_array(d / "labels.npy").data, (std::vector<std::uint8_t>{7, 0, 255}));
+  // The same door reads IDX.
+  write_idx(d / "images.idx.gz", sample_array());
+  EXPECT_EQ(read_array(d / "images.idx.gz").data, sample_array().data);
+}
+
+TEST(Npy, BadFilesGiveOneLineNamingTheFile) {
+  const fs::path d = temp_dir();
+  const std::string ok = "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 2), }";
+  write_npy(d / "float.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", "abcd");
+  expect_npy_error(d / "float.npy", "elements of type '<f4'");
+  write_npy(d / "big_endian.npy", "{'descr': '>i4', 'fortran_order': False, 'shape': (1,), }", std::string(4, '\0'));
+  expect_npy_error(d / "big_endian.npy", "'>i4'");
+  write_npy(d / "fortran.npy", "{'descr': '|u1', 'fortran_order': True, 'shape': (2, 2), }", "abcd");
+  expect_npy_error(d / "fortran.npy", "Fortran order");
+  write_npy(d / "short.npy", ok, "abc");
+  expect_npy_error(d / "short.npy", "holds 3 bytes of data where its shape needs 4");
+  write_npy(d / "negative.npy", "{'descr': '<i2', 'fortran_order': False, 'shape': (2,), }", std::string("\x01\x00\xfe\xff", 4));
+  expect_npy_error(d / "negative.npy", "value -2 at flat index 1 is not 0..255");
+  write_npy(d / "large.npy", "{'descr': '<u2', 'fortran_order': False, 'shape': (1,), }", std::string("\x2c\x01", 2));
+  expect_npy_error(d / "large.npy", "value 300 at flat index 0");
+  write_npy(d / "scalar.npy", "{'descr': '|u1', 'fortran_order': False, 'shape': (), }", "a");
+  expect_npy_error(d / "scalar.npy", "0 dimensions");
+  write_npy(d / "header.npy", "{'descr': '|u1', 'shape': (2, 2x), }", "abcd");
+  expect_npy_error(d / "header.npy", "not a .npy header");
+  write_npy(d / "zero.npy", "{'descr': '|u1', 'fortran_order': False, 'shape': (0, 2), }", "");
+  expect_npy_error(d / "zero.npy", "a dimension of 0");
+  write_npy(d / "cut.npy", ok, "abcd");
+  fs::resize_file(d / "cut.npy", 20);
+  expect_npy_error(d / "cut.npy", "truncated in the header");
+  expect_npy_error(d / "missing.npy", "no such file");
 }
 
 TEST(FashionMnist, LoadsFromDebiansPackage) {

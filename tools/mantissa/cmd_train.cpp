@@ -234,6 +234,7 @@ void group_train_options(CLI::App& app) {
                         "--min-scale", "--hold-lr-on-skip", "--skip-patience", "--stop-on-stall"}},
       {"Optimization", {"--optimizer", "--lr", "--weight-decay", "--momentum", "--schedule", "--warmup", "--clip", "--loss-weight",
                         "--epochs", "--grad-accum", "--eval-every", "--eval-batches", "--seed", "--threads", "--device"}},
+      {"Data", {"--train-images", "--train-labels", "--test-images", "--test-labels", "--normalize"}},
       {"Model sizes", {"--hidden", "--layers", "--width", "--embd", "--bptt", "--n-layer", "--n-head", "--n-embd", "--block-size", "--gelu"}},
       {"Checkpoints and weights", {"--checkpoint-dir", "--checkpoint-every", "--checkpoint-minutes", "--keep", "--resume", "--resume-from",
                                    "--resume-allow", "--init-from"}},
@@ -254,6 +255,14 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
       ->capture_default_str();
   app.add_option("--data", c.data, "Data: a directory in the MNIST layout (mlp, cnn), or a text file or directory (gpt, lstm). "
                                    "Default: Debian's Fashion-MNIST or fortunes");
+  app.add_option("--train-images", c.train_images, "Image models: the training images file (IDX, gzipped or not, or NumPy .npy of uint8), "
+                                                   "with --train-labels, --test-images, --test-labels, instead of --data");
+  app.add_option("--train-labels", c.train_labels, "The training labels file (IDX or .npy of integers 0..255)");
+  app.add_option("--test-images", c.test_images, "The test images file");
+  app.add_option("--test-labels", c.test_labels, "The test labels file");
+  app.add_option("--normalize", c.normalize, "Image models: auto (by the training set's own pixel mean and std) or MEAN,STD "
+                                             "(of pixels on a 0..1 scale, as 0.2860,0.3530)")
+      ->capture_default_str();
   app.add_option("--precision", a.precision, "fp32, bf16, fp16, fp8 (bf16 with FP8 products in the linear layers), "
                                             "mxfp8, mxfp4, nvfp4 (the same with that microscaled recipe), or "
                                             "adaptive (each layer's precision chosen as it trains)")

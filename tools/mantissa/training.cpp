@@ -88,6 +88,21 @@ void check(const TrainConfig& c) {
   in_range(c.checkpoint_every, 0, kMaxSteps, "--checkpoint-every");
   in_range(c.keep, 1, 1 << 20, "--keep");
   in_range(c.threads, 0, kMaxThreads, "--threads");
+  // An image set file by file: all four, for an image model, instead of --data.
+  const std::vector<std::pair<const char*, const std::string*>> files = {
+      {"--train-images", &c.train_images}, {"--train-labels", &c.train_labels}, {"--test-images", &c.test_images}, {"--test-labels", &c.test_labels}};
+  std::string given, missing;
+  for (const auto& [flag, value] : files) {
+    std::string& list = value->empty() ? missing : given;
+    list += (list.empty() ? "" : ", ") + std::string(flag);
+  }
+  if (!given.empty()) {
+    if (!missing.empty()) throw std::invalid_argument(given + " given without " + missing + ": give all four files of the image set");
+    if (!c.data.empty()) throw std::invalid_argument("--data and the image files (--train-images, ...) both say where the data is: give one");
+    if (train::is_text_model(c.model)) throw std::invalid_argument("--train-images, ...: --model " + c.model + " trains on text (give --data)");
+  }
+  normalization(c);  // a bad --normalize, before any data is read
+  if (c.normalize != "auto" && train::is_text_model(c.model)) throw std::invalid_argument("--normalize applies to images; --model " + c.model + " trains on text");
   in_range(c.warmup, 0, kMaxSteps, "--warmup");
   in_range(c.hidden, 1, 1 << 16, "--hidden");
   in_range(c.layers, 0, 1024, "--layers");
@@ -222,7 +237,7 @@ Signature signature(const TrainConfig& c, const DataShape& d) {
   } else {
     if (c.model == "mlp") s.insert(s.end(), {{"--hidden", n(c.hidden)}, {"--layers", n(c.layers)}});
     if (c.model == "cnn" || c.model == "segment") s.emplace_back("--width", n(c.width));
-    s.insert(s.end(), {{"image size (CxHxW)", d.input()}, {"classes", n(d.classes)}});
+    s.insert(s.end(), {{"image size (CxHxW)", d.input()}, {"classes", n(d.classes)}, {"--normalize", c.normalize}});
   }
   s.insert(s.end(), {{"--batch-size", n(c.batch_size)}, {"--seed", std::to_string(c.seed)},
                      {"--master-weights", c.master_weights ? "on" : "off"}, {"--fp32-ops", c.precision.fp32_ops ? "default" : "none"}});
@@ -265,7 +280,7 @@ void check_signature(const std::filesystem::path& path, const std::string& store
   }
   // Settings added after a checkpoint was written: it was written with what they mean when absent.
   const std::map<std::string, std::string> absent_means = {
-      {"--master-weights", "on"}, {"--fp32-ops", "default"}, {"--gelu", "erf"}};
+      {"--master-weights", "on"}, {"--fp32-ops", "default"}, {"--gelu", "erf"}, {"--normalize", "auto"}};
   std::string diff;
   for (const auto& [k, v] : ours) {
     const auto it = theirs.find(k);
@@ -286,7 +301,8 @@ void check_signature(const std::filesystem::path& path, const std::string& store
 // signature above).
 std::string config_json(const TrainConfig& c, const DataShape& d) {
   return nlohmann::json{{"model", c.model}, {"channels", d.channels}, {"height", d.height}, {"width", d.width},
-                        {"classes", d.classes}, {"data", c.data}, {"precision", std::string(dtype_name(c.precision.compute))},
+                        {"classes", d.classes}, {"data", c.data}, {"train_images", c.train_images}, {"train_labels", c.train_labels},
+                        {"test_images", c.test_images}, {"test_labels", c.test_labels}, {"normalize", c.normalize}, {"precision", std::string(dtype_name(c.precision.compute))},
                         {"fp8", c.precision.fp8 ? c.precision.fp8->str() : "off"}, {"adaptive", c.adaptive},
                         {"precision_plan", c.precision_plan}, {"init_from", c.init_from},
                         {"mode", std::string(train::precision_mode_name(c.precision.mode))},
@@ -342,6 +358,20 @@ void set_precision(TrainConfig& c, const std::string& name) {
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string(e.what()) + " (or adaptive)");
   }
+}
+
+std::pair<double, double> normalization(const TrainConfig& c) {
+  if (c.normalize == "auto") return {kOwnStatistics, kOwnStatistics};
+  const auto comma = c.normalize.find(',');
+  const auto bad = [&] {
+    return std::invalid_argument("--normalize: '" + c.normalize + "' is not auto or MEAN,STD (two numbers, STD above 0: the pixels' "
+                                 "mean and standard deviation on a 0..1 scale, as 0.2860,0.3530)");
+  };
+  if (comma == std::string::npos || !is_number<double>(c.normalize.substr(0, comma)) || !is_number<double>(c.normalize.substr(comma + 1))) throw bad();
+  const double mean = parse_number<double>(c.normalize.substr(0, comma), "--normalize");
+  const double stddev = parse_number<double>(c.normalize.substr(comma + 1), "--normalize");
+  if (!(stddev > 0)) throw bad();
+  return {mean, stddev};
 }
 
 std::string precision_label(const TrainConfig& c) {
@@ -448,7 +478,11 @@ PreparedRun prepare_run(const TrainConfig& config, std::optional<train::Dataset>
   const bool text = train::is_text_model(c.model);
 
   // Data, and the sizes the model takes from it.
-  train::Dataset dataset = in_memory ? std::move(*in_memory) : train::load_dataset(c.model, c.data);
+  const auto [mean, stddev] = normalization(c);
+  const bool by_file = !c.train_images.empty();
+  train::Dataset dataset = in_memory ? std::move(*in_memory)
+                           : by_file ? train::load_image_files({c.train_images, c.train_labels, c.test_images, c.test_labels}, mean, stddev)
+                                     : train::load_dataset(c.model, c.data, mean, stddev);
   if (in_memory && c.data.empty()) c.data = dataset.path;
   if (in_memory && text != dataset.text.has_value()) {
     throw std::invalid_argument("--model " + c.model + (text ? " trains on text, not images" : " trains on images, not text"));
@@ -461,8 +495,9 @@ PreparedRun prepare_run(const TrainConfig& config, std::optional<train::Dataset>
   nlohmann::json normalization;  // null for text
   if (dataset.train) {
     const ImageDataset &tr = *dataset.train, &te = *dataset.test;
-    data_summary += fmt::format("{} training images of {}, {} test, {} classes; normalized by the training set's mean {:.4f} and std {:.4f}",
-                             tr.size(), shape.input(), te.size(), shape.classes, tr.mean, tr.stddev);
+    data_summary += fmt::format("{} training images of {}, {} test, {} classes; normalized by {} mean {:.4f} and std {:.4f}",
+                             tr.size(), shape.input(), te.size(), shape.classes,
+                             c.normalize == "auto" ? "the training set's" : "the given (--normalize)", tr.mean, tr.stddev);
     normalization = {{"mean", tr.mean}, {"std", tr.stddev}};
   } else {
     data_summary += fmt::format("{} bytes of training text, {} of validation", dataset.text->train.size(), dataset.text->validation.size());

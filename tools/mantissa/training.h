@@ -22,6 +22,9 @@ namespace mantissa::cli {
 struct TrainConfig {
   std::string model = "mlp";  // mlp, cnn, segment, gpt, lstm
   std::string data;           // default: Fashion-MNIST (mlp, cnn) or the fortunes (gpt)
+  // --train-images, --train-labels, --test-images, --test-labels: an image set file by file (IDX or .npy)
+  std::string train_images, train_labels, test_images, test_labels;
+  std::string normalize = "auto";  // images: the training set's own mean and std, or "MEAN,STD"
   // --precision, --mode, --fp8-bf16-layers, --fp8-layers, --fp8-first-last, --fp32-layers, --fp32-ops: the
   // library's one value, handed to the trainer as it is.
   train::PrecisionPolicy precision;
@@ -91,6 +94,10 @@ using train::TrainResult;
 void set_precision(TrainConfig& c, const std::string& name);
 // The name set_precision() took: "fp32", "bf16", "fp16", "fp8" or "adaptive".
 std::string precision_label(const TrainConfig& c);
+
+// The images' normalization --normalize says: (mean, std), both kOwnStatistics for "auto"; throws
+// std::invalid_argument for anything but auto or two numbers MEAN,STD with STD > 0.
+std::pair<double, double> normalization(const TrainConfig& c);
 
 // --grad-reduce's format (f32, bf16 or fp16, by train::parse_precision); throws std::invalid_argument
 // naming the flag.

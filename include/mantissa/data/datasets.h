@@ -29,6 +29,12 @@ struct IdxArray {
 IdxArray read_idx(const std::filesystem::path& path);
 // Writes one (gzipped when the name ends in .gz), for tests and tools.
 void write_idx(const std::filesystem::path& path, const IdxArray& array);
+// A NumPy .npy file (numpy.save) of unsigned bytes, or of integers of any width each 0..255 (labels),
+// little-endian, C order, 1 to 4 dimensions.
+IdxArray read_npy(const std::filesystem::path& path);
+// An array file of either kind, told by its first bytes: .npy, else IDX (gzipped or not). What every
+// image and label file goes through.
+IdxArray read_array(const std::filesystem::path& path);
 
 // Images [N, C, H, W] as f32, scaled to [0, 1] then normalized with the given mean and standard
 // deviation, and one label per image. `classes` is the largest label + 1 (IDX files carry no count).
@@ -45,7 +51,8 @@ struct ImageDataset {
 
 // The MNIST layout in `dir`: {train,t10k}-images-idx3-ubyte[.gz] and the matching labels, or any of the
 // usual names of them (the split, train or t10k/test, and the part, images or labels, as words of the
-// name with an idx word: train-images.idx3-ubyte, emnist-digits-test-labels-idx1-ubyte.gz). Images of any
+// name with an idx word: train-images.idx3-ubyte, emnist-digits-test-labels-idx1-ubyte.gz), or NumPy
+// pairs (train_images.npy, test_labels.npy; x_train.npy, y_test.npy as Keras saves them). Images of any
 // size: [N, H, W] (one channel, as MNIST) or [N, C, H, W] in the images file; labels 0..255.
 // Fashion-MNIST's pixel mean and standard deviation (training set) are the defaults; kOwnStatistics
 // normalizes by this file's own, rounded to 4 decimals (which for Fashion-MNIST's training set are those).

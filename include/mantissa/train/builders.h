@@ -29,12 +29,19 @@ struct Dataset {
 // Loads the data `model` trains on from `path` (empty: the fortunes for text models, Fashion-MNIST for
 // image models); images normalized by the training set's pixel mean and standard deviation (rounded to 4
 // decimals; ImageDataset::mean/stddev say which). Throws DataError for missing or malformed data.
-Dataset load_dataset(std::string_view model, const std::string& path);
+// `mean` and `stddev`, where given, replace the training set's own.
+Dataset load_dataset(std::string_view model, const std::string& path, double mean = kOwnStatistics, double stddev = kOwnStatistics);
+// An image set file by file (each IDX, gzipped or not, or .npy: read_array), normalized as load_dataset's.
+struct ImageFiles {
+  std::string train_images, train_labels, test_images, test_labels;
+};
+Dataset load_image_files(const ImageFiles& files, double mean = kOwnStatistics, double stddev = kOwnStatistics);
 
 // The same from memory (the Python module's arrays), named `name` in errors and summaries: training and
 // test images with their labels (pixels 0..255, normalized as load_dataset() normalizes files), or text.
 Dataset image_dataset_in_memory(const IdxArray& train_images, const IdxArray& train_labels, const IdxArray& test_images,
-                                const IdxArray& test_labels, const std::string& name);
+                                const IdxArray& test_labels, const std::string& name, double mean = kOwnStatistics,
+                                double stddev = kOwnStatistics);
 Dataset text_dataset_in_memory(std::vector<std::uint8_t> text, const std::string& name);
 
 // The sizes a model takes from its data: image channels, height, width and classes (the largest label of
