@@ -38,7 +38,12 @@ class Block(nn.Module):
         b, t, c = x.shape
         h, d = self.n_head, c // self.n_head
         qkv = self.attn.qkv(self.ln1(x)).view(b, t, 3, h, d).permute(2, 0, 3, 1, 4)
-        y = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], is_causal=True)
+        if hasattr(F, "scaled_dot_product_attention"):
+            y = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], is_causal=True)
+        else:  # torch before 2.0 (Debian 12's python3-torch is 1.13): the same product, written out
+            att = (qkv[0] @ qkv[1].transpose(-2, -1)) / math.sqrt(d)
+            att = att.masked_fill(torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
+            y = att.softmax(-1) @ qkv[2]
         x = x + self.attn.proj(y.transpose(1, 2).reshape(b, t, c))
         return x + self.mlp.proj(F.gelu(self.mlp.fc(self.ln2(x)), approximate=self.gelu))
 
