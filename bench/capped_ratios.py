@@ -6,7 +6,7 @@ fastest step of each run (the less noisy figure there).
 
   python3 bench/capped_ratios.py [--models gpt-small,cnn] [--runs 5] [--steps 10] [--cap avx2|none]
 
-Each run is `mantissa bench --model M --precision fp32,bf16 --mode autocast,low-precision-model --json`
+Each run is `mantissa bench --model M --precisions fp32,bf16 --mode autocast,low-precision-model --json`
 with ONEDNN_MAX_CPU_ISA=AVX2 and MANTISSA_ISA=avx2 (oneDNN then has no bf16: the f32 fallbacks run).
 """
 import argparse
@@ -37,7 +37,7 @@ def main():
     for model in args.models.split(","):
         ratios, ms, peaks, fastest = {}, {}, {}, {}
         for r in range(args.runs):
-            cmd = [args.mantissa, "bench", "--model", model, "--precision", "fp32,bf16", "--mode",
+            cmd = [args.mantissa, "bench", "--model", model, "--precisions", "fp32,bf16", "--mode",
                    "autocast,low-precision-model", "--steps", str(args.steps), "--warmup", str(args.warmup), "--json"]
             p = subprocess.run(cmd, capture_output=True, text=True, env=env)
             if p.returncode != 0:

@@ -26,11 +26,11 @@ for r in 0 1; do
 done
 fields() { python3 -c "import json,sys; d=json.load(sys.stdin); print(' '.join(str(round(d.get(k,0),2)) for k in sys.argv[1:]))" "$@"; }
 echo "gpt-small, 2 ranks in 2 namespaces, links shaped to $rate, $steps steps (medians)"
-for variant in "--grad-reduce f32 --overlap 0" "--grad-reduce f32 --overlap 1" "--grad-reduce bf16 --overlap 0" "--grad-reduce bf16 --overlap 1"; do
+for variant in "--grad-reduce f32 --overlap off" "--grad-reduce f32 --overlap on" "--grad-reduce bf16 --overlap off" "--grad-reduce bf16 --overlap on"; do
   out=$(env PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include=$net.0/24 \
     mpirun -np 2 --mca btl tcp,self --mca btl_tcp_if_include $net.0/24 \
     sh -c 'exec ip netns exec mtsn$OMPI_COMM_WORLD_RANK "$0" "$@"' "$bin" \
-    bench --model gpt-small --precision fp32 --mode autocast --threads 1 --steps "$steps" --warmup 2 --json $variant |
+    bench --model gpt-small --precisions fp32 --mode autocast --threads 1 --steps "$steps" --warmup 2 --json $variant |
     fields ms_per_step items_per_second comm_bytes_per_step comm_ms_per_step comm_exposed_ms_per_step)
   echo "$variant: ms/step tokens/s bytes/step gradient-thread-ms after-backward-ms = $out"
 done

@@ -1,12 +1,14 @@
 // The mantissa command as a user runs it: output format, exit statuses, and one-line errors.
 #include <gtest/gtest.h>
 
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <vector>
 #include <string>
@@ -196,13 +198,13 @@ TEST(BenchCommand, ModelStepsReportEveryFigureForEachPrecisionAndMode) {
     EXPECT_TRUE(std::filesystem::exists(s.path(file))) << file;
   }
   // One precision gives one flat object; the CNN reports images and runs on Fashion-MNIST.
-  const Result cnn = run("bench --model cnn --width 4 --batch-size 8 --steps 1 --warmup 0 --precision fp16 "
+  const Result cnn = run("bench --model cnn --width 4 --batch-size 8 --steps 1 --warmup 0 --precisions fp16 "
                          "--mode low-precision-model --json");
   ASSERT_EQ(cnn.status, 0) << cnn.err;
   const nlohmann::json c = nlohmann::json::parse(cnn.out);
   EXPECT_EQ(c.at("mode"), "low-precision-model");
   EXPECT_TRUE(c.at("time_fraction").contains("conv"));
-  for (const char* bad : {"bench --model resnet", "bench --model cnn --precision fp4", "bench --model cnn --steps 0",
+  for (const char* bad : {"bench --model resnet", "bench --model cnn --precisions fp4", "bench --model cnn --steps 0",
                           "bench --model cnn --mode fast", "bench --model gpt-wide --data /nonexistent"}) {
     const Result e = run(bad);
     EXPECT_NE(e.status, 0) << bad;
@@ -559,6 +561,38 @@ TEST(Cli, MisspelledCommandsAndFlagsGetTheNearestName) {
   const Result v = run("--version");
   EXPECT_EQ(v.status, 0);
   EXPECT_EQ(v.out.rfind("mantissa 0.", 0), 0u) << v.out;
+}
+
+// One spelling per concept across the commands, the old ones still read with a note naming the current:
+// a list of precisions is --precisions (bench's --precision was its old name), a switch is on or off
+// (bench's --overlap took 1 and 0), a dtype is fp32, bf16 or fp16 (bench took f32 and f16), and a refused
+// resume names the checkpoint's precision as the flags do.
+TEST(Cli, OneSpellingPerConceptWithTheOldOnesNamed) {
+  const std::string tiny = "bench --model cnn --width 4 --batch-size 8 --steps 1 --warmup 0 --mode autocast --json ";
+  const Result current = run(tiny + "--precisions bf16");
+  ASSERT_EQ(current.status, 0) << current.err;
+  EXPECT_EQ(current.err.find("old spelling"), std::string::npos) << current.err;
+  const Result old = run(tiny + "--precision bf16");
+  ASSERT_EQ(old.status, 0) << old.err;
+  EXPECT_NE(old.err.find("note: --precision is the old spelling of --precisions"), std::string::npos) << old.err;
+  EXPECT_EQ(nlohmann::json::parse(old.out).at("precision"), nlohmann::json::parse(current.out).at("precision"));
+  const Result overlap = run(tiny + "--overlap 0");
+  ASSERT_EQ(overlap.status, 0) << overlap.err;
+  EXPECT_NE(overlap.err.find("note: --overlap 0 is the old spelling: --overlap off"), std::string::npos) << overlap.err;
+  expect_refused(tiny + "--overlap maybe", {"--overlap: 'maybe' is not on or off"});
+  expect_refused("train --master-weights yes", {"--master-weights: 'yes' is not on or off"});
+  for (const char* dtype : {"fp16", "f16", "float16"}) {
+    const Result mm = run(std::string("bench matmul --m 16 --k 16 --n 16 --repeat 1 --json --dtype ") + dtype);
+    EXPECT_EQ(mm.status, 0) << dtype << ": " << mm.err;
+  }
+  expect_refused("bench matmul --dtype e4m3", {"--dtype: precision 'e4m3' is not fp32, bf16 or fp16"});
+  // A resume that differs in precision says fp16, as --precision does (not the dtype's f16).
+  Scratch s;
+  ASSERT_EQ(run("train --model mlp --hidden 16 --steps 1 --precision fp16 --checkpoint-dir " + s.path("c")).status, 0);
+  const Result resumed = run("train --model mlp --hidden 16 --steps 2 --precision bf16 --resume --checkpoint-dir " + s.path("c"));
+  EXPECT_EQ(resumed.status, 2);
+  EXPECT_NE(resumed.err.find("fp16"), std::string::npos) << resumed.err;
+  EXPECT_FALSE(std::regex_search(resumed.err, std::regex("(^|[^bp])f16"))) << resumed.err;  // bf16 and fp16 only
 }
 
 TEST(TrainCommand, WarmupAppliesToTheConstantScheduleToo) {

@@ -60,7 +60,7 @@ TEST(OutputFlags, EveryOutputFlagIsCheckedAtStartAndNeverWrittenThroughALink) {
       {"compare --checkpoint-dir", "compare " + quick + " --precisions fp32 --no-plot --checkpoint-dir OUT"},
       {"inspect --plot", "inspect " + telemetry + " --plot OUT"},
       {"export --out", "export " + checkpoint + " --out OUT"},
-      {"bench --export", "bench --model gpt-small --batch-size 2 --steps 1 --warmup 0 --precision fp32 --mode autocast --export OUT"},
+      {"bench --export", "bench --model gpt-small --batch-size 2 --steps 1 --warmup 0 --precisions fp32 --mode autocast --export OUT"},
       {"paper --out", ""},
       {"paper --plot", ""},
   };

@@ -12,6 +12,7 @@
 
 #include "bench_model.h"
 #include "commands.h"
+#include "spelling.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/memory.h"
 #include "mantissa/backend/kernel_timer.h"
@@ -21,6 +22,15 @@
 
 namespace mantissa::cli {
 namespace {
+
+// --dtype: fp32, bf16 or fp16, in any spelling the precision flags take (f16, float16, ...).
+DType dtype_option(const std::string& name) {
+  try {
+    return train::parse_precision(name);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("--dtype: ") + e.what());
+  }
+}
 
 struct MatmulArgs {
   std::int64_t m = 8192, k = 768, n = 3072;
@@ -46,10 +56,7 @@ double median_ms(int repeat, Fn&& fn) {
 }
 
 int run_matmul(const MatmulArgs& a) {
-  const DType dtype = parse_dtype(a.dtype);
-  if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16) {
-    throw std::invalid_argument("bench matmul: --dtype must be f32, bf16 or f16");
-  }
+  const DType dtype = dtype_option(a.dtype);
   if (a.m <= 0 || a.k <= 0 || a.n <= 0 || a.repeat <= 0) {
     throw std::invalid_argument("bench matmul: --m, --k, --n and --repeat must be positive");
   }
@@ -125,7 +132,7 @@ struct MlpArgs {
 // every parameter and activation in one dtype, and where the time goes: oneDNN's primitives, the other
 // kernels by family, and what is left (front-ends, autograd, allocation).
 int run_mlp(const MlpArgs& a) {
-  const DType dtype = parse_dtype(a.dtype);
+  const DType dtype = dtype_option(a.dtype);
   if (a.layers <= 0 || a.width <= 0 || a.batch <= 0 || a.steps <= 0) {
     throw std::invalid_argument("bench mlp: --layers, --width, --batch and --steps must be positive");
   }
@@ -199,7 +206,8 @@ Run add_bench(CLI::App& app) {
   app.require_subcommand(0, 1);
   auto model = std::make_shared<ModelBenchArgs>();
   app.add_option("--model", model->model, "Time training steps of gpt-small, gpt-wide, gpt2-124m or cnn");
-  app.add_option("--precision", model->precision, "fp32, bf16, fp16, fp8, or several, comma-separated")->capture_default_str();
+  app.add_option("--precisions", model->precision, "fp32, bf16, fp16, fp8, or several, comma-separated")->capture_default_str();
+  add_old_spelling(app, "--precision", "--precisions", model->precision);
   app.add_option("--fp8-recipe", model->fp8_recipe, "For fp8: delayed, current, block, or several, comma-separated")
       ->capture_default_str();
   app.add_option("--fp8-format", model->fp8_format, "For fp8: hybrid or e4m3")->capture_default_str();
@@ -230,14 +238,13 @@ Run add_bench(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--bucket-mb", model->bucket_mb, "Under mpirun: MiB of (f32) gradients per all-reduce bucket")
       ->capture_default_str();
-  app.add_option("--overlap", model->overlap, "Under mpirun: send gradient buckets while backward runs (1) or after (0)")
-      ->capture_default_str();
+  add_on_off_option(app, "--overlap", model->overlap, "Under mpirun: send gradient buckets while backward runs (on) or after (off)");
   CLI::App* mm = app.add_subcommand("matmul", "Time a training step's matmuls against the measured peak");
   auto args = std::make_shared<MatmulArgs>();
   mm->add_option("--m", args->m, "Rows of the input (batch x tokens)")->capture_default_str();
   mm->add_option("--k", args->k, "Input features")->capture_default_str();
   mm->add_option("--n", args->n, "Output features")->capture_default_str();
-  mm->add_option("--dtype", args->dtype, "f32, bf16 or f16")->capture_default_str();
+  mm->add_option("--dtype", args->dtype, "fp32, bf16 or fp16")->capture_default_str();
   mm->add_option("--threads", args->threads, "Threads (default: all)");
   mm->add_option("--repeat", args->repeat, "Timed runs per pass; the median is reported")->capture_default_str();
   mm->add_flag("--json", args->json, "One JSON object on standard output");
@@ -246,7 +253,7 @@ Run add_bench(CLI::App& app) {
   mlp->add_option("--layers", margs->layers, "Linear layers")->capture_default_str();
   mlp->add_option("--width", margs->width, "Features of every layer (and classes)")->capture_default_str();
   mlp->add_option("--batch", margs->batch, "Batch size")->capture_default_str();
-  mlp->add_option("--dtype", margs->dtype, "f32, bf16 or f16 (parameters and activations)")->capture_default_str();
+  mlp->add_option("--dtype", margs->dtype, "fp32, bf16 or fp16 (parameters and activations)")->capture_default_str();
   mlp->add_option("--steps", margs->steps, "Timed steps; the median is reported")->capture_default_str();
   mlp->add_option("--threads", margs->threads, "Threads (default: all)");
   mlp->add_flag("--json", margs->json, "One JSON object on standard output");

@@ -22,6 +22,7 @@
 #include "machine.h"
 #include "mantissa/train/builders.h"
 #include "records.h"
+#include "spelling.h"
 #include "training.h"
 
 namespace mantissa::cli {
@@ -193,9 +194,8 @@ TrainConfig resolve(const TrainArgs& a) {
   if (a.adaptive_dtype != "bf16" && a.adaptive_dtype != "fp16") {
     throw std::invalid_argument("--adaptive-dtype: '" + a.adaptive_dtype + "' is not bf16 or fp16");
   }
-  if (a.adaptive_fp8 != "on" && a.adaptive_fp8 != "off") throw std::invalid_argument("--adaptive-fp8: '" + a.adaptive_fp8 + "' is not on or off");
   c.adaptive_options.low = a.adaptive_dtype == "fp16" ? DType::f16 : DType::bf16;
-  c.adaptive_options.fp8 = a.adaptive_fp8 == "on";
+  c.adaptive_options.fp8 = parse_on_off("--adaptive-fp8", a.adaptive_fp8);
   try {
     set_precision(c, a.precision);
   } catch (const std::invalid_argument& e) {
@@ -208,12 +208,8 @@ TrainConfig resolve(const TrainArgs& a) {
   }
   if (!a.inject.empty()) c.inject_nonfinite = parse_steps(a.inject);
   c.grad_reduce = grad_reduce_format(a.grad_reduce);
-  if (a.overlap != "on" && a.overlap != "off") throw std::invalid_argument("--overlap: '" + a.overlap + "' is not on or off");
-  c.overlap = a.overlap == "on";
-  if (a.master_weights != "on" && a.master_weights != "off") {
-    throw std::invalid_argument("--master-weights: '" + a.master_weights + "' is not on or off");
-  }
-  c.master_weights = a.master_weights == "on";
+  c.overlap = parse_on_off("--overlap", a.overlap);
+  c.master_weights = parse_on_off("--master-weights", a.master_weights);
   if (a.fp32_ops != "default" && a.fp32_ops != "none") {
     throw std::invalid_argument("--fp32-ops: '" + a.fp32_ops + "' is not default or none");
   }

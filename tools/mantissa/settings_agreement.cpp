@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "mantissa/train/builders.h"
+
 namespace mantissa::cli {
 namespace {
 
@@ -92,6 +94,9 @@ std::vector<std::string> check_agreement(const TrainConfig& c, const RunFacts& r
       {{"--width"}, c.model == "cnn" || c.model == "segment", "--model cnn or segment", c.model},
       {{"--n-layer", "--n-head", "--n-embd", "--block-size", "--gelu"}, c.model == "gpt", "--model gpt", c.model},
       {{"--embd", "--bptt"}, c.model == "lstm", "--model lstm", c.model},
+      {{"--normalize"}, !train::is_text_model(c.model), "an image model (mlp, cnn, segment)", c.model},
+      {{"--metrics-append"}, given("--metrics"), "--metrics PATH", ""},
+      {{"--telemetry-every", "--telemetry-tensors", "--telemetry-layers"}, c.telemetry.has_value(), "--telemetry PATH", ""},
       {{"--grad-reduce", "--bucket-mb", "--overlap", "--checksum-every", "--dist-timeout", "--inject-rank"}, run.ranks > 1,
        "data parallel training (mpirun with 2 or more ranks)", "1 rank"},
   };

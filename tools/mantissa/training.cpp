@@ -102,7 +102,6 @@ void check(const TrainConfig& c) {
     if (train::is_text_model(c.model)) throw std::invalid_argument("--train-images, ...: --model " + c.model + " trains on text (give --data)");
   }
   normalization(c);  // a bad --normalize, before any data is read
-  if (c.normalize != "auto" && train::is_text_model(c.model)) throw std::invalid_argument("--normalize applies to images; --model " + c.model + " trains on text");
   in_range(c.warmup, 0, kMaxSteps, "--warmup");
   in_range(c.hidden, 1, 1 << 16, "--hidden");
   in_range(c.layers, 0, 1024, "--layers");
@@ -226,7 +225,7 @@ using Signature = std::vector<std::pair<std::string, std::string>>;
 Signature signature(const TrainConfig& c, const DataShape& d) {
   const auto n = [](std::int64_t v) { return std::to_string(v); };
   // (The FP8 recipe is checked by the trainer itself, from the checkpoint's "fp8" metadata.)
-  Signature s{{"--model", c.model}, {"--precision", std::string(dtype_name(c.precision.compute))},
+  Signature s{{"--model", c.model}, {"--precision", std::string(train::precision_name(c.precision.compute))},
               {"--mode", std::string(train::precision_mode_name(c.precision.mode))}, {"--optimizer", c.optimizer}};
   if (c.model == "gpt") {
     s.insert(s.end(), {{"--n-layer", n(c.n_layer)}, {"--n-head", n(c.n_head)}, {"--n-embd", n(c.n_embd)},
@@ -285,8 +284,9 @@ void check_signature(const std::filesystem::path& path, const std::string& store
   for (const auto& [k, v] : ours) {
     const auto it = theirs.find(k);
     const auto implied = absent_means.find(k);
-    const std::string was = it != theirs.end() && it->is_string() ? it->get<std::string>()
-                            : it == theirs.end() && implied != absent_means.end() ? implied->second : "(none)";
+    std::string was = it != theirs.end() && it->is_string() ? it->get<std::string>()
+                      : it == theirs.end() && implied != absent_means.end() ? implied->second : "(none)";
+    if (k == "--precision" && (was == "f32" || was == "f16")) was = was == "f32" ? "fp32" : "fp16";  // older checkpoints' spelling
     const bool allow = std::find(allowed.begin(), allowed.end(), k.substr(2)) != allowed.end();
     if (was != v && !allow) diff += (diff.empty() ? "" : ", ") + k + " " + was + " (this run: " + v + ")";
   }
