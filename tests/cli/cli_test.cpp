@@ -1,7 +1,6 @@
 // The mantissa command as a user runs it: output format, exit statuses, and one-line errors.
 #include <gtest/gtest.h>
 
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
