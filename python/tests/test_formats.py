@@ -93,10 +93,17 @@ def test_dlpack_numpy_strided_and_lists_read_the_same_values():
     np.testing.assert_array_equal(mantissa.cast(x.tolist(), "e5m2"), want)
 
 
-def test_a_torch_tensor_is_read_in_place():
-    torch = pytest.importorskip("torch")
-    x = torch.randn(64, 32)
-    np.testing.assert_array_equal(mantissa.cast(x, "bf16"), x.to(torch.bfloat16).float().numpy())
+def test_a_torch_tensor_is_read_in_place_bit_for_bit_as_the_command_reads_its_values(cli):
+    torch = pytest.importorskip("torch")  # (Debian's python3-torch where CI has it)
+    x = torch.from_numpy(fresh_values(np.random.default_rng(), 200))
+    for fmt in ("bf16", "e4m3", "e2m1"):
+        np.testing.assert_array_equal(mantissa.encode(x, fmt).astype(np.uint64), cli_cast(cli, x.numpy(), fmt))
+    y = torch.randn(64, 32)
+    np.testing.assert_array_equal(mantissa.cast(y, "bf16"), y.to(torch.bfloat16).float().numpy())  # PyTorch's own rounding
+    with pytest.raises(TypeError, match="a bfloat16 tensor.*float()"):
+        mantissa.cast(y.to(torch.bfloat16), "e4m3")
+    with pytest.raises(ValueError, match="strided tensor"):
+        mantissa.cast(y.t(), "bf16")
 
 
 def test_values_that_are_not_f32_are_refused_with_the_way_out():
