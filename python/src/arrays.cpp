@@ -68,9 +68,16 @@ std::int64_t F32View::size() const {
 F32View f32_view(const py::handle& x, const char* what) {
   if (py::isinstance<py::array>(x)) return from_numpy(py::reinterpret_borrow<py::array>(x), what);
   if (py::hasattr(x, "__dlpack__")) return from_dlpack(x, what);
+  if (x.is_none()) throw py::type_error(std::string(what) + ": None, not values");
   // A list, a tuple, a number: through NumPy, each Python float rounded to f32 first.
   py::module_ numpy = py::module_::import("numpy");
-  return from_numpy(numpy.attr("asarray")(x, py::arg("dtype") = numpy.attr("float32")), what);
+  py::object array;
+  try {
+    array = numpy.attr("asarray")(x, py::arg("dtype") = numpy.attr("float32"));
+  } catch (py::error_already_set& e) {
+    throw py::value_error(std::string(what) + ": not numbers (" + py::str(e.value()).cast<std::string>() + ")");
+  }
+  return from_numpy(array, what);
 }
 
 }  // namespace mantissa::python

@@ -2,6 +2,7 @@
 // command's `cast` takes (bit for bit the same: one library call, the same counter per element), and
 // quantize them by the recipes training uses (mxfp8, mxfp4, nvfp4, or a spec of one's own).
 #include <optional>
+#include <type_traits>
 #include <string>
 
 #include "arrays.h"
@@ -43,23 +44,38 @@ py::array_t<float> decode_storage(Format format, const void* codes, const std::v
   return out;
 }
 
-// Codes of any integer array, each checked to fit the format.
-py::array_t<float> decode_codes(Format format, const py::array& codes) {
+// An integer array's values as codes of `format`'s bits, each checked to fit (`what` names the caller).
+std::vector<std::uint32_t> checked_codes(const py::array& codes, Format format, const char* what) {
+  const int bits = format.bits();
   const char kind = codes.dtype().kind();
   if (kind != 'u' && kind != 'i') {
-    throw py::type_error("decode: codes are integers (encode's), not " + py::str(codes.dtype()).cast<std::string>());
+    throw py::type_error(std::string(what) + ": codes are integers, not " + py::str(codes.dtype()).cast<std::string>());
   }
-  const py::array_t<std::int64_t, py::array::c_style | py::array::forcecast> wide(codes);
-  const std::int64_t limit = std::int64_t{1} << format.bits();
-  std::vector<std::uint32_t> bits(static_cast<std::size_t>(wide.size()));
-  for (py::ssize_t i = 0; i < wide.size(); ++i) {
-    const std::int64_t c = wide.data()[i];
-    if (c < 0 || c >= limit) {
-      throw py::value_error("decode: code " + std::to_string(c) + " at flat index " + std::to_string(i) + " does not fit " + format.name() +
-                            "'s " + std::to_string(format.bits()) + " bits");
+  const std::uint64_t limit = std::uint64_t{1} << bits;
+  std::vector<std::uint32_t> out(static_cast<std::size_t>(codes.size()));
+  const auto check = [&](auto values, auto show) {
+    for (py::ssize_t i = 0; i < values.size(); ++i) {
+      const auto c = values.data()[i];
+      bool negative = false;
+      if constexpr (std::is_signed_v<std::remove_const_t<decltype(c)>>) negative = c < 0;
+      if (negative || static_cast<std::uint64_t>(c) >= limit) {
+        throw py::value_error(std::string(what) + ": code " + std::to_string(show(c)) + " at flat index " + std::to_string(i) + " does not fit " +
+                              format.name() + "'s " + std::to_string(bits) + " bits");
+      }
+      out[static_cast<std::size_t>(i)] = static_cast<std::uint32_t>(c);
     }
-    bits[static_cast<std::size_t>(i)] = static_cast<std::uint32_t>(c);
+  };
+  if (kind == 'u') {  // unsigned: read as such, so that 2^63 and above are shown as they are
+    check(py::array_t<std::uint64_t, py::array::c_style | py::array::forcecast>(codes), [](std::uint64_t c) { return c; });
+  } else {
+    check(py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>(codes), [](std::int64_t c) { return c; });
   }
+  return out;
+}
+
+// Codes of any integer array, each checked to fit the format.
+py::array_t<float> decode_codes(Format format, const py::array& codes) {
+  const std::vector<std::uint32_t> bits = checked_codes(codes, format, "decode");
   const std::vector<py::ssize_t> dims(codes.shape(), codes.shape() + codes.ndim());
   py::array_t<float> out(dims);
   float* dst = out.mutable_data();
@@ -168,8 +184,10 @@ void bind_formats(py::module_& m) {
         "block (rows, cols), scale (e8m0, e4m3), rule (floor, even, rceil), rounding (nearest, stochastic). The "
         "last dimension is the columns, the others the rows. Stochastic rounding draws element i's bits from (seed, i).");
 
-  m.def("pack_fp4", [](const py::array_t<std::uint8_t, py::array::c_style | py::array::forcecast>& codes) {
-    const std::vector<std::uint8_t> packed = pack_fp4({codes.data(), static_cast<std::size_t>(codes.size())});
+  m.def("pack_fp4", [](const py::array& codes) {
+    const std::vector<std::uint32_t> wide = checked_codes(codes, Format::e2m1(), "pack_fp4");
+    const std::vector<std::uint8_t> narrow(wide.begin(), wide.end());
+    const std::vector<std::uint8_t> packed = pack_fp4(narrow);
     return numpy_array<std::uint8_t>({static_cast<std::int64_t>(packed.size())}, packed.data());
   }, "codes"_a, "E2M1 codes two a byte, the first in the low nibble (PyTorch's float4_e2m1fn_x2).");
   m.def("unpack_fp4", [](const py::array_t<std::uint8_t, py::array::c_style | py::array::forcecast>& packed, std::size_t count) {

@@ -113,7 +113,15 @@ def test_values_that_are_not_f32_are_refused_with_the_way_out():
         mantissa.decode(np.zeros(3, dtype=np.float32), "bf16")
     with pytest.raises(ValueError, match="code 256 at flat index 1 does not fit e4m3's 8 bits"):
         mantissa.decode(np.array([1, 256]), "e4m3")
-    with pytest.raises(ValueError, match="e9m9"):
+    with pytest.raises(ValueError, match="code 18446744073709551615 at flat index 0"):
+        mantissa.decode(np.array([2 ** 64 - 1], dtype=np.uint64), "bf16")
+    with pytest.raises(ValueError, match="pack_fp4: code 16 at flat index 1 does not fit e2m1's 4 bits"):
+        mantissa.pack_fp4(np.array([3, 16]))
+    with pytest.raises(TypeError, match="None"):
+        mantissa.cast(None, "bf16")
+    with pytest.raises(ValueError, match=r"cast: not numbers \(could not convert"):
+        mantissa.cast(["1.0", "x"], "bf16")
+    with pytest.raises(ValueError, match="format 'e9m9'"):
         mantissa.cast(np.zeros(3, dtype=np.float32), "e9m9")
     with pytest.raises(ValueError, match="rounding"):
         mantissa.cast(np.zeros(3, dtype=np.float32), "bf16", rounding="up")

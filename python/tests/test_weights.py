@@ -43,6 +43,8 @@ def test_load_state_dict_round_trips_and_refuses_what_pytorch_refuses():
         t.load_state_dict({**new, "fc0.weight": np.zeros((3, 3), np.float32)})
     with pytest.raises(mantissa.CheckpointError, match="'fc9.weight' is no parameter"):
         t.load_state_dict({**new, "fc9.weight": np.zeros(3, np.float32)})
+    with pytest.raises(ValueError, match=r"state_dict\['fc1.weight'\]: not numbers"):
+        t.load_state_dict({**new, "fc1.weight": "x"})
     with pytest.raises(mantissa.CheckpointError, match="'fc0.bias' holds NaN"):
         t.load_state_dict({**new, "fc0.bias": np.full(state["fc0.bias"].shape, np.nan, np.float32)})
 
