@@ -159,7 +159,9 @@ class Trainer:
     next_step = property(lambda self: self._run.next_step, doc="The step the next step() runs.")
     steps = property(lambda self: self._run.steps, doc="The run's last step.")
     loss_scale = property(lambda self: self._run.loss_scale, doc="The loss scale now.")
-    precision_plan = property(lambda self: self._run.precision_plan, doc="Which layer runs in what.")
+    precision_plan = property(lambda self: self._run.precision_plan, doc="Which layer runs in what, as text.")
+    plan = property(lambda self: json.loads(self._run.precision_plan_json),
+                    doc="Which layer runs in what, as a plan file holds it ({'low', 'fp8', 'layers'}).")
     data_summary = property(lambda self: self._run.data_summary, doc="What the run trains on.")
 
     @property

@@ -22,11 +22,13 @@ def cli():
     return path
 
 
-_DTYPES = {"F32": np.float32, "U8": np.uint8, "BF16": np.uint16, "F16": np.float16, "I64": np.int64}
+_DTYPES = {"F32": np.float32, "U8": np.uint8, "BF16": np.uint16, "F16": np.float16, "I64": np.int64,
+           "F8_E4M3": np.uint8, "F8_E5M2": np.uint8, "F8_E8M0": np.uint8, "F4": np.uint8}
 
 
 def read_safetensors(path):
-    """name -> NumPy array (bf16 as its uint16 bits), and the metadata."""
+    """name -> NumPy array (bf16 as its uint16 bits, FP8 and E8M0 as their bytes, F4 as its packed bytes,
+    [..., n / 2] for a shape of [..., n] values), and the metadata."""
     data = Path(path).read_bytes()
     (n,) = struct.unpack("<Q", data[:8])
     header = json.loads(data[8:8 + n])
@@ -35,5 +37,8 @@ def read_safetensors(path):
     for name, entry in header.items():
         begin, end = entry["data_offsets"]
         array = np.frombuffer(data[8 + n + begin:8 + n + end], dtype=_DTYPES[entry["dtype"]])
-        out[name] = array.reshape(entry["shape"])
+        shape = list(entry["shape"])
+        if entry["dtype"] == "F4":
+            shape[-1] //= 2
+        out[name] = array.reshape(shape)
     return out, metadata

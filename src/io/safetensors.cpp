@@ -52,6 +52,11 @@ const Tensor* Safetensors::find(const std::string& name) const {
 
 void write_safetensors(const std::filesystem::path& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata) {
+  write_safetensors(path, tensors, {}, metadata);
+}
+
+void write_safetensors(const std::filesystem::path& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const std::vector<std::pair<std::string, RawTensor>>& raw, const std::map<std::string, std::string>& metadata) {
   NoGradGuard no_grad;
   nlohmann::json header = nlohmann::json::object();
   std::vector<Tensor> data;
@@ -64,6 +69,11 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<std:
     offset += bytes;
     data.push_back(c);
   }
+  for (const auto& [name, t] : raw) {
+    if (name.empty() || name == "__metadata__" || header.contains(name)) fail(path, "bad or repeated tensor name '" + name + "'");
+    header[name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
+    offset += t.bytes.size();
+  }
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
@@ -75,6 +85,7 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<std:
   out.write(size, 8);
   out.write(text);
   for (const Tensor& c : data) out.write(c.data(), static_cast<std::size_t>(c.numel()) * dtype_size(c.dtype()));
+  for (const auto& [name, t] : raw) out.write(t.bytes.data(), t.bytes.size());
   out.commit();
 }
 

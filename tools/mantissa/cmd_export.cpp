@@ -1,13 +1,21 @@
 // `mantissa export CHECKPOINT --to pytorch OUT.safetensors`: a checkpoint's weights as a PyTorch
-// state_dict (safetensors, PyTorch's names, fp32 or bf16), for the PyTorch twins or a user's own model
-// of the same shape; docs/interop.md.
+// state_dict (safetensors, PyTorch's names), for the PyTorch twins or a user's own model of the same
+// shape; docs/interop.md. In fp32 or bf16; or quantized (--dtype mxfp8, mxfp4, nvfp4): the weights of the
+// layers the run trained in fp8 or a microscaled recipe written as the recipe stores them (FP4 packed two a
+// byte, FP8 elements, E8M0 or E4M3 block scales, NVFP4's f32 scale per tensor), under the names NVIDIA's
+// ModelOpt checkpoints use (weight, weight_scale, weight_scale_2), the rest in bf16.
 #include <fmt/format.h>
 
+#include <cstring>
 #include <memory>
+#include <set>
 
 #include "commands.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/io/weights.h"
+#include "mantissa/numeric/microscale.h"
+#include "mantissa/ops/ops.h"
+#include "mantissa/train/precision_plan.h"
 #include "output_flags.h"
 
 namespace mantissa::cli {
@@ -17,9 +25,70 @@ struct ExportArgs {
   std::string checkpoint, to = "pytorch", out, dtype = "fp32";
 };
 
+// The layers the checkpoint's run trained in fp8 (its precision plan's fp8 level, or any microscaled recipe).
+std::set<std::string> fp8_layers(const std::string& checkpoint) {
+  const Safetensors f = read_safetensors(checkpoint, /*skip_unsupported_dtypes=*/true);
+  const auto it = f.metadata.find("precision_plan");
+  std::set<std::string> out;
+  if (it == f.metadata.end()) return out;
+  train::PrecisionPlan plan;
+  try {
+    plan = train::PrecisionPlan::parse(it->second);
+  } catch (const std::invalid_argument& e) {
+    throw CheckpointError(checkpoint + ": metadata 'precision_plan': " + e.what());
+  }
+  for (const auto& [layer, level] : plan.layers) {
+    if (level == train::LayerPrecision::fp8) out.insert(layer);
+  }
+  return out;
+}
+
+// The safetensors dtype of a recipe's elements and block scales.
+std::string element_dtype(const QuantSpec& spec) {
+  return spec.element == Format::e2m1() ? "F4" : spec.element == Format::e5m2() ? "F8_E5M2" : "F8_E4M3";
+}
+
+int export_quantized(const ExportArgs& a) {
+  const QuantSpec spec = quant_spec(a.dtype);  // the recipe's 1-D blocks along a row: what inference kernels take
+  const std::set<std::string> layers = fp8_layers(a.checkpoint);
+  if (layers.empty()) {
+    throw std::invalid_argument(a.checkpoint + ": its run trained no layer in fp8 or a microscaled recipe, so no weights were "
+                                "trained through a quantizer: export fp32 or bf16, or train with --precision " + a.dtype);
+  }
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  std::vector<std::pair<std::string, RawTensor>> raw;
+  std::vector<std::string> quantized, kept;
+  for (const auto& [name, t] : checkpoint_weights(a.checkpoint, DType::f32)) {
+    const std::string layer = name.size() > 7 && name.ends_with(".weight") ? name.substr(0, name.size() - 7) : "";
+    const bool packs = t.dim() == 2 && (spec.element != Format::e2m1() || t.size(1) % 2 == 0);
+    if (layers.count(layer) == 0 || !packs) {
+      if (layers.count(layer) != 0) kept.push_back(layer);
+      tensors.emplace_back(name, cast(t, DType::bf16));
+      continue;
+    }
+    const std::int64_t rows = t.size(0), cols = t.size(1);
+    const QuantizedBlocks q = quantize_blocks({t.data_as<float>(), static_cast<std::size_t>(t.numel())}, rows, cols, spec);
+    raw.emplace_back(name, RawTensor{element_dtype(spec), {rows, cols}, spec.element == Format::e2m1() ? pack_fp4(q.codes) : q.codes});
+    const std::int64_t blocks = (cols + spec.block_cols - 1) / spec.block_cols;
+    raw.emplace_back(layer + ".weight_scale", RawTensor{spec.scale == ScaleFormat::e8m0 ? "F8_E8M0" : "F8_E4M3", {rows, blocks}, q.scale_codes});
+    if (spec.scale == ScaleFormat::e4m3) {  // NVFP4's second level: one f32 per tensor
+      RawTensor s{"F32", {}, std::vector<std::uint8_t>(4)};
+      std::memcpy(s.bytes.data(), &q.tensor_scale, 4);  // little-endian, as the format is
+      raw.emplace_back(layer + ".weight_scale_2", std::move(s));
+    }
+    quantized.push_back(layer);
+  }
+  write_safetensors(a.out, tensors, raw, {{"format", "pt"}, {"source", a.checkpoint}, {"quantization", a.dtype + " (" + spec.str() + ")"}});
+  fmt::print("{}: {} layers' weights in {} ({}; value = element x weight_scale{}), {} tensors in bf16; PyTorch's names\n", a.out,
+             quantized.size(), a.dtype, spec.str(), spec.scale == ScaleFormat::e4m3 ? " x weight_scale_2" : "", tensors.size());
+  if (!kept.empty()) fmt::print("kept in bf16 (not a 2-D weight of an even width): {}\n", fmt::join(kept, ", "));
+  return 0;
+}
+
 int run_export(const ExportArgs& a) {
   if (a.to != "pytorch") throw std::invalid_argument("--to: '" + a.to + "' is not a format mantissa exports to (pytorch)");
-  if (a.dtype != "fp32" && a.dtype != "bf16") throw std::invalid_argument("--dtype: '" + a.dtype + "' is not fp32 or bf16");
+  if (a.dtype == "mxfp8" || a.dtype == "mxfp4" || a.dtype == "nvfp4") return export_quantized(a);
+  if (a.dtype != "fp32" && a.dtype != "bf16") throw std::invalid_argument("--dtype: '" + a.dtype + "' is not fp32, bf16, mxfp8, mxfp4 or nvfp4");
   const auto weights = checkpoint_weights(a.checkpoint, a.dtype == "bf16" ? DType::bf16 : DType::f32);
   // {"format": "pt"}: what safetensors.torch.save_file writes, so its load_file takes it as PyTorch's.
   write_safetensors(a.out, weights, {{"format", "pt"}, {"source", a.checkpoint}});
@@ -34,7 +103,9 @@ Run add_export(CLI::App& app) {
   app.add_option("checkpoint", a->checkpoint, "A checkpoint (ckpt-N.safetensors) of mantissa train")->required();
   app.add_option("--to", a->to, "The format: pytorch (a state_dict in safetensors)")->capture_default_str();
   add_output_file(app, "out,--out", a->out, "Where to write it (OUT.safetensors)")->required();
-  app.add_option("--dtype", a->dtype, "fp32 or bf16")->capture_default_str();
+  app.add_option("--dtype", a->dtype, "fp32 or bf16; or mxfp8, mxfp4, nvfp4: the weights of the layers the run trained in fp8 "
+                                      "or a microscaled recipe quantized by it (the rest bf16)")
+      ->capture_default_str();
   return [a] { return run_export(*a); };
 }
 

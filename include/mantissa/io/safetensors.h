@@ -8,6 +8,7 @@
 #pragma once
 
 #include <filesystem>
+#include <cstdint>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -32,6 +33,17 @@ struct Safetensors {
 
 void write_safetensors(const std::filesystem::path& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
+
+// A tensor of a dtype mantissa computes in not, written as its bytes: "F4" (OCP FP4 E2M1, two a byte, the
+// first in the low nibble; `shape` counts values), "F8_E8M0" (OCP's scale format), "U8", ...
+struct RawTensor {
+  std::string dtype;
+  std::vector<std::int64_t> shape;
+  std::vector<std::uint8_t> bytes;
+};
+// The same with raw tensors after the others (names unique across both).
+void write_safetensors(const std::filesystem::path& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const std::vector<std::pair<std::string, RawTensor>>& raw, const std::map<std::string, std::string>& metadata);
 // Throws CheckpointError naming the file and what is wrong; a tensor of a dtype mantissa has not (I64,
 // say: PyTorch's num_batches_tracked) is an error unless `skip_unsupported_dtypes`, which lists it in
 // `skipped` instead.
