@@ -57,9 +57,13 @@ std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path&
   return out;
 }
 
-void prune_checkpoints(const std::filesystem::path& dir, int keep) {
-  std::vector<std::filesystem::path> all = list_checkpoints(dir);
-  for (std::size_t i = 0; i + static_cast<std::size_t>(std::max(keep, 1)) < all.size(); ++i) std::filesystem::remove(all[i]);
+void prune_checkpoints(const std::filesystem::path& dir, int keep, const std::filesystem::path& newest) {
+  const std::vector<std::filesystem::path> all = list_checkpoints(dir);
+  // Those up to the one just written count; later ones (an earlier run's, say a damaged one a resume passed
+  // over) neither count nor go: the run overwrites each when it reaches its step.
+  const auto last = std::find_if(all.begin(), all.end(), [&](const auto& p) { return p.filename() == newest.filename(); });
+  const auto counted = static_cast<std::size_t>(last == all.end() ? all.size() : last - all.begin() + 1);
+  for (std::size_t i = 0; i + static_cast<std::size_t>(std::max(keep, 1)) < counted; ++i) std::filesystem::remove(all[i]);
 }
 
 std::optional<std::filesystem::path> newest_readable_checkpoint(

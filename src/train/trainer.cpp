@@ -614,7 +614,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
       if (rank() == 0) {
         const std::filesystem::path path = checkpoint_path(ck.dir, s);
         save(path);
-        prune_checkpoints(ck.dir, ck.keep);
+        prune_checkpoints(ck.dir, ck.keep, path);
         if (cb.on_save) cb.on_save(path, s);
       }
       last_save = Clock::now();

@@ -119,4 +119,27 @@ TEST(NeverLoseARun, ANewestCheckpointThatDoesNotReadWholeIsPassedOverByName) {
   EXPECT_NE(torn.err.find("ckpt-00000010.safetensors"), std::string::npos) << torn.err;
 }
 
+// A damaged newer checkpoint that a resume passed over neither counts toward --keep nor costs the ones the
+// resumed run writes: with --keep 1 it once left the damaged file alone in the directory.
+TEST(NeverLoseARun, ADamagedNewerCheckpointNeverCostsTheOneJustWritten) {
+  Scratch s;
+  const std::string dir = s.path("ckpt");
+  ASSERT_EQ(run(kRun + "--steps 10 --eval-every 10 --checkpoint-every 5 --checkpoint-dir " + dir).status, 0);
+  const std::string damaged = dir + "/ckpt-00000010.safetensors";
+  std::filesystem::resize_file(damaged, std::filesystem::file_size(damaged) / 2);
+  const Result r = run(kRun + "--steps 8 --eval-every 8 --checkpoint-every 1 --keep 1 --resume --checkpoint-dir " + dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/ckpt-00000008.safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/ckpt-00000007.safetensors"));  // --keep 1 of those up to step 8
+  EXPECT_TRUE(std::filesystem::exists(damaged));                              // left to be overwritten at step 10
+  const Result again = run(kRun + "--steps 10 --eval-every 10 --resume --checkpoint-dir " + dir);
+  ASSERT_EQ(again.status, 0) << again.err;
+  EXPECT_NE(again.err.find("resumed from " + dir + "/ckpt-00000008.safetensors (step 8)"), std::string::npos) << again.err;
+  // Step 10 written again, whole: the next resume starts there.
+  const Result last = run(kRun + "--steps 11 --eval-every 11 --resume --checkpoint-dir " + dir);
+  ASSERT_EQ(last.status, 0) << last.err;
+  EXPECT_NE(last.err.find("(step 10)"), std::string::npos) << last.err;
+  EXPECT_EQ(last.err.find("skipping"), std::string::npos) << last.err;
+}
+
 }  // namespace

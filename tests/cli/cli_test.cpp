@@ -787,9 +787,13 @@ TEST(TrainCommand, CheckpointsAreOrderedByStepNumberAndOnlyRegularFilesCount) {
   ASSERT_EQ(::mkfifo((dir + "/ckpt-999999999.safetensors").c_str(), 0600), 0);  // a pipe is no checkpoint
   const Result r = run("train --model mlp --steps 20 --eval-every 20 --keep 2 --checkpoint-dir " + dir + " --resume");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_TRUE(std::filesystem::exists(dir + "/ckpt-100000000.safetensors"));  // the newest is kept
+  EXPECT_NE(r.err.find("resumed from " + dir + "/ckpt-100000000.safetensors"), std::string::npos) << r.err;  // the newest by number
+  // The checkpoint just written is never pruned for names past it (an earlier run's, left to be
+  // overwritten): --keep 2 counts those up to step 20.
+  EXPECT_TRUE(std::filesystem::exists(dir + "/ckpt-00000020.safetensors"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/ckpt-00000010.safetensors"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/ckpt-100000000.safetensors"));
   EXPECT_TRUE(std::filesystem::exists(dir + "/ckpt-99999999.safetensors"));
-  EXPECT_FALSE(std::filesystem::exists(dir + "/ckpt-00000020.safetensors"));  // pruned: oldest by step
 }
 
 TEST(CompareCommand, RunsEachPrecisionAndDrawsTheCurves) {

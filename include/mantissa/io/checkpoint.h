@@ -42,8 +42,10 @@ CheckpointState load_checkpoint(const std::filesystem::path& path, nn::Module& m
 // ckpt-<step>.safetensors in dir, newest last.
 std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& dir);
 std::filesystem::path checkpoint_path(const std::filesystem::path& dir, std::int64_t step);
-// Deletes all but the newest `keep`.
-void prune_checkpoints(const std::filesystem::path& dir, int keep);
+// Deletes all but the newest `keep` of those up to `newest`, the one just written; newer ones (left by a
+// run that went further: a damaged one a resume passed over) are left to be overwritten, never counted, so
+// they cannot cost the checkpoint just written.
+void prune_checkpoints(const std::filesystem::path& dir, int keep, const std::filesystem::path& newest);
 // The newest checkpoint in dir that reads whole (every field and tensor checked as loading does), or
 // nullopt when none does; `on_skip` hears of each newer one that did not, with why. (What a checkpoint
 // holds is checked against the run when it is loaded: a checkpoint of other settings is not skipped.)
