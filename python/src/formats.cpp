@@ -92,11 +92,12 @@ struct Quantized {
   QuantizedBlocks q;
 };
 
-// The spec: a recipe by name, with any of its values replaced.
+// The spec: a recipe by name or a spec in QuantSpec::str's words ("e4m3 1x32 e8m0 rceil nearest"), with
+// any of its values replaced.
 QuantSpec make_spec(const std::string& recipe, const std::optional<std::string>& element,
                     const std::optional<std::pair<std::int64_t, std::int64_t>>& block, const std::optional<std::string>& scale,
                     const std::optional<std::string>& rule, const std::optional<std::string>& rounding) {
-  QuantSpec s = quant_spec(recipe);
+  QuantSpec s = recipe.find(' ') != std::string::npos ? QuantSpec::parse(recipe) : quant_spec(recipe);
   if (element) s.element = Format::parse(*element);
   if (block) std::tie(s.block_rows, s.block_cols) = *block;
   if (scale) {

@@ -176,6 +176,9 @@ def test_quantize_values_and_overrides():
     assert (np.abs(got - rows)[~saturated] <= np.maximum(2.0 ** -4 * np.abs(rows), 2.0 ** -10)[~saturated]).all()
     q2 = mantissa.quantize(x, "mxfp8", element="e5m2", block=(1, 16), rule="rceil")
     assert q2.spec == "e5m2 1x16 e8m0 rceil nearest" and q2.scales.shape == (6, 4)
+    q3 = mantissa.quantize(x, "e5m2 1x16 e8m0 rceil nearest")  # a spec in its own words, the same value
+    np.testing.assert_array_equal(q3.codes, q2.codes)
+    np.testing.assert_array_equal(q3.scales, q2.scales)
     a = mantissa.quantize(x, "nvfp4", rounding="stochastic", seed=3).codes
     b = mantissa.quantize(x, "nvfp4", rounding="stochastic", seed=3).codes
     c = mantissa.quantize(x, "nvfp4", rounding="stochastic", seed=4).codes

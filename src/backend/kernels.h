@@ -395,13 +395,17 @@ struct Fp8Quantize {
   using Fn = Fp8QuantizeStats(const Tensor& x, Format format, const Tensor& scales, std::int64_t block_rows,
                               std::int64_t block_cols, bool dequantize, const Tensor& out);
 };
-// out [R, C] bf16 = x [R, C] (f32 or bf16) block-quantized as `spec` says (mantissa/numeric/microscale.h)
-// and scaled back by its block scales, not by the tensor scale (returned in the stats: a product applies
-// it to its result). bf16 holds every such value exactly: an e4m3, e5m2 or e2m1 value times a power of 2,
-// or an e2m1 value times an e4m3 scale. Stochastic rounding draws from (seed, element index).
+// The one quantizer the ops call, every recipe a QuantSpec (mantissa/numeric/microscale.h):
+// out [R, C] bf16 = x [R, C] (f32 or bf16) block-quantized as `spec` says and scaled back by its block
+// scales, not by the tensor scale (returned in the stats: a product applies it to its result). bf16
+// holds every such value exactly: an e4m3, e5m2 or e2m1 value times a power of 2, or an e2m1 value times
+// an e4m3 scale; per-tensor f32 scales leave the values on the fp8 grid. Stochastic rounding draws from
+// (seed, element index). given_scale: for a per-tensor spec, the scale to use (the delayed recipe's)
+// instead of one fitted to x's amax; 0 for none. The fit rule runs as Fp8QuantizeCurrent / Fp8Quantize
+// say (fit_quantize.h), the others as numeric/microscale.cpp defines them.
 struct BlockQuantize {
   static constexpr const char *name = "block_quantize", *family = "fp8_cast";
-  using Fn = Fp8QuantizeStats(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, const Tensor& out);
+  using Fn = Fp8QuantizeStats(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale, const Tensor& out);
 };
 // The FP8 product: out[b] = alpha * (a[b] . w[b]) + bias, shapes as Matmul's; products summed in f32,
 // alpha (the inverse of the operands' scales) and the bias applied in f32 before the one rounding.

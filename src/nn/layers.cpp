@@ -38,7 +38,7 @@ void Linear::enable_fp8(const Fp8Options& options) {
     register_buffer("fp8_amax_history", fp8_->amax_history(), /*on_host=*/true);
     register_buffer("fp8_scale", fp8_->scale(), /*on_host=*/true);
   }
-  if (options.block_scaled()) register_buffer("fp8_rounding_calls", fp8_->rounding_calls(), /*on_host=*/true);
+  if (options.keeps_rounding_count()) register_buffer("fp8_rounding_calls", fp8_->rounding_calls(), /*on_host=*/true);
 }
 
 Conv2d::Conv2d(std::int64_t in, std::int64_t out, std::int64_t kernel, std::uint64_t seed, std::int64_t stride,

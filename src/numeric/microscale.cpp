@@ -15,6 +15,7 @@
 #include "encode_rules.h"
 #include "vector_clones.h"
 #include "mantissa/numeric/convert.h"
+#include "mantissa/numeric/parse_number.h"
 
 namespace mantissa {
 namespace {
@@ -253,27 +254,121 @@ void quantize_all(std::span<const float> x, std::int64_t rows, std::int64_t cols
 }  // namespace
 
 std::string QuantSpec::str() const {
-  std::string s = element.name() + " " + std::to_string(block_rows) + "x" + std::to_string(block_cols) + " ";
-  if (scale == ScaleFormat::e4m3) {
-    s += "e4m3*f32";
+  // (Appended piece by piece: GCC 12 warns falsely of overlapping copies in a chain of string +.)
+  std::string s = element.name();
+  s.append(" ");
+  if (per_tensor()) {
+    s.append("tensor");
   } else {
-    s += "e8m0 " + std::string(scale_rule_name(rule));
+    s.append(std::to_string(block_rows)).append("x").append(std::to_string(block_cols));
   }
-  return s + " " + std::string(rounding_name(rounding));
+  if (scale == ScaleFormat::e4m3) {
+    s.append(" e4m3*f32");
+  } else {
+    s.append(scale == ScaleFormat::f32 ? " f32 " : " e8m0 ").append(scale_rule_name(rule));
+  }
+  s.append(" ").append(rounding_name(rounding));
+  if (margin != 0) s.append(" margin ").append(std::to_string(margin));
+  return s;
+}
+
+QuantSpec QuantSpec::parse(std::string_view text) {
+  std::vector<std::string> words;
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t end = std::min(text.find(' ', at), text.size());
+    if (end > at) words.emplace_back(text.substr(at, end - at));
+    at = end + 1;
+  }
+  const auto refuse = [&](const std::string& what) {
+    return std::invalid_argument("quantization spec \"" + std::string(text) + "\": " + what +
+                                 " (say it as \"e4m3 1x32 e8m0 rceil nearest\" or \"e5m2 tensor f32 fit nearest margin 1\")");
+  };
+  if (words.size() < 4 || words.size() > 7) throw refuse("expected 4 to 7 words");
+  QuantSpec q;
+  try {
+    q.element = Format::parse(words[0]);
+  } catch (const std::invalid_argument&) {
+    throw refuse("'" + words[0] + "' is not a format");
+  }
+  std::size_t next = 2;
+  if (words[1] == "tensor") {
+    q.block_rows = q.block_cols = 0;
+  } else {
+    const std::size_t x = words[1].find('x');
+    if (x == std::string::npos) throw refuse("'" + words[1] + "' is not a block (RxC or tensor)");
+    const auto side = [&](std::string_view w) {
+      if (!is_number<unsigned>(w)) throw refuse("'" + words[1] + "' is not a block (RxC or tensor)");
+      return static_cast<std::int64_t>(parse_number<unsigned>(w, "block side"));
+    };
+    q.block_rows = side(std::string_view(words[1]).substr(0, x));
+    q.block_cols = side(std::string_view(words[1]).substr(x + 1));
+  }
+  if (words[next] == "e4m3*f32") {
+    q.scale = ScaleFormat::e4m3;
+    ++next;
+  } else {
+    if (words[next] == "e8m0") {
+      q.scale = ScaleFormat::e8m0;
+    } else if (words[next] == "f32") {
+      q.scale = ScaleFormat::f32;
+    } else {
+      throw refuse("'" + words[next] + "' is not a scale format (e8m0, e4m3*f32, f32)");
+    }
+    if (++next >= words.size()) throw refuse("no scale rule");
+    try {
+      q.rule = parse_scale_rule(words[next++]);
+    } catch (const std::invalid_argument& e) {
+      throw refuse(e.what());
+    }
+  }
+  if (next >= words.size()) throw refuse("no rounding (nearest or stochastic)");
+  if (words[next] == "nearest") {
+    q.rounding = Rounding::nearest_even;
+  } else if (words[next] == "stochastic") {
+    q.rounding = Rounding::stochastic;
+  } else {
+    throw refuse("'" + words[next] + "' is not a rounding (nearest or stochastic)");
+  }
+  ++next;
+  if (next < words.size()) {
+    if (words[next] != "margin" || next + 2 != words.size()) throw refuse("only \"margin N\" may follow the rounding");
+    const std::string& m = words[next + 1];
+    if (!is_number<unsigned>(m) || m.size() > 2) throw refuse("'" + m + "' is not a margin (0..30)");
+    q.margin = static_cast<int>(parse_number<unsigned>(m, "margin"));
+  } else if (next != words.size()) {
+    throw refuse("words left over");
+  }
+  try {
+    q.check();
+  } catch (const std::invalid_argument& e) {
+    throw refuse(e.what());
+  }
+  return q;
 }
 
 void QuantSpec::check() const {
   if (!(element == Format::e4m3() || element == Format::e5m2() || element == Format::e2m1())) {
     throw std::invalid_argument("block quantization: element format " + element.name() + " is not e4m3, e5m2 or e2m1");
   }
+  if (scale == ScaleFormat::f32 ? !per_tensor() : per_tensor()) {
+    throw std::invalid_argument("block quantization: f32 scales are one per tensor (block \"tensor\"), and only they are");
+  }
   for (const std::int64_t side : {block_rows, block_cols}) {
-    if (side < 1 || side > kMaxBlockSide) {
+    if (!per_tensor() && (side < 1 || side > kMaxBlockSide)) {
       throw std::invalid_argument("block quantization: a block side must be 1 to 65536, got " + std::to_string(side));
     }
   }
   if (scale == ScaleFormat::e4m3 && rule != ScaleRule::floor) {
     throw std::invalid_argument("block quantization: e4m3 scales have no rule to choose (floor, the default, only)");
   }
+  if (scale == ScaleFormat::f32 && rule != ScaleRule::fit) {
+    throw std::invalid_argument("block quantization: f32 scales are fitted by the fit rule only");
+  }
+  if (rule == ScaleRule::fit && (element == Format::e2m1() || rounding != Rounding::nearest_even)) {
+    throw std::invalid_argument("block quantization: the fit rule is FP8's: e4m3 or e5m2 elements, rounded to nearest");
+  }
+  if (margin != 0 && rule != ScaleRule::fit) throw std::invalid_argument("block quantization: only the fit rule has a margin");
+  if (margin < 0 || margin > 30) throw std::invalid_argument("block quantization: the margin must be in 0..30, got " + std::to_string(margin));
   if (rounding == Rounding::toward_zero) {
     throw std::invalid_argument("block quantization: elements round to nearest even or stochastically");
   }
@@ -284,6 +379,7 @@ std::string_view scale_rule_name(ScaleRule rule) {
     case ScaleRule::floor: return "floor";
     case ScaleRule::even: return "even";
     case ScaleRule::rceil: return "rceil";
+    case ScaleRule::fit: return "fit";
   }
   return "?";
 }
@@ -292,7 +388,8 @@ ScaleRule parse_scale_rule(std::string_view name) {
   if (name == "floor") return ScaleRule::floor;
   if (name == "even") return ScaleRule::even;
   if (name == "rceil") return ScaleRule::rceil;
-  throw std::invalid_argument("'" + std::string(name) + "' is not a scale rule (floor, even or rceil)");
+  if (name == "fit") return ScaleRule::fit;
+  throw std::invalid_argument("'" + std::string(name) + "' is not a scale rule (floor, even, rceil or fit)");
 }
 
 QuantSpec quant_spec(std::string_view recipe) {
@@ -306,6 +403,9 @@ QuantSpec quant_spec(std::string_view recipe) {
 QuantizedBlocks quantize_blocks(std::span<const float> x, std::int64_t rows, std::int64_t cols, const QuantSpec& spec,
                                 std::uint64_t seed) {
   spec.check();
+  if (spec.rule == ScaleRule::fit) {
+    throw std::invalid_argument("block quantization: the fit rule (" + spec.str() + ") is run by the BlockQuantize kernel");
+  }
   if (rows < 0 || cols < 0 || static_cast<std::uint64_t>(rows) * static_cast<std::uint64_t>(cols) != x.size()) {
     throw std::invalid_argument("block quantization: " + std::to_string(x.size()) + " values are not " + std::to_string(rows) +
                                 " x " + std::to_string(cols));

@@ -30,8 +30,6 @@ std::optional<float> per_tensor_scale(double amax, Format f, int margin) {
 // A [R, C] view of x [..., C].
 Tensor as_rows(const Tensor& x) { return reshape(x, {-1, x.size(-1)}); }
 
-std::int64_t blocks(std::int64_t n, std::int64_t b) { return (n + b - 1) / b; }
-
 // One operand, quantized: the values (bf16, [R, C] contiguous) and the factor that scales products of it
 // back (1 / scale for per-tensor scales; 1 for block scales, whose values come scaled back already).
 struct Quantized {
@@ -61,49 +59,23 @@ void count(const detail::Fp8QuantizeStats& st) {
   if (t_layer != nullptr) t_layer->add_counts(st.count, st.saturated, st.underflowed);
 }
 
-// x [R, C] with the given per-tensor scale (one br x bc block).
-Quantized run_quantize(const Tensor& x, Format f, float scale, std::int64_t br, std::int64_t bc, double* amax_out) {
-  Tensor q = Tensor::empty({x.size(0), x.size(1)}, DType::bf16, x.device());
-  const Tensor scales = Tensor::full({1, 1}, scale, DType::f32, x.device());
-  const detail::Fp8QuantizeStats st = detail::run_kernel_on<detail::kernel::Fp8Quantize>(x, x, f, scales, br, bc, false, q);
-  count(st);
-  if (amax_out) *amax_out = st.amax;
-  return {q, 1.0 / scale, grid_of(f)};
-}
-
-// x [R, C] scaled by its own amax per block (power-of-2 scales, values scaled back, for block scaling;
-// or one f32 scale for the tensor, kept apart), in one kernel.
-Quantized quantize_current(const Tensor& x, Format f, std::int64_t br, std::int64_t bc, int margin, bool power_of_2,
-                           double* amax_out) {
+// One operand quantized as `spec` says, through the one quantizer, for a product whose inner dimension
+// is x's columns (or its rows: the blocks turned). The delayed recipe's per-tensor scale is given from
+// the layer's history, and x's amax recorded in it when `record`; stochastic rounding draws the layer's
+// next seed.
+Quantized quantize_operand(const Tensor& x, QuantSpec spec, bool inner_is_rows, Fp8State& state, Fp8Operand role,
+                           bool record) {
+  if (inner_is_rows) std::swap(spec.block_rows, spec.block_cols);
   Tensor q = Tensor::empty({x.size(0), x.size(1)}, DType::bf16, x.device());
   if (x.numel() == 0) return {q, 1.0};  // no blocks, no scales
-  Tensor scales = Tensor::empty({blocks(x.size(0), br), blocks(x.size(1), bc)}, DType::f32, x.device());
-  const detail::Fp8QuantizeStats st = detail::run_kernel_on<detail::kernel::Fp8QuantizeCurrent>(
-      x, x, f, br, bc, margin, power_of_2, /*dequantize=*/power_of_2, scales, q);
+  const bool delayed = state.options().recipe == Fp8Recipe::delayed && spec.per_tensor();
+  const float given = delayed ? state.delayed_scale(role).value_or(0.0f) : 0.0f;  // none yet: x's own amax
+  const std::uint64_t seed = spec.rounding == Rounding::stochastic ? state.next_rounding_seed() : 0;
+  const detail::Fp8QuantizeStats st = detail::run_kernel_on<detail::kernel::BlockQuantize>(x, x, spec, seed, given, q);
   count(st);
-  if (amax_out) *amax_out = st.amax;
-  // (Without power-of-2 scales this is one block: item() reads its scale on any device. With them the
-  // values come scaled back, off the fp8 grid.)
-  if (power_of_2) return {q, 1.0};
-  return {q, 1.0 / scales.item(), grid_of(f)};
-}
-
-Quantized quantize_blocks(const Tensor& x, Format f, std::int64_t br, std::int64_t bc, int margin) {
-  return quantize_current(x, f, br, bc, margin, true, nullptr);
-}
-
-// x [R, C] with one scale for the whole tensor: the delayed recipe's (or, for an operand with no history
-// yet and for the current recipe, one from x's own amax); records x's amax in the delayed state.
-Quantized quantize_tensor(const Tensor& x, Format f, Fp8State& state, Fp8Operand operand, bool record) {
-  const Fp8Options& o = state.options();
-  const std::optional<float> s = o.recipe == Fp8Recipe::delayed ? state.delayed_scale(operand) : std::nullopt;
-  double amax = 0;
-  // One block, the whole tensor (at least 1 x 1: block sizes divide).
-  const std::int64_t rows = std::max<std::int64_t>(x.size(0), 1), cols = std::max<std::int64_t>(x.size(1), 1);
-  const Quantized q = s ? run_quantize(x, f, *s, rows, cols, &amax)
-                        : quantize_current(x, f, rows, cols, o.margin, false, &amax);
-  if (record && o.recipe == Fp8Recipe::delayed) state.record(operand, amax);
-  return q;
+  if (record && delayed) state.record(role, st.amax);
+  // Per-tensor f32 scales leave the values on the fp8 grid; block scales come multiplied in.
+  return {q, st.tensor_scale, spec.scale == ScaleFormat::f32 ? grid_of(spec.element) : DType::bf16};
 }
 
 // out = alpha * (a . b): a [M, K], b given as [K, N] view, out [M, N] in `dtype`; grids: the fp8 grids
@@ -124,70 +96,6 @@ Tensor bias_gradient(const Tensor& g2) {
   return reshape(matmul(Tensor::full({1, g2.size(0)}, 1, g2.dtype(), g2.device()), g2), {g2.size(1)});
 }
 
-class Fp8LinearNode final : public Node {
- public:
-  Fp8LinearNode(Quantized x, Tensor x_rows, Quantized w, Shape x_shape, DType x_dtype, DType w_dtype,
-                std::shared_ptr<Fp8State> state)
-      : x_(std::move(x)), x_rows_(std::move(x_rows)), w_(std::move(w)), x_shape_(std::move(x_shape)),
-        x_dtype_(x_dtype), w_dtype_(w_dtype), state_(std::move(state)) {}
-  std::string_view name() const override { return "fp8_linear"; }
-  void release() override {
-    x_ = {};
-    w_ = {};
-    x_rows_ = Tensor();
-  }
-  std::vector<Tensor> backward(const Tensor& g) override {
-    const CountingFor counting(state_.get());
-    const Fp8Options& o = state_->options();
-    const Format f = o.backward_format();
-    const Tensor g2 = as_rows(g);
-    Tensor gx, gw, gb;
-    if (o.recipe == Fp8Recipe::block) {
-      if (inputs[0].node) {
-        const Quantized gq = quantize_blocks(g2, f, 1, o.block, o.margin);
-        gx = scaled_product(gq.values, w_.values, 1.0, Tensor(), x_dtype_, {gq.grid, w_.grid});
-      }
-      if (inputs[1].node) {  // the inner dimension is the rows: both operands again, in column blocks
-        const Quantized gq = quantize_blocks(g2, f, o.block, 1, o.margin);
-        const Quantized xq = quantize_blocks(x_rows_, o.forward_format(), o.block, 1, o.margin);
-        gw = scaled_product(transpose(gq.values, 0, 1), xq.values, 1.0, Tensor(), w_dtype_, {gq.grid, xq.grid});
-      }
-    } else if (inputs[0].node || inputs[1].node) {
-      const Quantized gq = quantize_tensor(g2, f, *state_, Fp8Operand::grad_output, true);
-      if (inputs[0].node) {
-        gx = scaled_product(gq.values, w_.values, gq.inverse_scale * w_.inverse_scale, Tensor(), x_dtype_,
-                            {gq.grid, w_.grid});
-      }
-      if (inputs[1].node) {
-        gw = scaled_product(transpose(gq.values, 0, 1), x_.values, gq.inverse_scale * x_.inverse_scale, Tensor(), w_dtype_,
-                            {gq.grid, x_.grid});
-      }
-    }
-    if (gx.defined()) gx = reshape(gx, x_shape_);
-    if (inputs[2].node) gb = bias_gradient(g2);
-    return {gx, gw, gb};
-  }
-
- private:
-  Quantized x_;
-  Tensor x_rows_;  // block scaling: the input as it came, quantized again column-wise for wgrad
-  Quantized w_;
-  Shape x_shape_;
-  DType x_dtype_, w_dtype_;
-  std::shared_ptr<Fp8State> state_;
-};
-
-// x [R, C] block-quantized as `spec` says, its blocks turned (N x 1) when the product's inner dimension
-// is x's rows; the values come scaled back by their block scales, the tensor scale apart.
-Quantized quantize_spec(const Tensor& x, QuantSpec spec, bool inner_is_rows, std::uint64_t seed) {
-  if (inner_is_rows) std::swap(spec.block_rows, spec.block_cols);
-  Tensor q = Tensor::empty({x.size(0), x.size(1)}, DType::bf16, x.device());
-  if (x.numel() == 0) return {q, 1.0};
-  const detail::Fp8QuantizeStats st = detail::run_kernel_on<detail::kernel::BlockQuantize>(x, x, spec, seed, q);
-  count(st);
-  return {q, st.tensor_scale};
-}
-
 // NVFP4's random Hadamard transform of x [R, C] along its rows (the weight-gradient product's inner
 // dimension), in f32 on the host: each group of 16 rows mixed by H16 diag(signs) / 4. The sign vector is
 // fixed for every run, as Transformer Engine fixes its own.
@@ -198,81 +106,71 @@ Tensor hadamard_rows(const Tensor& x) {
   return t.to(x.device());
 }
 
-// The block-scaled recipes' linear layer: every operand of each product quantized from the high-precision
-// tensor along that product's inner dimension (input and weight kept as they came for the backward
-// pass; nvfp4's 2-D-block weight quantized once, for both products).
-class BlockScaledLinearNode final : public Node {
+// An operand as the backward pass needs it: its forward quantization, where that serves the backward
+// product too (QuantSpec::turns), or the values as they came, to be quantized along the other dimension.
+struct Kept {
+  Quantized quantized;
+  Tensor raw;
+};
+
+// The three products of every recipe: each operand quantized by its role's spec along the product's
+// inner dimension (mantissa/ops/fp8.h), the weight-gradient operands transformed first where the recipe
+// says (NVFP4's Hadamard transform).
+class Fp8LinearNode final : public Node {
  public:
-  BlockScaledLinearNode(Tensor x_rows, Tensor w, Quantized w_2d, Shape x_shape, DType x_dtype, DType w_dtype,
-                        std::shared_ptr<Fp8State> state)
-      : x_rows_(std::move(x_rows)), w_(std::move(w)), w_2d_(std::move(w_2d)), x_shape_(std::move(x_shape)),
-        x_dtype_(x_dtype), w_dtype_(w_dtype), state_(std::move(state)) {}
+  Fp8LinearNode(Kept x, Kept w, Shape x_shape, DType x_dtype, DType w_dtype, std::shared_ptr<Fp8State> state)
+      : x_(std::move(x)), w_(std::move(w)), x_shape_(std::move(x_shape)), x_dtype_(x_dtype), w_dtype_(w_dtype),
+        state_(std::move(state)) {}
   std::string_view name() const override { return "fp8_linear"; }
-  void release() override {
-    x_rows_ = w_ = Tensor();
-    w_2d_ = {};
-  }
+  void release() override { x_ = w_ = {}; }
   std::vector<Tensor> backward(const Tensor& g) override {
     const CountingFor counting(state_.get());
     const Fp8Options& o = state_->options();
-    const QuantSpec gs = o.block_spec(Fp8Operand::grad_output);
-    const auto seed = [&] { return gs.rounding == Rounding::stochastic ? state_->next_rounding_seed() : 0; };
+    const QuantSpec gs = o.spec(Fp8Operand::grad_output);
     const Tensor g2 = as_rows(g);
+    const bool rht = o.hadamard_wgrad() && g2.size(0) % 16 == 0;
     Tensor gx, gw, gb;
-    if (inputs[0].node) {  // dx = g w: the inner dimension is w's rows
-      const Quantized gq = quantize_spec(g2, gs, false, seed());
-      const Quantized wq = w_2d_.values.defined() ? w_2d_ : quantize_spec(w_, o.block_spec(Fp8Operand::weight), true, 0);
-      gx = reshape(scaled_product(gq.values, wq.values, gq.inverse_scale * wq.inverse_scale, Tensor(), x_dtype_, {}), x_shape_);
+    Quantized gq;
+    if (inputs[0].node) {  // dx = g w: the inner dimension is g's columns and w's rows
+      gq = quantize_operand(g2, gs, false, *state_, Fp8Operand::grad_output, true);
+      const Quantized wq = w_.raw.defined() ? quantize_operand(w_.raw, o.spec(Fp8Operand::weight), true, *state_, Fp8Operand::weight, false)
+                                            : w_.quantized;
+      gx = reshape(scaled_product(gq.values, wq.values, gq.inverse_scale * wq.inverse_scale, Tensor(), x_dtype_, {gq.grid, wq.grid}),
+                   x_shape_);
     }
     if (inputs[1].node) {  // dw = g^T x: the inner dimension is the rows of both
-      const bool rht = o.recipe == Fp8Recipe::nvfp4 && o.nvfp4_rht && g2.size(0) % 16 == 0;
-      const Quantized gq = quantize_spec(rht ? hadamard_rows(g2) : g2, gs, true, seed());
-      const Quantized xq = quantize_spec(rht ? hadamard_rows(x_rows_) : x_rows_, o.block_spec(Fp8Operand::input), true, 0);
-      gw = scaled_product(transpose(gq.values, 0, 1), xq.values, gq.inverse_scale * xq.inverse_scale, Tensor(), w_dtype_, {});
+      if (!gq.values.defined() || !gs.turns() || rht) {
+        gq = quantize_operand(rht ? hadamard_rows(g2) : g2, gs, true, *state_, Fp8Operand::grad_output, !inputs[0].node);
+      }
+      const Quantized xq = x_.raw.defined() ? quantize_operand(rht ? hadamard_rows(x_.raw) : x_.raw, o.spec(Fp8Operand::input), true,
+                                                               *state_, Fp8Operand::input, false)
+                                            : x_.quantized;
+      gw = scaled_product(transpose(gq.values, 0, 1), xq.values, gq.inverse_scale * xq.inverse_scale, Tensor(), w_dtype_,
+                          {gq.grid, xq.grid});
     }
     if (inputs[2].node) gb = bias_gradient(g2);
     return {gx, gw, gb};
   }
 
  private:
-  Tensor x_rows_, w_;
-  Quantized w_2d_;
+  Kept x_, w_;
   Shape x_shape_;
   DType x_dtype_, w_dtype_;
   std::shared_ptr<Fp8State> state_;
 };
 
-Tensor block_scaled_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const std::shared_ptr<Fp8State>& state,
-                           DType out_dtype) {
-  const Fp8Options& o = state->options();
-  const Tensor x2 = as_rows(x);
-  const QuantSpec ws = o.block_spec(Fp8Operand::weight);
-  Quantized wq;
-  Tensor y;
-  {
-    NoGradGuard no_grad;
-    const Quantized xq = quantize_spec(x2, o.block_spec(Fp8Operand::input), false, 0);
-    wq = quantize_spec(w, ws, false, 0);
-    y = scaled_product(xq.values, transpose(wq.values, 0, 1), xq.inverse_scale * wq.inverse_scale, bias, out_dtype, {});
-    Shape shape = x.shape();
-    shape.back() = w.size(0);
-    y = reshape(y, shape);
-  }
-  if (needs_grad({&x, &w, &bias})) {
-    // Kept for backward (as activations): the input as it came; the weight is the parameter itself, or
-    // its 2-D-block quantization, which serves the data-gradient product as it is.
-    const bool two_d = ws.block_rows == ws.block_cols && ws.block_rows > 1;
-    const Quantized w_2d = two_d ? Quantized{save_for_backward(wq.values), wq.inverse_scale} : Quantized{};
-    record(y, std::make_shared<BlockScaledLinearNode>(save_for_backward(x2), two_d ? Tensor() : w, w_2d, x.shape(), x.dtype(),
-                                                      w.dtype(), state),
-           {&x, &w, &bias});
-  }
-  return y;
-}
-
 }  // namespace
 
-QuantSpec Fp8Options::block_spec(Fp8Operand operand) const {
+QuantSpec Fp8Options::spec(Fp8Operand operand) const {
+  if (const auto& own = specs[static_cast<std::size_t>(operand)]) return *own;
+  const Format element = operand == Fp8Operand::grad_output ? backward_format() : forward_format();
+  if (recipe == Fp8Recipe::delayed || recipe == Fp8Recipe::current) {
+    return {.element = element, .block_rows = 0, .block_cols = 0, .scale = ScaleFormat::f32, .rule = ScaleRule::fit, .margin = margin};
+  }
+  if (recipe == Fp8Recipe::block) {
+    return {.element = element, .block_rows = operand == Fp8Operand::weight ? block : 1, .block_cols = block,
+            .scale = ScaleFormat::e8m0, .rule = ScaleRule::fit, .margin = margin};
+  }
   QuantSpec s = quant_spec(fp8_recipe_name(recipe));
   if (s.scale == ScaleFormat::e8m0) s.rule = mx_rule;
   if (recipe == Fp8Recipe::nvfp4) {
@@ -282,24 +180,36 @@ QuantSpec Fp8Options::block_spec(Fp8Operand operand) const {
   return s;
 }
 
+bool Fp8Options::keeps_rounding_count() const {
+  if (block_scaled()) return true;
+  return std::any_of(specs.begin(), specs.end(), [](const auto& s) { return s && s->rounding == Rounding::stochastic; });
+}
+
 std::string Fp8Options::str() const {
+  std::string s = std::string(fp8_recipe_name(recipe)) + " (";
   if (block_scaled()) {
-    std::string s = std::string(fp8_recipe_name(recipe)) + " (" + block_spec(Fp8Operand::input).str();
+    Fp8Options own = *this;  // the recipe's input spec, whatever a plan set
+    own.specs = {};
+    s += own.spec(Fp8Operand::input).str();
     if (recipe == Fp8Recipe::nvfp4) {
       s += std::string("; weights ") + (nvfp4_2d_weights ? "16x16" : "1x16") + ", RHT " + (nvfp4_rht ? "on" : "off") +
            ", gradients " + (nvfp4_sr ? "stochastic" : "nearest");
     }
-    return s + ")";
+  } else {
+    s += std::string(fp8_format_name(format));
+    if (recipe == Fp8Recipe::delayed) {
+      s += ", history " + std::to_string(amax_history) + ", " + std::string(amax_reduction_name(reduction));
+    }
+    if (recipe == Fp8Recipe::block) {
+      const std::string b = std::to_string(block);
+      s += ", blocks 1x" + b + " and " + b + "x" + b;
+    }
+    s += ", margin " + std::to_string(margin);
   }
-  std::string s = std::string(fp8_recipe_name(recipe)) + " (" + std::string(fp8_format_name(format));
-  if (recipe == Fp8Recipe::delayed) {
-    s += ", history " + std::to_string(amax_history) + ", " + std::string(amax_reduction_name(reduction));
+  for (std::size_t i = 0; i < kFp8Operands; ++i) {
+    if (specs[i]) s.append("; ").append(fp8_operand_name(static_cast<Fp8Operand>(i))).append(" ").append(specs[i]->str());
   }
-  if (recipe == Fp8Recipe::block) {
-    const std::string b = std::to_string(block);
-    s += ", blocks 1x" + b + " and " + b + "x" + b;
-  }
-  return s + ", margin " + std::to_string(margin) + ")";
+  return s + ")";
 }
 
 void Fp8Options::check() const {
@@ -308,6 +218,9 @@ void Fp8Options::check() const {
   }
   if (margin < 0 || margin > 30) throw std::invalid_argument("fp8: the margin must be in 0..30, got " + std::to_string(margin));
   if (block < 1 || block > (1 << 16)) throw std::invalid_argument("fp8: the block size must be in 1..65536, got " + std::to_string(block));
+  for (const auto& own : specs) {
+    if (own) own->check();
+  }
 }
 
 constexpr std::array<std::pair<Fp8Recipe, std::string_view>, 6> kRecipes = {{{Fp8Recipe::delayed, "delayed"},
@@ -342,13 +255,22 @@ AmaxReduction parse_amax_reduction(std::string_view n) {
 }
 std::string_view amax_reduction_name(AmaxReduction r) { return r == AmaxReduction::max ? "max" : "most_recent"; }
 
+constexpr std::array<std::string_view, kFp8Operands> kOperandNames = {"input", "weight", "grad_output"};
+std::string_view fp8_operand_name(Fp8Operand operand) { return kOperandNames[static_cast<std::size_t>(operand)]; }
+std::optional<Fp8Operand> parse_fp8_operand(std::string_view name) {
+  for (std::size_t i = 0; i < kFp8Operands; ++i) {
+    if (name == kOperandNames[i]) return static_cast<Fp8Operand>(i);
+  }
+  return std::nullopt;
+}
+
 Fp8State::Fp8State(const Fp8Options& options) : options_(options) {
   options_.check();
   if (options_.recipe == Fp8Recipe::delayed) {
     amax_history_ = Tensor::zeros({options_.amax_history, static_cast<std::int64_t>(kFp8Operands)}, DType::f32);
     scale_ = Tensor::full({static_cast<std::int64_t>(kFp8Operands)}, 1.0, DType::f32);
   }
-  if (options_.block_scaled()) rounding_calls_ = Tensor::zeros({1}, DType::f64);
+  if (options_.keeps_rounding_count()) rounding_calls_ = Tensor::zeros({1}, DType::f64);
 }
 
 void Fp8State::add_counts(std::int64_t quantized, std::int64_t saturated, std::int64_t underflowed) {
@@ -465,20 +387,15 @@ Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const st
   const CountingFor counting(state.get());
   const Fp8Options& o = state->options();
   const DType out_dtype = autocast_dtype().value_or(x.dtype());
-  if (o.block_scaled()) return block_scaled_linear(x, w, bias, state, out_dtype);
-  const bool training = grad_enabled();  // evaluation uses the scales without changing the history
+  const bool training = grad_enabled();  // evaluation uses the delayed scales without changing the history
   const Tensor x2 = as_rows(x);
+  const QuantSpec xs = o.spec(Fp8Operand::input), ws = o.spec(Fp8Operand::weight);
   Quantized xq, wq;
   Tensor y;
   {
     NoGradGuard no_grad;
-    if (o.recipe == Fp8Recipe::block) {
-      xq = quantize_blocks(x2, o.forward_format(), 1, o.block, o.margin);
-      wq = quantize_blocks(w, o.forward_format(), o.block, o.block, o.margin);
-    } else {
-      xq = quantize_tensor(x2, o.forward_format(), *state, Fp8Operand::input, training);
-      wq = quantize_tensor(w, o.forward_format(), *state, Fp8Operand::weight, training);
-    }
+    xq = quantize_operand(x2, xs, false, *state, Fp8Operand::input, training);
+    wq = quantize_operand(w, ws, false, *state, Fp8Operand::weight, training);
     y = scaled_product(xq.values, transpose(wq.values, 0, 1), xq.inverse_scale * wq.inverse_scale, bias, out_dtype,
                        {xq.grid, wq.grid});
     Shape shape = x.shape();
@@ -486,14 +403,12 @@ Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const st
     y = reshape(y, shape);
   }
   if (needs_grad({&x, &w, &bias})) {
-    // Kept for backward (counted as activations): the quantized input and weight; for block scaling the
-    // input as it came instead, to quantize it column-wise for the weight gradient.
-    const bool block = o.recipe == Fp8Recipe::block;
-    const Quantized x_saved = block ? Quantized{} : Quantized{save_for_backward(xq.values), xq.inverse_scale, xq.grid};
-    const Quantized w_saved{save_for_backward(wq.values), wq.inverse_scale, wq.grid};
-    record(y, std::make_shared<Fp8LinearNode>(x_saved, block ? save_for_backward(x2) : Tensor(), w_saved, x.shape(), x.dtype(),
-                                              w.dtype(), state),
-           {&x, &w, &bias});
+    // Kept for backward (counted as activations): an operand's quantization where it serves the backward
+    // product too, else the input as it came (the weight: the parameter itself).
+    const auto kept = [](const Quantized& q) { return Kept{{save_for_backward(q.values), q.inverse_scale, q.grid}, {}}; };
+    Kept xk = xs.turns() && !o.hadamard_wgrad() ? kept(xq) : Kept{{}, save_for_backward(x2)};
+    Kept wk = ws.turns() ? kept(wq) : Kept{{}, w};
+    record(y, std::make_shared<Fp8LinearNode>(std::move(xk), std::move(wk), x.shape(), x.dtype(), w.dtype(), state), {&x, &w, &bias});
   }
   return y;
 }
@@ -501,21 +416,15 @@ Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const st
 Tensor fp8_round_trip(const Tensor& x, Format f, std::int64_t br, std::int64_t bc, bool power_of_2) {
   if (x.dim() != 2) throw std::invalid_argument("fp8_round_trip: x must be [R, C], got " + shape_str(x.shape()));
   if (br < 1 || bc < 1) throw std::invalid_argument("fp8_round_trip: block sizes must be at least 1");
-  // (A helper for tests and demonstrations: the scaling back below runs on the host.)
-  if (!(x.device() == Device::cpu())) return fp8_round_trip(x.to(Device::cpu()), f, br, bc, power_of_2).to(x.device());
+  const bool whole = br >= x.size(0) && bc >= x.size(1);
+  if (!power_of_2 && !whole) throw std::invalid_argument("fp8_round_trip: f32 scales are one per tensor; blocks take powers of 2");
   NoGradGuard no_grad;
+  const QuantSpec spec = power_of_2 ? QuantSpec{.element = f, .block_rows = br, .block_cols = bc, .scale = ScaleFormat::e8m0, .rule = ScaleRule::fit}
+                                    : QuantSpec{.element = f, .block_rows = 0, .block_cols = 0, .scale = ScaleFormat::f32, .rule = ScaleRule::fit};
   Tensor q = Tensor::empty(x.shape(), DType::bf16, x.device());
-  Tensor scales = Tensor::empty({blocks(x.size(0), br), blocks(x.size(1), bc)}, DType::f32, x.device());
-  detail::run_kernel_on<detail::kernel::Fp8QuantizeCurrent>(x, x, f, br, bc, 0, power_of_2, false, scales, q);
-  // Scaled back in f32 (the scales need not be powers of 2 here): q / s, block by block.
-  Tensor out = cast(q, DType::f32);
-  float* o = out.data_as<float>();
-  const float* s = scales.data_as<const float>();
-  const std::int64_t cols = x.size(1), nbc = scales.size(1);
-  for (std::int64_t r = 0; r < x.size(0); ++r) {
-    for (std::int64_t c = 0; c < cols; ++c) o[r * cols + c] /= s[(r / br) * nbc + c / bc];
-  }
-  return out;
+  const detail::Fp8QuantizeStats st = detail::run_kernel_on<detail::kernel::BlockQuantize>(x, x, spec, 0, 0.0f, q);
+  // (Power-of-2 block scales come multiplied in; a tensor scale is applied here.)
+  return st.tensor_scale == 1 ? cast(q, DType::f32) : mul(cast(q, DType::f32), st.tensor_scale);
 }
 
 }  // namespace mantissa

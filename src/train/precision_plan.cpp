@@ -32,7 +32,8 @@ LayerPrecision parse_layer_precision(std::string_view name, DType low) {
 
 namespace {
 
-// A recipe as a plan holds it: its name and the parameters that recipe reads.
+// A recipe as a plan holds it: its name, the parameters that recipe reads, and the operands' own specs
+// ("input", "weight", "grad_output": QuantSpec::str's words) where the plan gives them.
 nlohmann::json recipe_json(const Fp8Options& o) {
   nlohmann::json j = {{"recipe", fp8_recipe_name(o.recipe)}};
   if (o.block_scaled()) {
@@ -41,12 +42,15 @@ nlohmann::json recipe_json(const Fp8Options& o) {
     } else {
       j["mx_scale"] = scale_rule_name(o.mx_rule);
     }
-    j["seed"] = o.seed;
-    return j;
+  } else {
+    j.update({{"format", fp8_format_name(o.format)}, {"margin", o.margin}});
+    if (o.recipe == Fp8Recipe::delayed) j.update({{"history", o.amax_history}, {"reduction", amax_reduction_name(o.reduction)}});
+    if (o.recipe == Fp8Recipe::block) j["block"] = o.block;
   }
-  j.update({{"format", fp8_format_name(o.format)}, {"margin", o.margin}});
-  if (o.recipe == Fp8Recipe::delayed) j.update({{"history", o.amax_history}, {"reduction", amax_reduction_name(o.reduction)}});
-  if (o.recipe == Fp8Recipe::block) j["block"] = o.block;
+  if (o.keeps_rounding_count()) j["seed"] = o.seed;
+  for (std::size_t i = 0; i < kFp8Operands; ++i) {
+    if (o.specs[i]) j[std::string(fp8_operand_name(static_cast<Fp8Operand>(i)))] = o.specs[i]->str();
+  }
   return j;
 }
 
@@ -61,7 +65,11 @@ Fp8Options parse_recipe(const nlohmann::json& j) {
   o.recipe = parse_fp8_recipe(j.at("recipe").get<std::string>());
   const nlohmann::json known = recipe_json(o);
   for (const auto& [key, value] : j.items()) {
-    if (!known.contains(key)) {
+    if (const std::optional<Fp8Operand> operand = parse_fp8_operand(key)) {
+      o.specs[static_cast<std::size_t>(*operand)] = QuantSpec::parse(value.get<std::string>());
+      continue;
+    }
+    if (!known.contains(key) && key != "seed") {
       throw std::invalid_argument("the " + std::string(fp8_recipe_name(o.recipe)) + " recipe has no parameter \"" + key + "\"");
     }
     if (key == "rht") o.nvfp4_rht = value.get<bool>();
@@ -74,6 +82,10 @@ Fp8Options parse_recipe(const nlohmann::json& j) {
     if (key == "history") o.amax_history = json_value<std::int64_t>(value, key);
     if (key == "reduction") o.reduction = parse_amax_reduction(value.get<std::string>());
     if (key == "block") o.block = json_value<std::int64_t>(value, key);
+  }
+  if (j.contains("seed") && !o.keeps_rounding_count()) {
+    throw std::invalid_argument("the " + std::string(fp8_recipe_name(o.recipe)) +
+                                " recipe has no parameter \"seed\" (no operand of it rounds stochastically)");
   }
   o.check();
   return o;
@@ -167,10 +179,10 @@ std::string PrecisionPlan::str(bool every_layer) const {
     if (p != LayerPrecision::fp8) continue;
     const Fp8Options& r = recipe_of(path);
     s += " " + r.str();
-    if (!r.block_scaled()) continue;
-    const std::pair<Fp8Operand, const char*> roles[] = {
-        {Fp8Operand::input, "input"}, {Fp8Operand::weight, "weight"}, {Fp8Operand::grad_output, "output gradient"}};
-    for (const auto& [operand, role] : roles) s.append("\n    ").append(role).append(": ").append(r.block_spec(operand).str());
+    for (std::size_t i = 0; i < kFp8Operands; ++i) {
+      const auto operand = static_cast<Fp8Operand>(i);
+      s.append("\n    ").append(fp8_operand_name(operand)).append(": ").append(r.spec(operand).str());
+    }
   }
   return s;
 }

@@ -390,8 +390,8 @@ TEST_P(BlockScaledLinearOracle, ForwardAndBackwardAreTheQuantizedProductsOfTheDe
   y.backward(cast(g, DType::bf16));
   const std::vector<double> xv = x.to_doubles(), wv = w.to_doubles();
   const std::vector<double> gv = cast(cast(g, DType::bf16), DType::f32).to_doubles();
-  const QuantSpec xs = o.block_spec(Fp8Operand::input), ws = o.block_spec(Fp8Operand::weight);
-  const QuantSpec gs = o.block_spec(Fp8Operand::grad_output);
+  const QuantSpec xs = o.spec(Fp8Operand::input), ws = o.spec(Fp8Operand::weight);
+  const QuantSpec gs = o.spec(Fp8Operand::grad_output);
   const bool nv = o.recipe == Fp8Recipe::nvfp4;
   EXPECT_EQ(ws.block_rows, nv ? 16 : 1);
   std::vector<double> want, mag;
@@ -419,9 +419,9 @@ TEST(Fp8Options, TheMicroscaledRecipesSayWhatTheyRun) {
   EXPECT_EQ(Fp8Options{.recipe = Fp8Recipe::nvfp4}.str(),
             "nvfp4 (e2m1 1x16 e4m3*f32 nearest; weights 16x16, RHT on, gradients stochastic)");
   const Fp8Options ablated{.recipe = Fp8Recipe::nvfp4, .nvfp4_rht = false, .nvfp4_sr = false, .nvfp4_2d_weights = false};
-  EXPECT_EQ(ablated.block_spec(Fp8Operand::weight).block_rows, 1);
-  EXPECT_EQ(ablated.block_spec(Fp8Operand::grad_output).rounding, Rounding::nearest_even);
-  EXPECT_EQ(Fp8Options{.recipe = Fp8Recipe::nvfp4}.block_spec(Fp8Operand::grad_output).rounding, Rounding::stochastic);
+  EXPECT_EQ(ablated.spec(Fp8Operand::weight).block_rows, 1);
+  EXPECT_EQ(ablated.spec(Fp8Operand::grad_output).rounding, Rounding::nearest_even);
+  EXPECT_EQ(Fp8Options{.recipe = Fp8Recipe::nvfp4}.spec(Fp8Operand::grad_output).rounding, Rounding::stochastic);
   EXPECT_EQ(parse_fp8_recipe("nvfp4"), Fp8Recipe::nvfp4);
 }
 
@@ -516,7 +516,10 @@ TEST(Fp8Policy, KeepsTheFirstAndLastLinearLayersInBf16UnlessTold) {
       {"fc0", LayerPrecision::low}, {"fc1", LayerPrecision::fp8}, {"fc2", LayerPrecision::fp8}, {"fc3", LayerPrecision::low}};
   EXPECT_EQ(plan.layers, expected);
   EXPECT_EQ(plan.str(), "fp8 in 2 of 4 layers (delayed): fc1, fc2; bf16 in 2: fc0 (first layer), fc3 (last layer)");
-  const std::string recipe = " " + Fp8Options{}.str();
+  // Every fp8 layer with its recipe and the spec of each operand (delayed: one f32 scale per tensor).
+  const std::string recipe = " " + Fp8Options{}.str() +
+                             "\n    input: e4m3 tensor f32 fit nearest\n    weight: e4m3 tensor f32 fit nearest"
+                             "\n    grad_output: e5m2 tensor f32 fit nearest";
   EXPECT_EQ(plan.str(true).substr(plan.str().size()),
             "\n  fc0 (first layer): bf16\n  fc1: fp8" + recipe + "\n  fc2: fp8" + recipe + "\n  fc3 (last layer): bf16");
   // Delayed scaling's state is in the buffers a checkpoint saves (the two FP8 layers' only).
@@ -566,7 +569,7 @@ TEST(PrecisionPlan, RecipesTravelInItsJsonAndALayerCanHaveItsOwn) {
   const std::string every = plan.str(true);
   EXPECT_NE(every.find("fc1 [nvfp4]: fp8 nvfp4 (e2m1 1x16 e4m3*f32 nearest; weights 16x16, RHT on, gradients stochastic)\n"
                        "    input: e2m1 1x16 e4m3*f32 nearest\n    weight: e2m1 16x16 e4m3*f32 nearest\n"
-                       "    output gradient: e2m1 1x16 e4m3*f32 stochastic"),
+                       "    grad_output: e2m1 1x16 e4m3*f32 stochastic"),
             std::string::npos) << every;
   EXPECT_NE(every.find("fc2: fp8 mxfp8 (e4m3 1x32 e8m0 floor nearest)"), std::string::npos) << every;
   nn::Mlp mlp(nn::MlpConfig{.in = 32, .hidden = 32, .layers = 3, .classes = 2});

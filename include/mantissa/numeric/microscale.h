@@ -25,30 +25,47 @@ namespace mantissa {
 enum class ScaleFormat : std::uint8_t {
   e8m0,  // OCP E8M0: 2^(bits - 127), no sign, no zero; 0xFF is NaN
   e4m3,  // an E4M3 value (NVFP4's block scale), under one f32 scale per tensor
+  f32,   // any f32: one scale for the whole tensor (FP8's per-tensor recipes, delayed and current)
 };
 
-// How a power-of-2 (E8M0) scale is fitted to the block's amax, as torchao's ScaleCalculationMode says:
+// How a scale is fitted to the block's amax. For E8M0 scales, as torchao's ScaleCalculationMode says:
 //   floor    2^(floor(log2 amax) - emax(element)): OCP MX 1.0's rule (torchao FLOOR); may saturate
 //   even     as floor, with amax first rounded to the element's mantissa width (torchao EVEN)
 //   rceil    2^ceil(log2(amax / max(element))): never saturates (cuBLAS and TE; torchao RCEIL)
-enum class ScaleRule : std::uint8_t { floor, even, rceil };
-// "floor", "even", "rceil"; throws std::invalid_argument.
+// and Transformer Engine's FP8 rule, for f32 scales and E8M0 ones (its per-tensor and block recipes):
+//   fit      values are multiplied by (max(element) / amax) / 2^margin, amax the largest FINITE
+//            magnitude (1 where there is none); for E8M0 the largest power of 2 not above that, kept
+//            within 2^-100..2^100. Non-finite values pass through unclipped, so the loss scaler still
+//            sees an overflowed gradient; the elements round to nearest even.
+enum class ScaleRule : std::uint8_t { floor, even, rceil, fit };
+// "floor", "even", "rceil", "fit"; throws std::invalid_argument.
 ScaleRule parse_scale_rule(std::string_view name);
 std::string_view scale_rule_name(ScaleRule rule);
 
 struct QuantSpec {
   Format element = Format::e4m3();
-  std::int64_t block_rows = 1;  // a block: block_rows x block_cols values of a [R, C] tensor
-  std::int64_t block_cols = 32;
+  std::int64_t block_rows = 1;  // a block: block_rows x block_cols values of a [R, C] tensor;
+  std::int64_t block_cols = 32;  // 0 x 0: the whole tensor, whatever its shape (f32 scales)
   ScaleFormat scale = ScaleFormat::e8m0;
-  ScaleRule rule = ScaleRule::floor;  // e8m0 scales only
+  ScaleRule rule = ScaleRule::floor;  // e4m3 scales: floor only (NVFP4's rule); f32 scales: fit only
   Rounding rounding = Rounding::nearest_even;  // of the elements; stochastic draws from (seed, index)
+  int margin = 0;  // the fit rule's headroom: scales divided by 2^margin
 
-  // "e4m3 1x32 e8m0 floor nearest"
+  // "e4m3 1x32 e8m0 floor nearest"; "e4m3 tensor f32 fit nearest" (a margin shows as "margin 2")
   std::string str() const;
+  // The spec str() wrote (words in that order; "margin N" optional). Throws std::invalid_argument naming
+  // the word it could not read, or what check() refuses.
+  static QuantSpec parse(std::string_view text);
   // Throws std::invalid_argument for an element format other than e4m3, e5m2, e2m1, a block side below
-  // 1 or above 65536, a rule other than floor for e4m3 scales, or rounding toward zero.
+  // 1 or above 65536 (but 0 x 0 with f32 scales, which need it), e4m3 scales with a rule other than
+  // floor, the fit rule with e4m3 scales, an fp4 element or stochastic rounding, a margin outside 0..30
+  // or without the fit rule, or rounding toward zero.
   void check() const;
+  // The whole tensor as one block (0 x 0).
+  bool per_tensor() const { return block_rows == 0 && block_cols == 0; }
+  // Quantizing a tensor's transpose with the spec gives the transposed result (square blocks, or the
+  // whole tensor, and nearest rounding): one quantization serves a product along either dimension.
+  bool turns() const { return block_rows == block_cols && rounding == Rounding::nearest_even; }
   friend bool operator==(const QuantSpec&, const QuantSpec&) = default;
 };
 
@@ -69,7 +86,8 @@ struct QuantizedBlocks {
   float amax = 0;
 };
 
-// Quantizes x, a row-major [rows, cols] f32 array, as `spec` says. `seed` keys stochastic rounding: the
+// Quantizes x, a row-major [rows, cols] f32 array, as `spec` says (a block-scaled spec: the fit rule is
+// run by the BlockQuantize kernel, whose oracle is the FP8 quantizer's written-out definition). `seed` keys stochastic rounding: the
 // random bits of element i are stochastic_bits(seed, i), whatever the threads. Runs on the calling
 // thread and OpenMP's (blocks of rows share no state). Throws std::invalid_argument for a bad spec or a
 // size that does not fit.

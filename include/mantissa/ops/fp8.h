@@ -20,6 +20,8 @@
 //            pretraining recipe: 16 x 16 weight blocks (one quantized weight serves both products),
 //            stochastic rounding of the output gradients, the 16-point random Hadamard transform on the
 //            weight-gradient product's operands; each part can be turned off to measure what it buys.
+// Each recipe is a QuantSpec per operand (Fp8Options::spec; a plan file may set any operand's own), and
+// one path runs them all through the one quantizer kernel (BlockQuantize).
 // On the CPU this is exact emulation: the quantized values are held in bf16, which holds every fp8 value,
 // and multiplied by oneDNN's bf16 product with f32 accumulation.
 //
@@ -67,15 +69,27 @@ struct Fp8Options {
 
   Format forward_format() const { return Format::e4m3(); }
   Format backward_format() const { return format == Fp8Format::hybrid ? Format::e5m2() : Format::e4m3(); }
+  // A plan's own spec for an operand, in place of the recipe's (a plan file's "input", "weight",
+  // "grad_output"): the recipe's other choices (the delayed history, NVFP4's transform) stay.
+  std::array<std::optional<QuantSpec>, kFp8Operands> specs{};
+
   // mxfp8, mxfp4 or nvfp4: every operand block-quantized from the high-precision tensor.
   bool block_scaled() const { return recipe == Fp8Recipe::mxfp8 || recipe == Fp8Recipe::mxfp4 || recipe == Fp8Recipe::nvfp4; }
-  // A block-scaled recipe's spec for an operand, blocks along the rows (1 x N); a product whose inner
-  // dimension is the operand's rows turns them. The weight's are N x N for nvfp4 with 2-D weights, the
-  // output gradient's stochastic for nvfp4 with stochastic rounding.
-  QuantSpec block_spec(Fp8Operand operand) const;
+  // How the recipe quantizes an operand, as a value the one quantizer takes: blocks along the rows of its
+  // [R, C] view (1 x N), which a product whose inner dimension is the operand's rows turns. delayed and
+  // current: one f32 scale per tensor (the fit rule; delayed's from the history); block: 1 x block
+  // power-of-2 scales, block x block for weights; the microscaled presets, with the weight's blocks
+  // 16 x 16 for nvfp4 with 2-D weights and the output gradient's rounding stochastic for nvfp4 with
+  // stochastic rounding. A plan's own spec (specs) wins.
+  QuantSpec spec(Fp8Operand operand) const;
+  // NVFP4's Hadamard transform of the weight-gradient product's operands is on.
+  bool hadamard_wgrad() const { return recipe == Fp8Recipe::nvfp4 && nvfp4_rht; }
+  // The layer keeps a count of stochastic roundings (a block-scaled recipe, or a stochastic spec).
+  bool keeps_rounding_count() const;
   // "delayed (hybrid, history 1024, max, margin 0)", "nvfp4 (e2m1 1x16 e4m3*f32; 16x16 weights, RHT, SR)"
   std::string str() const;
-  // Throws std::invalid_argument for a history below 1, a margin outside 0..30, a block below 1.
+  // Throws std::invalid_argument for a history below 1, a margin outside 0..30, a block below 1, a spec
+  // QuantSpec::check refuses.
   void check() const;
   friend bool operator==(const Fp8Options&, const Fp8Options&) = default;
 };
@@ -88,6 +102,9 @@ Fp8Format parse_fp8_format(std::string_view name);
 std::string_view fp8_format_name(Fp8Format format);
 AmaxReduction parse_amax_reduction(std::string_view name);
 std::string_view amax_reduction_name(AmaxReduction reduction);
+// "input", "weight", "grad_output" (a plan file's keys); parse gives nullopt for another word.
+std::string_view fp8_operand_name(Fp8Operand operand);
+std::optional<Fp8Operand> parse_fp8_operand(std::string_view name);
 
 
 // How much FP8 quantization clipped and lost, over every layer (fp8_counters()) or in one (Fp8State), since
@@ -100,8 +117,8 @@ struct Fp8Counters {
 };
 
 // One FP8 layer's scaling state. For delayed scaling: amax_history() [history, 3] f32 (row 0 the newest,
-// columns input, weight, output gradient) and scale() [3] f32; for the block-scaled recipes,
-// rounding_calls() [1] f64, the count of stochastically rounded quantizations so far, which keys the next
+// columns input, weight, output gradient) and scale() [3] f32; for the block-scaled recipes and any
+// with a stochastic spec (Fp8Options::keeps_rounding_count), rounding_calls() [1] f64, the count of stochastically rounded quantizations so far, which keys the next
 // one's random bits. A module registers them as buffers, so checkpoints carry them and a resume continues
 // bit-identically. The other recipes keep no state.
 class Fp8State {

@@ -1,15 +1,21 @@
-// The block quantizer on the CPU: the operand gathered into f32 rows, quantized by the one definition
+// The block quantizer on the CPU: FP8's fit rule by the vectorized FP8 quantizer (cpu_fp8.cpp); the
+// microscaled rules with the operand gathered into f32 rows, quantized by the one definition
 // (numeric/microscale.cpp, threaded over strips of blocks), and scaled back into bf16 rows in parallel.
 #include <cmath>
+#include <stdexcept>
 #include <vector>
 
+#include "../fit_quantize.h"
 #include "cpu_kernels.h"
 #include "mantissa/numeric/convert.h"
 #include "rows.h"
 
 namespace mantissa::detail {
 
-Fp8QuantizeStats cpu_block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, const Tensor& out) {
+Fp8QuantizeStats cpu_block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale,
+                                    const Tensor& out) {
+  if (spec.rule == ScaleRule::fit) return fit_quantize(x, spec, given_scale, out, cpu_fp8_quantize_current, cpu_fp8_quantize);
+  if (given_scale != 0) throw std::invalid_argument("block_quantize: only the fit rule takes a given scale");
   const std::int64_t rows = x.size(0), cols = x.size(1);
   std::vector<float> v(static_cast<std::size_t>(rows * cols));
 #pragma omp parallel for schedule(static) if (rows * cols >= 65536)

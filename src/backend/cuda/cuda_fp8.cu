@@ -6,8 +6,10 @@
 // and the amax never goes through the host.
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
+#include "../fit_quantize.h"
 #include "cuda_kernels.h"
 #include "cuda_support.cuh"
 #include "mantissa/numeric/convert.h"
@@ -145,6 +147,15 @@ Fp8QuantizeStats fp8_quantize_current(const Tensor& x, Format format, std::int64
                                                            margin, power_of_2);
   check_launch("fp8_quantize_current");
   return fp8_quantize(x, format, scales, block_rows, block_cols, dequantize, out);
+}
+
+Fp8QuantizeStats block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t /*seed*/, float given_scale,
+                                const Tensor& out) {
+  if (spec.rule != ScaleRule::fit) {
+    throw std::invalid_argument("block_quantize: no GPU kernel for " + spec.str() +
+                                " yet (the microscaled recipes run on the CPU)");
+  }
+  return fit_quantize(x, spec, given_scale, out, fp8_quantize_current, fp8_quantize);
 }
 
 }  // namespace mantissa::detail::cuda

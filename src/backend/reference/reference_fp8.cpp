@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "../../core/element_io.h"
+#include "../fit_quantize.h"
 #include "mantissa/numeric/convert.h"
 #include "reference_access.h"
 #include "reference_kernels.h"
@@ -78,9 +79,15 @@ void reference_scaled_matmul(const Tensor& a, const Tensor& w, double alpha, con
   }
 }
 
-// The block quantizer: its definition (numeric/microscale.cpp, itself checked against torchao's and the
-// written-out rules in microscale_test.cpp) on the values loaded one at a time.
-Fp8QuantizeStats reference_block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, const Tensor& out) {
+// The block quantizer: the fit rule as the FP8 quantizer above defines it; the others by their
+// definition (numeric/microscale.cpp, itself checked against torchao's and the written-out rules in
+// microscale_test.cpp) on the values loaded one at a time.
+Fp8QuantizeStats reference_block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale,
+                                          const Tensor& out) {
+  if (spec.rule == ScaleRule::fit) {
+    return fit_quantize(x, spec, given_scale, out, reference_fp8_quantize_current, reference_fp8_quantize);
+  }
+  if (given_scale != 0) throw std::invalid_argument("block_quantize: only the fit rule takes a given scale");
   const std::int64_t rows = x.size(0), cols = x.size(1);
   std::vector<float> v(static_cast<std::size_t>(rows * cols));
   Fp8QuantizeStats st;

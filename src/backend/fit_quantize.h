@@ -1,0 +1,43 @@
+// The fit rule of the block quantizer (QuantSpec with ScaleRule::fit: FP8's per-tensor recipes, delayed
+// and current, and its 1 x 128 / 128 x 128 block recipe) on any backend, from that backend's two FP8
+// quantizers: current scaling (each block's scale from its amax) and given scales (the delayed
+// recipe's). One home for how a spec becomes those kernels' arguments, so every backend reads a spec alike.
+#pragma once
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "kernels.h"
+
+namespace mantissa::detail {
+
+// current(x, format, block_rows, block_cols, margin, power_of_2, dequantize, scales, out) and
+// given(x, format, scales, block_rows, block_cols, dequantize, out): the backend's Fp8QuantizeCurrent
+// and Fp8Quantize. Per-tensor f32 scales leave the values on the fp8 grid and return 1 / scale as the
+// tensor scale; E8M0 block scales come back multiplied in (exact: powers of 2).
+template <class Current, class Given>
+Fp8QuantizeStats fit_quantize(const Tensor& x, const QuantSpec& spec, float given_scale, const Tensor& out, Current current,
+                              Given given) {
+  const std::int64_t rows = x.size(0), cols = x.size(1);
+  if (!spec.per_tensor()) {
+    if (given_scale != 0) throw std::invalid_argument("block_quantize: a given scale is one per tensor, not per block");
+    const std::int64_t br = spec.block_rows, bc = spec.block_cols;
+    const Tensor scales = Tensor::empty({(rows + br - 1) / br, (cols + bc - 1) / bc}, DType::f32, x.device());
+    return current(x, spec.element, br, bc, spec.margin, /*power_of_2=*/true, /*dequantize=*/true, scales, out);
+  }
+  // One block, the whole tensor (at least 1 x 1: block sizes divide).
+  const std::int64_t br = std::max<std::int64_t>(rows, 1), bc = std::max<std::int64_t>(cols, 1);
+  Fp8QuantizeStats st;
+  double scale = given_scale;
+  if (given_scale != 0) {
+    st = given(x, spec.element, Tensor::full({1, 1}, given_scale, DType::f32, x.device()), br, bc, false, out);
+  } else {
+    const Tensor scales = Tensor::empty({1, 1}, DType::f32, x.device());
+    st = current(x, spec.element, br, bc, spec.margin, false, false, scales, out);
+    scale = scales.item();
+  }
+  st.tensor_scale = 1.0 / scale;
+  return st;
+}
+
+}  // namespace mantissa::detail
