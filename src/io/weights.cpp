@@ -24,10 +24,14 @@ bool is_mantissa_state(const std::string& name) {
 }
 
 std::vector<std::pair<std::string, Tensor>> checkpoint_weights(const std::filesystem::path& checkpoint, DType dtype) {
+  return checkpoint_weights(read_safetensors(checkpoint), checkpoint, dtype);
+}
+
+std::vector<std::pair<std::string, Tensor>> checkpoint_weights(const Safetensors& f, const std::filesystem::path& checkpoint,
+                                                                DType dtype) {
   if (dtype != DType::f32 && dtype != DType::bf16) {
     throw std::invalid_argument("weights are exported in fp32 or bf16, not " + std::string(dtype_name(dtype)));
   }
-  const Safetensors f = read_safetensors(checkpoint);
   if (f.metadata.count("step") == 0) throw CheckpointError(checkpoint.string() + ": not a mantissa checkpoint (no 'step' in its metadata)");
   std::vector<std::pair<std::string, Tensor>> out;
   for (const auto& [key, t] : f.tensors) {

@@ -131,6 +131,24 @@ TEST(Fp8Training, Nvfp4StochasticRoundingResumesBitIdentically) {
   EXPECT_EQ(calls->to_doubles(), std::vector<double>{8.0});
 }
 
+// The other recipes keep no state but a stochastic-rounding count: each resumes bit for bit too, and so
+// does a recipe given a stochastic spec of its own (its count travels in the checkpoint).
+TEST(Fp8Training, EveryOtherRecipeResumesBitIdentically) {
+  Fp8Options own{.recipe = Fp8Recipe::current};
+  own.specs[static_cast<std::size_t>(Fp8Operand::grad_output)] = QuantSpec::parse("e5m2 1x32 e8m0 rceil stochastic");
+  for (const Fp8Options& o : {Fp8Options{.recipe = Fp8Recipe::current}, Fp8Options{.recipe = Fp8Recipe::block, .block = 16},
+                              Fp8Options{.recipe = Fp8Recipe::mxfp8}, Fp8Options{.recipe = Fp8Recipe::mxfp4}, own}) {
+    SCOPED_TRACE(o.str());
+    const Safetensors a = expect_resume_bit_identical(o, 2, "recipe_resume");
+    const Tensor* calls = a.find("model/fc1.fp8_rounding_calls");
+    EXPECT_EQ(calls != nullptr, o.keeps_rounding_count());
+    // Two draws a step in each FP8 layer where the output gradient rounds stochastically.
+    if (calls != nullptr && o.specs[2]) {
+      EXPECT_EQ(calls->to_doubles(), std::vector<double>{8.0});
+    }
+  }
+}
+
 TEST(Fp8Training, TheDelayedRecipesStateResumesBitIdentically) {
   const Safetensors a = expect_resume_bit_identical(Fp8Options{.recipe = Fp8Recipe::delayed, .amax_history = 4}, 3, "fp8_resume");
   int fp8_tensors = 0;

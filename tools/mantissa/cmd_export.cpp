@@ -26,8 +26,7 @@ struct ExportArgs {
 };
 
 // The layers the checkpoint's run trained in fp8 (its precision plan's fp8 level, or any microscaled recipe).
-std::set<std::string> fp8_layers(const std::string& checkpoint) {
-  const Safetensors f = read_safetensors(checkpoint, /*skip_unsupported_dtypes=*/true);
+std::set<std::string> fp8_layers(const Safetensors& f, const std::string& checkpoint) {
   const auto it = f.metadata.find("precision_plan");
   std::set<std::string> out;
   if (it == f.metadata.end()) return out;
@@ -50,7 +49,8 @@ std::string element_dtype(const QuantSpec& spec) {
 
 int export_quantized(const ExportArgs& a) {
   const QuantSpec spec = quant_spec(a.dtype);  // the recipe's 1-D blocks along a row: what inference kernels take
-  const std::set<std::string> layers = fp8_layers(a.checkpoint);
+  const Safetensors checkpoint = read_safetensors(a.checkpoint);  // read once: its plan, then its weights
+  const std::set<std::string> layers = fp8_layers(checkpoint, a.checkpoint);
   if (layers.empty()) {
     throw std::invalid_argument(a.checkpoint + ": its run trained no layer in fp8 or a microscaled recipe, so no weights were "
                                 "trained through a quantizer: export fp32 or bf16, or train with --precision " + a.dtype);
@@ -58,7 +58,7 @@ int export_quantized(const ExportArgs& a) {
   std::vector<std::pair<std::string, Tensor>> tensors;
   std::vector<std::pair<std::string, RawTensor>> raw;
   std::vector<std::string> quantized, kept;
-  for (const auto& [name, t] : checkpoint_weights(a.checkpoint, DType::f32)) {
+  for (const auto& [name, t] : checkpoint_weights(checkpoint, a.checkpoint, DType::f32)) {
     const std::string layer = name.size() > 7 && name.ends_with(".weight") ? name.substr(0, name.size() - 7) : "";
     const bool packs = t.dim() == 2 && (spec.element != Format::e2m1() || t.size(1) % 2 == 0);
     if (layers.count(layer) == 0 || !packs) {

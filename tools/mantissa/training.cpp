@@ -286,7 +286,8 @@ void check_signature(const std::filesystem::path& path, const std::string& store
     const auto implied = absent_means.find(k);
     std::string was = it != theirs.end() && it->is_string() ? it->get<std::string>()
                       : it == theirs.end() && implied != absent_means.end() ? implied->second : "(none)";
-    if (k == "--precision" && (was == "f32" || was == "f16")) was = was == "f32" ? "fp32" : "fp16";  // older checkpoints' spelling
+    // Older checkpoints' spelling of a dtype (f32, f16), said as today's by the names' one home.
+    if (k == "--precision" && (was == "f32" || was == "f16")) was = train::precision_name(train::parse_precision(was));
     const bool allow = std::find(allowed.begin(), allowed.end(), k.substr(2)) != allowed.end();
     if (was != v && !allow) diff += (diff.empty() ? "" : ", ") + k + " " + was + " (this run: " + v + ")";
   }

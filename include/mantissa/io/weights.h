@@ -11,6 +11,7 @@
 
 #include "mantissa/core/dtype.h"
 #include "mantissa/core/tensor.h"
+#include "mantissa/io/safetensors.h"
 #include "mantissa/nn/module.h"
 
 namespace mantissa {
@@ -23,6 +24,9 @@ bool is_mantissa_state(const std::string& name);
 // state or the optimizer's), cast to `dtype` (f32 or bf16). Throws CheckpointError for a file that is
 // not a checkpoint, std::invalid_argument for another dtype.
 std::vector<std::pair<std::string, Tensor>> checkpoint_weights(const std::filesystem::path& checkpoint, DType dtype);
+// The same of a checkpoint already read (`checkpoint` names it in errors).
+std::vector<std::pair<std::string, Tensor>> checkpoint_weights(const Safetensors& file, const std::filesystem::path& checkpoint,
+                                                                DType dtype);
 
 // Loads a state_dict file into the model's parameters and buffers (not its FP8 state), as PyTorch's
 // load_state_dict(strict=True) does: every one must be there with its shape and nothing else may be
