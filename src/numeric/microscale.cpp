@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "encode_rules.h"
+#include "microscale_rules.h"
 #include "vector_clones.h"
 #include "mantissa/numeric/convert.h"
 #include "mantissa/numeric/parse_number.h"
@@ -21,104 +22,22 @@ namespace mantissa {
 namespace {
 
 constexpr std::int64_t kMaxBlockSide = 65536;
-constexpr float kNvfp4TensorDivisor = 448.0f * 6.0f;  // e4m3's largest times e2m1's: torchao's per_tensor_amax_to_scale
-constexpr float kE4m3SmallestNormal = 0.015625f;      // torchao clamps e4m3 block scales to [2^-6, 448]
 
 float max_finite(Format f) { return decode(f, f.max_finite_bits()); }
 
-// What the scale rules need of the element format, computed once per call: its largest value, and that
-// value's floor(log2), the "emax" OCP MX subtracts (e4m3 8, e5m2 15, e2m1 2).
-struct Element {
-  float top;
-  int emax;
-  int man_bits;
-  explicit Element(Format f) : top(max_finite(f)), emax(std::ilogb(max_finite(f))), man_bits(f.man_bits()) {}
-};
+using detail::BlockScale;
+detail::ElementRule element_rule(Format f) { return {max_finite(f), std::ilogb(max_finite(f)), f.man_bits()}; }
 
-std::uint32_t bits_of(float x) { return std::bit_cast<std::uint32_t>(x); }
-
-// ceil(log2 d) for a finite d > 0, exactly (from the bits, not from a rounded logarithm).
-int ceil_log2(float d) {
-  const std::uint32_t b = bits_of(d);
-  const std::uint32_t field = b >> 23, mant = b & 0x7fffffU;
-  if (field > 0) return static_cast<int>(field) - 127 + (mant != 0 ? 1 : 0);
-  const int top = 31 - std::countl_zero(mant);  // a subnormal: mant * 2^-149
-  return top - 149 + (mant != (1U << top) ? 1 : 0);
-}
-
-// How one block's values become elements: y = x * multiply, and the block's scale code. (torchao divides
-// by the power-of-2 scales of the floor rule; multiplying by their reciprocal, a power of 2 f32 holds
-// exactly, gives the same correctly rounded results, NaN and infinity included.)
-struct BlockScale {
-  float multiply = 1;
-  std::uint8_t code = 0;
-};
-
-// The value of every e4m3 pattern, and e4m3's encoding parameters, built once.
-const float* e4m3_values() {
-  static const auto table = [] {
-    std::array<float, 256> t{};
-    for (std::uint32_t b = 0; b < 256; ++b) t[b] = decode(Format::e4m3(), b);
-    return t;
-  }();
-  return table.data();
-}
 const detail::EncodeParams& e4m3_nearest() {
   static const detail::EncodeParams p = detail::make_encode_params(Format::e4m3(), CastOptions{});
   return p;
 }
-
-// E8M0 scales, floor and even rules (torchao's to_mx): the exponent field of the (rounded) amax less the
-// element's emax, clamped to E8M0's range, 0xFF for a NaN amax; the values divided by the scale, which
-// is held at least at f32's smallest normal.
-BlockScale e8m0_floor(float amax, ScaleRule rule, const Element& e) {
-  float m = amax;
-  if (rule == ScaleRule::even && !std::isnan(m)) {
-    const std::uint32_t add = 1U << (23 - e.man_bits - 1);
-    m = std::bit_cast<float>((bits_of(m) + add) & 0xff800000U);
-  }
-  const int extracted = static_cast<int>((bits_of(m) >> 23) & 0xffU) - 127;
-  const int unbiased = std::clamp(extracted - e.emax, -127, 128);
-  const auto code = static_cast<std::uint8_t>(std::isnan(m) ? 255 : unbiased + 127);
-  const float scale = std::max(std::bit_cast<float>(std::uint32_t{code} << 23), std::numeric_limits<float>::min());
-  return {1.0f / scale, code};
+const detail::DecodeParams& e4m3_decoding() {
+  static const detail::DecodeParams p = detail::make_decode_params(Format::e4m3());
+  return p;
 }
 
-// E8M0 scales, rceil rule (torchao's _to_mx_rceil, after Transformer Engine): the amax over the
-// element's largest, rounded up to a power of 2; the values multiplied by its reciprocal (1 where the
-// scale is 2^-127, as TE's exp2f_rcp has it).
-BlockScale e8m0_rceil(float amax, const Element& e) {
-  const float descale = amax / e.top;
-  std::uint8_t code;
-  if (std::isnan(descale)) {
-    code = 255;
-  } else if (std::isinf(descale)) {
-    code = 254;
-  } else {
-    const int x = descale == 0 ? -127 : std::clamp(ceil_log2(descale), -127, 127);
-    code = static_cast<std::uint8_t>(x + 127);
-  }
-  float rcp;
-  if (code == 255) {
-    rcp = descale;
-  } else if (code == 254) {
-    rcp = std::ldexp(1.0f, -127);
-  } else {
-    rcp = code == 0 ? 1.0f : std::ldexp(1.0f, 127 - code);
-  }
-  return {rcp, code};
-}
-
-// E4M3 scales under the tensor scale (torchao's nvfp4_quantize with a per-tensor scale): the block's
-// amax over the element's largest, over the tensor scale, clamped to [2^-6, 448] and rounded to e4m3;
-// the values multiplied by (1 / tensor scale) / that.
-BlockScale e4m3_scale(float amax, float tensor_scale, const Element& e) {
-  const float block = amax / e.top;
-  const float scaled = block / tensor_scale;
-  const float clamped = std::isnan(scaled) ? scaled : std::clamp(scaled, kE4m3SmallestNormal, 448.0f);
-  const auto code = static_cast<std::uint8_t>(detail::encode_bits(e4m3_nearest(), bits_of(clamped), 0));
-  return {(1.0f / tensor_scale) / e4m3_values()[code], code};
-}
+std::uint32_t bits_of(float x) { return std::bit_cast<std::uint32_t>(x); }
 
 // The largest magnitude, NaN if any value is NaN (as torch.amax).
 float amax_of(std::span<const float> x) {
@@ -187,7 +106,7 @@ void quantize_all(std::span<const float> x, std::int64_t rows, std::int64_t cols
   const std::int64_t br = s.block_rows, bc = s.block_cols;
   const std::int64_t nbr = (rows + br - 1) / br, nbc = (cols + bc - 1) / bc;
   const detail::EncodeParams p = detail::make_encode_params(s.element, CastOptions{.rounding = R, .saturate = true});
-  const Element element(s.element);
+  const detail::ElementRule element = element_rule(s.element);
   const float top = element.top;
   const std::uint32_t mask = s.element.magnitude_mask();
   std::int64_t saturated = 0, underflowed = 0;
@@ -219,9 +138,10 @@ void quantize_all(std::span<const float> x, std::int64_t rows, std::int64_t cols
           nan |= column_nan[static_cast<std::size_t>(c)] != 0;
         }
         if (nan) amax = std::numeric_limits<float>::quiet_NaN();
-        const BlockScale b = s.scale == ScaleFormat::e4m3 ? e4m3_scale(amax, q.tensor_scale, element)
-                             : s.rule == ScaleRule::rceil ? e8m0_rceil(amax, element)
-                                                          : e8m0_floor(amax, s.rule, element);
+        const BlockScale b = s.scale == ScaleFormat::e4m3
+                                 ? detail::e4m3_block_scale(amax, q.tensor_scale, element, e4m3_nearest(), e4m3_decoding())
+                             : s.rule == ScaleRule::rceil ? detail::e8m0_rceil(amax, element)
+                                                          : detail::e8m0_floor(amax, s.rule == ScaleRule::even, element);
         q.scale_codes[static_cast<std::size_t>(ib * nbc + jb)] = b.code;
         std::fill(multiply.begin() + c0, multiply.begin() + c1, b.multiply);
       }
@@ -416,11 +336,7 @@ QuantizedBlocks quantize_blocks(std::span<const float> x, std::int64_t rows, std
   const std::int64_t nbc = (cols + spec.block_cols - 1) / spec.block_cols;
   q.scale_codes.resize(static_cast<std::size_t>(nbr * nbc));
   q.amax = amax_of(x);
-  if (spec.scale == ScaleFormat::e4m3) {
-    // torchao's amax / (448 * 6); a tensor of zeros gets 1, as Transformer Engine gives it (0 would make
-    // every block scale 0 / 0).
-    q.tensor_scale = q.amax == 0 ? 1.0f : q.amax / kNvfp4TensorDivisor;
-  }
+  if (spec.scale == ScaleFormat::e4m3) q.tensor_scale = detail::nvfp4_tensor_scale(q.amax);
   if (spec.rounding == Rounding::stochastic) {
     quantize_all<Rounding::stochastic>(x, rows, cols, spec, seed, q);
   } else {
@@ -444,14 +360,10 @@ std::vector<float> dequantize_blocks(const QuantizedBlocks& q, std::int64_t rows
   return out;
 }
 
-float decode_e8m0(std::uint8_t bits) {
-  if (bits == 255) return std::numeric_limits<float>::quiet_NaN();
-  // 2^(bits - 127): the f32 exponent field itself, or for bits 0 the subnormal 2^-127.
-  return bits == 0 ? std::bit_cast<float>(0x00400000U) : std::bit_cast<float>(std::uint32_t{bits} << 23);
-}
+float decode_e8m0(std::uint8_t bits) { return detail::e8m0_value(bits); }
 
 float decode_scale(ScaleFormat format, std::uint8_t bits) {
-  return format == ScaleFormat::e8m0 ? decode_e8m0(bits) : e4m3_values()[bits];
+  return format == ScaleFormat::e8m0 ? decode_e8m0(bits) : std::bit_cast<float>(detail::decode_bits(e4m3_decoding(), bits));
 }
 
 std::vector<std::uint8_t> pack_fp4(std::span<const std::uint8_t> codes) {

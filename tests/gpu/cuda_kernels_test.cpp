@@ -1,6 +1,6 @@
 // The GPU kernels the op parity table does not reach, against the CPU's (themselves tested against the
 // reference): the numerics telemetry gives the same counts and histogram, the FP8 quantizer the same
-// scales, bits and counters, and the scaled product the same values up to the order of f32 additions.
+// scales, bits and counters (the block quantizer too, every rule), and the scaled product the same values up to the order of f32 additions.
 // On values spread over every exponent, with zeros, infinities and NaNs, contiguous and transposed.
 // And cuDNN's fused attention against the composition, the ids' way to the GPU, and the GPU's own clock of the step breakdown. Skipped, with the reason, without a GPU.
 #include <gtest/gtest.h>
@@ -19,6 +19,7 @@
 
 #include "mantissa/backend/cuda.h"
 #include "mantissa/backend/kernel_timer.h"
+#include "mantissa/numeric/microscale.h"
 #include "mantissa/ops/fp8.h"
 #include "mantissa/ops/ops.h"
 #include "../../src/backend/fused_attention.h"
@@ -103,6 +104,33 @@ TEST_F(CudaKernels, Fp8QuantizationGivesTheCpusScalesBitsAndCounters) {
         EXPECT_GT(c.saturated, 0);
         EXPECT_EQ(d.saturated, c.saturated);
         EXPECT_TRUE(same_bytes(out_gpu, out_cpu));
+      }
+    }
+  }
+}
+
+// The one quantizer, every rule: FP8's fit rule (per tensor and 1 x 32 power-of-2 blocks) and the
+// microscaled presets (E8M0 floor / even / rceil, NVFP4's E4M3 scales with 16 x 16 blocks and stochastic
+// rounding), values with specials, f32 and a transposed bf16 view: the same bits, counts and scales.
+TEST_F(CudaKernels, TheBlockQuantizerGivesTheCpusBitsForEveryRule) {
+  std::vector<QuantSpec> specs = {QuantSpec::parse("e4m3 tensor f32 fit nearest"), QuantSpec::parse("e5m2 1x32 e8m0 fit nearest margin 1"),
+                                  quant_spec("mxfp8"), quant_spec("mxfp8-rceil"), quant_spec("mxfp4"), quant_spec("nvfp4"),
+                                  QuantSpec::parse("e4m3 1x32 e8m0 even nearest"), QuantSpec::parse("e2m1 16x16 e4m3*f32 stochastic")};
+  for (const QuantSpec& spec : specs) {
+    for (const bool specials : {false, true}) {
+      for (const bool turned : {false, true}) {
+        SCOPED_TRACE(spec.str() + (specials ? ", specials" : "") + (turned ? ", transposed bf16" : ""));
+        const Tensor x = turned ? transpose(spread(80, 96, DType::bf16, 13, specials), 0, 1) : spread(96, 80, DType::f32, 12, specials);
+        Tensor out_cpu = Tensor::empty({96, 80}, DType::bf16), out_gpu = Tensor::empty({96, 80}, DType::bf16, kGpu);
+        const Fp8QuantizeStats a = run_kernel<kernel::BlockQuantize>(Device::cpu(), x, spec, 77, 0.0f, out_cpu);
+        const Fp8QuantizeStats b = run_kernel<kernel::BlockQuantize>(kGpu, x.to(kGpu), spec, 77, 0.0f, out_gpu);
+        EXPECT_TRUE(same_bytes(out_gpu, out_cpu));
+        EXPECT_EQ(b.saturated, a.saturated);
+        EXPECT_EQ(b.underflowed, a.underflowed);
+        EXPECT_EQ(b.nonfinite, a.nonfinite);
+        EXPECT_EQ(b.count, a.count);
+        EXPECT_TRUE(b.amax == a.amax || (std::isnan(b.amax) && std::isnan(a.amax))) << a.amax << " " << b.amax;
+        EXPECT_TRUE(b.tensor_scale == a.tensor_scale || (std::isnan(b.tensor_scale) && std::isnan(a.tensor_scale)));
       }
     }
   }

@@ -40,7 +40,7 @@ TEST(KernelRegistry, TheReferenceAndTheCpuBackendRegisterEveryKernel) {
 }
 
 // A CUDA build registers every kernel for the GPU too (convolutions where cuDNN's header was found);
-// its BlockQuantize runs FP8's fit rule only (the microscaled recipes have no GPU kernel yet).
+// its BlockQuantize runs every rule (the microscaled ones by the CPU's own scale rules).
 TEST(KernelRegistry, TheCudaBackendRegistersEveryKernelWhereItIsBuilt) {
   const CudaInfo info = cuda_info();
   if (!info.built) GTEST_SKIP() << info.unavailable;

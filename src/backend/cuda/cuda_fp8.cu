@@ -3,12 +3,14 @@
 // format's grid by the CPU's own rule, saturating; counted: clipped, lost to zero, not finite), and the
 // scaled product (cuBLASLt with alpha, cuda_matmul.cu). The scales of current scaling are computed on
 // the GPU by the CPU's own fp8_scale_for() (host and device code), so both devices pick the same scales
-// and the amax never goes through the host.
+// and the amax never goes through the host. The microscaled recipes' block quantizer likewise runs the
+// CPU's own scale rules (numeric/microscale_rules.h).
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
 
+#include "../../numeric/microscale_rules.h"
 #include "../fit_quantize.h"
 #include "cuda_kernels.h"
 #include "cuda_support.cuh"
@@ -82,6 +84,83 @@ __global__ void quantize_kernel(Blocks b, ElementType tx, const void* x, const f
   if (amax > 0) max_into(&counters->amax, amax);
 }
 
+// The microscaled rules (QuantSpec's floor, even and rceil E8M0 scales, NVFP4's E4M3 scales under an f32
+// tensor scale) in three kernels, by the CPU's own rules (numeric/microscale_rules.h, host and device
+// code): each block's amax and the tensor's, NaN if any value is NaN (the patterns of magnitudes order
+// NaN above inf, so atomicMax keeps it); each block's scale; the values.
+struct BlockTotals {
+  unsigned long long saturated, underflowed, nonfinite;
+  unsigned tensor_amax;  // a float's pattern
+};
+
+__global__ void block_amax_kernel(Blocks b, ElementType tx, const void* x, unsigned* amax, BlockTotals* totals) {
+  const std::int64_t n = b.rows * b.cols;
+  unsigned mine = 0;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t r = i / b.cols, c = i % b.cols;
+    const unsigned bits = __float_as_uint(fabsf(load(tx, x, r * b.row + c * b.col)));
+    if (bits > 0) atomicMax(amax + b.block_of(r, c), bits);
+    mine = max(mine, bits);
+  }
+  if (mine > 0) atomicMax(&totals->tensor_amax, mine);
+}
+
+struct MicroscaleRules {
+  ElementRule element;
+  bool e4m3_scales, rceil, even;
+  EncodeParams e4m3;
+  DecodeParams e4m3_decode;
+};
+
+// Each block's multiplier and the value of its scale (one thread a block).
+__global__ void block_scales_kernel(std::int64_t blocks, const unsigned* amax, MicroscaleRules rules, const BlockTotals* totals,
+                                    float* multiply, float* scale_value) {
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= blocks) return;
+  const float a = __uint_as_float(amax[i]);
+  BlockScale s;
+  if (rules.e4m3_scales) {
+    s = e4m3_block_scale(a, nvfp4_tensor_scale(__uint_as_float(totals->tensor_amax)), rules.element, rules.e4m3, rules.e4m3_decode);
+    scale_value[i] = __uint_as_float(decode_bits(rules.e4m3_decode, s.code));
+  } else {
+    s = rules.rceil ? e8m0_rceil(a, rules.element) : e8m0_floor(a, rules.even, rules.element);
+    scale_value[i] = e8m0_value(s.code);
+  }
+  multiply[i] = s.multiply;
+}
+
+// Each value times its block's multiplier, clamped to the element's range (NaN kept), rounded by the one
+// rule (stochastically from (seed, row-major index) if asked), and stored as element times block scale.
+__global__ void block_encode_kernel(Blocks b, ElementType tx, const void* x, const float* multiply, const float* scale_value,
+                                    EncodeParams encode, DecodeParams decode, float top, std::uint32_t mask, std::uint64_t seed,
+                                    ElementType to, void* out, std::int64_t orow, std::int64_t ocol, BlockTotals* totals) {
+  const std::int64_t n = b.rows * b.cols;
+  unsigned long long saturated = 0, underflowed = 0, nonfinite = 0;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t r = i / b.cols, c = i % b.cols;
+    const std::int64_t block = b.block_of(r, c);
+    const float v = load(tx, x, r * b.row + c * b.col);
+    const float y = v * multiply[block];
+    const bool finite = fabsf(v) <= 3.40282347e38f;
+    saturated += (finite && fabsf(y) > top) ? 1 : 0;
+    // As std::min(std::max(y, -top), top): NaN stays.
+    const float low = y < -top ? -top : y;
+    const float clamped = top < low ? top : low;
+    const auto u = static_cast<std::uint64_t>(i);
+    const std::uint32_t random =
+        encode.rounding == Rounding::stochastic ? random_bits(stochastic_key(seed, static_cast<std::uint32_t>(u >> 32)), static_cast<std::uint32_t>(u)) : 0;
+    const std::uint32_t code = encode_bits(encode, __float_as_uint(clamped), random);
+    underflowed += (v != 0 && finite && (code & mask) == 0) ? 1 : 0;
+    nonfinite += finite ? 0 : 1;
+    store(to, out, r * orow + c * ocol, __uint_as_float(decode_bits(decode, code)) * scale_value[block]);
+  }
+  if (saturated > 0) atomicAdd(&totals->saturated, saturated);
+  if (underflowed > 0) atomicAdd(&totals->underflowed, underflowed);
+  if (nonfinite > 0) atomicAdd(&totals->nonfinite, nonfinite);
+}
+
 Blocks blocks_of(const Tensor& x, std::int64_t block_rows, std::int64_t block_cols, const Tensor& per_block) {
   return {x.size(0), x.size(1), x.strides()[0], x.strides()[1], block_rows, block_cols, per_block.size(1)};
 }
@@ -149,13 +228,51 @@ Fp8QuantizeStats fp8_quantize_current(const Tensor& x, Format format, std::int64
   return fp8_quantize(x, format, scales, block_rows, block_cols, dequantize, out);
 }
 
-Fp8QuantizeStats block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t /*seed*/, float given_scale,
+Fp8QuantizeStats block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale,
                                 const Tensor& out) {
-  if (spec.rule != ScaleRule::fit) {
-    throw std::invalid_argument("block_quantize: no GPU kernel for " + spec.str() +
-                                " yet (the microscaled recipes run on the CPU)");
-  }
-  return fit_quantize(x, spec, given_scale, out, fp8_quantize_current, fp8_quantize);
+  if (spec.rule == ScaleRule::fit) return fit_quantize(x, spec, given_scale, out, fp8_quantize_current, fp8_quantize);
+  if (given_scale != 0) throw std::invalid_argument("block_quantize: only the fit rule takes a given scale");
+  spec.check();
+  refuse_f64("block_quantize", x);
+  if (x.dim() != 2) throw std::invalid_argument("block_quantize: x [R, C] expected");
+  const std::int64_t rows = x.size(0), cols = x.size(1);
+  const std::int64_t nbr = (rows + spec.block_rows - 1) / spec.block_rows, nbc = (cols + spec.block_cols - 1) / spec.block_cols;
+  Fp8QuantizeStats st;
+  st.count = x.numel();
+  if (x.numel() == 0) return st;
+  const Blocks b{rows, cols, x.strides()[0], x.strides()[1], spec.block_rows, spec.block_cols, nbc};
+  const std::int64_t blocks = nbr * nbc;
+  // Zeroed scratch: the blocks' amax patterns; then each block's multiplier and scale value.
+  const Tensor amax = Tensor::zeros({blocks * 4}, DType::e4m3, x.device());
+  const Tensor multiply = Tensor::empty({blocks}, DType::f32, x.device());
+  const Tensor scale_value = Tensor::empty({blocks}, DType::f32, x.device());
+  const DeviceTotals<BlockTotals> totals(x.device());
+  block_amax_kernel<<<blocks_for(x.numel()), kThreads, 0, stream()>>>(b, element_type(x.dtype()), x.data(),
+                                                                       static_cast<unsigned*>(amax.data()), totals.get());
+  check_launch("block_quantize");
+  const float top = decode(spec.element, spec.element.max_finite_bits());
+  const MicroscaleRules rules{{top, std::ilogb(top), spec.element.man_bits()}, spec.scale == ScaleFormat::e4m3,
+                              spec.rule == ScaleRule::rceil, spec.rule == ScaleRule::even,
+                              make_encode_params(Format::e4m3(), CastOptions{}), make_decode_params(Format::e4m3())};
+  block_scales_kernel<<<blocks_for(blocks), kThreads, 0, stream()>>>(blocks, static_cast<const unsigned*>(amax.data()), rules,
+                                                                      totals.get(), static_cast<float*>(multiply.data()),
+                                                                      static_cast<float*>(scale_value.data()));
+  check_launch("block_quantize");
+  block_encode_kernel<<<blocks_for(x.numel()), kThreads, 0, stream()>>>(
+      b, element_type(x.dtype()), x.data(), static_cast<const float*>(multiply.data()), static_cast<const float*>(scale_value.data()),
+      make_encode_params(spec.element, CastOptions{.rounding = spec.rounding, .saturate = true}), make_decode_params(spec.element),
+      top, spec.element.magnitude_mask(), seed, element_type(out.dtype()), out.data(), out.strides()[0], out.strides()[1],
+      totals.get());
+  check_launch("block_quantize");
+  const BlockTotals host = totals.read();  // the one read-back: the counts, the amax, the tensor scale
+  st.saturated = static_cast<std::int64_t>(host.saturated);
+  st.underflowed = static_cast<std::int64_t>(host.underflowed);
+  st.nonfinite = static_cast<std::int64_t>(host.nonfinite);
+  float tensor_amax = 0;
+  std::memcpy(&tensor_amax, &host.tensor_amax, sizeof tensor_amax);
+  st.amax = tensor_amax;
+  if (spec.scale == ScaleFormat::e4m3) st.tensor_scale = nvfp4_tensor_scale(tensor_amax);
+  return st;
 }
 
 }  // namespace mantissa::detail::cuda

@@ -54,8 +54,8 @@ Fp8QuantizeStats fp8_quantize(const Tensor& x, Format format, const Tensor& scal
                               std::int64_t block_cols, bool dequantize, const Tensor& out);
 Fp8QuantizeStats fp8_quantize_current(const Tensor& x, Format format, std::int64_t block_rows, std::int64_t block_cols,
                                       int margin, bool power_of_2, bool dequantize, const Tensor& scales, const Tensor& out);
-// The fit rule of BlockQuantize (FP8's delayed, current and block recipes) by the two kernels above; the
-// microscaled rules have no GPU kernel yet (std::invalid_argument naming the spec).
+// BlockQuantize: the fit rule (FP8's delayed, current and block recipes) by the two kernels above; the
+// microscaled rules by the CPU's own scale rules, in three kernels.
 Fp8QuantizeStats block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale, const Tensor& out);
 
 // cuda_pool.cu
