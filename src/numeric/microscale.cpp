@@ -97,23 +97,28 @@ MANTISSA_VECTOR_CLONES void microscale_encode_stochastic(const float* x, std::ui
 
 namespace {
 
-// A strip of block_rows rows at a time: the column amaxes of the strip in one sweep down its rows, each
-// block's scale from its columns' amaxes, every column's multiplier spread out, then each row of the
-// strip encoded in one pass. (Column blocks, N x 1, cost no more than row blocks this way.)
+// A strip of block_rows rows at a time, in a buffer of the thread's own: the rows loaded, their column
+// amaxes in one sweep, each block's scale from its columns' amaxes, every column's multiplier spread
+// out, then each row encoded and handed on. (Column blocks, N x 1, cost no more than row blocks this way.)
 template <Rounding R>
-void quantize_all(std::span<const float> x, std::int64_t rows, std::int64_t cols, const QuantSpec& s, std::uint64_t seed,
-                  QuantizedBlocks& q) {
+void quantize_strips(std::int64_t rows, std::int64_t cols, const QuantSpec& s, std::uint64_t seed, const detail::BlockRows& io,
+                     QuantizedBlocks& q) {
   const std::int64_t br = s.block_rows, bc = s.block_cols;
   const std::int64_t nbr = (rows + br - 1) / br, nbc = (cols + bc - 1) / bc;
   const detail::EncodeParams p = detail::make_encode_params(s.element, CastOptions{.rounding = R, .saturate = true});
   const detail::ElementRule element = element_rule(s.element);
   const float top = element.top;
   const std::uint32_t mask = s.element.magnitude_mask();
-  std::int64_t saturated = 0, underflowed = 0;
-#pragma omp parallel reduction(+ : saturated, underflowed) if (rows * cols >= 65536)
+  std::int64_t saturated = 0, underflowed = 0, nonfinite = 0;
+  float amax = 0;
+  std::uint32_t any_nan = 0;
+#pragma omp parallel reduction(+ : saturated, underflowed, nonfinite) reduction(max : amax) reduction(| : any_nan) \
+    if (rows * cols >= 65536)
   {
+    std::vector<float> strip(static_cast<std::size_t>(std::min(br, rows) * cols));
     std::vector<float> column_max(static_cast<std::size_t>(cols)), multiply(static_cast<std::size_t>(cols));
-    std::vector<std::uint8_t> column_nan(static_cast<std::size_t>(cols));
+    std::vector<float> scale_value(static_cast<std::size_t>(cols));
+    std::vector<std::uint8_t> column_nan(static_cast<std::size_t>(cols)), codes(static_cast<std::size_t>(cols));
     std::uint64_t key_high = ~std::uint64_t{0};
     detail::StochasticKey key{};
 #pragma omp for schedule(static)
@@ -122,30 +127,36 @@ void quantize_all(std::span<const float> x, std::int64_t rows, std::int64_t cols
       std::fill(column_max.begin(), column_max.end(), 0.0f);
       std::fill(column_nan.begin(), column_nan.end(), 0);
       for (std::int64_t r = r0; r < r1; ++r) {
-        const float* row = x.data() + r * cols;
+        float* row = strip.data() + (r - r0) * cols;
+        io.load(r, row);
         for (std::int64_t c = 0; c < cols; ++c) {
           const float a = std::fabs(row[c]);
           column_nan[static_cast<std::size_t>(c)] |= a != a;
+          nonfinite += a <= std::numeric_limits<float>::max() ? 0 : 1;
           column_max[static_cast<std::size_t>(c)] = std::max(column_max[static_cast<std::size_t>(c)], a);
         }
       }
       for (std::int64_t jb = 0; jb < nbc; ++jb) {
         const std::int64_t c0 = jb * bc, c1 = std::min(cols, c0 + bc);
-        float amax = 0;
+        float block_amax = 0;
         bool nan = false;
         for (std::int64_t c = c0; c < c1; ++c) {
-          amax = std::max(amax, column_max[static_cast<std::size_t>(c)]);
+          block_amax = std::max(block_amax, column_max[static_cast<std::size_t>(c)]);
           nan |= column_nan[static_cast<std::size_t>(c)] != 0;
         }
-        if (nan) amax = std::numeric_limits<float>::quiet_NaN();
+        amax = std::max(amax, block_amax);
+        any_nan |= nan ? 1U : 0U;
+        if (nan) block_amax = std::numeric_limits<float>::quiet_NaN();
         const BlockScale b = s.scale == ScaleFormat::e4m3
-                                 ? detail::e4m3_block_scale(amax, q.tensor_scale, element, e4m3_nearest(), e4m3_decoding())
-                             : s.rule == ScaleRule::rceil ? detail::e8m0_rceil(amax, element)
-                                                          : detail::e8m0_floor(amax, s.rule == ScaleRule::even, element);
+                                 ? detail::e4m3_block_scale(block_amax, q.tensor_scale, element, e4m3_nearest(), e4m3_decoding())
+                             : s.rule == ScaleRule::rceil ? detail::e8m0_rceil(block_amax, element)
+                                                          : detail::e8m0_floor(block_amax, s.rule == ScaleRule::even, element);
         q.scale_codes[static_cast<std::size_t>(ib * nbc + jb)] = b.code;
         std::fill(multiply.begin() + c0, multiply.begin() + c1, b.multiply);
+        std::fill(scale_value.begin() + c0, scale_value.begin() + c1, decode_scale(s.scale, b.code));
       }
       for (std::int64_t r = r0; r < r1; ++r) {
+        const float* row = strip.data() + (r - r0) * cols;
         const std::int64_t i0 = r * cols;
         if constexpr (R == Rounding::stochastic) {
           // One key per 2^32 indices: a row that crosses a boundary is split there.
@@ -156,19 +167,21 @@ void quantize_all(std::span<const float> x, std::int64_t rows, std::int64_t cols
               key = detail::stochastic_key(seed, static_cast<std::uint32_t>(key_high));
             }
             const std::int64_t m = std::min(cols - done, static_cast<std::int64_t>(((key_high + 1) << 32) - u));
-            microscale_encode_stochastic(x.data() + u, q.codes.data() + u, m, multiply.data() + done, top, p, key,
+            microscale_encode_stochastic(row + done, codes.data() + done, m, multiply.data() + done, top, p, key,
                                          static_cast<std::uint32_t>(u), mask, saturated, underflowed);
             done += m;
           }
         } else {
-          microscale_encode_nearest(x.data() + i0, q.codes.data() + i0, cols, multiply.data(), top, p, mask, saturated,
-                                    underflowed);
+          microscale_encode_nearest(row, codes.data(), cols, multiply.data(), top, p, mask, saturated, underflowed);
         }
+        io.emit(r, codes.data(), scale_value.data());
       }
     }
   }
   q.saturated = saturated;
   q.underflowed = underflowed;
+  q.nonfinite = nonfinite;
+  q.amax = any_nan != 0 ? std::numeric_limits<float>::quiet_NaN() : amax;
 }
 
 }  // namespace
@@ -322,28 +335,44 @@ QuantSpec quant_spec(std::string_view recipe) {
 
 QuantizedBlocks quantize_blocks(std::span<const float> x, std::int64_t rows, std::int64_t cols, const QuantSpec& spec,
                                 std::uint64_t seed) {
+  if (rows < 0 || cols < 0 || static_cast<std::uint64_t>(rows) * static_cast<std::uint64_t>(cols) != x.size()) {
+    spec.check();
+    throw std::invalid_argument("block quantization: " + std::to_string(x.size()) + " values are not " + std::to_string(rows) +
+                                " x " + std::to_string(cols));
+  }
+  std::vector<std::uint8_t> codes(x.size());  // (every code is written below)
+  const detail::BlockRows io{
+      [&](std::int64_t r, float* row) { std::copy_n(x.data() + r * cols, cols, row); },
+      [&](std::int64_t r, const std::uint8_t* row_codes, const float*) { std::copy_n(row_codes, cols, codes.data() + r * cols); },
+      [&] { return amax_of(x); }};
+  QuantizedBlocks q = detail::quantize_block_rows(rows, cols, spec, seed, io);
+  q.codes = std::move(codes);
+  return q;
+}
+
+namespace detail {
+
+QuantizedBlocks quantize_block_rows(std::int64_t rows, std::int64_t cols, const QuantSpec& spec, std::uint64_t seed,
+                                    const BlockRows& io) {
   spec.check();
   if (spec.rule == ScaleRule::fit) {
     throw std::invalid_argument("block quantization: the fit rule (" + spec.str() + ") is run by the BlockQuantize kernel");
   }
-  if (rows < 0 || cols < 0 || static_cast<std::uint64_t>(rows) * static_cast<std::uint64_t>(cols) != x.size()) {
-    throw std::invalid_argument("block quantization: " + std::to_string(x.size()) + " values are not " + std::to_string(rows) +
-                                " x " + std::to_string(cols));
-  }
   QuantizedBlocks q;
-  q.codes.resize(x.size());  // (every code is written below)
   const std::int64_t nbr = (rows + spec.block_rows - 1) / spec.block_rows;
   const std::int64_t nbc = (cols + spec.block_cols - 1) / spec.block_cols;
   q.scale_codes.resize(static_cast<std::size_t>(nbr * nbc));
-  q.amax = amax_of(x);
-  if (spec.scale == ScaleFormat::e4m3) q.tensor_scale = detail::nvfp4_tensor_scale(q.amax);
+  // Two-level scales need the tensor's amax before any block's scale.
+  if (spec.scale == ScaleFormat::e4m3) q.tensor_scale = nvfp4_tensor_scale(io.amax());
   if (spec.rounding == Rounding::stochastic) {
-    quantize_all<Rounding::stochastic>(x, rows, cols, spec, seed, q);
+    quantize_strips<Rounding::stochastic>(rows, cols, spec, seed, io, q);
   } else {
-    quantize_all<Rounding::nearest_even>(x, rows, cols, spec, seed, q);
+    quantize_strips<Rounding::nearest_even>(rows, cols, spec, seed, io, q);
   }
   return q;
 }
+
+}  // namespace detail
 
 std::vector<float> dequantize_blocks(const QuantizedBlocks& q, std::int64_t rows, std::int64_t cols, const QuantSpec& spec,
                                      bool with_tensor_scale) {

@@ -1,6 +1,6 @@
-// The FP8 linear layer and its recipes' scales; see mantissa/ops/fp8.h. The kernels (quantize, block
-// amax, the scaled product) are in the backends; this file decides the scales, keeps the delayed
-// recipe's history, and records the three products for autograd.
+// The FP8 linear layer and its recipes; see mantissa/ops/fp8.h. The kernels (the one quantizer, the
+// scaled product) are in the backends; this file says each recipe as a QuantSpec per operand, keeps the
+// delayed recipe's history, and records the three products for autograd, one path for every recipe.
 #include "mantissa/ops/fp8.h"
 
 #include <algorithm>

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -81,8 +82,8 @@ struct QuantizedBlocks {
   std::vector<std::uint8_t> scale_codes;
   float tensor_scale = 1;
   // How the values fared: finite values clipped to the element's largest, non-zero values that became
-  // zero, and the amax of the input (NaN when it held one).
-  std::int64_t saturated = 0, underflowed = 0;
+  // zero, values that were not finite, and the amax of the input (NaN when it held one).
+  std::int64_t saturated = 0, underflowed = 0, nonfinite = 0;
   float amax = 0;
 };
 
@@ -93,6 +94,22 @@ struct QuantizedBlocks {
 // size that does not fit.
 QuantizedBlocks quantize_blocks(std::span<const float> x, std::int64_t rows, std::int64_t cols, const QuantSpec& spec,
                                 std::uint64_t seed = 0);
+namespace detail {
+// The quantizer streaming rows, for kernels that read and write tensors of their own: the same codes,
+// scales and counts as quantize_blocks, each strip of blocks loaded, quantized and handed on while it is
+// in cache. load(r, row) fills row r as f32; emit(r, codes, scale_values) takes row r's codes and each
+// column's block scale value (a code's value times it is the value, the tensor scale apart), from the
+// quantizing threads, a row at a time; amax() is the tensor's largest magnitude (NaN if any value is
+// NaN), asked first for two-level scales only. The result's codes are empty.
+struct BlockRows {
+  std::function<void(std::int64_t r, float* row)> load;
+  std::function<void(std::int64_t r, const std::uint8_t* codes, const float* scale_values)> emit;
+  std::function<float()> amax;
+};
+QuantizedBlocks quantize_block_rows(std::int64_t rows, std::int64_t cols, const QuantSpec& spec, std::uint64_t seed,
+                                    const BlockRows& io);
+}  // namespace detail
+
 // The values the codes stand for, [rows, cols] f32: what a product of the quantized tensor sees. Without
 // the tensor scale when `with_tensor_scale` is false (a product applies it to its result instead).
 std::vector<float> dequantize_blocks(const QuantizedBlocks& q, std::int64_t rows, std::int64_t cols, const QuantSpec& spec,
