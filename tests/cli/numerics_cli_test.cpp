@@ -5,12 +5,42 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
+#include <sstream>
+
 #include "cli_support.h"
 
 namespace {
 
 // The MLP on Fashion-MNIST with a loss weight of 2^-16: gradients fp16 flushes without loss scaling.
 const std::string kUnderflowProne = "train --model mlp --batch-size 64 --eval-every 1000 --loss-weight 1.52587890625e-05 ";
+
+// Each fp8 layer's saturated and underflowed shares over the run, summed by inspect from the metrics'
+// per-layer counts (the recipe's numbers, whatever it is), checked against the records themselves.
+TEST(TelemetryCommand, InspectSumsEachFp8LayersClippedAndLostValuesOverTheRun) {
+  Scratch s;
+  const std::string m = s.path("m.jsonl");
+  ASSERT_EQ(run("train --model mlp --steps 4 --eval-every 4 --precision nvfp4 --metrics " + m).status, 0);
+  std::int64_t quantized = 0, saturated = 0;
+  std::istringstream records(slurp(m));
+  for (std::string line; std::getline(records, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (!j.contains("fp8_layers")) continue;
+    quantized += j.at("fp8_layers").at("fc1").at("quantized").get<std::int64_t>();
+    saturated += j.at("fp8_layers").at("fc1").at("saturated").get<std::int64_t>();
+  }
+  ASSERT_GT(quantized, 0);
+  const Result i = run("inspect " + m);
+  ASSERT_EQ(i.status, 0) << i.err;
+  EXPECT_NE(i.out.find("fp8 layers over the run, saturated / underflowed of the values quantized:"), std::string::npos) << i.out;
+  char share[32];
+  std::snprintf(share, sizeof share, "%.2f%%", 100.0 * static_cast<double>(saturated) / static_cast<double>(quantized));
+  EXPECT_NE(i.out.find("    fc1: " + std::string(share) + " / "), std::string::npos) << share << "\n" << i.out;
+  EXPECT_NE(i.out.find(" of " + std::to_string(quantized) + "\n"), std::string::npos) << i.out;
+  // A run without fp8 says nothing of it.
+  ASSERT_EQ(run("train --model mlp --steps 2 --eval-every 2 --metrics " + s.path("b.jsonl")).status, 0);
+  EXPECT_EQ(run("inspect " + s.path("b.jsonl")).out.find("fp8 layers"), std::string::npos);
+}
 
 TEST(TelemetryCommand, WritesRecordsThatInspectSummarizesAndDraws) {
   Scratch s;

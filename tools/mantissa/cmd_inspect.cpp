@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -33,9 +34,11 @@ struct InspectArgs {
   int top = 8;
 };
 
+std::string percent(double share) { return fmt::format("{:.2f}%", 100 * share); }
 
 // A metrics file (train --metrics: a run record, then step and evaluation records; docs/metrics.md),
 // summed up per run; false when `path` is not one (its first record is telemetry's, or not a record).
+
 bool inspect_metrics(const InspectArgs& a) {
   const std::string& path = a.path;
   InputFile in(path, "a metrics or telemetry file", kMaxTelemetryBytes);
@@ -45,6 +48,8 @@ bool inspect_metrics(const InspectArgs& a) {
     std::int64_t steps = 0, skipped = 0, first_step = 0, last_step = 0, eval_step = 0;
     double first_loss = 0, last_loss = 0, scale = 0, val_loss = 0, val_accuracy = -1;
     bool evaluated = false;
+    // FP8 layers' quantization over the run: values quantized, saturated, underflowed.
+    std::map<std::string, std::array<std::int64_t, 3>> fp8;
   };
   // A number the writer may have written as null (a NaN loss): NaN.
   const auto number = [](const nlohmann::json& j, const char* key) {
@@ -72,6 +77,14 @@ bool inspect_metrics(const InspectArgs& a) {
         r.last_loss = loss;
         r.skipped += j.contains("skipped") && j.at("skipped") == true ? 1 : 0;
         if (j.contains("loss_scale")) r.scale = number(j, "loss_scale");
+        if (j.contains("fp8_layers")) {
+          for (const auto& [layer, c] : j.at("fp8_layers").items()) {
+            std::array<std::int64_t, 3>& sum = r.fp8[layer];
+            sum[0] += json_number<std::int64_t>(c, "quantized");
+            sum[1] += json_number<std::int64_t>(c, "saturated");
+            sum[2] += json_number<std::int64_t>(c, "underflowed");
+          }
+        }
       } else if (j.contains("val_loss")) {
         r.evaluated = true;
         r.eval_step = json_number<std::int64_t>(j, "step");
@@ -100,6 +113,14 @@ bool inspect_metrics(const InspectArgs& a) {
       fmt::print("  steps {}..{} ({} skipped): loss {:.4f} -> {:.4f}, loss scale {:g} at the last\n", r.first_step, r.last_step,
                  r.skipped, r.first_loss, r.last_loss, r.scale);
     }
+    if (!r.fp8.empty()) {
+      // What each fp8 layer's quantization clipped and lost over the run, of the values it quantized.
+      fmt::print("  fp8 layers over the run, saturated / underflowed of the values quantized:\n");
+      const auto share = [](std::int64_t part, std::int64_t whole) { return whole > 0 ? static_cast<double>(part) / static_cast<double>(whole) : 0.0; };
+      for (const auto& [layer, c] : r.fp8) {
+        fmt::print("    {}: {} / {} of {}\n", layer, percent(share(c[1], c[0])), percent(share(c[2], c[0])), c[0]);
+      }
+    }
     if (r.evaluated) {
       fmt::print("  evaluation at step {}: val_loss {:.4f}{}\n", r.eval_step, r.val_loss,
                  r.val_accuracy >= 0 ? fmt::format(", val_accuracy {:.2f}%", 100 * r.val_accuracy) : "");
@@ -115,7 +136,6 @@ DType judged_in(const TensorNumerics& t, const std::string& format) {
   return t.dtype == DType::f32 || t.dtype == DType::f64 ? DType::f16 : t.dtype;
 }
 
-std::string percent(double share) { return fmt::format("{:.2f}%", 100 * share); }
 
 // log2(largest finite / amax): binades left before overflow.
 double headroom(const TensorNumerics& t, DType format) {
