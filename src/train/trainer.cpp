@@ -255,6 +255,7 @@ struct Trainer::Pass {
   std::int64_t items = 0;
   std::optional<NonFiniteReport> trace;  // where this rank's tracer stopped the step
   bool skip_everywhere = false;          // some rank's tracer stopped it
+  bool stop_everywhere = false;          // some rank was asked to stop after this step (run()'s should_stop)
   dist::ReducerStats comm;
 };
 
@@ -359,21 +360,19 @@ Trainer::Pass Trainer::forward_backward(std::int64_t step, std::span<const Batch
   return pass;
 }
 
-bool Trainer::agree_to_stop(bool mine) const {
-  if (!group_) return mine;
-  std::array<double, 1> v{mine ? 1.0 : 0.0};
-  group_->all_reduce(v, dist::ReduceOp::max);
-  return v[0] > 0;
-}
-
 void Trainer::agree_on_pass(Pass& pass) const {
+  // Whether to stop after this step travels with the pass's values: no collective of its own.
+  const bool stop = should_stop_ && should_stop_();
+  pass.stop_everywhere = stop;
   if (!group_) return;
-  // The ranks' losses and items added up, and whether any rank's tracer stopped the step.
-  std::array<double, 3> v{pass.loss, static_cast<double>(pass.items), pass.trace ? 1.0 : 0.0};
+  // The ranks' losses and items added up, whether any rank's tracer stopped the step, and whether any
+  // rank was asked to stop.
+  std::array<double, 4> v{pass.loss, static_cast<double>(pass.items), pass.trace ? 1.0 : 0.0, stop ? 1.0 : 0.0};
   group_->all_reduce(v, dist::ReduceOp::sum);
   pass.loss = v[0] / ranks();
   pass.items = static_cast<std::int64_t>(v[1]);
   pass.skip_everywhere = v[2] > 0;
+  pass.stop_everywhere = v[3] > 0;
 }
 
 Trainer::Update Trainer::update_weights(std::int64_t step, const Pass& pass, Telemetry* telemetry) {
@@ -423,6 +422,7 @@ StepRecord Trainer::record_step(std::int64_t step, Pass pass, const Update& u, d
     record.fp8 = fp8_counters();
     record.fp8_layers = nn::fp8_layer_counters(model_.module());
   }
+  record.stop_requested = pass.stop_everywhere;
   record.comm_bytes = pass.comm.bytes_sent;
   record.comm_seconds = pass.comm.comm_seconds;
   record.comm_exposed_seconds = pass.comm.exposed_seconds;
@@ -581,6 +581,12 @@ void Trainer::resume(const std::filesystem::path& path,
 }
 
 TrainResult Trainer::run(const TrainCallbacks& cb) {
+  // The steps ask should_stop while they agree on their values (agree_on_pass); only while run() runs.
+  struct Asking {
+    std::function<bool()>& slot;
+    ~Asking() { slot = nullptr; }
+  } asking{should_stop_};
+  should_stop_ = cb.should_stop;
   TrainResult result;
   result.total_steps = options_.steps;
   result.first_step = next_step_;
@@ -606,7 +612,10 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
     if (!rec.warning.empty()) result.warnings.push_back(rec.warning);
     result.steps.push_back(rec);
     if (cb.on_step) cb.on_step(rec, options_.steps);
-    const bool stop = cb.should_stop && agree_to_stop(cb.should_stop());
+    // Asked in the step (agreed over the ranks with its values: no collective of its own), and alone
+    // asked again after it, so that a request made after the step's agreement, in a callback, say,
+    // stops the run right here; ranks stop at the next step's agreement together.
+    const bool stop = rec.stop_requested || (!group_ && cb.should_stop && cb.should_stop());
     // (Only rank 0 writes, so the ranks need not agree on the clock.)
     const bool due = (ck.every > 0 && s % ck.every == 0) || s == options_.steps || stop ||
                      (ck.every_seconds > 0 && seconds_since(last_save) >= ck.every_seconds);

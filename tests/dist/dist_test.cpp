@@ -353,6 +353,25 @@ TEST(DataParallel, Fp8DelayedScalingKeepsTheSameScalesOnEveryRank) {
   EXPECT_EQ(high, low);
 }
 
+// One rank asked to stop (its Ctrl-C) during step 3: every rank ends the run after step 3, agreed with
+// the step's other values (no collective of its own).
+TEST(DataParallel, TheRanksStopTogetherAfterTheStepInWhichOneWasAskedTo) {
+  NEEDS_TWO_RANKS();
+  train::ModuleModel<nn::Mlp> model(nn::MlpConfig{.in = 36, .hidden = 16, .layers = 2, .classes = 4, .seed = 5});
+  train::ClassificationData data(teacher_images(256, 1), teacher_images(64, 2), 32, 7);
+  train::TrainerOptions o;
+  o.steps = 10;
+  o.eval_every = 100;
+  o.data_parallel = train::DataParallelOptions{.group = world(), .checksum_every = 1};
+  train::Trainer trainer(model, data, o);
+  int asked = 0;
+  const bool me = world()->rank() == 1;
+  const train::TrainResult r = trainer.run({.should_stop = [&] { return me && ++asked == 3; }});
+  EXPECT_EQ(r.stopped_at, 3);
+  EXPECT_EQ(r.steps.size(), 3u);
+  EXPECT_EQ(trainer.next_step(), 4);
+}
+
 TEST(DataParallel, StopsWhenTheRanksWeightsDiffer) {
   NEEDS_TWO_RANKS();
   train::ModuleModel<nn::Mlp> model(nn::MlpConfig{.in = 36, .hidden = 16, .layers = 1, .classes = 4, .seed = 5});

@@ -150,6 +150,8 @@ struct StepRecord {
   std::int64_t comm_bytes = 0;
   double comm_seconds = 0, comm_exposed_seconds = 0;
   int comm_buckets = 0;
+  // run()'s should_stop said yes during the step (on any rank): the run ends after it.
+  bool stop_requested = false;
 };
 
 struct EvalRecord {
@@ -182,9 +184,10 @@ struct TrainCallbacks {
   std::function<void(const EvalRecord&)> on_eval = {};
   // After each checkpoint written (rank 0).
   std::function<void(const std::filesystem::path&, std::int64_t step)> on_save = {};
-  // Asked after each step: true ends the run there, with a checkpoint where there is a directory and no
-  // final evaluation (a signal handler's flag: Ctrl-C). Data parallel: the ranks stop together, at the
-  // first step after which any of them asked.
+  // Asked after each step (and during it, once its gradients are in): true ends the run after that
+  // step, with a checkpoint where there is a directory and no final evaluation (a signal handler's flag:
+  // Ctrl-C). Data parallel: asked only during the step, with the step's other agreements across ranks
+  // (no collective of its own), so the ranks stop together after the first step in which any said yes.
   std::function<bool()> should_stop = {};
 };
 
@@ -267,8 +270,7 @@ class Trainer {
   std::vector<Batch> shard(std::span<const Batch> global_batches);  // data parallel: this rank's rows
   Telemetry* begin_step(std::int64_t step);  // the learning rate, counters; the telemetry if due
   Pass forward_backward(std::int64_t step, std::span<const Batch> micro_batches, Telemetry* telemetry);
-  void agree_on_pass(Pass& pass) const;  // data parallel: loss, items and whether to skip, of all ranks
-  bool agree_to_stop(bool mine) const;  // data parallel: whether any rank asked to stop after this step
+  void agree_on_pass(Pass& pass) const;  // loss, items, whether to skip and to stop, of all ranks
   Update update_weights(std::int64_t step, const Pass& pass, Telemetry* telemetry);  // or skip
   void end_fp8_step();  // delayed scaling's histories and scales (amaxes agreed over the ranks)
   void check_replicas(std::int64_t step) const;  // data parallel: the weights' checksums, when due
@@ -276,6 +278,7 @@ class Trainer {
   void adapt_precision(StepRecord& record, bool skipped);  // the adaptive controller's decisions
   std::int64_t next_step_ = 1;
   std::optional<std::chrono::steady_clock::time_point> start_;
+  std::function<bool()> should_stop_;  // run()'s TrainCallbacks::should_stop, while it runs
 };
 
 }  // namespace mantissa::train
