@@ -136,6 +136,13 @@ def test_telemetry_reaches_the_step_records_and_files_read_back(cli, tmp_path):
         mantissa.read_telemetry(path)
 
 
+def test_quiet_prints_nothing(capfd):
+    mantissa.Trainer("mlp", steps=2, hidden=32, batch_size=16, quiet=True).run()
+    assert capfd.readouterr().err == ""
+    mantissa.Trainer("mlp", steps=2, hidden=32, batch_size=16).run()
+    assert "model: mlp" in capfd.readouterr().err
+
+
 def test_ctrl_c_stops_after_the_step_with_a_checkpoint(tmp_path):
     t = mantissa.Trainer("mlp", steps=50, hidden=32, batch_size=16, checkpoint_dir=tmp_path)
     saved = []

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cli_support.h"
 
 namespace {
@@ -124,6 +126,24 @@ TEST(OutputFlags, ARunThatCannotWriteItsOutputsTrainsNothing) {
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("--checkpoint-dir"), std::string::npos) << r.err;
   EXPECT_EQ(slurp(s.path("m.jsonl")), "precious\n");
+}
+
+// --quiet: no progress lines from a run (start, steps, evaluations, saves); its summary and files as
+// without.
+TEST(QuietFlag, ARunPrintsNoProgressButItsResultsAndWarnings) {
+  Scratch s;
+  const std::string args = "train --model mlp --steps 4 --eval-every 2 --json --checkpoint-dir " + s.path("c") + " --metrics " + s.path("m.jsonl");
+  const Result loud = run(args);
+  ASSERT_EQ(loud.status, 0) << loud.err;
+  EXPECT_NE(loud.err.find("eval step 2"), std::string::npos) << loud.err;
+  std::filesystem::remove_all(s.path("c"));
+  std::filesystem::remove(s.path("m.jsonl"));
+  const Result quiet = run(args + " --quiet");
+  ASSERT_EQ(quiet.status, 0) << quiet.err;
+  EXPECT_EQ(quiet.err, "");
+  EXPECT_EQ(nlohmann::json::parse(quiet.out).at("final_val_loss"), nlohmann::json::parse(loud.out).at("final_val_loss"));
+  EXPECT_EQ(lines(slurp(s.path("m.jsonl"))), 1 + 4 + 2);
+  EXPECT_TRUE(std::filesystem::exists(s.path("c") + "/ckpt-00000004.safetensors"));
 }
 
 }  // namespace

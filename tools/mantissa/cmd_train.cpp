@@ -98,8 +98,8 @@ int run_train(TrainRunArgs& a) {
   std::int64_t skip_first = 0, skip_last = 0;
   const auto end_skips = [&] {
     if (skip_last > skip_first) {
-      std::fprintf(stderr, "%ssteps %lld-%lld skipped (%lld in a row)\n", tty ? "\n" : "", static_cast<long long>(skip_first),
-                   static_cast<long long>(skip_last), static_cast<long long>(skip_last - skip_first + 1));
+      progress("%ssteps %lld-%lld skipped (%lld in a row)\n", tty ? "\n" : "", static_cast<long long>(skip_first),
+               static_cast<long long>(skip_last), static_cast<long long>(skip_last - skip_first + 1));
     }
     skip_first = skip_last = 0;
   };
@@ -111,13 +111,13 @@ int run_train(TrainRunArgs& a) {
     }
     for (const train::TensorNumerics& n : r.numerics) telemetry.write_line(n.json());
     for (const train::PrecisionChange& ch : r.precision_changes) {
-      std::fprintf(stderr, "%sstep %lld: precision: %s\n", tty ? "\n" : "", static_cast<long long>(r.step), ch.str(c.precision.compute).c_str());
+      progress("%sstep %lld: precision: %s\n", tty ? "\n" : "", static_cast<long long>(r.step), ch.str(c.precision.compute).c_str());
       metrics.write({{"step", r.step}, {"precision_change", nlohmann::json::parse(ch.json(c.precision.compute))}, {"wall_time", unix_time()}});
     }
     if (r.skipped) {
       if (skip_first == 0) {
         skip_first = r.step;
-        std::fprintf(stderr, "%sstep %lld skipped: %s\n", tty ? "\n" : "", static_cast<long long>(r.step), skip_reason(r).c_str());
+        progress("%sstep %lld skipped: %s\n", tty ? "\n" : "", static_cast<long long>(r.step), skip_reason(r).c_str());
       }
       skip_last = r.step;
     } else {
@@ -132,13 +132,13 @@ int run_train(TrainRunArgs& a) {
       const char* unit = train::is_text_model(c.model) ? "tokens/s" : "images/s";  // (the model is known good by now)
       const std::string line = fmt::format("step {}/{} loss {:.4f} scale {:g} lr {:.2e} {:.0f} {} ETA {}{}{}", r.step, total, r.loss,
                                            r.loss_scale, r.lr, r.throughput, unit, duration_str(eta), fp8, r.skipped ? " (skipped)" : "");
-      std::fprintf(stderr, tty ? "\r%-78s" : "%s\n", line.c_str());
+      progress(tty ? "\r%-78s" : "%s\n", line.c_str());
     }
   };
   cb.on_eval = [&](const EvalRecord& r) {
     metrics.write(eval_json(r));
-    std::fprintf(stderr, "%seval step %lld: val_loss %.4f%s\n", tty ? "\n" : "", static_cast<long long>(r.step), r.val_loss,
-                 r.val_accuracy ? fmt::format(" val_accuracy {:.2f}%", 100 * *r.val_accuracy).c_str() : "");
+    progress("%seval step %lld: val_loss %.4f%s\n", tty ? "\n" : "", static_cast<long long>(r.step), r.val_loss,
+             r.val_accuracy ? fmt::format(" val_accuracy {:.2f}%", 100 * *r.val_accuracy).c_str() : "");
   };
 
   TrainResult result = train(c, writer ? cb : TrainCallbacks{}, [&](const std::string& run) { metrics.write_line(run); });
@@ -146,8 +146,8 @@ int run_train(TrainRunArgs& a) {
   if (result.final_plan) {
     std::string shares;
     for (const auto& [level, share] : result.product_shares) shares += fmt::format("{}{} {:.1f}%", shares.empty() ? "" : ", ", level, 100 * share);
-    std::fprintf(stderr, "adaptive precision: products by level over the run: %s; final plan: %s\n", shares.c_str(),
-                 result.final_plan->str().c_str());
+    progress("adaptive precision: products by level over the run: %s; final plan: %s\n", shares.c_str(),
+             result.final_plan->str().c_str());
     if (!a.plan_out.empty()) write_output(a.plan_out, result.final_plan->json() + "\n", "--plan-out");
   }
   const EvalRecord& last = result.evals.back();
@@ -379,6 +379,7 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
       ->capture_default_str();
   app.add_flag("--stop-on-stall", c.stop_on_stall,
                "Stop (exit status 3) when the run stalls: --skip-patience skips in a row or a collapsed loss scale");
+  app.add_flag("--quiet", c.quiet, "No progress lines on standard error, only warnings and errors (scripts, notebooks)");
   // Which flags were given, for the settings that contradict each other or do nothing (training.cpp).
   app.parse_complete_callback([&app, &c] {
     for (const CLI::Option* opt : app.get_options()) {

@@ -14,8 +14,14 @@ void write_output(const std::string& path, std::string_view text, std::string_vi
   write_file_atomically(path, text, what);
 }
 
+namespace {
+bool g_quiet = false;
+}  // namespace
+
+void set_quiet(bool quiet) { g_quiet = quiet; }
+
 void progress(const char* format, ...) {
-  if (process_group()->rank() != 0) return;
+  if (g_quiet || process_group()->rank() != 0) return;
   va_list args;
   va_start(args, format);
   std::vfprintf(stderr, format, args);

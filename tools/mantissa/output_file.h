@@ -14,6 +14,8 @@ void write_output(const std::string& path, std::string_view text, std::string_vi
 // A progress line (printf's format) on standard error; under mpirun on rank 0 only. (Errors come from
 // any rank, naming it: main.cpp.)
 [[gnu::format(printf, 1, 2)]] void progress(const char* format, ...);
+// --quiet: progress() prints nothing from here on (warnings and errors are not progress lines).
+void set_quiet(bool quiet);
 // A time left for people: "45s", "4m10s", "2h05m".
 std::string duration_str(double seconds);
 

@@ -441,6 +441,7 @@ std::shared_ptr<dist::ProcessGroup> process_group() {
 }
 
 PreparedRun prepare_run(const TrainConfig& config, std::optional<train::Dataset> in_memory) {
+  set_quiet(config.quiet);
   PreparedRun r;
   r.config = config;
   TrainConfig& c = r.config;

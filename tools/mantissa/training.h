@@ -51,6 +51,7 @@ struct TrainConfig {
   bool hold_lr_on_skip = false;                // skipped steps do not advance the schedule
   int skip_patience = 8;                       // skipped steps in a row before the run explains itself
   bool stop_on_stall = false;                  // then stop (exit status 3)
+  bool quiet = false;                          // --quiet: no progress lines (warnings and errors still)
   std::optional<train::TelemetryPolicy> telemetry;  // numerics telemetry (train --telemetry)
   bool adaptive = false;                       // --precision adaptive: per-layer levels chosen as it trains
   train::AdaptiveOptions adaptive_options;     // --adaptive-dtype, --adaptive-fp8, --adaptive-every, --adaptive-warmup
