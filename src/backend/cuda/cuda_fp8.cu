@@ -43,7 +43,7 @@ __global__ void amax_kernel(Blocks b, ElementType tx, const void* x, unsigned* a
 // What the quantizer counts, on the GPU.
 struct Counters {
   unsigned long long saturated, underflowed, nonfinite;
-  unsigned amax;  // a float's pattern
+  unsigned amax;  // a float's pattern: the largest finite magnitude (the block quantizer's: NaN if any)
 };
 
 struct Rules {
@@ -88,12 +88,7 @@ __global__ void quantize_kernel(Blocks b, ElementType tx, const void* x, const f
 // tensor scale) in three kernels, by the CPU's own rules (numeric/microscale_rules.h, host and device
 // code): each block's amax and the tensor's, NaN if any value is NaN (the patterns of magnitudes order
 // NaN above inf, so atomicMax keeps it); each block's scale; the values.
-struct BlockTotals {
-  unsigned long long saturated, underflowed, nonfinite;
-  unsigned tensor_amax;  // a float's pattern
-};
-
-__global__ void block_amax_kernel(Blocks b, ElementType tx, const void* x, unsigned* amax, BlockTotals* totals) {
+__global__ void block_amax_kernel(Blocks b, ElementType tx, const void* x, unsigned* amax, Counters* totals) {
   const std::int64_t n = b.rows * b.cols;
   unsigned mine = 0;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -103,7 +98,7 @@ __global__ void block_amax_kernel(Blocks b, ElementType tx, const void* x, unsig
     if (bits > 0) atomicMax(amax + b.block_of(r, c), bits);
     mine = max(mine, bits);
   }
-  if (mine > 0) atomicMax(&totals->tensor_amax, mine);
+  if (mine > 0) atomicMax(&totals->amax, mine);
 }
 
 struct MicroscaleRules {
@@ -114,14 +109,14 @@ struct MicroscaleRules {
 };
 
 // Each block's multiplier and the value of its scale (one thread a block).
-__global__ void block_scales_kernel(std::int64_t blocks, const unsigned* amax, MicroscaleRules rules, const BlockTotals* totals,
+__global__ void block_scales_kernel(std::int64_t blocks, const unsigned* amax, MicroscaleRules rules, const Counters* totals,
                                     float* multiply, float* scale_value) {
   const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (i >= blocks) return;
   const float a = __uint_as_float(amax[i]);
   BlockScale s;
   if (rules.e4m3_scales) {
-    s = e4m3_block_scale(a, nvfp4_tensor_scale(__uint_as_float(totals->tensor_amax)), rules.element, rules.e4m3, rules.e4m3_decode);
+    s = e4m3_block_scale(a, nvfp4_tensor_scale(__uint_as_float(totals->amax)), rules.element, rules.e4m3, rules.e4m3_decode);
     scale_value[i] = __uint_as_float(decode_bits(rules.e4m3_decode, s.code));
   } else {
     s = rules.rceil ? e8m0_rceil(a, rules.element) : e8m0_floor(a, rules.even, rules.element);
@@ -134,7 +129,7 @@ __global__ void block_scales_kernel(std::int64_t blocks, const unsigned* amax, M
 // rule (stochastically from (seed, row-major index) if asked), and stored as element times block scale.
 __global__ void block_encode_kernel(Blocks b, ElementType tx, const void* x, const float* multiply, const float* scale_value,
                                     EncodeParams encode, DecodeParams decode, float top, std::uint32_t mask, std::uint64_t seed,
-                                    ElementType to, void* out, std::int64_t orow, std::int64_t ocol, BlockTotals* totals) {
+                                    ElementType to, void* out, std::int64_t orow, std::int64_t ocol, Counters* totals) {
   const std::int64_t n = b.rows * b.cols;
   unsigned long long saturated = 0, underflowed = 0, nonfinite = 0;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -159,6 +154,16 @@ __global__ void block_encode_kernel(Blocks b, ElementType tx, const void* x, con
   if (saturated > 0) atomicAdd(&totals->saturated, saturated);
   if (underflowed > 0) atomicAdd(&totals->underflowed, underflowed);
   if (nonfinite > 0) atomicAdd(&totals->nonfinite, nonfinite);
+}
+
+// The quantizer's counters, read back, into its stats.
+void add_counts(const Counters& host, Fp8QuantizeStats& st) {
+  st.saturated = static_cast<std::int64_t>(host.saturated);
+  st.underflowed = static_cast<std::int64_t>(host.underflowed);
+  st.nonfinite = static_cast<std::int64_t>(host.nonfinite);
+  float amax = 0;
+  std::memcpy(&amax, &host.amax, sizeof amax);
+  st.amax = amax;
 }
 
 Blocks blocks_of(const Tensor& x, std::int64_t block_rows, std::int64_t block_cols, const Tensor& per_block) {
@@ -207,13 +212,7 @@ Fp8QuantizeStats fp8_quantize(const Tensor& x, Format format, const Tensor& scal
       static_cast<const float*>(scales.data()), rules, dequantize, element_type(out.dtype()), out.data(), out.strides()[0],
       out.strides()[1], counters.get());
   check_launch("fp8_quantize");
-  const Counters host = counters.read();
-  st.saturated = static_cast<std::int64_t>(host.saturated);
-  st.underflowed = static_cast<std::int64_t>(host.underflowed);
-  st.nonfinite = static_cast<std::int64_t>(host.nonfinite);
-  float amax = 0;
-  std::memcpy(&amax, &host.amax, sizeof amax);
-  st.amax = amax;
+  add_counts(counters.read(), st);
   return st;
 }
 
@@ -246,7 +245,7 @@ Fp8QuantizeStats block_quantize(const Tensor& x, const QuantSpec& spec, std::uin
   const Tensor amax = Tensor::zeros({blocks * 4}, DType::e4m3, x.device());
   const Tensor multiply = Tensor::empty({blocks}, DType::f32, x.device());
   const Tensor scale_value = Tensor::empty({blocks}, DType::f32, x.device());
-  const DeviceTotals<BlockTotals> totals(x.device());
+  const DeviceTotals<Counters> totals(x.device());
   block_amax_kernel<<<blocks_for(x.numel()), kThreads, 0, stream()>>>(b, element_type(x.dtype()), x.data(),
                                                                        static_cast<unsigned*>(amax.data()), totals.get());
   check_launch("block_quantize");
@@ -264,14 +263,8 @@ Fp8QuantizeStats block_quantize(const Tensor& x, const QuantSpec& spec, std::uin
       top, spec.element.magnitude_mask(), seed, element_type(out.dtype()), out.data(), out.strides()[0], out.strides()[1],
       totals.get());
   check_launch("block_quantize");
-  const BlockTotals host = totals.read();  // the one read-back: the counts, the amax, the tensor scale
-  st.saturated = static_cast<std::int64_t>(host.saturated);
-  st.underflowed = static_cast<std::int64_t>(host.underflowed);
-  st.nonfinite = static_cast<std::int64_t>(host.nonfinite);
-  float tensor_amax = 0;
-  std::memcpy(&tensor_amax, &host.tensor_amax, sizeof tensor_amax);
-  st.amax = tensor_amax;
-  if (spec.scale == ScaleFormat::e4m3) st.tensor_scale = nvfp4_tensor_scale(tensor_amax);
+  add_counts(totals.read(), st);  // the one read-back: the counts, the amax, so the tensor scale
+  if (spec.scale == ScaleFormat::e4m3) st.tensor_scale = nvfp4_tensor_scale(static_cast<float>(st.amax));
   return st;
 }
 
