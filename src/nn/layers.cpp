@@ -23,11 +23,8 @@ Linear::Linear(std::int64_t in, std::int64_t out, std::uint64_t seed, bool bias,
 
 Tensor Linear::forward(const Tensor& x) const {
   const auto scope = forward_scope();
-  // FP8 where the region would run this product in low precision.
-  if (fp8_active() && is_low_precision(detail::autocast_input_dtype(weight_, AutocastOp::linear))) {
-    return fp8_linear(x, weight_, bias_, fp8_);
-  }
-  return linear(x, weight_, bias_);
+  // The layer's plan entry: FP8 (where the region runs the product in low precision, linear decides).
+  return linear(x, weight_, bias_, fp8_active() ? fp8_ : nullptr);
 }
 
 void Linear::enable_fp8(const Fp8Options& options) {

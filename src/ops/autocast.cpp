@@ -112,29 +112,20 @@ std::size_t autocast_cache_size() { return tls.cache.size(); }
 
 namespace detail {
 
-Tensor autocast_input(const Tensor& x, AutocastOp op) {
-  if (!tls.current || !tls.current->dtype || !x.defined() || in_backward()) return x;
-  const DType low = *tls.current->dtype;
-  switch (tls.current->policy.precision(op)) {
-    case AutocastPrecision::low: {
-      if (x.dtype() != DType::f32) return x;
-      // Parameters (leaves that require grad) are cast once per region and dtype, and again after an
-      // in-place update.
-      if (x.is_leaf() && x.requires_grad()) {
-        const std::uint64_t version = x.storage()->version();
-        auto [it, fresh] = tls.cache.try_emplace(ThreadState::CacheKey{x.impl(), low});
-        if (fresh || it->second.version != version) it->second = {x.impl_ptr(), version, cast(x, low)};
-        return it->second.cast;
-      }
-      return cast(x, low);
-    }
-    case AutocastPrecision::f32:
-      return x.dtype() == DType::f16 || x.dtype() == DType::bf16 ? cast(x, DType::f32) : x;
-    case AutocastPrecision::input:
-      return x;
+Tensor autocast_cast(const Tensor& x, DType dtype) {
+  if (!x.defined() || x.dtype() == dtype) return x;
+  // f32 parameters (leaves that require grad) are cast to the low dtype once per region, and again after
+  // an in-place update.
+  if (tls.current && x.dtype() == DType::f32 && x.is_leaf() && x.requires_grad()) {
+    const std::uint64_t version = x.storage()->version();
+    auto [it, fresh] = tls.cache.try_emplace(ThreadState::CacheKey{x.impl(), dtype});
+    if (fresh || it->second.version != version) it->second = {x.impl_ptr(), version, cast(x, dtype)};
+    return it->second.cast;
   }
-  return x;
+  return cast(x, dtype);
 }
+
+Tensor autocast_input(const Tensor& x, AutocastOp op) { return autocast_cast(x, autocast_input_dtype(x, op)); }
 
 bool autocast_runs_low(AutocastOp op) {
   return tls.current && tls.current->dtype && !in_backward() && tls.current->policy.precision(op) == AutocastPrecision::low;

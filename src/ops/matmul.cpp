@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "mantissa/ops/autocast.h"
+#include "mantissa/ops/fp8.h"
 #include "mantissa/ops/ops.h"
 #include "op_support.h"
 
@@ -154,11 +155,16 @@ Tensor matmul_bias(const Tensor& a_in, const Tensor& b_in, const Tensor& bias) {
   return out;
 }
 
-Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& bias) {
-  // Under autocast the product runs in low precision; the bias stays as it is (oneDNN adds an f32
-  // bias before the one rounding of the output).
+Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& bias) { return linear(x_in, w_in, bias, nullptr); }
+
+Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const std::shared_ptr<Fp8State>& fp8) {
+  // The one question to autocast for the weight: the dtype the product runs in. FP8 where the plan put
+  // the layer and that is a low-precision one; else the product runs in it, the bias as it is (oneDNN
+  // adds an f32 bias before the one rounding of the output).
+  const DType compute = detail::autocast_input_dtype(w_in, AutocastOp::linear);
+  if (fp8 && is_low_precision(compute)) return fp8_linear(x_in, w_in, bias, fp8);
   const Tensor x = detail::autocast_input(x_in, AutocastOp::linear);
-  const Tensor w = detail::autocast_input(w_in, AutocastOp::linear);
+  const Tensor w = detail::autocast_cast(w_in, compute);
   if (w.dim() != 2) throw std::invalid_argument("linear: weight must be [out, in], got " + shape_str(w.shape()));
   if (bias.defined()) {
     detail::check_computable(bias, "linear");

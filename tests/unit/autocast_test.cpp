@@ -9,6 +9,7 @@
 #include "mantissa/ops/autocast.h"
 #include "mantissa/ops/ops.h"
 #include "mantissa/optim/optimizer.h"
+#include "source_scan.h"
 
 namespace mantissa {
 namespace {
@@ -176,4 +177,16 @@ TEST(Autocast, BackwardInsideARegionKeepsTheForwardDtypes) {
 }
 
 }  // namespace
+// Autocast is asked by the ops alone: a layer reads its own plan entry (its FP8 state) and hands it to
+// the op, which asks once for the weight and follows the answer (linear()). A layer that asked for
+// itself would be a second decision point that could disagree with the op's.
+TEST(Autocast, LayersLeaveTheQuestionToTheOps) {
+  const testing::SourceScan scan =
+      testing::scan_sources({"autocast_input", "autocast_input_dtype", "autocast_cast", "autocast_runs_low"}, true, {});
+  EXPECT_GT(scan.files, 100);
+  for (const std::string& m : scan.matches) {
+    if (m.rfind("src/nn/", 0) == 0 || m.rfind("include/mantissa/nn/", 0) == 0) ADD_FAILURE() << m << " (let the op ask autocast)";
+  }
+}
+
 }  // namespace mantissa

@@ -75,8 +75,12 @@ namespace detail {
 // What an op front-end calls on each floating input: x cast as the policy of the region says.
 Tensor autocast_input(const Tensor& x, AutocastOp op);
 // The dtype autocast_input would give x, without casting: for kernels that read a low-precision input
-// and compute in f32 anyway (norms), so that no f32 copy of the input is made.
+// and compute in f32 anyway (norms), so that no f32 copy of the input is made; and for an op that
+// decides by it and then casts with autocast_cast, asking the policy once.
 DType autocast_input_dtype(const Tensor& x, AutocastOp op);
+// x cast to `dtype` as autocast_input casts (parameters once per region, from its cache): the cast that
+// autocast_input_dtype decided, without asking the policy again. x itself where dtype is its own.
+Tensor autocast_cast(const Tensor& x, DType dtype);
 // Whether a region is in force (outside backward) whose policy runs op in low precision: for ops whose
 // output is f32 by their kernel's contract (the losses), which then round it into the region's dtype.
 bool autocast_runs_low(AutocastOp op);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -13,6 +14,8 @@
 #include "mantissa/core/op_types.h"
 
 namespace mantissa {
+
+class Fp8State;  // mantissa/ops/fp8.h
 
 // ---- Views and copies (src/ops/views.cpp)
 // A view where the strides allow, else a copy; one dimension may be -1.
@@ -84,6 +87,10 @@ Tensor sum_to(const Tensor& x, const Shape& shape);
 Tensor matmul(const Tensor& a, const Tensor& b);
 // x [..., in] . w^T + bias, with w [out, in] and bias [out] (may be undefined).
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = {});
+// A layer's product as its precision plan entry says: in FP8 by `fp8`'s recipe (mantissa/ops/fp8.h)
+// where autocast runs the product in low precision, else as linear() (fp8 null: linear() itself).
+// Autocast is asked once, here, for the weight: the FP8 decision and the cast both follow its answer.
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias, const std::shared_ptr<Fp8State>& fp8);
 
 // ---- Softmax (src/ops/softmax.cpp) and losses (src/ops/loss.cpp); computed in f32
 Tensor softmax(const Tensor& x, std::int64_t axis = -1);
