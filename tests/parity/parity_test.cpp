@@ -5,8 +5,10 @@
 // fails the comparison.
 //
 // Tolerances follow from the formats, not from looking at differences:
-// - forward, per element: `roundings` roundings into the output dtype (eps_out |ref| each; eps_out M for
-//   normwise-bound cases, which round intermediates such as attention's probabilities), plus f32
+// - forward, per element: `roundings` roundings into the output dtype, the last eps_out |ref| and each
+//   earlier one (an intermediate, as a convolution's result before its bias, which a cancelling sum
+//   after it can leave larger than the element) eps_out M (every one eps_out M for normwise-bound
+//   cases, which round intermediates such as attention's probabilities), plus f32
 //   accumulation over `reduction` terms and the f32 functions' own error (kFunctionUlps), relative to
 //   the case's bound M: eps_f32 (reduction + kFunctionUlps) M;
 // - gradients, normwise per input: the forward's roundings plus kBackwardRoundings more in the input
@@ -115,10 +117,12 @@ void expect_matches_reference(const Case& c, DType dtype, std::uint64_t seed, co
   const double accumulate = kEpsF32 * static_cast<double>(c.reduction + kFunctionUlps);
   for (std::size_t i = 0; i < r.size(); ++i) {
     ASSERT_FALSE(std::isnan(r[i])) << "reference left element " << i << " unwritten";
-    // Normwise cases round intermediates into the output dtype too (attention's probabilities before
-    // their product with v), whose errors scale with the bound, not with the element.
-    const double rounded = c.bound == Bound::normwise ? m[i] : std::fabs(r[i]);
-    const double tol = c.roundings * eps_out * rounded + accumulate * m[i];
+    // The last rounding scales with the element. The others round intermediates into the output dtype
+    // (a convolution's result before its bias is added; attention's probabilities before their product
+    // with v), which can be larger than the element: a sum that cancels after them. Their errors scale
+    // with the bound, which bounds every intermediate's magnitude (and normwise cases' last rounding too).
+    const double last = c.bound == Bound::normwise ? m[i] : std::fabs(r[i]);
+    const double tol = eps_out * last + (c.roundings - 1) * eps_out * m[i] + accumulate * m[i];
     ASSERT_NEAR(g[i], r[i], tol) << "output element " << i;
   }
 
