@@ -20,20 +20,10 @@ namespace {
 // device backend reads its totals back once a step.
 detail::GradientCheck scale_and_check_all(std::span<const Tensor> gradients, double factor, double below) {
   detail::GradientCheck total;
-  std::vector<bool> done(gradients.size(), false);
-  std::vector<Tensor> group;
-  for (std::size_t i = 0; i < gradients.size(); ++i) {
-    if (done[i]) continue;
-    const Device device = gradients[i].device();
-    group.clear();
-    for (std::size_t j = i; j < gradients.size(); ++j) {
-      if (!done[j] && gradients[j].device() == device) {
-        group.push_back(gradients[j]);
-        done[j] = true;
-      }
-    }
-    total += detail::run_kernel<detail::kernel::ScaleAndCheck>(device, std::span<const Tensor>(group), factor, below);
-  }
+  detail::for_each_device(gradients, [](const Tensor& g) { return g.device(); },
+                          [&](Device device, std::span<const Tensor> group) {
+                            total += detail::run_kernel<detail::kernel::ScaleAndCheck>(device, group, factor, below);
+                          });
   return total;
 }
 

@@ -40,4 +40,14 @@ Fp8QuantizeStats fit_quantize(const Tensor& x, const QuantSpec& spec, float give
   return st;
 }
 
+// A backend's BlockQuantize: the fit rule by its two FP8 quantizers (above), any other rule by
+// microscaled(), which takes no given scale (its scales come from each block).
+template <class Current, class Given, class Microscaled>
+Fp8QuantizeStats block_quantize_by(const Tensor& x, const QuantSpec& spec, float given_scale, const Tensor& out,
+                                   Current current, Given given, Microscaled microscaled) {
+  if (spec.rule == ScaleRule::fit) return fit_quantize(x, spec, given_scale, out, current, given);
+  if (given_scale != 0) throw std::invalid_argument("block_quantize: only the fit rule takes a given scale");
+  return microscaled();
+}
+
 }  // namespace mantissa::detail

@@ -34,7 +34,6 @@ namespace mantissa::detail {
 struct SgdStep {
   double lr, momentum, weight_decay;
   bool nesterov;
-  bool first;  // the momentum buffer starts as the first gradient (PyTorch)
   double grad_scale = 1;
 };
 struct AdamStep {
@@ -116,6 +115,36 @@ inline double read_and_written(const Tensor& t) { return 2.0 * static_cast<doubl
 // The bytes of `rows` rows of t's last dimension (the rows an embedding reads or updates).
 inline double rows_bytes(const Tensor& t, std::size_t rows) {
   return static_cast<double>(rows) * static_cast<double>(t.size(-1)) * static_cast<double>(dtype_size(t.dtype()));
+}
+
+// One parameter of an optimizer update, all its tensors contiguous and of one shape: `param` its f32
+// (or f64) values, updated in place; `grad` any compute dtype; `state` f32 or bf16 (read and written
+// rounding to nearest even): SGD's momentum buffer (undefined without momentum; `first`: it starts as
+// this gradient, as PyTorch's), Adam's m and v; `low`, if defined, a low-precision parameter whose f32
+// master `param` is: its new values are written into it, rounded, in the same pass.
+struct ParamUpdate {
+  Tensor param{}, grad{};
+  std::array<Tensor, 2> state{};
+  Tensor low{};
+  bool first = false;
+
+  std::array<const Tensor*, 5> tensors() const { return {&param, &grad, &state[0], &state[1], &low}; }
+  double bytes() const {
+    double sum = static_cast<double>(held_bytes(grad)) + static_cast<double>(held_bytes(low));
+    for (const Tensor* t : {&param, &state[0], &state[1]}) sum += read_and_written(*t);
+    return sum;
+  }
+};
+// How new master values reach `low`: the rounding, and stochastic rounding's seed (its bits drawn from
+// (seed, element index), as RoundInto draws them).
+struct WriteBack {
+  Rounding rounding = Rounding::nearest_even;
+  std::uint64_t seed = 0;
+};
+inline double update_bytes(std::span<const ParamUpdate> list) {
+  double sum = 0;
+  for (const ParamUpdate& u : list) sum += u.bytes();
+  return sum;
 }
 
 namespace kernel {
@@ -252,22 +281,17 @@ struct Numerics {
   using Fn = NumericsStats(const Tensor& x, double factor, std::span<const double> limits);
 };
 
-// Optimizer updates, in place, contiguous tensors of one shape: param f32 (or f64), grad any compute
-// dtype, state tensors f32 or bf16 (read and written rounding to nearest even). Computed in f32 (f64
-// for f64 parameters).
+// Optimizer updates of a list of parameters: one call a step (a GPU launches a few kernels for the whole
+// list, not one per parameter). Computed in f32 (f64 for f64 parameters).
 struct SgdUpdate {
   static constexpr const char *name = "sgd_update", *family = "optimizer";
-  static double bytes(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep&) {
-    return read_and_written(param) + static_cast<double>(held_bytes(grad)) + read_and_written(momentum_buffer);
-  }
-  using Fn = void(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s);
+  static double bytes(std::span<const ParamUpdate> list, const SgdStep&, const WriteBack&) { return update_bytes(list); }
+  using Fn = void(std::span<const ParamUpdate> list, const SgdStep& s, const WriteBack& w);
 };
 struct AdamUpdate {
   static constexpr const char *name = "adam_update", *family = "optimizer";
-  static double bytes(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamStep&) {
-    return read_and_written(param) + static_cast<double>(held_bytes(grad)) + read_and_written(m) + read_and_written(v);
-  }
-  using Fn = void(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamStep& s);
+  static double bytes(std::span<const ParamUpdate> list, const AdamStep&, const WriteBack&) { return update_bytes(list); }
+  using Fn = void(std::span<const ParamUpdate> list, const AdamStep& s, const WriteBack& w);
 };
 // dst = src (f32, contiguous, same shape) rounded into dst's dtype with the given rounding; stochastic
 // rounding draws from (seed, element index).

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kernels.h"
 #include "mantissa/core/device.h"
@@ -51,6 +52,14 @@ inline bool is_f64_tensor(std::span<const Tensor> ts) {
   }
   return false;
 }
+inline bool is_f64_tensor(std::span<const ParamUpdate> list) {
+  for (const ParamUpdate& u : list) {
+    for (const Tensor* t : u.tensors()) {
+      if (is_f64_tensor(*t)) return true;
+    }
+  }
+  return false;
+}
 template <class T>
 bool is_f64_tensor(const T&) {
   return false;
@@ -66,6 +75,11 @@ inline void check_device(const char* kernel, Device device, const Tensor& t) {
 // (A list of tensors is passed as a std::span, which these two overloads look into.)
 inline void check_device(const char* kernel, Device device, std::span<const Tensor> ts) {
   for (const Tensor& t : ts) check_device(kernel, device, t);
+}
+inline void check_device(const char* kernel, Device device, std::span<const ParamUpdate> list) {
+  for (const ParamUpdate& u : list) {
+    for (const Tensor* t : u.tensors()) check_device(kernel, device, *t);
+  }
 }
 template <class T>
 void check_device(const char*, Device, const T&) {}
@@ -107,6 +121,26 @@ decltype(auto) run_kernel(Device device, A&&... args) {
   }
   FamilyTimer timer(family, device, bytes, flops);
   return fn(std::forward<A>(args)...);
+}
+
+// fn(device, group) once per device among `items` (in order of first appearance), group being the items
+// on that device, in order: a list kernel is one call per device (in practice one).
+template <class T, class DeviceOf, class Fn>
+void for_each_device(std::span<const T> items, DeviceOf device_of, Fn fn) {
+  std::vector<bool> done(items.size(), false);
+  std::vector<T> group;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (done[i]) continue;
+    const Device device = device_of(items[i]);
+    group.clear();
+    for (std::size_t j = i; j < items.size(); ++j) {
+      if (!done[j] && device_of(items[j]) == device) {
+        group.push_back(items[j]);
+        done[j] = true;
+      }
+    }
+    fn(device, std::span<const T>(group));
+  }
 }
 
 // run_kernel on the device of tensor `on`.

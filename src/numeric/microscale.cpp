@@ -53,6 +53,24 @@ float amax_of(std::span<const float> x) {
   return nan != 0 ? std::numeric_limits<float>::quiet_NaN() : m;
 }
 
+// amax_of over the rows load(r, row) gives: one pass of its own, threaded over rows.
+float amax_of_rows(std::int64_t rows, std::int64_t cols, const std::function<void(std::int64_t, float*)>& load) {
+  float m = 0;
+  bool nan = false;
+#pragma omp parallel reduction(max : m) reduction(|| : nan) if (rows * cols >= 65536)
+  {
+    std::vector<float> row(static_cast<std::size_t>(cols));
+#pragma omp for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      load(r, row.data());
+      const float a = amax_of(row);
+      nan = nan || a != a;
+      m = std::max(m, a);
+    }
+  }
+  return nan ? std::numeric_limits<float>::quiet_NaN() : m;
+}
+
 // n consecutive values of a row, each with its block's multiplier: scaled, clamped to the element's range
 // (NaN kept), rounded by the one rule; counting what saturated and what underflowed. A loop the compiler
 // vectorizes (the rule's variable shifts need AVX2: the callers below are compiled per ISA).
@@ -363,7 +381,7 @@ QuantizedBlocks quantize_block_rows(std::int64_t rows, std::int64_t cols, const 
   const std::int64_t nbc = (cols + spec.block_cols - 1) / spec.block_cols;
   q.scale_codes.resize(static_cast<std::size_t>(nbr * nbc));
   // Two-level scales need the tensor's amax before any block's scale.
-  if (spec.scale == ScaleFormat::e4m3) q.tensor_scale = nvfp4_tensor_scale(io.amax());
+  if (spec.scale == ScaleFormat::e4m3) q.tensor_scale = nvfp4_tensor_scale(io.amax ? io.amax() : amax_of_rows(rows, cols, io.load));
   if (spec.rounding == Rounding::stochastic) {
     quantize_strips<Rounding::stochastic>(rows, cols, spec, seed, io, q);
   } else {

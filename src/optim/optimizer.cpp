@@ -72,6 +72,8 @@ Tensor& Optimizer::state_tensor_or_zeros(std::size_t slot, std::size_t i) {
 void Optimizer::step(double grad_scale) {
   NoGradGuard no_grad;
   ++step_;
+  std::vector<detail::ParamUpdate> list;
+  std::vector<std::size_t> updated;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const Tensor g = params_[i].grad();
     if (!g.defined()) continue;
@@ -79,14 +81,30 @@ void Optimizer::step(double grad_scale) {
       throw std::logic_error("optimizer: gradient of parameter " + std::to_string(i) + " has shape " +
                              shape_str(g.shape()) + ", the parameter " + shape_str(params_[i].shape()));
     }
-    // The update on the f32 master weights, from the gradient as backward left it, times grad_scale.
-    update(i, master_weights_[i], contiguous(g), grad_scale);
-    if (has_master_copy_[i]) {
-      write_back(i);
-      master_weights_[i].storage()->bump_version();
-    }
+    list.push_back(update_of(i, contiguous(g)));
+    updated.push_back(i);
+  }
+  // The update on the f32 master weights, from the gradients as backward left them, times grad_scale;
+  // each master copy written back into its parameter in the same pass.
+  const detail::WriteBack w{master_.writeback, master_.seed + static_cast<std::uint64_t>(step_)};
+  detail::for_each_device(std::span<const detail::ParamUpdate>(list), [](const detail::ParamUpdate& u) { return u.param.device(); },
+                          [&](Device, std::span<const detail::ParamUpdate> group) { update(group, grad_scale, w); });
+  for (const std::size_t i : updated) {
+    if (has_master_copy_[i]) master_weights_[i].storage()->bump_version();
     params_[i].storage()->bump_version();  // casts made from the old values (autocast's cache) are stale
   }
+}
+
+detail::ParamUpdate Optimizer::update_of(std::size_t i, const Tensor& grad) {
+  detail::ParamUpdate u{.param = master_weights_[i], .grad = grad};
+  if (slot_names_.size() > u.state.size()) throw std::logic_error("optimizer: more state slots than an update takes");
+  for (std::size_t k = 0; k < slot_names_.size(); ++k) {
+    if (!slot_in_use(k)) continue;
+    if (k == 0) u.first = !state_tensor(0, i).defined();  // SGD's momentum starts as the first gradient
+    u.state[k] = state_tensor_or_zeros(k, i);
+  }
+  if (has_master_copy_[i]) u.low = params_[i];
+  return u;
 }
 
 void Optimizer::write_back(std::size_t i) {
@@ -169,12 +187,9 @@ Sgd::Sgd(std::vector<Tensor> params, SgdOptions options)
     : Optimizer(std::move(params), options.lr, options.master, options.state_dtype, {"momentum"}),
       options_(options) {}
 
-void Sgd::update(std::size_t i, const Tensor& master, const Tensor& grad, double grad_scale) {
-  // The momentum buffer starts as the first gradient (PyTorch), so it is created, then filled.
-  const bool first = options_.momentum != 0 && !state_tensor(0, i).defined();
-  const Tensor buffer = options_.momentum != 0 ? state_tensor_or_zeros(0, i) : Tensor();
-  const detail::SgdStep step{lr(), options_.momentum, options_.weight_decay, options_.nesterov, first, grad_scale};
-  detail::run_kernel<detail::kernel::SgdUpdate>(master.device(), master, grad, buffer, step);
+void Sgd::update(std::span<const detail::ParamUpdate> list, double grad_scale, const detail::WriteBack& w) {
+  const detail::SgdStep step{lr(), options_.momentum, options_.weight_decay, options_.nesterov, grad_scale};
+  detail::run_kernel<detail::kernel::SgdUpdate>(list.front().param.device(), list, step, w);
 }
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled)
@@ -185,11 +200,10 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled)
   }
 }
 
-void Adam::update(std::size_t i, const Tensor& master, const Tensor& grad, double grad_scale) {
+void Adam::update(std::span<const detail::ParamUpdate> list, double grad_scale, const detail::WriteBack& w) {
   const detail::AdamStep step{lr(), options_.beta1, options_.beta2, options_.eps, options_.weight_decay,
                               decoupled_, steps(), grad_scale};
-  detail::run_kernel<detail::kernel::AdamUpdate>(master.device(), master, grad, state_tensor_or_zeros(0, i),
-                                                 state_tensor_or_zeros(1, i), step);
+  detail::run_kernel<detail::kernel::AdamUpdate>(list.front().param.device(), list, step, w);
 }
 
 LrSchedule LrSchedule::constant(double lr) {

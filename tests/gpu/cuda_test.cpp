@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <span>
 #include <string>
@@ -146,6 +147,12 @@ TEST_F(Cuda, ATensorOnTheWrongDeviceIsAnErrorNamingBoth) {
   EXPECT_THROW((void)Tensor::zeros({2}, DType::f32, Device{DeviceType::cuda, 1}), std::invalid_argument);
 }
 
+// One parameter's AdamW update through the list kernel.
+void adam_update_one(Device device, const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const detail::AdamStep& s) {
+  const std::vector<detail::ParamUpdate> list{{.param = p, .grad = g, .state = {m, v}}};
+  detail::run_kernel<detail::kernel::AdamUpdate>(device, std::span<const detail::ParamUpdate>(list), s, detail::WriteBack{});
+}
+
 // Five AdamW steps with bf16 gradients, bf16 moments and f32 master weights, and an SGD step with
 // Nesterov momentum: the same f32 formulas as the CPU's, so the same results within a few f32 ulps
 // (the GPU may fuse a multiply and an add the CPU rounds twice).
@@ -157,8 +164,8 @@ TEST_F(Cuda, OptimizerStepsFollowTheCpus) {
   for (int step = 1; step <= 5; ++step) {
     const Tensor g = Tensor::randn({n}, DType::bf16, 100 + static_cast<std::uint64_t>(step), 0, 1e3);
     const detail::AdamStep s{1e-3, 0.9, 0.999, 1e-8, 0.1, true, step, 1.0 / 1024};
-    detail::run_kernel<detail::kernel::AdamUpdate>(Device::cpu(), p_cpu, g, m_cpu, v_cpu, s);
-    detail::run_kernel<detail::kernel::AdamUpdate>(kGpu, p_gpu, g.to(kGpu), m_gpu, v_gpu, s);
+    adam_update_one(Device::cpu(), p_cpu, g, m_cpu, v_cpu, s);
+    adam_update_one(kGpu, p_gpu, g.to(kGpu), m_gpu, v_gpu, s);
   }
   const std::vector<double> a = p_cpu.to_doubles(), b = p_gpu.to_doubles();
   for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(b[i], a[i], 8 * 0x1p-24 * std::fabs(a[i]) + 1e-12) << i;
@@ -169,11 +176,59 @@ TEST_F(Cuda, OptimizerStepsFollowTheCpus) {
   Tensor q_cpu = Tensor::randn({n}, DType::f32, 6), buf_cpu = Tensor::randn({n}, DType::f32, 7);
   Tensor q_gpu = q_cpu.to(kGpu), buf_gpu = buf_cpu.to(kGpu);
   const Tensor g = Tensor::randn({n}, DType::f16, 8);
-  const detail::SgdStep s{0.1, 0.9, 1e-4, true, false, 0.5};
-  detail::run_kernel<detail::kernel::SgdUpdate>(Device::cpu(), q_cpu, g, buf_cpu, s);
-  detail::run_kernel<detail::kernel::SgdUpdate>(kGpu, q_gpu, g.to(kGpu), buf_gpu, s);
+  const detail::SgdStep s{0.1, 0.9, 1e-4, true, 0.5};
+  for (const auto& [device, q, grad, buf] : {std::tuple{Device::cpu(), q_cpu, g, buf_cpu}, std::tuple{kGpu, q_gpu, g.to(kGpu), buf_gpu}}) {
+    const std::vector<detail::ParamUpdate> list{{.param = q, .grad = grad, .state = {buf, Tensor()}}};
+    detail::run_kernel<detail::kernel::SgdUpdate>(device, std::span<const detail::ParamUpdate>(list), s, detail::WriteBack{});
+  }
   const std::vector<double> c = q_cpu.to_doubles(), d = q_gpu.to_doubles();
   for (std::size_t i = 0; i < c.size(); ++i) ASSERT_NEAR(d[i], c[i], 4 * 0x1p-24 * (std::fabs(c[i]) + 1)) << i;
+}
+
+// A step's whole list in the GPU's multi-tensor launches (cuda_optim.cu, by chunk_lists.h): more
+// parameters than a launch holds (32), more chunks than it holds (256 of 65536 values), bf16 parameters
+// with master copies beside f32 ones (two groups), the stochastic write-back in the same pass. The
+// masters follow the CPU's within a few f32 ulps; every bf16 parameter holds exactly RoundInto's bits of
+// its own master (the draws by (seed + step, element index)).
+TEST_F(Cuda, TheOptimizersListUpdateFollowsTheCpusAndWritesBackByTheDefinition) {
+  const MasterWeightOptions master{.writeback = Rounding::stochastic, .seed = 21};
+  for (const bool adam : {true, false}) {
+    SCOPED_TRACE(adam ? "adamw" : "sgd");
+    std::vector<Tensor> cpu_params, gpu_params;
+    for (int i = 0; i < 40; ++i) {
+      const std::int64_t n = i == 0 ? 20000001 : i % 7 == 0 ? 70001 : 1 + 37 * i;
+      const DType dtype = i % 2 == 0 ? DType::bf16 : DType::f32;
+      const Tensor p = cast(Tensor::uniform({n}, DType::f32, 300 + static_cast<std::uint64_t>(i), -1, 1), dtype);
+      cpu_params.push_back(contiguous_copy(p).set_requires_grad());
+      gpu_params.push_back(p.to(kGpu).set_requires_grad());
+    }
+    const auto make = [&](const std::vector<Tensor>& ps) -> std::unique_ptr<Optimizer> {
+      if (adam) return std::make_unique<Adam>(ps, AdamOptions{.lr = 1e-3, .weight_decay = 0.1, .state_dtype = DType::bf16, .master = master}, true);
+      return std::make_unique<Sgd>(ps, SgdOptions{.lr = 0.01, .momentum = 0.9, .nesterov = true, .master = master});
+    };
+    const std::unique_ptr<Optimizer> on_cpu = make(cpu_params), on_gpu = make(gpu_params);
+    for (int step = 0; step < 3; ++step) {
+      for (std::size_t i = 0; i < cpu_params.size(); ++i) {
+        const Tensor g = Tensor::randn(cpu_params[i].shape(), cpu_params[i].dtype(), 900 + 41 * static_cast<std::uint64_t>(step) + i);
+        cpu_params[i].set_grad(g);
+        gpu_params[i].set_grad(g.to(kGpu));
+      }
+      on_cpu->step(1.0 / 256);
+      on_gpu->step(1.0 / 256);
+    }
+    for (std::size_t i = 0; i < cpu_params.size(); ++i) {
+      SCOPED_TRACE("parameter " + std::to_string(i));
+      const std::vector<double> a = on_cpu->master_weight(i).to_doubles(), b = on_gpu->master_weight(i).to(Device::cpu()).to_doubles();
+      for (std::size_t k = 0; k < a.size(); ++k) ASSERT_NEAR(b[k], a[k], 8 * 0x1p-24 * (std::fabs(a[k]) + 1)) << k;
+      if (!on_gpu->has_master_copy(i)) continue;
+      const Tensor gpu_master = on_gpu->master_weight(i).to(Device::cpu());
+      const Tensor expected = Tensor::empty(gpu_master.shape(), DType::bf16);
+      detail::run_kernel<detail::kernel::RoundInto>(Device::cpu(), gpu_master, expected, Rounding::stochastic,
+                                                    master.seed + static_cast<std::uint64_t>(on_gpu->steps()));
+      const Tensor written = gpu_params[i].to(Device::cpu());
+      ASSERT_EQ(std::memcmp(written.data(), expected.data(), static_cast<std::size_t>(written.numel()) * 2), 0);
+    }
+  }
 }
 
 // The loss scaler's pass over a whole step's gradients in one call: the same non-finite and underflow

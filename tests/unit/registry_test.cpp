@@ -116,8 +116,10 @@ TEST(KernelRegistry, KernelsCountTheBytesTheirTensorsHold) {
   reset_kernel_times();
   const Tensor p = Tensor::randn({100}, DType::f32, 3), g = Tensor::randn({100}, DType::bf16, 4);
   const Tensor m = Tensor::zeros({100}, DType::f32), v = Tensor::zeros({100}, DType::f32);
-  run_kernel<kernel::AdamUpdate>(Device::cpu(), p, g, m, v,
-                                 AdamStep{.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0, .decoupled = true, .step = 1});
+  const std::vector<ParamUpdate> list{{.param = p, .grad = g, .state = {m, v}}};
+  run_kernel<kernel::AdamUpdate>(Device::cpu(), std::span<const ParamUpdate>(list),
+                                 AdamStep{.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0, .decoupled = true, .step = 1},
+                                 WriteBack{});
   const std::vector<Tensor> grads{g};
   (void)run_kernel<kernel::ScaleAndCheck>(Device::cpu(), std::span<const Tensor>(grads), 0.5, 0.0);
   (void)run_kernel<kernel::ScaleAndCheck>(Device::cpu(), std::span<const Tensor>(grads), 1.0, 0.0);

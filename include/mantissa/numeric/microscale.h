@@ -100,7 +100,8 @@ namespace detail {
 // in cache. load(r, row) fills row r as f32; emit(r, codes, scale_values) takes row r's codes and each
 // column's block scale value (a code's value times it is the value, the tensor scale apart), from the
 // quantizing threads, a row at a time; amax() is the tensor's largest magnitude (NaN if any value is
-// NaN), asked first for two-level scales only. The result's codes are empty.
+// NaN), asked first for two-level scales only; left empty, the quantizer finds it over load()'s rows.
+// The result's codes are empty.
 struct BlockRows {
   std::function<void(std::int64_t r, float* row)> load;
   std::function<void(std::int64_t r, const std::uint8_t* codes, const float* scale_values)> emit;

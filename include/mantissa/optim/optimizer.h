@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,6 +22,10 @@
 #include "mantissa/numeric/rounding.h"
 
 namespace mantissa {
+namespace detail {
+struct ParamUpdate;  // one parameter of a backend's update (src/backend/kernels.h)
+struct WriteBack;
+}  // namespace detail
 
 struct MasterWeightOptions {
   // Keep an f32 master copy of each bf16/f16 parameter (recommended).
@@ -72,9 +77,10 @@ class Optimizer {
   // `slots` names the optimizer's per-parameter state tensors ("momentum", "m", "v").
   Optimizer(std::vector<Tensor> params, double lr, MasterWeightOptions master, DType state_dtype,
             std::vector<std::string> slots);
-  // Applies one update to parameter i's f32 master weights from its gradient (contiguous, any compute
-  // dtype) times grad_scale.
-  virtual void update(std::size_t i, const Tensor& master, const Tensor& grad, double grad_scale) = 0;
+  // Applies one update to the parameters of `list` (all on one device: their f32 master weights, their
+  // gradients, contiguous, any compute dtype, times grad_scale, and their state), writing master copies
+  // back by `w`: one backend call for the lot.
+  virtual void update(std::span<const detail::ParamUpdate> list, double grad_scale, const detail::WriteBack& w) = 0;
   // Whether the update creates state tensor `slot` for a parameter with a gradient (SGD without momentum
   // keeps none).
   virtual bool slot_in_use(std::size_t slot) const { return slot < slot_names_.size(); }
@@ -86,6 +92,8 @@ class Optimizer {
  private:
   // Writes parameter i's master copy back into it (nearest or stochastic, as configured).
   void write_back(std::size_t i);
+  // What this step's update of parameter i is given (its state created where it is due).
+  detail::ParamUpdate update_of(std::size_t i, const Tensor& grad);
 
   std::vector<Tensor> params_;
   std::vector<Tensor> master_weights_;  // f32: a master copy, or the parameter itself
@@ -113,7 +121,7 @@ class Sgd final : public Optimizer {
 
  private:
   bool slot_in_use(std::size_t) const override { return options_.momentum != 0; }
-  void update(std::size_t i, const Tensor& master, const Tensor& grad, double grad_scale) override;
+  void update(std::span<const detail::ParamUpdate> list, double grad_scale, const detail::WriteBack& w) override;
   SgdOptions options_;
 };
 
@@ -133,7 +141,7 @@ class Adam final : public Optimizer {
   Adam(std::vector<Tensor> params, AdamOptions options = {}, bool decoupled = false);
 
  private:
-  void update(std::size_t i, const Tensor& master, const Tensor& grad, double grad_scale) override;
+  void update(std::span<const detail::ParamUpdate> list, double grad_scale, const detail::WriteBack& w) override;
   AdamOptions options_;
   bool decoupled_;
 };

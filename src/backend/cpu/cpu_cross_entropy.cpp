@@ -17,15 +17,6 @@ namespace mantissa::detail {
 
 namespace {
 
-// Row r of the logits, as f32, into x.
-void load_row(const Tensor& logits, std::int64_t r, float* x) {
-  const std::int64_t c = logits.size(1);
-  for (std::int64_t at = 0; at < c; at += kRowBlock) {
-    load_f32(logits, r * logits.strides()[0] + at * logits.strides()[1], logits.strides()[1],
-             std::min(kRowBlock, c - at), x + at);
-  }
-}
-
 float row_loss(float x_t, float lse, float sum_x, float eps, std::int64_t c) {
   const auto cf = static_cast<float>(c);
   return eps == 0 ? -(x_t - lse) : -(1 - eps) * (x_t - lse) - eps / cf * (sum_x - cf * lse);

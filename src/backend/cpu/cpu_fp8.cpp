@@ -92,14 +92,6 @@ MANTISSA_VECTOR_CLONES void column_amax_span(const float* row, std::int64_t n, s
   }
 }
 
-// Row r of the [R, C] view x as f32.
-void load_row_f32(const Tensor& x, std::int64_t r, float* row) {
-  const std::int64_t cols = x.size(1);
-  for (std::int64_t at = 0; at < cols; at += kRowBlock) {
-    load_f32(x, r * x.strides()[0] + at * x.strides()[1], x.strides()[1], std::min(kRowBlock, cols - at), row + at);
-  }
-}
-
 // Quantizes `rows` rows of `cols` f32 values at `in` (row after row) into out's rows from r0 on, with the
 // per-column scales (and factors back) of the strip.
 void quantize_rows(const float* in, std::int64_t rows, std::int64_t cols, const float* scale, const float* back, Grid g,
@@ -146,7 +138,7 @@ void cpu_fp8_amax(const Tensor& x, std::int64_t block_rows, std::int64_t block_c
     std::vector<float> row(static_cast<std::size_t>(cols));
 #pragma omp for schedule(static)
     for (std::int64_t r = 0; r < rows; ++r) {
-      load_row_f32(x, r, row.data());
+      load_row(x, r, row.data());
       std::int32_t* m = mine.data() + (r / block_rows) * nbc;
       for (std::int64_t c0 = 0, b = 0; c0 < cols; c0 += block_cols, ++b) {
         m[b] = amax_span(row.data() + c0, std::min(block_cols, cols - c0), m[b]);
@@ -176,7 +168,7 @@ Fp8QuantizeStats cpu_fp8_quantize(const Tensor& x, Format format, const Tensor& 
         strip = r / block_rows;
         spread(sc + strip * nbc, cols, block_cols, dequantize, scale, back);
       }
-      load_row_f32(x, r, row.data());
+      load_row(x, r, row.data());
       quantize_rows(row.data(), 1, cols, scale.data(), back.data(), g, out, r, mine);
     }
 #pragma omp critical
@@ -217,7 +209,7 @@ Fp8QuantizeStats cpu_fp8_quantize_current(const Tensor& x, Format format, std::i
       }
       for (std::int64_t r = 0; r < n; ++r) {
         float* row = buf.data() + r * cols;
-        load_row_f32(x, r0 + r, row);
+        load_row(x, r0 + r, row);
         if (block_cols == 1) {  // a scale per column of the strip
           column_amax_span(row, cols, column.data());
         } else {

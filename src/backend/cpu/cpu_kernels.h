@@ -34,8 +34,8 @@ GradientCheck cpu_scale_and_check(std::span<const Tensor> gradients, double fact
 NumericsStats cpu_numerics(const Tensor& x, double factor, std::span<const double> limits);
 
 // cpu_optim.cpp: fused optimizer updates and master-weight write-back.
-void cpu_sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s);
-void cpu_adam_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamStep& s);
+void cpu_sgd_update(std::span<const ParamUpdate> list, const SgdStep& s, const WriteBack& w);
+void cpu_adam_update(std::span<const ParamUpdate> list, const AdamStep& s, const WriteBack& w);
 void cpu_round_into(const Tensor& src, const Tensor& dst, Rounding rounding, std::uint64_t seed);
 
 // cpu_reduce.cpp: f32 accumulation.

@@ -1,10 +1,12 @@
-// Optimizer updates on the CPU: the element rules of optimizer_math.h in f32 over blocks of each
-// parameter, blocks split across threads; f32 operands are updated where they are, the others (bf16
-// state, low-precision gradients) converted per block. Gradients
-// are multiplied by the step's grad_scale as each block is loaded (the loss scaler's fused unscale). Writing an
-// f32 master copy back into a low-precision parameter is one bulk conversion, nearest or stochastic.
+// Optimizer updates on the CPU: the element rules of optimizer_math.h in f32 over blocks of every
+// parameter of the list, the blocks of all of them shared among the threads; f32 operands are updated
+// where they are, the others (bf16 state, low-precision gradients) converted per block. Gradients are
+// multiplied by the step's grad_scale as each block is loaded (the loss scaler's fused unscale), and a
+// master copy's block is written back into its low-precision parameter while it is in cache.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "optimizer_math.h"
 #include "cpu_kernels.h"
@@ -14,13 +16,22 @@
 namespace mantissa::detail {
 namespace {
 
+// body(u, at, n) for every block [at, at + n) of every parameter u of the list.
 template <class Body>
-void for_blocks(std::int64_t n, Body&& body) {
-  const std::int64_t blocks = (n + kRowBlock - 1) / kRowBlock;
-#pragma omp parallel for schedule(static) if (n >= (1 << 15))
+void for_list_blocks(std::span<const ParamUpdate> list, Body&& body) {
+  std::vector<std::int64_t> first_block(list.size() + 1, 0);  // the list's blocks numbered in order
+  std::int64_t elements = 0;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::int64_t n = list[i].param.numel();
+    first_block[i + 1] = first_block[i] + (n + kRowBlock - 1) / kRowBlock;
+    elements += n;
+  }
+  const std::int64_t blocks = first_block.back();
+#pragma omp parallel for schedule(static) if (elements >= (1 << 15))
   for (std::int64_t b = 0; b < blocks; ++b) {
-    const std::int64_t at = b * kRowBlock;
-    body(at, std::min(kRowBlock, n - at));
+    const auto i = static_cast<std::size_t>(std::upper_bound(first_block.begin(), first_block.end(), b) - first_block.begin() - 1);
+    const std::int64_t at = (b - first_block[i]) * kRowBlock;
+    body(list[i], at, std::min(kRowBlock, list[i].param.numel() - at));
   }
 }
 
@@ -43,8 +54,8 @@ MANTISSA_VECTOR_CLONES void scale_block(float* g, std::int64_t n, float f) {
 }
 
 MANTISSA_VECTOR_CLONES void sgd_block(float* __restrict p, const float* __restrict g, float* __restrict buf, std::int64_t n,
-                                      const SgdStep& s) {
-  for (std::int64_t i = 0; i < n; ++i) p[i] = sgd_element(p[i], g[i], buf[i], s);
+                                      const SgdStep& s, bool first) {
+  for (std::int64_t i = 0; i < n; ++i) p[i] = sgd_element(p[i], g[i], buf[i], s, first);
 }
 
 MANTISSA_VECTOR_CLONES void adam_block(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
@@ -53,35 +64,51 @@ MANTISSA_VECTOR_CLONES void adam_block(float* __restrict p, const float* __restr
   for (std::int64_t i = 0; i < n; ++i) p[i] = adam_element(p[i], g[i], m[i], v[i], local, bias1, bias2_sqrt);
 }
 
+// A master copy's updated block into its low-precision parameter (bits by element index, so a block
+// gives what the whole array would).
+void write_back_block(const ParamUpdate& u, std::int64_t at, std::int64_t n, const float* p, const WriteBack& w) {
+  if (!u.low.defined()) return;
+  auto* dst = static_cast<char*>(u.low.data()) + at * static_cast<std::int64_t>(dtype_size(u.low.dtype()));
+  if (u.low.dtype() == DType::f32) {
+    std::memcpy(dst, p, static_cast<std::size_t>(n) * sizeof(float));
+    return;
+  }
+  encode_array(format_of(u.low.dtype()), p, dst, static_cast<std::size_t>(n), CastOptions{w.rounding, false, w.seed},
+               static_cast<std::uint64_t>(at));
+}
+
 }  // namespace
 
-void cpu_sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s) {
-  for_blocks(param.numel(), [&](std::int64_t at, std::int64_t n) {
+void cpu_sgd_update(std::span<const ParamUpdate> list, const SgdStep& s, const WriteBack& w) {
+  for_list_blocks(list, [&](const ParamUpdate& u, std::int64_t at, std::int64_t n) {
     alignas(64) float pb[kRowBlock], gb[kRowBlock], bb[kRowBlock];
-    float* p = block_of(param, at, n, pb);
-    float* g = block_of(grad, at, n, gb, s.grad_scale != 1);  // scaled in a copy, never in place
+    const Tensor& buffer = u.state[0];
+    float* p = block_of(u.param, at, n, pb);
+    float* g = block_of(u.grad, at, n, gb, s.grad_scale != 1);  // scaled in a copy, never in place
     if (s.grad_scale != 1) scale_block(g, n, static_cast<float>(s.grad_scale));
-    float* buf = momentum_buffer.defined() ? block_of(momentum_buffer, at, n, bb) : bb;
-    sgd_block(p, g, buf, n, s);
-    store_block(param, at, n, p, pb);
-    if (momentum_buffer.defined()) store_block(momentum_buffer, at, n, buf, bb);
+    float* buf = buffer.defined() ? block_of(buffer, at, n, bb) : bb;
+    sgd_block(p, g, buf, n, s, u.first);
+    store_block(u.param, at, n, p, pb);
+    if (buffer.defined()) store_block(buffer, at, n, buf, bb);
+    write_back_block(u, at, n, p, w);
   });
 }
 
-void cpu_adam_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamStep& s) {
+void cpu_adam_update(std::span<const ParamUpdate> list, const AdamStep& s, const WriteBack& w) {
   const auto bias1 = static_cast<float>(1 - std::pow(s.beta1, static_cast<double>(s.step)));
   const auto bias2_sqrt = static_cast<float>(std::sqrt(1 - std::pow(s.beta2, static_cast<double>(s.step))));
-  for_blocks(param.numel(), [&](std::int64_t at, std::int64_t n) {
+  for_list_blocks(list, [&](const ParamUpdate& u, std::int64_t at, std::int64_t n) {
     alignas(64) float pb[kRowBlock], gb[kRowBlock], mb[kRowBlock], vb[kRowBlock];
-    float* p = block_of(param, at, n, pb);
-    float* g = block_of(grad, at, n, gb, s.grad_scale != 1);  // scaled in a copy, never in place
+    float* p = block_of(u.param, at, n, pb);
+    float* g = block_of(u.grad, at, n, gb, s.grad_scale != 1);  // scaled in a copy, never in place
     if (s.grad_scale != 1) scale_block(g, n, static_cast<float>(s.grad_scale));
-    float* mv = block_of(m, at, n, mb);
-    float* vv = block_of(v, at, n, vb);
+    float* mv = block_of(u.state[0], at, n, mb);
+    float* vv = block_of(u.state[1], at, n, vb);
     adam_block(p, g, mv, vv, n, s, bias1, bias2_sqrt);
-    store_block(param, at, n, p, pb);
-    store_block(m, at, n, mv, mb);
-    store_block(v, at, n, vv, vb);
+    store_block(u.param, at, n, p, pb);
+    store_block(u.state[0], at, n, mv, mb);
+    store_block(u.state[1], at, n, vv, vb);
+    write_back_block(u, at, n, p, w);
   });
 }
 

@@ -12,12 +12,12 @@
 
 namespace mantissa::detail {
 
-// Returns the new parameter; updates the momentum buffer in place.
+// Returns the new parameter; updates the momentum buffer in place (first: it starts as this gradient).
 template <class T>
-MANTISSA_HOST_DEVICE inline T sgd_element(T p, T g, T& buf, const SgdStep& s) {
+MANTISSA_HOST_DEVICE inline T sgd_element(T p, T g, T& buf, const SgdStep& s, bool first) {
   T d = g + static_cast<T>(s.weight_decay) * p;
   if (s.momentum != 0) {
-    buf = s.first ? d : static_cast<T>(s.momentum) * buf + d;
+    buf = first ? d : static_cast<T>(s.momentum) * buf + d;
     d = s.nesterov ? d + static_cast<T>(s.momentum) * buf : buf;
   }
   return p - static_cast<T>(s.lr) * d;

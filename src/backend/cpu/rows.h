@@ -36,12 +36,13 @@ void load_f32(const Tensor& t, std::int64_t off, std::int64_t stride, std::int64
 void store_f32(const Tensor& t, std::int64_t off, std::int64_t stride, std::int64_t n, const float* in);
 
 // Row r of a 2-D tensor [R, C] as f32 into v (C values), in kRowBlock pieces; and the reverse, rounding.
-inline void load_row(const Tensor& t, std::int64_t r, std::vector<float>& v) {
+inline void load_row(const Tensor& t, std::int64_t r, float* v) {
   const std::int64_t cols = t.size(1);
   for (std::int64_t at = 0; at < cols; at += kRowBlock) {
-    load_f32(t, r * t.strides()[0] + at * t.strides()[1], t.strides()[1], std::min(kRowBlock, cols - at), v.data() + at);
+    load_f32(t, r * t.strides()[0] + at * t.strides()[1], t.strides()[1], std::min(kRowBlock, cols - at), v + at);
   }
 }
+inline void load_row(const Tensor& t, std::int64_t r, std::vector<float>& v) { load_row(t, r, v.data()); }
 inline void store_row(const Tensor& t, std::int64_t r, const std::vector<float>& v) {
   const std::int64_t cols = t.size(1);
   for (std::int64_t at = 0; at < cols; at += kRowBlock) {

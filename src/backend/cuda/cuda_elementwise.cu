@@ -8,6 +8,7 @@
 
 #include "../cpu/unary_math.h"
 #include "../kernels.h"
+#include "chunk_lists.h"
 #include "cuda_kernels.h"
 #include "cuda_support.cuh"
 
@@ -131,16 +132,14 @@ __global__ void scale_and_check_kernel(Strided<1> it, std::int64_t n, ElementTyp
   tally.add_to(totals);
 }
 
-// Contiguous gradients of one dtype, many to a launch (as Apex's multi_tensor_apply): each block takes
-// one chunk of kCheckChunk elements of one tensor. The list is a kernel parameter (under 4 KiB).
-constexpr int kListTensors = 48;
-constexpr int kListBlocks = 512;
-constexpr std::int64_t kCheckChunk = 32768;
+// Contiguous gradients of one dtype, many to a launch (chunk_lists.h): each block takes one chunk of
+// kCheckChunk elements of one tensor. The list is a kernel parameter (under 4 KiB).
+constexpr std::int64_t kCheckChunk = kScaleCheckLists.chunk;
 struct TensorList {
-  void* data[kListTensors];
-  std::int64_t count[kListTensors];
-  std::uint8_t block_tensor[kListBlocks];
-  std::int32_t block_chunk[kListBlocks];
+  void* data[kScaleCheckLists.tensors];
+  std::int64_t count[kScaleCheckLists.tensors];
+  std::uint8_t block_tensor[kScaleCheckLists.blocks];
+  std::int32_t block_chunk[kScaleCheckLists.blocks];
 };
 static_assert(sizeof(TensorList) + sizeof(ElementType) + 64 <= 4096, "kernel parameters past 4 KiB");
 
@@ -159,33 +158,27 @@ __global__ void scale_and_check_list_kernel(TensorList list, ElementType tg, flo
 // Launches the list kernel over the contiguous tensors of `dtype` among `gradients`.
 void check_contiguous(std::span<const Tensor> gradients, DType dtype, float factor, bool write, float below,
                       CheckTotals* totals) {
-  const ElementType tg = element_type(dtype);
-  TensorList list{};
-  int tensors = 0, blocks = 0;
-  const auto launch = [&] {
-    if (blocks > 0) {
-      scale_and_check_list_kernel<<<blocks, kThreads, 0, stream()>>>(list, tg, factor, write, below, totals);
-      check_launch("scale_and_check");
-    }
-    tensors = blocks = 0;
-  };
+  std::vector<const Tensor*> chosen;
+  std::vector<std::int64_t> counts;
   for (const Tensor& g : gradients) {
     if (g.dtype() != dtype || !g.is_contiguous() || g.numel() == 0) continue;
-    if (tensors == kListTensors) launch();
-    const std::int64_t chunks = (g.numel() + kCheckChunk - 1) / kCheckChunk;
-    for (std::int64_t c = 0; c < chunks; ++c) {
-      if (blocks == kListBlocks) launch();  // the tensor goes on in the next launch, as its first
-      if (c == 0 || blocks == 0) {
-        list.data[tensors] = g.data();
-        list.count[tensors] = g.numel();
-      }
-      list.block_tensor[blocks] = static_cast<std::uint8_t>(tensors);
-      list.block_chunk[blocks] = static_cast<std::int32_t>(c);
-      ++blocks;
-    }
-    ++tensors;
+    chosen.push_back(&g);
+    counts.push_back(g.numel());
   }
-  launch();
+  for (const ChunkLaunch& l : plan_chunk_launches(counts, kScaleCheckLists)) {
+    TensorList list{};
+    for (std::size_t slot = 0; slot < l.members.size(); ++slot) {
+      list.data[slot] = chosen[l.members[slot]]->data();
+      list.count[slot] = counts[l.members[slot]];
+    }
+    for (std::size_t b = 0; b < l.blocks.size(); ++b) {
+      list.block_tensor[b] = static_cast<std::uint8_t>(l.blocks[b].slot);
+      list.block_chunk[b] = static_cast<std::int32_t>(l.blocks[b].chunk);
+    }
+    scale_and_check_list_kernel<<<static_cast<unsigned>(l.blocks.size()), kThreads, 0, stream()>>>(
+        list, element_type(dtype), factor, write, below, totals);
+    check_launch("scale_and_check");
+  }
 }
 
 }  // namespace

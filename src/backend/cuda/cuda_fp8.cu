@@ -227,10 +227,10 @@ Fp8QuantizeStats fp8_quantize_current(const Tensor& x, Format format, std::int64
   return fp8_quantize(x, format, scales, block_rows, block_cols, dequantize, out);
 }
 
-Fp8QuantizeStats block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale,
-                                const Tensor& out) {
-  if (spec.rule == ScaleRule::fit) return fit_quantize(x, spec, given_scale, out, fp8_quantize_current, fp8_quantize);
-  if (given_scale != 0) throw std::invalid_argument("block_quantize: only the fit rule takes a given scale");
+namespace {
+
+// The microscaled rules: block amaxes, then scales, then values, three launches and one read-back.
+Fp8QuantizeStats microscaled_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, const Tensor& out) {
   spec.check();
   refuse_f64("block_quantize", x);
   if (x.dim() != 2) throw std::invalid_argument("block_quantize: x [R, C] expected");
@@ -266,6 +266,14 @@ Fp8QuantizeStats block_quantize(const Tensor& x, const QuantSpec& spec, std::uin
   add_counts(totals.read(), st);  // the one read-back: the counts, the amax, so the tensor scale
   if (spec.scale == ScaleFormat::e4m3) st.tensor_scale = nvfp4_tensor_scale(static_cast<float>(st.amax));
   return st;
+}
+
+}  // namespace
+
+Fp8QuantizeStats block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale,
+                                const Tensor& out) {
+  return block_quantize_by(x, spec, given_scale, out, fp8_quantize_current, fp8_quantize,
+                           [&] { return microscaled_quantize(x, spec, seed, out); });
 }
 
 }  // namespace mantissa::detail::cuda

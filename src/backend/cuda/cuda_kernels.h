@@ -18,8 +18,8 @@ void unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& gra
 GradientCheck scale_and_check(std::span<const Tensor> gradients, double factor, double underflow_below);
 
 // cuda_optim.cu
-void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s);
-void adam_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamStep& s);
+void sgd_update(std::span<const ParamUpdate> list, const SgdStep& s, const WriteBack& w);
+void adam_update(std::span<const ParamUpdate> list, const AdamStep& s, const WriteBack& w);
 void round_into(const Tensor& src, const Tensor& dst, Rounding rounding, std::uint64_t seed);
 
 // cuda_rows.cu

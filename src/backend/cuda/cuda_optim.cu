@@ -1,89 +1,199 @@
 // CUDA kernels of the optimizer family: the CPU's element rules (cpu/optimizer_math.h, compiled for the
-// GPU) in f32, one thread per element, the gradient unscaled as it is read (the loss scaler's fused
-// unscale); the f32 master weights written back into bf16/f16 parameters by the CPU's rounding rule,
-// stochastic rounding drawing the same bits from (seed, element index) as the CPU does.
+// GPU) in f32, the gradient unscaled as it is read (the loss scaler's fused unscale), and the f32 master
+// weights written back into their bf16/f16 parameters in the same pass by the CPU's rounding rule,
+// stochastic rounding drawing the same bits from (seed, element index) as the CPU does. A step's whole
+// list of parameters goes a few launches at a time (chunk_lists.h: GPT-2's 148 parameters, 124M values,
+// are 8 launches), grouped by the dtypes of gradient, state and parameter.
+#include <algorithm>
 #include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "../cpu/optimizer_math.h"
+#include "chunk_lists.h"
 #include "cuda_kernels.h"
 #include "cuda_support.cuh"
 
 namespace mantissa::detail::cuda {
 namespace {
 
-__global__ void sgd_kernel(std::int64_t n, float* param, ElementType tg, const void* grad, ElementType tb, void* buffer,
-                           SgdStep s, float grad_scale) {
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    float b = buffer != nullptr ? load(tb, buffer, i) : 0.0f;
-    param[i] = sgd_element(param[i], load(tg, grad, i) * grad_scale, b, s);
-    if (buffer != nullptr) store(tb, buffer, i, b);
+// Element i of a list's tensor, with the write-back's rounding rule in t.encode: stochastic rounding
+// draws its bits from (seed, i).
+__device__ inline void store_rounded(const ElementType& t, void* base, std::int64_t i, float v, std::uint64_t seed) {
+  std::uint32_t random = 0;
+  if (t.encode.rounding == Rounding::stochastic) {
+    random = random_bits(stochastic_key(seed, static_cast<std::uint32_t>(static_cast<std::uint64_t>(i) >> 32)),
+                         static_cast<std::uint32_t>(i));
+  }
+  const std::uint32_t bits = encode_value(t.encode, v, random);
+  if (dtype_size(t.dtype) == 2) {
+    static_cast<std::uint16_t*>(base)[i] = static_cast<std::uint16_t>(bits);
+  } else {
+    static_cast<std::uint8_t*>(base)[i] = static_cast<std::uint8_t>(bits);
   }
 }
 
-__global__ void adam_kernel(std::int64_t n, float* param, ElementType tg, const void* grad, ElementType tm, void* m,
-                            ElementType tv, void* v, AdamStep s, float grad_scale, float bias1, float bias2_sqrt) {
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    float mi = load(tm, m, i);
-    float vi = load(tv, v, i);
-    param[i] = adam_element(param[i], load(tg, grad, i) * grad_scale, mi, vi, s, bias1, bias2_sqrt);
-    store(tm, m, i, mi);
-    store(tv, v, i, vi);
+// One launch's parameters, a kernel parameter (under 4 KiB): each block updates one chunk of
+// kUpdateChunk elements of one of them.
+constexpr std::size_t kUpdateTensors = kUpdateLists.tensors;
+constexpr std::size_t kUpdateBlocks = kUpdateLists.blocks;
+constexpr std::int64_t kUpdateChunk = kUpdateLists.chunk;
+struct UpdateList {
+  float* param[kUpdateTensors];
+  const void* grad[kUpdateTensors];
+  void* state0[kUpdateTensors];
+  void* state1[kUpdateTensors];
+  void* low[kUpdateTensors];  // null: no low-precision parameter to write back into
+  std::int64_t count[kUpdateTensors];
+  bool first[kUpdateTensors];
+  std::uint8_t block_slot[kUpdateBlocks];
+  std::int32_t block_chunk[kUpdateBlocks];
+};
+
+// The dtypes a launch shares, and how it writes back.
+struct ListTypes {
+  ElementType grad, state, low;
+  std::uint64_t seed;
+};
+static_assert(sizeof(UpdateList) + sizeof(ListTypes) + sizeof(AdamStep) + 64 <= 4096, "kernel parameters past 4 KiB");
+
+// The elements [begin, end) this block updates, and its tensor's slot.
+struct BlockSpan {
+  int slot;
+  std::int64_t begin, end;
+};
+__device__ inline BlockSpan block_span(const UpdateList& list) {
+  const int t = list.block_slot[blockIdx.x];
+  const std::int64_t begin = static_cast<std::int64_t>(list.block_chunk[blockIdx.x]) * kUpdateChunk;
+  return {t, begin, begin + kUpdateChunk < list.count[t] ? begin + kUpdateChunk : list.count[t]};
+}
+
+__global__ void sgd_list_kernel(UpdateList list, ListTypes types, SgdStep s, float grad_scale) {
+  const BlockSpan b = block_span(list);
+  float* param = list.param[b.slot];
+  void* buffer = list.state0[b.slot];
+  void* low = list.low[b.slot];
+  const bool first = list.first[b.slot];
+  for (std::int64_t i = b.begin + threadIdx.x; i < b.end; i += blockDim.x) {
+    float m = buffer != nullptr ? load(types.state, buffer, i) : 0.0f;
+    const float p = sgd_element(param[i], load(types.grad, list.grad[b.slot], i) * grad_scale, m, s, first);
+    param[i] = p;
+    if (buffer != nullptr) store(types.state, buffer, i, m);
+    if (low != nullptr) store_rounded(types.low, low, i, p, types.seed);
   }
 }
 
-__global__ void round_into_kernel(std::int64_t n, const float* src, ElementType to, EncodeParams rule, std::uint64_t seed,
-                                  void* dst) {
+__global__ void adam_list_kernel(UpdateList list, ListTypes types, AdamStep s, float grad_scale, float bias1,
+                                 float bias2_sqrt) {
+  const BlockSpan b = block_span(list);
+  float* param = list.param[b.slot];
+  void* m = list.state0[b.slot];
+  void* v = list.state1[b.slot];
+  void* low = list.low[b.slot];
+  for (std::int64_t i = b.begin + threadIdx.x; i < b.end; i += blockDim.x) {
+    float mi = load(types.state, m, i);
+    float vi = load(types.state, v, i);
+    const float p = adam_element(param[i], load(types.grad, list.grad[b.slot], i) * grad_scale, mi, vi, s, bias1, bias2_sqrt);
+    param[i] = p;
+    store(types.state, m, i, mi);
+    store(types.state, v, i, vi);
+    if (low != nullptr) store_rounded(types.low, low, i, p, types.seed);
+  }
+}
+
+__global__ void round_into_kernel(std::int64_t n, const float* src, ElementType to, std::uint64_t seed, void* dst) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    std::uint32_t random = 0;
-    if (rule.rounding == Rounding::stochastic) {
-      random = random_bits(stochastic_key(seed, static_cast<std::uint32_t>(static_cast<std::uint64_t>(i) >> 32)),
-                           static_cast<std::uint32_t>(i));
+    store_rounded(to, dst, i, src[i], seed);
+  }
+}
+
+// The rounding of a write-back into `dtype`, as an ElementType's encode rule.
+ElementType write_back_type(DType dtype, const WriteBack& w) {
+  ElementType t = element_type(dtype);
+  t.encode = make_encode_params(format_of(dtype), CastOptions{w.rounding, false, w.seed});
+  return t;
+}
+
+void check_list(const char* what, std::span<const ParamUpdate> list) {
+  for (const ParamUpdate& u : list) {
+    if (u.param.dtype() != DType::f32) throw std::invalid_argument(std::string(what) + ": cuda updates f32 parameters (master weights)");
+    for (const Tensor* t : u.tensors()) {
+      refuse_f64(what, *t);
+      if (t->defined() && !t->is_contiguous()) throw std::invalid_argument(std::string(what) + ": tensors must be contiguous");
     }
-    const std::uint32_t bits = encode_value(rule, src[i], random);
-    if (dtype_size(to.dtype) == 2) {
-      static_cast<std::uint16_t*>(dst)[i] = static_cast<std::uint16_t>(bits);
-    } else {
-      static_cast<std::uint8_t*>(dst)[i] = static_cast<std::uint8_t>(bits);
+    if (u.low.defined() && dtype_size(u.low.dtype()) > 2) {
+      throw std::invalid_argument(std::string(what) + ": a parameter written back is 8 or 16 bits, not " +
+                                  std::string(dtype_name(u.low.dtype())));
     }
   }
 }
 
-void check_update(const char* what, const Tensor& param, std::initializer_list<const Tensor*> others) {
-  if (param.dtype() != DType::f32) throw std::invalid_argument(std::string(what) + ": cuda updates f32 parameters (master weights)");
-  for (const Tensor* t : others) {
-    refuse_f64(what, *t);
-    if (t->defined() && !t->is_contiguous()) throw std::invalid_argument(std::string(what) + ": tensors must be contiguous");
+// launch(list, types, blocks) for each launch over `updates`, grouped by (gradient, state, parameter
+// written back) dtypes.
+template <class Launch>
+void launch_lists(std::span<const ParamUpdate> updates, const WriteBack& w, Launch launch) {
+  using Key = std::tuple<DType, DType, DType, bool, bool>;  // grad, state, low; has state, has low
+  const auto key_of = [](const ParamUpdate& u) {
+    return Key{u.grad.dtype(), u.state[0].defined() ? u.state[0].dtype() : DType::f32,
+               u.low.defined() ? u.low.dtype() : DType::f32, u.state[0].defined(), u.low.defined()};
+  };
+  std::vector<Key> keys;
+  for (const ParamUpdate& u : updates) {
+    if (u.param.numel() > 0 && std::find(keys.begin(), keys.end(), key_of(u)) == keys.end()) keys.push_back(key_of(u));
+  }
+  for (const Key& key : keys) {
+    std::vector<const ParamUpdate*> group;
+    std::vector<std::int64_t> counts;
+    for (const ParamUpdate& u : updates) {
+      if (u.param.numel() > 0 && key_of(u) == key) {
+        group.push_back(&u);
+        counts.push_back(u.param.numel());
+      }
+    }
+    const ListTypes types{element_type(std::get<0>(key)), element_type(std::get<1>(key)),
+                          write_back_type(std::get<2>(key), w), w.seed};
+    for (const ChunkLaunch& l : plan_chunk_launches(counts, kUpdateLists)) {
+      UpdateList list{};
+      for (std::size_t slot = 0; slot < l.members.size(); ++slot) {
+        const ParamUpdate& u = *group[l.members[slot]];
+        list.param[slot] = u.param.data_as<float>();
+        list.grad[slot] = u.grad.data();
+        list.state0[slot] = u.state[0].defined() ? u.state[0].data() : nullptr;
+        list.state1[slot] = u.state[1].defined() ? u.state[1].data() : nullptr;
+        list.low[slot] = u.low.defined() ? u.low.data() : nullptr;
+        list.count[slot] = u.param.numel();
+        list.first[slot] = u.first;
+      }
+      for (std::size_t b = 0; b < l.blocks.size(); ++b) {
+        list.block_slot[b] = static_cast<std::uint8_t>(l.blocks[b].slot);
+        list.block_chunk[b] = static_cast<std::int32_t>(l.blocks[b].chunk);
+      }
+      launch(list, types, static_cast<unsigned>(l.blocks.size()));
+    }
   }
 }
 
 }  // namespace
 
-void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s) {
-  check_update("sgd_update", param, {&param, &grad, &momentum_buffer});
-  const std::int64_t n = param.numel();
-  if (n == 0) return;
-  const bool has_buffer = momentum_buffer.defined();
-  sgd_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(
-      n, param.data_as<float>(), element_type(grad.dtype()), grad.data(),
-      element_type(has_buffer ? momentum_buffer.dtype() : DType::f32), has_buffer ? momentum_buffer.data() : nullptr, s,
-      static_cast<float>(s.grad_scale));
-  check_launch("sgd_update");
+void sgd_update(std::span<const ParamUpdate> list, const SgdStep& s, const WriteBack& w) {
+  check_list("sgd_update", list);
+  launch_lists(list, w, [&](const UpdateList& l, const ListTypes& types, unsigned blocks) {
+    sgd_list_kernel<<<blocks, kThreads, 0, stream()>>>(l, types, s, static_cast<float>(s.grad_scale));
+    check_launch("sgd_update");
+  });
 }
 
-void adam_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamStep& s) {
-  check_update("adam_update", param, {&param, &grad, &m, &v});
-  const std::int64_t n = param.numel();
-  if (n == 0) return;
+void adam_update(std::span<const ParamUpdate> list, const AdamStep& s, const WriteBack& w) {
+  check_list("adam_update", list);
   // The bias corrections as the CPU computes them: in double, then f32.
   const auto bias1 = static_cast<float>(1 - std::pow(s.beta1, static_cast<double>(s.step)));
   const auto bias2_sqrt = static_cast<float>(std::sqrt(1 - std::pow(s.beta2, static_cast<double>(s.step))));
-  adam_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, param.data_as<float>(), element_type(grad.dtype()), grad.data(),
-                                                        element_type(m.dtype()), m.data(), element_type(v.dtype()), v.data(),
-                                                        s, static_cast<float>(s.grad_scale), bias1, bias2_sqrt);
-  check_launch("adam_update");
+  launch_lists(list, w, [&](const UpdateList& l, const ListTypes& types, unsigned blocks) {
+    adam_list_kernel<<<blocks, kThreads, 0, stream()>>>(l, types, s, static_cast<float>(s.grad_scale), bias1, bias2_sqrt);
+    check_launch("adam_update");
+  });
 }
 
 void round_into(const Tensor& src, const Tensor& dst, Rounding rounding, std::uint64_t seed) {
@@ -98,9 +208,9 @@ void round_into(const Tensor& src, const Tensor& dst, Rounding rounding, std::ui
           "round_into");
     return;
   }
-  const EncodeParams rule = make_encode_params(format_of(dst.dtype()), CastOptions{rounding, false, seed});
-  round_into_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, src.data_as<float>(), element_type(dst.dtype()), rule,
-                                                              seed, dst.data());
+  round_into_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, src.data_as<float>(),
+                                                              write_back_type(dst.dtype(), WriteBack{rounding, seed}), seed,
+                                                              dst.data());
   check_launch("round_into");
 }
 

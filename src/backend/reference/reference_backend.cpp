@@ -175,13 +175,13 @@ GradientCheck scale_and_check_kernel(std::span<const Tensor> gradients, double f
 
 // torch.optim.SGD, as its documentation writes it: g = grad + wd p; with momentum, b = g at the first
 // step, else mu b + g, and g = g + mu b (Nesterov) or b; p = p - lr g. In double.
-void sgd_update_kernel(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s) {
+void sgd_update_one(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s, bool first) {
   for (std::int64_t i = 0; i < param.numel(); ++i) {
     const double p = load_element(param.dtype(), param.data(), i);
     double g = load_element(grad.dtype(), grad.data(), i) * s.grad_scale + s.weight_decay * p;
     if (s.momentum != 0) {
       const double b_old = load_element(momentum_buffer.dtype(), momentum_buffer.data(), i);
-      const double b = s.first ? g : s.momentum * b_old + g;
+      const double b = first ? g : s.momentum * b_old + g;
       store_element(momentum_buffer.dtype(), momentum_buffer.data(), i, b);
       g = s.nesterov ? g + s.momentum * b : b;
     }
@@ -192,8 +192,7 @@ void sgd_update_kernel(const Tensor& param, const Tensor& grad, const Tensor& mo
 // torch.optim.Adam / AdamW, as their documentation writes them: AdamW decays p by lr wd first, Adam adds
 // wd p to the gradient; m and v are the moving averages of g and g^2; p = p - lr m_hat / (sqrt(v_hat) +
 // eps) with m_hat = m / (1 - beta1^t), v_hat = v / (1 - beta2^t). In double.
-void adam_update_kernel(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                 const AdamStep& s) {
+void adam_update_one(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamStep& s) {
   const auto t = static_cast<double>(s.step);
   for (std::int64_t i = 0; i < param.numel(); ++i) {
     double p = load_element(param.dtype(), param.data(), i);
@@ -224,6 +223,21 @@ void round_into_kernel(const Tensor& src, const Tensor& dst, Rounding rounding, 
     const Format f = format_of(dst.dtype());
     const std::uint32_t bits = encode(f, x, o, static_cast<std::uint64_t>(i));
     store_element(dst.dtype(), dst.data(), i, decode(f, bits));
+  }
+}
+
+// The lists, a parameter at a time: each updated, then written back into its low-precision parameter.
+void sgd_update_kernel(std::span<const ParamUpdate> list, const SgdStep& s, const WriteBack& w) {
+  for (const ParamUpdate& u : list) {
+    sgd_update_one(u.param, u.grad, u.state[0], s, u.first);
+    if (u.low.defined()) round_into_kernel(u.param, u.low, w.rounding, w.seed);
+  }
+}
+
+void adam_update_kernel(std::span<const ParamUpdate> list, const AdamStep& s, const WriteBack& w) {
+  for (const ParamUpdate& u : list) {
+    adam_update_one(u.param, u.grad, u.state[0], u.state[1], s);
+    if (u.low.defined()) round_into_kernel(u.param, u.low, w.rounding, w.seed);
   }
 }
 

@@ -82,12 +82,9 @@ void reference_scaled_matmul(const Tensor& a, const Tensor& w, double alpha, con
 // The block quantizer: the fit rule as the FP8 quantizer above defines it; the others by their
 // definition (numeric/microscale.cpp, itself checked against torchao's and the written-out rules in
 // microscale_test.cpp) on the values loaded one at a time.
-Fp8QuantizeStats reference_block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale,
-                                          const Tensor& out) {
-  if (spec.rule == ScaleRule::fit) {
-    return fit_quantize(x, spec, given_scale, out, reference_fp8_quantize_current, reference_fp8_quantize);
-  }
-  if (given_scale != 0) throw std::invalid_argument("block_quantize: only the fit rule takes a given scale");
+namespace {
+
+Fp8QuantizeStats reference_microscaled(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, const Tensor& out) {
   const std::int64_t rows = x.size(0), cols = x.size(1);
   std::vector<float> v(static_cast<std::size_t>(rows * cols));
   Fp8QuantizeStats st;
@@ -111,6 +108,14 @@ Fp8QuantizeStats reference_block_quantize(const Tensor& x, const QuantSpec& spec
   st.count = rows * cols;
   st.tensor_scale = q.tensor_scale;
   return st;
+}
+
+}  // namespace
+
+Fp8QuantizeStats reference_block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale,
+                                          const Tensor& out) {
+  return block_quantize_by(x, spec, given_scale, out, reference_fp8_quantize_current, reference_fp8_quantize,
+                           [&] { return reference_microscaled(x, spec, seed, out); });
 }
 
 }  // namespace mantissa::detail
