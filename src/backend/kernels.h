@@ -236,11 +236,12 @@ struct CrossEntropy {
 };
 // grad_logits [N, C] = (softmax(logits) - w) * grad_losses[row] (0 for ignored rows), the softmax
 // recomputed from the logits in f32 (each probability an f32 value). grad_logits may be the logits
-// tensor itself (overwritten: a classifier's block of logits becomes its gradient in place).
+// tensor itself (overwritten: a classifier's block of logits becomes its gradient in place). losses,
+// if defined, gets each row's loss from the same read of the logits, as CrossEntropy writes it.
 struct CrossEntropyBackward {
   static constexpr const char *name = "cross_entropy_backward", *family = "cross_entropy";
   using Fn = void(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
-                  double smoothing, const Tensor& grad_losses, const Tensor& grad_logits);
+                  double smoothing, const Tensor& grad_losses, const Tensor& grad_logits, const Tensor& losses);
 };
 
 // Attention probabilities from scores [B, T, S] (f32, or f64): probs [B, T, S] (any float dtype) =

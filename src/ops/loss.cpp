@@ -1,8 +1,10 @@
 // The losses: cross-entropy (softmax and loss fused, with ignore index and label smoothing) and mean
 // squared error, computed in f32 whatever the dtype of the logits; and cross-entropy fused with the
-// classifier's product, in blocks of rows, so that the [N, V] logits of a large vocabulary never exist
-// whole (as llm.c's fused classifier). Backward recomputes each block's logits, turns them into their
-// gradient in place and adds the block's term of dw inside the product; no probabilities are stored.
+// classifier's product (ClassifierGradient): either the logits' gradient made in the forward pass, in
+// place of the logits, and kept (llm.c's fused classifier: backward is the two products), or the logits
+// made in blocks of rows and dropped, so that the [N, V] logits of a large vocabulary never exist whole,
+// backward recomputing each block, turning it into its gradient in place and adding the block's term of
+// dw inside the product. No probabilities are stored either way.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -31,7 +33,7 @@ class CrossEntropyNode final : public Node {
   std::vector<Tensor> backward(const Tensor& g) override {
     Tensor gx = Tensor::empty(inputs[0].shape, inputs[0].dtype, logits_.device());
     const DType f = logits_.dtype() == DType::f64 ? DType::f64 : DType::f32;
-    run_kernel_on<kernel::CrossEntropyBackward>(logits_, logits_, targets_, ignore_, smoothing_, cast(g, f), gx);
+    run_kernel_on<kernel::CrossEntropyBackward>(logits_, logits_, targets_, ignore_, smoothing_, cast(g, f), gx, Tensor());
     return {gx};
   }
 
@@ -119,7 +121,7 @@ class LinearCrossEntropyNode final : public Node {
       // The block's logits become their gradient in place.
       const Tensor grad_logits = block_logits(x_, w_, b);
       run_kernel_on<kernel::CrossEntropyBackward>(grad_logits, grad_logits, targets_of(targets_, b), ignore_, smoothing_,
-                                                  make_view(g_row, {b.r1 - b.r0}, {0}, g_row.offset()), grad_logits);
+                                                  make_view(g_row, {b.r1 - b.r0}, {0}, g_row.offset()), grad_logits, Tensor());
       run_kernel_on<kernel::Matmul>(x_, one_batch(grad_logits), one_batch(w_), Tensor(), one_batch(rows_of(gx, b)));
       const Tensor term_a = one_batch(transpose(grad_logits, 0, 1)), term_w = one_batch(rows_of(x_, b));
       if (first) {
@@ -138,6 +140,33 @@ class LinearCrossEntropyNode final : public Node {
   std::int64_t ignore_;
   double smoothing_, row_factor_;
   std::int64_t block_;
+};
+
+// The kept gradient: G = softmax(logits) - target (unscaled, in the logits' dtype), made in forward.
+// Backward: dx = G w, dw = G^T x, in f32, each times the upstream gradient and the row factor (in f32,
+// on the device: no read of g by the host), rounded once into the dtype.
+class KeptClassifierNode final : public Node {
+ public:
+  KeptClassifierNode(const Tensor& x, const Tensor& w, const Tensor& grad_logits, double row_factor)
+      : x_(save_for_backward(x)), w_(save_for_backward(w)), grad_logits_(save_for_backward(grad_logits)),
+        row_factor_(row_factor) {}
+  std::string_view name() const override { return "linear_cross_entropy"; }
+  void release() override { x_ = w_ = grad_logits_ = Tensor(); }
+  std::vector<Tensor> backward(const Tensor& g) override {
+    const DType dtype = x_.dtype(), f = dtype == DType::f64 ? DType::f64 : DType::f32;
+    const Device device = x_.device();
+    const Tensor factor = mul(cast(g, f), row_factor_);
+    Tensor gx = Tensor::zeros(x_.shape(), f, device), gw = Tensor::zeros(w_.shape(), f, device);
+    if (x_.size(0) > 0) {
+      run_kernel_on<kernel::Matmul>(x_, one_batch(grad_logits_), one_batch(w_), Tensor(), one_batch(gx));
+      run_kernel_on<kernel::Matmul>(x_, one_batch(transpose(grad_logits_, 0, 1)), one_batch(x_), Tensor(), one_batch(gw));
+    }
+    return {cast(mul(gx, factor), dtype), cast(mul(gw, factor), dtype)};
+  }
+
+ private:
+  Tensor x_, w_, grad_logits_;
+  double row_factor_;
 };
 
 }  // namespace
@@ -170,7 +199,7 @@ Tensor cross_entropy(const Tensor& logits_in, std::span<const std::int64_t> targ
 
 Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& w_in, std::span<const std::int64_t> targets,
                             Reduction reduction, std::int64_t ignore_index, double label_smoothing,
-                            std::int64_t row_block) {
+                            std::int64_t row_block, ClassifierGradient gradient) {
   detail::check_computable(x_in, "linear_cross_entropy");
   detail::check_computable(w_in, "linear_cross_entropy");
   if (x_in.dim() != 2 || w_in.dim() != 2 || x_in.size(1) != w_in.size(1)) {
@@ -180,7 +209,10 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& w_in, std::span<co
   if (row_block < 0) throw std::invalid_argument("linear_cross_entropy: row_block must be 0 (automatic) or positive");
   const std::int64_t n = x_in.size(0), v = w_in.size(0);
   const std::int64_t block = classifier_block_rows(row_block, n, v, x_in.device());
-  if (block >= n) {
+  if (gradient == ClassifierGradient::automatic) {
+    gradient = x_in.device().type == DeviceType::cpu ? ClassifierGradient::recomputed : ClassifierGradient::kept;
+  }
+  if (gradient == ClassifierGradient::recomputed && block >= n) {
     return cross_entropy(matmul(x_in, transpose(w_in, 0, 1)), targets, reduction, ignore_index, label_smoothing);
   }
   // The product is a matmul for autocast (low precision in a region), the loss f32 as cross_entropy's.
@@ -189,20 +221,34 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& w_in, std::span<co
   const Tensor x = cast(x0, dtype), w = cast(w0, dtype);
   const std::int64_t counted = counted_targets(targets, n, v, ignore_index, label_smoothing, "linear_cross_entropy");
   const double row_factor = reduction == Reduction::sum ? 1.0 : 1.0 / static_cast<double>(counted);
+  const DType f = dtype == DType::f64 ? DType::f64 : DType::f32;
+  // Kept: the logits of every row in one product, then in one read of them each row's loss and its
+  // gradient, in place.
+  const bool keep = gradient == ClassifierGradient::kept && needs_grad({&x, &w});
+  Tensor kept_gradient;
   Tensor loss;
   {
     NoGradGuard no_grad;
-    const Tensor losses = Tensor::empty({n}, dtype == DType::f64 ? DType::f64 : DType::f32, x.device());
-    for (const RowBlock& b : row_blocks(n, block)) {
-      run_kernel_on<kernel::CrossEntropy>(x, block_logits(x, w, b), targets_of(targets, b), ignore_index, label_smoothing,
-                                          rows_of(losses, b));
+    const Tensor losses = Tensor::empty({n}, f, x.device());
+    if (keep) {
+      kept_gradient = block_logits(x, w, {0, n});
+      const Tensor unit = Tensor::full({1}, 1.0, f, x.device());
+      run_kernel_on<kernel::CrossEntropyBackward>(x, kept_gradient, targets, ignore_index, label_smoothing,
+                                                  make_view(unit, {n}, {0}, unit.offset()), kept_gradient, losses);
+    } else {
+      for (const RowBlock& b : row_blocks(n, block)) {
+        run_kernel_on<kernel::CrossEntropy>(x, block_logits(x, w, b), targets_of(targets, b), ignore_index, label_smoothing,
+                                            rows_of(losses, b));
+      }
     }
     // As cross_entropy: rounded into the region's dtype under a policy that runs losses low too; the mean
     // over the rows that count (NaN when none does, as 0/0).
     const bool low = detail::autocast_runs_low(AutocastOp::cross_entropy) && losses.dtype() == DType::f32;
     loss = mul(sum(low ? cast(losses, *autocast_dtype()) : losses), row_factor);
   }
-  if (needs_grad({&x, &w})) {
+  if (keep) {
+    record(loss, std::make_shared<KeptClassifierNode>(x, w, kept_gradient, row_factor), {&x, &w});
+  } else if (needs_grad({&x, &w})) {
     record(loss, std::make_shared<LinearCrossEntropyNode>(x, w, targets, ignore_index, label_smoothing, row_factor, block),
            {&x, &w});
   }

@@ -149,6 +149,11 @@ inline std::vector<Case> op_cases() {
                  const std::int64_t t[] = {1, 0, 5, -100, 2, 3, 4};
                  return linear_cross_entropy(x[0], x[1], t, Reduction::mean, -100, 0.1, 3);
                }, 24, 2, N});
+  // The same with the logits' gradient made in forward and kept.
+  c.push_back({"linear_cross_entropy_kept", {{{7, 4}}, {{6, 4}, T}}, [](V x) {
+                 const std::int64_t t[] = {1, 0, 5, -100, 2, 3, 4};
+                 return linear_cross_entropy(x[0], x[1], t, Reduction::mean, -100, 0.1, 0, ClassifierGradient::kept);
+               }, 24, 2, N});
   c.push_back({"mse", {{{3, 4}}, {{3, 4}, T}}, [](V x) { return mse_loss(x[0], x[1]); }, 12, 1, N});
   c.push_back({"layer_norm", {{{2, 3, 6}}, {{6}}, {{6}}}, [](V x) { return layer_norm(x[0], x[1], x[2]); }, 12, 2, N});
   c.push_back({"layer_norm_strided", {{{4, 5}, S}, {{5}}, {{5}}}, [](V x) { return layer_norm(x[0], x[1], x[2]); },

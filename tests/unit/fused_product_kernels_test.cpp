@@ -12,6 +12,7 @@
 
 #include "../../src/backend/registry.h"
 #include "mantissa/backend/backend_select.h"
+#include "mantissa/backend/kernel_timer.h"
 #include "mantissa/core/memory.h"
 #include "mantissa/ops/ops.h"
 #include "test_support.h"
@@ -142,8 +143,9 @@ TEST(MatmulRowSums, TheCpuKernelMatchesTheReference) {
 }
 
 // Passing the logits as the gradient overwrites them with the gradient: the same values as a separate
-// output, on the cpu kernel and the reference, with label smoothing and an ignored row.
-TEST(CrossEntropyBackward, WritesTheGradientOverTheLogitsInPlace) {
+// output, on the cpu kernel and the reference, with label smoothing and an ignored row; the losses it
+// writes from the same read are CrossEntropy's, bit for bit.
+TEST(CrossEntropyBackward, WritesTheGradientOverTheLogitsInPlaceAndTheLossesFromTheSameRead) {
   MANTISSA_TRACE_SEED();
   const std::int64_t n = 9, c = 300;
   std::vector<std::int64_t> targets(static_cast<std::size_t>(n));
@@ -155,10 +157,14 @@ TEST(CrossEntropyBackward, WritesTheGradientOverTheLogitsInPlace) {
       const Tensor logits = Tensor::randn({n, c}, dtype, testing::test_seed(), 0.0, 3.0);
       const Tensor g = Tensor::uniform({n}, DType::f32, testing::test_seed() + 1, -1, 1);
       const Tensor separate = Tensor::empty({n, c}, dtype);
-      run_kernel<kernel::CrossEntropyBackward>(Device::cpu(), logits, targets, -100, 0.1, g, separate);
-      const Tensor in_place = contiguous(logits);
-      run_kernel<kernel::CrossEntropyBackward>(Device::cpu(), in_place, targets, -100, 0.1, g, in_place);
+      run_kernel<kernel::CrossEntropyBackward>(Device::cpu(), logits, targets, -100, 0.1, g, separate, Tensor());
+      const Tensor in_place = contiguous_copy(logits);
+      const Tensor losses = Tensor::full({n}, 7.0, DType::f32), expected = Tensor::empty({n}, DType::f32);
+      run_kernel<kernel::CrossEntropyBackward>(Device::cpu(), in_place, targets, -100, 0.1, g, in_place, losses);
+      run_kernel<kernel::CrossEntropy>(Device::cpu(), logits, targets, -100, 0.1, expected);
       EXPECT_EQ(in_place.to_doubles(), separate.to_doubles());
+      EXPECT_EQ(losses.to_doubles(), expected.to_doubles());
+      EXPECT_EQ(losses.to_doubles()[4], 0.0) << "the ignored row";
       // The ignored row's gradient is zero; every other row's sums to zero (sum_c p_c = sum_c w_c = 1).
       const std::vector<double> v = separate.to_doubles();
       for (std::int64_t r = 0; r < n; ++r) {
@@ -195,6 +201,35 @@ TEST(LinearCrossEntropy, BlockedBackwardAllocatesOneBlockOfLogits) {
   const std::int64_t one_block = block * v * 4;
   EXPECT_LE(memory_stats().peak_total - before, grads + 2 * one_block);
   EXPECT_GT(memory_stats().peak_total - before, grads);  // the bound is not loose enough to pass anything
+}
+
+// The kept gradient (llm.c's fused classifier): the forward pass leaves softmax minus target [N, V] in
+// the logits' dtype, and backward is the linear layer's two products, where the recomputed way makes a
+// third (the logits again); backward allocates nothing of [N, V].
+TEST(LinearCrossEntropy, AKeptGradientMakesBackwardTwoProductsAndNoLogits) {
+  const std::int64_t n = 512, c = 32, v = 2048;
+  std::vector<std::int64_t> targets(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) targets[static_cast<std::size_t>(i)] = (i * 13) % v;
+  const double product = 2.0 * static_cast<double>(n * c * v);
+  for (const ClassifierGradient gradient : {ClassifierGradient::kept, ClassifierGradient::recomputed}) {
+    const bool kept = gradient == ClassifierGradient::kept;
+    SCOPED_TRACE(kept ? "kept" : "recomputed");
+    const Tensor x = Tensor::randn({n, c}, DType::f32, 5).set_requires_grad();
+    const Tensor w = Tensor::randn({v, c}, DType::f32, 6).set_requires_grad();
+    const std::int64_t before_forward = memory_stats().current_of(MemoryCategory::activations);
+    const Tensor loss = linear_cross_entropy(x, w, targets, Reduction::mean, -100, 0.0, 64, gradient);
+    const std::int64_t kept_bytes = memory_stats().current_of(MemoryCategory::activations) - before_forward;
+    EXPECT_EQ(kept_bytes >= n * v * 4, kept) << kept_bytes;
+    reset_kernel_times();
+    reset_peak_memory();
+    const std::int64_t before = memory_stats().current_total;
+    loss.backward();
+    EXPECT_EQ(kernel_times().matmul_flops, (kept ? 2 : 3) * product);
+    if (kept) {
+      const std::int64_t grads = (n * c + v * c) * 4 * 2;  // dx, dw and their f32 products
+      EXPECT_LE(memory_stats().peak_total - before, grads + 65536) << "one [N, V] is " << n * v * 4;
+    }
+  }
 }
 
 }  // namespace

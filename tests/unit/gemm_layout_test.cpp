@@ -244,7 +244,7 @@ TEST(GemmLayout, EveryProductOfAGptStepNeedsNoCopy) {
       gpt.loss(ids, 2, 8, next).backward();
     }
     expect_no_copies("gpt");
-    // The blocked forms a GPU takes: attention in query blocks, the classifier in row blocks.
+    // The forms a GPU takes: attention in query blocks, the classifier in row blocks or its gradient kept.
     const Tensor x = Tensor::randn({2, 8, 48}, DType::f32, 4).set_requires_grad();
     backward_from_random(self_attention(x, 2, true, query_block == 0 ? 8 : query_block));
     expect_no_copies("self_attention");
@@ -252,6 +252,8 @@ TEST(GemmLayout, EveryProductOfAGptStepNeedsNoCopy) {
     const Tensor head = Tensor::randn({256, 16}, DType::f32, 6).set_requires_grad();
     linear_cross_entropy(h, head, next, Reduction::mean, -100, 0.0, query_block == 0 ? 16 : 5).backward();
     expect_no_copies("linear_cross_entropy");
+    linear_cross_entropy(h, head, next, Reduction::mean, -100, 0.0, 0, ClassifierGradient::kept).backward();
+    expect_no_copies("linear_cross_entropy, the gradient kept");
   }
 }
 

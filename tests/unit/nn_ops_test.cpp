@@ -147,18 +147,21 @@ TEST(Attention, BlocksOfQueryRowsKeepNoSquareOfProbabilities) {
 }
 
 // linear_cross_entropy is cross_entropy(matmul(x, w^T)), value and gradients, in f64 (so the two agree to
-// rounding), whole or in blocks of rows (one row, 7 rows, 50 rows: 130 = 50 + 50 + 30), mean or sum, with
-// label smoothing and ignored rows.
+// rounding), whole or in blocks of rows (one row, 7 rows, 50 rows: 130 = 50 + 50 + 30) or with the
+// gradient kept from the forward pass, mean or sum, with label smoothing and ignored rows.
 TEST(LinearCrossEntropy, MatchesTheClassifierProductThenCrossEntropy) {
   const std::int64_t n = 130, c = 12, v = 37;
   std::vector<std::int64_t> targets(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) targets[static_cast<std::size_t>(i)] = i % 11 == 3 ? -100 : (i * 7) % v;
-  for (const std::int64_t block : {0, 1, 7, 50}) {
+  for (const auto& [block, gradient] : {std::pair{0, ClassifierGradient::automatic}, std::pair{1, ClassifierGradient::recomputed},
+                                        std::pair{7, ClassifierGradient::recomputed}, std::pair{50, ClassifierGradient::recomputed},
+                                        std::pair{0, ClassifierGradient::kept}, std::pair{7, ClassifierGradient::kept}}) {
     for (const Reduction reduction : {Reduction::mean, Reduction::sum}) {
-      SCOPED_TRACE("block " + std::to_string(block) + (reduction == Reduction::sum ? " sum" : " mean"));
+      SCOPED_TRACE("block " + std::to_string(block) + (reduction == Reduction::sum ? " sum" : " mean") +
+                   (gradient == ClassifierGradient::kept ? " kept" : ""));
       const Tensor x = Tensor::randn({n, c}, DType::f64, 21).set_requires_grad();
       const Tensor w = Tensor::randn({v, c}, DType::f64, 22).set_requires_grad();
-      const Tensor fused = linear_cross_entropy(x, w, targets, reduction, -100, 0.05, block);
+      const Tensor fused = linear_cross_entropy(x, w, targets, reduction, -100, 0.05, block, gradient);
       fused.backward();
       const Tensor x2 = x.detach().set_requires_grad(), w2 = w.detach().set_requires_grad();
       const Tensor split = cross_entropy(matmul(x2, transpose(w2, 0, 1)), targets, reduction, -100, 0.05);

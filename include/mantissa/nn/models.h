@@ -80,8 +80,9 @@ class Gpt : public Module {
   // ids [batch, T] (T <= block_size) -> logits [batch * T, vocab]
   Tensor forward(std::span<const std::int64_t> ids, std::int64_t batch, std::int64_t t) const;
   // The mean (or summed) cross-entropy of forward()'s logits against targets [batch * T], through
-  // linear_cross_entropy: on a GPU the [batch * T, vocab] logits never exist whole; on the CPU the same
-  // ops as cross_entropy(forward(...)).
+  // linear_cross_entropy: on a GPU the logits' gradient is made with the loss and kept (no second
+  // classifier product in backward), and in evaluation the [batch * T, vocab] logits never exist whole;
+  // on the CPU the same ops as cross_entropy(forward(...)).
   Tensor loss(std::span<const std::int64_t> ids, std::int64_t batch, std::int64_t t, std::span<const std::int64_t> targets,
               Reduction reduction = Reduction::mean) const;
   const GptConfig& config() const { return c_; }

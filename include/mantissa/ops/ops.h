@@ -103,14 +103,26 @@ enum class Reduction : unsigned char { mean, sum };
 Tensor cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets,
                      Reduction reduction = Reduction::mean, std::int64_t ignore_index = -100,
                      double label_smoothing = 0.0);
-// cross_entropy(matmul(x, w^T), targets, ...) for x [N, C] and a classifier's weight w [V, C], without
-// the [N, V] logits and probabilities at once: in blocks of row_block rows, each block's logits made,
-// turned into its losses and dropped; backward recomputes each block's logits (one more product) and
-// sums w's gradient over blocks in f32. 0 chooses: one block on the CPU (exactly the two ops), blocks of
-// about 2^26 logits on a GPU (GPT-2's 16384 x 50304: 3.3 GB of f32 probabilities not kept).
+// How linear_cross_entropy's backward gets the gradient of the [N, V] logits.
+enum class ClassifierGradient : unsigned char {
+  // On the CPU, recomputed (in one block unless row_block says otherwise: exactly the two ops); on a
+  // GPU, kept.
+  automatic,
+  // Made in the forward pass in place of the logits, right after the losses (llm.c's fused
+  // classifier), and kept ([N, V] in the logits' dtype, unscaled: softmax minus target); backward is
+  // the two products of the linear layer, times the upstream gradient in f32.
+  kept,
+  // Nothing of [N, V] kept: the logits are made in blocks of row_block rows, turned into their losses
+  // and dropped; backward makes each block again (one more product) and sums w's gradient in f32.
+  recomputed,
+};
+// cross_entropy(matmul(x, w^T), targets, ...) for x [N, C] and a classifier's weight w [V, C], never
+// holding f32 probabilities or logits. row_block 0 chooses: one block on the CPU, blocks of about 2^27
+// logits on a GPU (evaluation, and training with recomputed gradients).
 Tensor linear_cross_entropy(const Tensor& x, const Tensor& w, std::span<const std::int64_t> targets,
                             Reduction reduction = Reduction::mean, std::int64_t ignore_index = -100,
-                            double label_smoothing = 0.0, std::int64_t row_block = 0);
+                            double label_smoothing = 0.0, std::int64_t row_block = 0,
+                            ClassifierGradient gradient = ClassifierGradient::automatic);
 // Mean (or sum) of (a - b)^2 over all elements, in f32 (f64 for f64).
 Tensor mse_loss(const Tensor& a, const Tensor& b, Reduction reduction = Reduction::mean);
 

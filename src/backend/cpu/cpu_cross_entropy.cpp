@@ -44,7 +44,7 @@ void cpu_cross_entropy(const Tensor& logits, std::span<const std::int64_t> targe
 }
 
 void cpu_cross_entropy_backward(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
-                                double smoothing, const Tensor& grad_losses, const Tensor& grad_logits) {
+                                double smoothing, const Tensor& grad_losses, const Tensor& grad_logits, const Tensor& losses) {
   const std::int64_t n = logits.size(0);
   const std::int64_t c = logits.size(1);
   const auto uniform = static_cast<float>(smoothing / static_cast<double>(c));
@@ -58,7 +58,11 @@ void cpu_cross_entropy_backward(const Tensor& logits, std::span<const std::int64
       float scale = 0;
       if (t != ignore_index) load_f32(grad_losses, r * grad_losses.strides()[0], 1, 1, &scale);
       load_row(logits, r, x.data());  // the whole row, before grad_logits (perhaps the same row) is written
-      softmax_row(x.data(), g.data(), c, c, 1.0f);
+      const float lse = softmax_row(x.data(), g.data(), c, c, 1.0f);
+      if (losses.defined()) {  // as cpu_cross_entropy computes it
+        const float loss = t == ignore_index ? 0.0f : row_loss(x[t], lse, sum_f32(x.data(), c), static_cast<float>(smoothing), c);
+        store_f32(losses, r * losses.strides()[0], 1, 1, &loss);
+      }
       const float p_t = t != ignore_index ? g[t] : 0.0f;
       for (std::int64_t j = 0; j < c; ++j) g[j] = (g[j] - uniform) * scale;
       if (t != ignore_index) g[t] = (p_t - uniform - keep) * scale;  // (p - w) g, w = 1 - eps + eps / C

@@ -54,7 +54,7 @@ void cpu_attention_softmax_backward(const Tensor& probs, const Tensor& grad_prob
 void cpu_cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
                        double smoothing, const Tensor& losses);
 void cpu_cross_entropy_backward(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
-                                double smoothing, const Tensor& grad_losses, const Tensor& grad_logits);
+                                double smoothing, const Tensor& grad_losses, const Tensor& grad_logits, const Tensor& losses);
 // cpu_lstm.cpp: the LSTM cell's pointwise part, f32.
 void cpu_lstm_cell(const Tensor& x_gates, const Tensor& h_gates, const Tensor& c_prev, const Tensor& out,
                    const Tensor& acts);

@@ -31,7 +31,8 @@ void attention_softmax_backward(const Tensor& probs, const Tensor& grad_probs, d
 void cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index, double smoothing,
                    const Tensor& losses);
 void cross_entropy_backward(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
-                            double smoothing, const Tensor& grad_losses, const Tensor& grad_logits);
+                            double smoothing, const Tensor& grad_losses, const Tensor& grad_logits,
+                            const Tensor& losses);
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y, const Tensor& mean,
                 const Tensor& rstd);
 void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd, const Tensor& grad_y,

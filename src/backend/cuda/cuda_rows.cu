@@ -109,31 +109,40 @@ __device__ RowStats row_stats(Rows x, ElementType tx, const void* xp, std::int64
   return {mx, logf(total), block_sum(sum_x, scratch)};
 }
 
+// Row r's loss from its statistics: -sum_c w_c log p_c with log p_c = z_c - log_total, z = x - max
+// and sum_c w_c = 1 (0 for an ignored row).
+__device__ float row_loss(const RowStats& st, Rows x, ElementType tx, const void* xp, std::int64_t r, std::int64_t t,
+                          std::int64_t ignore_index, float smoothing) {
+  const float z_t = t >= 0 && t < x.cols ? load(tx, xp, r * x.row + t * x.col) - st.max : 0.0f;
+  const float sum_z = st.sum_x - static_cast<float>(x.cols) * st.max;
+  const float loss = st.log_total - (1 - smoothing) * z_t - smoothing / static_cast<float>(x.cols) * sum_z;
+  return t == ignore_index ? 0.0f : loss;
+}
+
 __global__ void cross_entropy_kernel(Rows x, ElementType tx, const void* xp, const std::int64_t* targets,
                                      std::int64_t ignore_index, float smoothing, std::int64_t loss_stride, float* losses) {
   __shared__ float scratch[kThreads / 32];
   const std::int64_t r = blockIdx.x;
   const RowStats st = row_stats(x, tx, xp, r, scratch);
-  if (threadIdx.x == 0) {
-    const std::int64_t t = targets[r];
-    // -sum_c w_c log p_c with log p_c = z_c - log_total, z = x - max and sum_c w_c = 1.
-    const float z_t = t >= 0 && t < x.cols ? load(tx, xp, r * x.row + t * x.col) - st.max : 0.0f;
-    const float sum_z = st.sum_x - static_cast<float>(x.cols) * st.max;
-    const float loss = st.log_total - (1 - smoothing) * z_t - smoothing / static_cast<float>(x.cols) * sum_z;
-    losses[r * loss_stride] = t == ignore_index ? 0.0f : loss;
-  }
+  if (threadIdx.x == 0) losses[r * loss_stride] = row_loss(st, x, tx, xp, r, targets[r], ignore_index, smoothing);
 }
 
-// Every thread writes only the elements it read, after the block's reductions: gx may be x.
+// Every thread writes only the elements it read, after the block's reductions: gx may be x. With
+// losses, the row's loss too (thread 0 reads the target's logit before any thread can write it: the
+// writes come after the block's reductions, which every thread waits for).
 __global__ void cross_entropy_backward_kernel(Rows x, ElementType tx, const void* xp, const std::int64_t* targets,
                                               std::int64_t ignore_index, float smoothing, ElementType tgl,
                                               const void* glp, std::int64_t gl_stride, Rows gx, ElementType tgx,
-                                              void* gxp) {
+                                              void* gxp, std::int64_t loss_stride, float* losses) {
   __shared__ float scratch[kThreads / 32];
   const std::int64_t r = blockIdx.x;
   const std::int64_t t = targets[r];
   const float g = t == ignore_index ? 0.0f : load(tgl, glp, r * gl_stride);
   const RowStats st = row_stats(x, tx, xp, r, scratch);
+  if (losses != nullptr) {
+    if (threadIdx.x == 0) losses[r * loss_stride] = row_loss(st, x, tx, xp, r, t, ignore_index, smoothing);
+    __syncthreads();  // the target's logit read before the row is overwritten
+  }
   const float shift = st.max + st.log_total;
   for (std::int64_t c = threadIdx.x; c < x.cols; c += kThreads) {
     const float w = smoothing / static_cast<float>(x.cols) + (c == t ? 1 - smoothing : 0.0f);
@@ -311,14 +320,16 @@ void cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets, 
 }
 
 void cross_entropy_backward(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
-                            double smoothing, const Tensor& grad_losses, const Tensor& grad_logits) {
-  for (const Tensor* t : {&logits, &grad_losses, &grad_logits}) refuse_f64("cross_entropy_backward", *t);
+                            double smoothing, const Tensor& grad_losses, const Tensor& grad_logits, const Tensor& losses) {
+  for (const Tensor* t : {&logits, &grad_losses, &grad_logits, &losses}) refuse_f64("cross_entropy_backward", *t);
+  if (losses.defined() && losses.dtype() != DType::f32) throw std::invalid_argument("cross_entropy_backward: f32 losses");
   if (logits.size(0) == 0) return;
   const Tensor ids = indices_on_gpu(targets, logits.device());
   cross_entropy_backward_kernel<<<row_blocks(logits.size(0), "cross_entropy_backward"), kThreads, 0, stream()>>>(
       rows_of(logits), element_type(logits.dtype()), logits.data(), static_cast<const std::int64_t*>(ids.data()),
       ignore_index, static_cast<float>(smoothing), element_type(grad_losses.dtype()), grad_losses.data(),
-      grad_losses.strides()[0], rows_of(grad_logits), element_type(grad_logits.dtype()), grad_logits.data());
+      grad_losses.strides()[0], rows_of(grad_logits), element_type(grad_logits.dtype()), grad_logits.data(),
+      losses.defined() ? losses.strides()[0] : 0, losses.defined() ? losses.data_as<float>() : nullptr);
   check_launch("cross_entropy_backward");
 }
 

@@ -255,8 +255,8 @@ void cross_entropy_kernel(const Tensor& logits, std::span<const std::int64_t> ta
   reference_cross_entropy(logits, targets, ignore_index, smoothing, losses);
 }
 void cross_entropy_backward_kernel(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
-                            double smoothing, const Tensor& grad_losses, const Tensor& grad_logits) {
-  reference_cross_entropy_backward(logits, targets, ignore_index, smoothing, grad_losses, grad_logits);
+                            double smoothing, const Tensor& grad_losses, const Tensor& grad_logits, const Tensor& losses) {
+  reference_cross_entropy_backward(logits, targets, ignore_index, smoothing, grad_losses, grad_logits, losses);
 }
 void embedding_kernel(const Tensor& weight, std::span<const std::int64_t> ids, const Tensor& out) {
   reference_embedding(weight, ids, out);

@@ -26,7 +26,7 @@ void reference_cross_entropy(const Tensor& logits, std::span<const std::int64_t>
                              double smoothing, const Tensor& losses);
 void reference_cross_entropy_backward(const Tensor& logits, std::span<const std::int64_t> targets,
                                       std::int64_t ignore_index, double smoothing, const Tensor& grad_losses,
-                                      const Tensor& grad_logits);
+                                      const Tensor& grad_logits, const Tensor& losses);
 // reference_attention.cpp
 void reference_attention_softmax(const Tensor& scores, double scale, bool causal, const Tensor& probs);
 void reference_attention_softmax_backward(const Tensor& probs, const Tensor& grad_probs, double scale, bool causal,
