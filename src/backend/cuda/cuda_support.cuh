@@ -87,11 +87,18 @@ struct Rows {
 };
 inline Rows rows_of(const Tensor& t) { return {t.size(0), t.size(1), t.strides()[0], t.strides()[1]}; }
 
+// Sum over a warp (all 32 lanes take part); every lane gets the result, added in the same order every run.
+template <class T>
+__device__ inline T warp_sum(T v) {
+  for (int d = 16; d > 0; d /= 2) v += __shfl_xor_sync(0xffffffffU, v, d);
+  return v;
+}
+
 // Sum (in f32 or f64) and max over a block of kThreads threads; every thread gets the result, added in
 // the same order every run. `scratch` holds one value per warp.
 template <class T>
 __device__ inline T block_sum(T v, T* scratch) {
-  for (int d = 16; d > 0; d /= 2) v += __shfl_xor_sync(0xffffffffU, v, d);
+  v = warp_sum(v);
   __syncthreads();  // scratch may still be read by a previous reduction
   if ((threadIdx.x & 31) == 0) scratch[threadIdx.x / 32] = v;
   __syncthreads();
