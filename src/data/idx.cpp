@@ -6,9 +6,11 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "mantissa/core/input_file.h"
 #include "mantissa/core/output_file.h"
+#include "array_file.h"
 #include "mantissa/data/datasets.h"
 
 namespace mantissa {
@@ -90,14 +92,24 @@ class GzFile {
 }  // namespace
 
 IdxArray read_idx(const std::filesystem::path& path) {
-  if (!std::filesystem::exists(path)) fail(path, "no such file");
-  GzFile f = [&] {
-    try {
-      return GzFile(InputFile(path, "an IDX file", kMaxIdxBytes));
-    } catch (const InputFileError& e) {
-      throw DataError(e.what());
-    }
-  }();
+  return detail::read_idx(detail::open_array_file(path, "an IDX file"));
+}
+
+InputFile detail::open_array_file(const std::filesystem::path& path, std::string_view kind) {
+  {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) fail(path, "no such file");
+  }
+  try {
+    return InputFile(path, kind, kMaxIdxBytes);
+  } catch (const InputFileError& e) {
+    throw DataError(e.what());
+  }
+}
+
+IdxArray detail::read_idx(InputFile&& in) {
+  const std::filesystem::path path = in.path();
+  GzFile f(std::move(in));
   std::uint8_t magic[4];
   f.read(magic, 4, "the header");
   if (magic[0] != 0 || magic[1] != 0) fail(path, "not an IDX file (bad magic number)");

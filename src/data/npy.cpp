@@ -5,8 +5,10 @@
 // read_array() is the one door for array files: IDX (gzipped or not) or .npy, by their first bytes.
 #include <cstring>
 #include <string>
+#include <utility>
 #include <string_view>
 
+#include "array_file.h"
 #include "mantissa/core/input_file.h"
 #include "mantissa/data/datasets.h"
 #include "mantissa/numeric/parse_number.h"
@@ -90,9 +92,14 @@ NpyHeader parse_header(std::string_view h, const std::filesystem::path& path) {
 }  // namespace
 
 IdxArray read_npy(const std::filesystem::path& path) {
+  return detail::read_npy(detail::open_array_file(path, "a NumPy .npy file"));
+}
+
+IdxArray detail::read_npy(InputFile&& in) {
+  const std::filesystem::path path = in.path();
   std::vector<std::uint8_t> bytes;
   try {
-    bytes = InputFile(path, "a NumPy .npy file", kMaxIdxBytes).read_all();
+    bytes = in.read_all();
   } catch (const InputFileError& e) {
     throw DataError(e.what());
   }
@@ -143,18 +150,17 @@ IdxArray read_npy(const std::filesystem::path& path) {
 }
 
 IdxArray read_array(const std::filesystem::path& path) {
+  InputFile in = detail::open_array_file(path, "an array file");
+  // Its first bytes, read where they lie (the reader then starts at the beginning): a file too short
+  // for them is no .npy file, and read_idx says what it lacks.
   char head[6] = {};
-  {
-    std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) fail(path, "no such file");
-  }
   try {
-    InputFile(path, "an array file", kMaxIdxBytes).read(head, sizeof head);
+    if (in.size() >= sizeof head) in.read_exactly_at(0, head, sizeof head, "the first bytes");
   } catch (const InputFileError& e) {
     throw DataError(e.what());
   }
-  if (std::memcmp(head, kMagic.data(), kMagic.size()) == 0) return read_npy(path);
-  return read_idx(path);
+  if (std::memcmp(head, kMagic.data(), kMagic.size()) == 0) return detail::read_npy(std::move(in));
+  return detail::read_idx(std::move(in));
 }
 
 }  // namespace mantissa

@@ -8,6 +8,7 @@
 
 #include "mantissa/data/datasets.h"
 #include "mantissa/train/data.h"
+#include "source_scan.h"
 
 namespace mantissa {
 namespace {
@@ -317,6 +318,18 @@ TEST(TextStreams, CutsParallelStreamsIntoConsecutiveSegments) {
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("short.txt: 200 bytes of training text"), std::string::npos) << e.what();
   }
+}
+
+// An array file is opened once: read_array looks at its first bytes and hands the same descriptor to
+// the reader of its kind (it opened the file twice, and a file replaced in between was read as the other
+// kind). Only open_array_file opens one.
+TEST(ReadArray, ArrayFilesAreOpenedOnlyByOpenArrayFile) {
+  const testing::SourceScan scan = testing::scan_sources({"InputFile"}, true, {}, [](std::string_view s) {
+    return s.find("kMaxIdxBytes") != std::string_view::npos;
+  });
+  EXPECT_GT(scan.files, 100);
+  ASSERT_EQ(scan.matches.size(), 1U) << ::testing::PrintToString(scan.matches);
+  EXPECT_EQ(scan.matches[0].rfind("src/data/idx.cpp:", 0), 0U) << scan.matches[0];
 }
 
 }  // namespace
