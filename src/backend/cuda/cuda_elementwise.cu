@@ -1,6 +1,7 @@
 // CUDA kernels of the copy, elementwise and loss-scaling families: one thread per element over strided
 // views (grid-stride loops), values read into f32, computed with the CPU's own formulas
-// (cpu/unary_math.h, compiled for the GPU) and rounded once by the CPU's rule (encode_rules.h).
+// (cpu/unary_math.h, compiled for the GPU) and rounded once by the CPU's rule (encode_rules.h). Operands
+// contiguous alike in f32, bf16 or f16 take kernels compiled for their dtypes (flat_types.cuh).
 #include <algorithm>
 #include <cstring>
 #include <span>
@@ -11,6 +12,7 @@
 #include "chunk_lists.h"
 #include "cuda_kernels.h"
 #include "cuda_support.cuh"
+#include "flat_types.cuh"
 
 namespace mantissa::detail::cuda {
 namespace {
@@ -76,6 +78,62 @@ __global__ void unary_backward_kernel(Strided<3> it, std::int64_t n, UnaryOp op,
     it.offsets(i, o);
     store(tgx, gx, o[2], unary_gradient(op, load(tx, x, o[0]), load(tg, g, o[1]), alpha));
   }
+}
+
+// The fast path's kernels: element i of each operand, the dtypes as types.
+template <class S, class D>
+__global__ void cast_flat_kernel(std::int64_t n, ElementType from, const S* src, ElementType to, D* dst) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    dst[i] = from_f32<D>(to_f32(src[i], from), to);
+  }
+}
+
+template <class A, class B, class O>
+__global__ void binary_flat_kernel(std::int64_t n, BinaryOp op, ElementType ta, const A* a, ElementType tb, const B* b,
+                                   ElementType tout, O* out) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    out[i] = from_f32<O>(binary_value(op, to_f32(a[i], ta), to_f32(b[i], tb)), tout);
+  }
+}
+
+template <class X, class O>
+__global__ void unary_flat_kernel(std::int64_t n, UnaryOp op, float alpha, ElementType tx, const X* x, ElementType tout, O* out) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    out[i] = from_f32<O>(unary_value(op, to_f32(x[i], tx), alpha), tout);
+  }
+}
+
+template <class X, class G, class O>
+__global__ void unary_backward_flat_kernel(std::int64_t n, UnaryOp op, float alpha, ElementType tx, const X* x, ElementType tg,
+                                           const G* g, ElementType tgx, O* gx) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    gx[i] = from_f32<O>(unary_gradient(op, to_f32(x[i], tx), to_f32(g[i], tg), alpha), tgx);
+  }
+}
+
+// launch(a, b, ...) with each tensor's data as a pointer to its flat type, when every tensor has one.
+template <class Launch>
+bool with_flat_pointers(const Tensor& a, const Tensor& b, Launch&& launch) {
+  bool done = false;
+  with_flat_type(a.dtype(), [&](auto* ta) {
+    with_flat_type(b.dtype(), [&](auto* tb) {
+      launch(static_cast<decltype(ta)>(a.data()), static_cast<decltype(tb)>(b.data()));
+      done = true;
+    });
+  });
+  return done;
+}
+template <class Launch>
+bool with_flat_pointers(const Tensor& a, const Tensor& b, const Tensor& c, Launch&& launch) {
+  bool done = false;
+  with_flat_type(c.dtype(), [&](auto* tc) {
+    done = with_flat_pointers(a, b, [&](auto* pa, auto* pb) { launch(pa, pb, static_cast<decltype(tc)>(c.data())); });
+  });
+  return done;
 }
 
 // What the loss-scaling pass adds up, in device memory.
@@ -187,8 +245,12 @@ void copy(const Tensor& src, const Tensor& dst) {
   const std::int64_t n = src.numel();
   if (n == 0) return;
   const Tensor* ts[2] = {&src, &dst};
-  copy_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(strided(src.shape(), ts, "copy"), n, element_type(src.dtype()),
-                                                        src.data(), element_type(dst.dtype()), dst.data());
+  const Strided<2> it = strided(src.shape(), ts, "copy");
+  const ElementType from = element_type(src.dtype()), to = element_type(dst.dtype());
+  const bool flat = src.dtype() != dst.dtype() && is_flat(it) && with_flat_pointers(src, dst, [&](const auto* s, auto* d) {
+    cast_flat_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, from, s, to, d);
+  });
+  if (!flat) copy_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(it, n, from, src.data(), to, dst.data());
   check_launch("copy");
 }
 
@@ -197,9 +259,12 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   const std::int64_t n = out.numel();
   if (n == 0) return;
   const Tensor* ts[3] = {&a, &b, &out};
-  binary_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(strided(out.shape(), ts, "binary"), n, op,
-                                                          element_type(a.dtype()), a.data(), element_type(b.dtype()),
-                                                          b.data(), element_type(out.dtype()), out.data());
+  const Strided<3> it = strided(out.shape(), ts, "binary");
+  const ElementType ta = element_type(a.dtype()), tb = element_type(b.dtype()), tout = element_type(out.dtype());
+  const bool flat = is_flat(it) && with_flat_pointers(a, b, out, [&](const auto* pa, const auto* pb, auto* po) {
+    binary_flat_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, op, ta, pa, tb, pb, tout, po);
+  });
+  if (!flat) binary_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(it, n, op, ta, a.data(), tb, b.data(), tout, out.data());
   check_launch("binary");
 }
 
@@ -208,9 +273,13 @@ void unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out) {
   const std::int64_t n = x.numel();
   if (n == 0) return;
   const Tensor* ts[2] = {&x, &out};
-  unary_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(strided(x.shape(), ts, "unary"), n, op,
-                                                         static_cast<float>(alpha), element_type(x.dtype()), x.data(),
-                                                         element_type(out.dtype()), out.data());
+  const Strided<2> it = strided(x.shape(), ts, "unary");
+  const ElementType tx = element_type(x.dtype()), tout = element_type(out.dtype());
+  const auto a = static_cast<float>(alpha);
+  const bool flat = is_flat(it) && with_flat_pointers(x, out, [&](const auto* px, auto* po) {
+    unary_flat_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, op, a, tx, px, tout, po);
+  });
+  if (!flat) unary_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(it, n, op, a, tx, x.data(), tout, out.data());
   check_launch("unary");
 }
 
@@ -219,9 +288,16 @@ void unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& gra
   const std::int64_t n = x.numel();
   if (n == 0) return;
   const Tensor* ts[3] = {&x, &grad_y, &grad_x};
-  unary_backward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(
-      strided(x.shape(), ts, "unary_backward"), n, op, static_cast<float>(alpha), element_type(x.dtype()), x.data(),
-      element_type(grad_y.dtype()), grad_y.data(), element_type(grad_x.dtype()), grad_x.data());
+  const Strided<3> it = strided(x.shape(), ts, "unary_backward");
+  const ElementType tx = element_type(x.dtype()), tg = element_type(grad_y.dtype()), tgx = element_type(grad_x.dtype());
+  const auto a = static_cast<float>(alpha);
+  const bool flat = is_flat(it) && with_flat_pointers(x, grad_y, grad_x, [&](const auto* px, const auto* pg, auto* pgx) {
+    unary_backward_flat_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, op, a, tx, px, tg, pg, tgx, pgx);
+  });
+  if (!flat) {
+    unary_backward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(it, n, op, a, tx, x.data(), tg, grad_y.data(), tgx,
+                                                                     grad_x.data());
+  }
   check_launch("unary_backward");
 }
 
