@@ -432,6 +432,13 @@ struct BlockQuantize {
   static constexpr const char *name = "block_quantize", *family = "fp8_cast";
   using Fn = Fp8QuantizeStats(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale, const Tensor& out);
 };
+// NVFP4's random Hadamard transform along the rows: out [R, C] f32 (contiguous) = each group of 16 rows
+// of x [R, C] (any float dtype, R a multiple of 16) mixed by H16 diag(signs) / 4, column by column
+// (hadamard16 in numeric/microscale.h; the group's arithmetic is numeric/hadamard_rules.h's).
+struct HadamardRows {
+  static constexpr const char *name = "hadamard_rows", *family = "fp8_cast";
+  using Fn = void(const Tensor& x, std::uint16_t signs, const Tensor& out);
+};
 // The FP8 product: out[b] = alpha * (a[b] . w[b]) + bias, shapes as Matmul's; products summed in f32,
 // alpha (the inverse of the operands' scales) and the bias applied in f32 before the one rounding.
 // The operands are bf16 (holding fp8 values exactly).

@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "encode_rules.h"
+#include "hadamard_rules.h"
 #include "microscale_rules.h"
 #include "vector_clones.h"
 #include "mantissa/numeric/convert.h"
@@ -437,7 +438,7 @@ void hadamard16(std::span<float> x, std::int64_t rows, std::int64_t cols, bool a
     throw std::invalid_argument("hadamard16: the transformed dimension (" + std::to_string(n) + ") must be a multiple of 16");
   }
   if (along_rows) {
-    // Each group of 16 rows at once, the same operations as below on whole rows (vectorized over them).
+    // Each group of 16 rows at once, hadamard16_group's operations on whole rows (vectorized over them).
 #pragma omp parallel for schedule(static) if (rows * cols >= 65536)
     for (std::int64_t g = 0; g < rows / 16; ++g) {
       float* r[16];
@@ -473,18 +474,9 @@ void hadamard16(std::span<float> x, std::int64_t rows, std::int64_t cols, bool a
     for (std::int64_t g = 0; g < n / 16; ++g) {
       float* base = x.data() + l * cols + g * 16;
       float v[16];
-      for (int k = 0; k < 16; ++k) v[k] = ((signs >> k) & 1U) ? -base[k * step] : base[k * step];
-      // Walsh-Hadamard butterflies (Sylvester order: H[i][j] = (-1)^popcount(i & j)), then 1 / 4.
-      for (int h = 1; h < 16; h *= 2) {
-        for (int i = 0; i < 16; i += 2 * h) {
-          for (int j = i; j < i + h; ++j) {
-            const float a = v[j], b = v[j + h];
-            v[j] = a + b;
-            v[j + h] = a - b;
-          }
-        }
-      }
-      for (int k = 0; k < 16; ++k) base[k * step] = v[k] * 0.25f;
+      for (int k = 0; k < 16; ++k) v[k] = base[k * step];
+      hadamard16_group(v, signs);
+      for (int k = 0; k < 16; ++k) base[k * step] = v[k];
     }
   }
 }

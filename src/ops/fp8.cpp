@@ -97,13 +97,13 @@ Tensor bias_gradient(const Tensor& g2) {
 }
 
 // NVFP4's random Hadamard transform of x [R, C] along its rows (the weight-gradient product's inner
-// dimension), in f32 on the host: each group of 16 rows mixed by H16 diag(signs) / 4. The sign vector is
-// fixed for every run, as Transformer Engine fixes its own.
+// dimension), into f32 on x's device: each group of 16 rows mixed by H16 diag(signs) / 4. The sign
+// vector is fixed for every run, as Transformer Engine fixes its own.
 constexpr std::uint16_t kHadamardSigns = 0xb4e1;
 Tensor hadamard_rows(const Tensor& x) {
-  Tensor t = contiguous_copy(cast(x.to(Device::cpu()), DType::f32));
-  hadamard16(std::span(t.data_as<float>(), static_cast<std::size_t>(t.numel())), t.size(0), t.size(1), true, kHadamardSigns);
-  return t.to(x.device());
+  const Tensor t = Tensor::empty({x.size(0), x.size(1)}, DType::f32, x.device());
+  detail::run_kernel_on<detail::kernel::HadamardRows>(x, x, kHadamardSigns, t);
+  return t;
 }
 
 // An operand as the backward pass needs it: its forward quantization, where that serves the backward

@@ -136,6 +136,17 @@ TEST_F(CudaKernels, TheBlockQuantizerGivesTheCpusBitsForEveryRule) {
   }
 }
 
+// NVFP4's Hadamard transform on the GPU, where the values lie: the CPU's bits (the same additions).
+TEST_F(CudaKernels, TheHadamardTransformGivesTheCpusBits) {
+  for (const bool turned : {false, true}) {
+    const Tensor x = turned ? transpose(Tensor::randn({80, 96}, DType::bf16, 31), 0, 1) : Tensor::randn({96, 80}, DType::f32, 32);
+    Tensor out_cpu = Tensor::empty({96, 80}, DType::f32), out_gpu = Tensor::empty({96, 80}, DType::f32, kGpu);
+    run_kernel<kernel::HadamardRows>(Device::cpu(), x, std::uint16_t{0xb4e1}, out_cpu);
+    run_kernel<kernel::HadamardRows>(kGpu, x.to(kGpu), std::uint16_t{0xb4e1}, out_gpu);
+    EXPECT_TRUE(same_bytes(out_gpu, out_cpu)) << (turned ? "transposed bf16" : "f32");
+  }
+}
+
 TEST_F(CudaKernels, TheScaledProductFollowsTheCpus) {
   const Tensor a = fp8_round_trip(reshape(Tensor::randn({2, 37, 64}, DType::f32, 3), {74, 64}), Format::e4m3(), 1, 64, true);
   const Tensor w = fp8_round_trip(Tensor::randn({64, 48}, DType::f32, 4), Format::e4m3(), 64, 1, true);

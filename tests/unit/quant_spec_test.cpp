@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "../../src/backend/registry.h"
+#include "mantissa/backend/backend_select.h"
 #include "mantissa/numeric/microscale.h"
 #include "mantissa/ops/autocast.h"
 #include "mantissa/ops/fp8.h"
@@ -175,6 +177,29 @@ TEST(QuantSpec, NoOpReachesTheFp8KernelsButThroughTheOneQuantizer) {
   const testing::SourceScan scan = testing::scan_sources({"Fp8Quantize", "Fp8QuantizeCurrent", "Fp8Amax"}, false, backends);
   EXPECT_GT(scan.files, 100);
   for (const std::string& m : scan.matches) ADD_FAILURE() << m << " (quantize through kernel::BlockQuantize with a QuantSpec)";
+}
+
+// NVFP4's Hadamard transform as a kernel (so a GPU transforms where the values lie): on the cpu and the
+// reference backends, the bits of hadamard16 on the values as f32, for bf16 and f32 inputs and a
+// transposed view.
+TEST(HadamardRows, TheKernelGivesTheDefinitionsBits) {
+  MANTISSA_TRACE_SEED();
+  for (const CpuBackend backend : {CpuBackend::onednn, CpuBackend::reference}) {
+    CpuBackendScope scope(backend);
+    for (const bool turned : {false, true}) {
+      for (const DType dtype : {DType::f32, DType::bf16}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + (turned ? " transposed" : "") + (backend == CpuBackend::reference ? " reference" : ""));
+        const Tensor x = turned ? transpose(Tensor::randn({40, 48}, dtype, testing::test_seed()), 0, 1)
+                                : Tensor::randn({48, 40}, dtype, testing::test_seed());
+        std::vector<float> want;
+        for (const double v : x.to_doubles()) want.push_back(static_cast<float>(v));
+        hadamard16(want, 48, 40, true, 0xb4e1);
+        const Tensor out = Tensor::empty({48, 40}, DType::f32);
+        detail::run_kernel<detail::kernel::HadamardRows>(Device::cpu(), x, std::uint16_t{0xb4e1}, out);
+        ASSERT_EQ(std::memcmp(out.data(), want.data(), want.size() * sizeof(float)), 0);
+      }
+    }
+  }
 }
 
 }  // namespace

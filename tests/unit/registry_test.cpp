@@ -35,7 +35,7 @@ TEST(KernelRegistry, TheReferenceAndTheCpuBackendRegisterEveryKernel) {
                       CrossEntropyBackward, AttentionSoftmax, AttentionSoftmaxBackward, ScaleAndCheck, SgdUpdate,
                       AdamUpdate, RoundInto, LayerNorm, LayerNormBackward, BatchNorm, BatchNormBackward, Embedding,
                       EmbeddingBackward, Conv2d, Conv2dBackwardData, Conv2dBackwardWeights, Pool2d, Pool2dBackward,
-                      Fp8Amax, Fp8QuantizeCurrent, Fp8Quantize, BlockQuantize, ScaledMatmul>(impl);
+                      Fp8Amax, Fp8QuantizeCurrent, Fp8Quantize, BlockQuantize, HadamardRows, ScaledMatmul>(impl);
   }
 }
 
@@ -49,7 +49,7 @@ TEST(KernelRegistry, TheCudaBackendRegistersEveryKernelWhereItIsBuilt) {
                     CrossEntropyBackward, AttentionSoftmax, AttentionSoftmaxBackward, ScaleAndCheck, SgdUpdate, AdamUpdate,
                     RoundInto, LayerNorm, LayerNormBackward, BatchNorm, BatchNormBackward, Embedding, EmbeddingBackward,
                     Pool2d, Pool2dBackward, LstmCell, LstmCellBackward, Numerics, Fp8Amax, Fp8QuantizeCurrent, Fp8Quantize,
-                    BlockQuantize, ScaledMatmul>(Impl::cuda);
+                    BlockQuantize, HadamardRows, ScaledMatmul>(Impl::cuda);
   bool cudnn = false;
   for (const auto& [family, dtypes] : info.kernels) cudnn = cudnn || family.find("cuDNN") != std::string::npos;
   if (cudnn) expect_registered<Conv2d, Conv2dBackwardData, Conv2dBackwardWeights>(Impl::cuda);

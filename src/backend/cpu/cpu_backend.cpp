@@ -70,6 +70,7 @@ void register_cpu_kernels() {
   register_kernel<kernel::Fp8Amax>(cpu, cpu_fp8_amax);
   register_kernel<kernel::Fp8Quantize>(cpu, cpu_fp8_quantize);
   register_kernel<kernel::BlockQuantize>(cpu, cpu_block_quantize);
+  register_kernel<kernel::HadamardRows>(cpu, cpu_hadamard_rows);
   register_kernel<kernel::Fp8QuantizeCurrent>(cpu, cpu_fp8_quantize_current);
   register_kernel<kernel::ScaledMatmul>(cpu, cpu_scaled_matmul);
 }

@@ -1,9 +1,11 @@
 // The block quantizer on the CPU: FP8's fit rule by the vectorized FP8 quantizer (cpu_fp8.cpp); the
 // microscaled rules by the one definition (numeric/microscale.cpp) streaming strips of blocks: each
 // strip's rows loaded as f32, quantized and scaled back into bf16 while in cache, threaded over strips.
+// And NVFP4's Hadamard transform of the rows, by the definition (hadamard16).
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
 #include <stdexcept>
 #include <vector>
 
@@ -32,6 +34,13 @@ Fp8QuantizeStats cpu_block_quantize(const Tensor& x, const QuantSpec& spec, std:
     return Fp8QuantizeStats{.amax = q.amax, .saturated = q.saturated, .underflowed = q.underflowed,
                             .nonfinite = q.nonfinite, .count = rows * cols, .tensor_scale = q.tensor_scale};
   });
+}
+
+void cpu_hadamard_rows(const Tensor& x, std::uint16_t signs, const Tensor& out) {
+  const std::int64_t rows = x.size(0), cols = x.size(1);
+#pragma omp parallel for schedule(static) if (rows * cols >= 65536)
+  for (std::int64_t r = 0; r < rows; ++r) load_row(x, r, out.data_as<float>() + r * cols);
+  hadamard16(std::span(out.data_as<float>(), static_cast<std::size_t>(out.numel())), rows, cols, true, signs);
 }
 
 }  // namespace mantissa::detail

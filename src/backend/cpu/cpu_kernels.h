@@ -98,6 +98,7 @@ void cpu_scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Ten
 
 // cpu_fp8.cpp: the FP8 quantizer (out contiguous bf16) and block amax.
 void cpu_fp8_amax(const Tensor& x, std::int64_t block_rows, std::int64_t block_cols, const Tensor& amax);
+void cpu_hadamard_rows(const Tensor& x, std::uint16_t signs, const Tensor& out);
 Fp8QuantizeStats cpu_block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale,
                                     const Tensor& out);
 Fp8QuantizeStats cpu_fp8_quantize(const Tensor& x, Format format, const Tensor& scales, std::int64_t block_rows,

@@ -41,6 +41,7 @@ void register_cuda_kernels() {
   register_kernel<kernel::Fp8Quantize>(Impl::cuda, cuda::fp8_quantize);
   register_kernel<kernel::Fp8QuantizeCurrent>(Impl::cuda, cuda::fp8_quantize_current);
   register_kernel<kernel::BlockQuantize>(Impl::cuda, cuda::block_quantize);
+  register_kernel<kernel::HadamardRows>(Impl::cuda, cuda::hadamard_rows);
   register_kernel<kernel::LstmCell>(Impl::cuda, cuda::lstm_cell);
   register_kernel<kernel::LstmCellBackward>(Impl::cuda, cuda::lstm_cell_backward);
 #ifdef MANTISSA_WITH_CUDNN

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "../../numeric/hadamard_rules.h"
 #include "../../numeric/microscale_rules.h"
 #include "../fit_quantize.h"
 #include "cuda_kernels.h"
@@ -185,6 +186,20 @@ __global__ void scales_kernel(float* amax_then_scales, std::int64_t n, double ma
   }
 }
 
+// NVFP4's Hadamard transform: a thread per (group of 16 rows, column), neighbouring threads on
+// neighbouring columns; the group's arithmetic is the host's (numeric/hadamard_rules.h), so the bits are.
+__global__ void hadamard_rows_kernel(std::int64_t groups, std::int64_t cols, Rows x, ElementType tx, const void* xp,
+                                     std::uint16_t signs, float* out) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < groups * cols;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t g = i / cols, c = i - g * cols;
+    float v[16];
+    for (int k = 0; k < 16; ++k) v[k] = load(tx, xp, (g * 16 + k) * x.row + c * x.col);
+    hadamard16_group(v, signs);
+    for (int k = 0; k < 16; ++k) out[(g * 16 + k) * cols + c] = v[k];
+  }
+}
+
 }  // namespace
 
 void fp8_amax(const Tensor& x, std::int64_t block_rows, std::int64_t block_cols, const Tensor& amax) {
@@ -269,6 +284,18 @@ Fp8QuantizeStats microscaled_quantize(const Tensor& x, const QuantSpec& spec, st
 }
 
 }  // namespace
+
+void hadamard_rows(const Tensor& x, std::uint16_t signs, const Tensor& out) {
+  refuse_f64("hadamard_rows", x);
+  if (x.dim() != 2 || x.size(0) % 16 != 0 || out.dtype() != DType::f32 || !out.is_contiguous() || out.shape() != x.shape()) {
+    throw std::invalid_argument("hadamard_rows: x [R, C] with R a multiple of 16, out f32 contiguous of its shape");
+  }
+  const std::int64_t groups = x.size(0) / 16, cols = x.size(1);
+  if (groups * cols == 0) return;
+  hadamard_rows_kernel<<<blocks_for(groups * cols), kThreads, 0, stream()>>>(groups, cols, rows_of(x), element_type(x.dtype()),
+                                                                             x.data(), signs, out.data_as<float>());
+  check_launch("hadamard_rows");
+}
 
 Fp8QuantizeStats block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale,
                                 const Tensor& out) {

@@ -58,6 +58,7 @@ Fp8QuantizeStats fp8_quantize_current(const Tensor& x, Format format, std::int64
 // BlockQuantize: the fit rule (FP8's delayed, current and block recipes) by the two kernels above; the
 // microscaled rules by the CPU's own scale rules, in three kernels.
 Fp8QuantizeStats block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale, const Tensor& out);
+void hadamard_rows(const Tensor& x, std::uint16_t signs, const Tensor& out);
 
 // cuda_pool.cu
 void pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out);

@@ -332,6 +332,7 @@ void register_reference_kernels() {
   register_kernel<kernel::Fp8Amax>(Impl::reference, reference_fp8_amax);
   register_kernel<kernel::Fp8Quantize>(Impl::reference, reference_fp8_quantize);
   register_kernel<kernel::BlockQuantize>(Impl::reference, reference_block_quantize);
+  register_kernel<kernel::HadamardRows>(Impl::reference, reference_hadamard_rows);
   register_kernel<kernel::Fp8QuantizeCurrent>(Impl::reference, reference_fp8_quantize_current);
   register_kernel<kernel::ScaledMatmul>(Impl::reference, reference_scaled_matmul);
 }

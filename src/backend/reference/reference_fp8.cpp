@@ -3,6 +3,7 @@
 // product summed in double. The oracle of cpu_fp8.cpp.
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "../../core/element_io.h"
 #include "../fit_quantize.h"
@@ -116,6 +117,20 @@ Fp8QuantizeStats reference_block_quantize(const Tensor& x, const QuantSpec& spec
                                           const Tensor& out) {
   return block_quantize_by(x, spec, given_scale, out, reference_fp8_quantize_current, reference_fp8_quantize,
                            [&] { return reference_microscaled(x, spec, seed, out); });
+}
+
+// The transform as hadamard16 defines it, on the values loaded one at a time.
+void reference_hadamard_rows(const Tensor& x, std::uint16_t signs, const Tensor& out) {
+  const std::int64_t rows = x.size(0), cols = x.size(1);
+  std::vector<float> v(static_cast<std::size_t>(rows * cols));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      v[static_cast<std::size_t>(r * cols + c)] =
+          static_cast<float>(load_element(x.dtype(), x.data(), r * x.strides()[0] + c * x.strides()[1]));
+    }
+  }
+  hadamard16(v, rows, cols, true, signs);
+  for (std::int64_t i = 0; i < rows * cols; ++i) store_element(DType::f32, out.data(), i, v[static_cast<std::size_t>(i)]);
 }
 
 }  // namespace mantissa::detail
