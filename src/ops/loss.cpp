@@ -156,8 +156,9 @@ class KeptClassifierNode final : public Node {
     const DType dtype = x_.dtype(), f = dtype == DType::f64 ? DType::f64 : DType::f32;
     const Device device = x_.device();
     const Tensor factor = mul(cast(g, f), row_factor_);
-    Tensor gx = Tensor::zeros(x_.shape(), f, device), gw = Tensor::zeros(w_.shape(), f, device);
-    if (x_.size(0) > 0) {
+    const bool rows = x_.size(0) > 0;  // without rows, no product writes them: dw is zeros
+    Tensor gx = Tensor::empty(x_.shape(), f, device), gw = rows ? Tensor::empty(w_.shape(), f, device) : Tensor::zeros(w_.shape(), f, device);
+    if (rows) {
       run_kernel_on<kernel::Matmul>(x_, one_batch(grad_logits_), one_batch(w_), Tensor(), one_batch(gx));
       run_kernel_on<kernel::Matmul>(x_, one_batch(transpose(grad_logits_, 0, 1)), one_batch(x_), Tensor(), one_batch(gw));
     }

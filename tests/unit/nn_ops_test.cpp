@@ -173,6 +173,15 @@ TEST(LinearCrossEntropy, MatchesTheClassifierProductThenCrossEntropy) {
       }
     }
   }
+  // No rows: a sum of nothing, and a zero gradient for w, either way.
+  for (const ClassifierGradient gradient : {ClassifierGradient::kept, ClassifierGradient::recomputed}) {
+    const Tensor x = Tensor::randn({0, 4}, DType::f32, 1).set_requires_grad();
+    const Tensor w = Tensor::randn({5, 4}, DType::f32, 2).set_requires_grad();
+    const Tensor none = linear_cross_entropy(x, w, std::vector<std::int64_t>{}, Reduction::sum, -100, 0.0, 2, gradient);
+    none.backward();
+    EXPECT_EQ(none.item(), 0.0);
+    EXPECT_EQ(w.grad().to_doubles(), std::vector<double>(20, 0.0));
+  }
   EXPECT_THROW(linear_cross_entropy(Tensor::randn({3, 4}, DType::f32, 1), Tensor::randn({5, 3}, DType::f32, 1),
                                     std::vector<std::int64_t>{0, 1, 2}),
                std::invalid_argument);
