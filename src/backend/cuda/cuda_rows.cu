@@ -1,10 +1,11 @@
 // CUDA kernels that work a row at a time, one block of kThreads threads per row, statistics in f32:
 // softmax and log-softmax with their backward, the attention softmax (scaled, causal) with its backward,
 // cross-entropy (both directions from the logits) with label smoothing and an ignored index, and layer
-// norm with its backward. Each follows its contract in kernels.h and the reference's formulas; values
-// are rounded once on store.
+// norm with its backward (rows of up to 1024 columns a warp per row instead). Each follows its contract
+// in kernels.h and the reference's formulas; values are rounded once on store.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "cuda_kernels.h"
 #include "cuda_support.cuh"
@@ -270,30 +271,17 @@ int warp_row_lanes(std::int64_t rows, std::int64_t cols) {
   return 32;
 }
 
-// kernel<kPerLane> for warp_row_lanes' choice, over the rows, four a block.
-template <template <int> class Launch, class... A>
-void launch_warp_rows(int per_lane, std::int64_t rows, A&&... args) {
+// launch(lanes, blocks, threads) with warp_row_lanes' choice as a compile-time constant (lanes() is
+// the kPerLane of the kernel to launch), over the rows, four a block.
+template <class Launch>
+void launch_warp_rows(int per_lane, std::int64_t rows, Launch&& launch) {
   const auto blocks = static_cast<unsigned>((rows + kRowsPerWarpBlock - 1) / kRowsPerWarpBlock);
   constexpr unsigned threads = 32 * kRowsPerWarpBlock;
-  if (per_lane == 8) Launch<8>::run(blocks, threads, rows, args...);
-  if (per_lane == 16) Launch<16>::run(blocks, threads, rows, args...);
-  if (per_lane == 24) Launch<24>::run(blocks, threads, rows, args...);
-  if (per_lane == 32) Launch<32>::run(blocks, threads, rows, args...);
+  if (per_lane == 8) launch(std::integral_constant<int, 8>{}, blocks, threads);
+  if (per_lane == 16) launch(std::integral_constant<int, 16>{}, blocks, threads);
+  if (per_lane == 24) launch(std::integral_constant<int, 24>{}, blocks, threads);
+  if (per_lane == 32) launch(std::integral_constant<int, 32>{}, blocks, threads);
 }
-template <int kPerLane>
-struct LayerNormWarp {
-  template <class... A>
-  static void run(unsigned blocks, unsigned threads, A... args) {
-    layer_norm_warp_kernel<kPerLane><<<blocks, threads, 0, stream()>>>(args...);
-  }
-};
-template <int kPerLane>
-struct LayerNormBackwardXWarp {
-  template <class... A>
-  static void run(unsigned blocks, unsigned threads, A... args) {
-    layer_norm_backward_x_warp_kernel<kPerLane><<<blocks, threads, 0, stream()>>>(args...);
-  }
-};
 
 __global__ void layer_norm_backward_x_kernel(Rows x, ElementType tx, const void* xp, Affine a, ElementType tm,
                                              const void* mean, std::int64_t ms, ElementType tr, const void* rstd,
@@ -444,10 +432,12 @@ void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double
   for (const Tensor* t : {&x, &gamma, &beta, &y, &mean, &rstd}) refuse_f64("layer_norm", *t);
   if (x.size(0) == 0) return;
   if (const int per_lane = warp_row_lanes(x.size(0), x.size(1))) {
-    launch_warp_rows<LayerNormWarp>(per_lane, x.size(0), rows_of(x), element_type(x.dtype()), x.data(), affine_of(gamma, beta),
-                                    static_cast<float>(eps), rows_of(y), element_type(y.dtype()), y.data(),
-                                    element_type(mean.dtype()), mean.data(), mean.strides()[0], element_type(rstd.dtype()),
-                                    rstd.data(), rstd.strides()[0]);
+    launch_warp_rows(per_lane, x.size(0), [&](auto lanes, unsigned blocks, unsigned threads) {
+      layer_norm_warp_kernel<lanes()><<<blocks, threads, 0, stream()>>>(
+          x.size(0), rows_of(x), element_type(x.dtype()), x.data(), affine_of(gamma, beta), static_cast<float>(eps), rows_of(y),
+          element_type(y.dtype()), y.data(), element_type(mean.dtype()), mean.data(), mean.strides()[0],
+          element_type(rstd.dtype()), rstd.data(), rstd.strides()[0]);
+    });
   } else {
     layer_norm_kernel<<<row_blocks(x.size(0), "layer_norm"), kThreads, 0, stream()>>>(
         rows_of(x), element_type(x.dtype()), x.data(), affine_of(gamma, beta), static_cast<float>(eps), rows_of(y),
@@ -466,11 +456,12 @@ void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
   const Affine a = affine_of(gamma, Tensor());
   if (grad_x.defined()) {
     if (const int per_lane = warp_row_lanes(x.size(0), x.size(1))) {
-      launch_warp_rows<LayerNormBackwardXWarp>(per_lane, x.size(0), rows_of(x), element_type(x.dtype()), x.data(), a,
-                                               element_type(mean.dtype()), mean.data(), mean.strides()[0],
-                                               element_type(rstd.dtype()), rstd.data(), rstd.strides()[0], rows_of(grad_y),
-                                               element_type(grad_y.dtype()), grad_y.data(), rows_of(grad_x),
-                                               element_type(grad_x.dtype()), grad_x.data());
+      launch_warp_rows(per_lane, x.size(0), [&](auto lanes, unsigned blocks, unsigned threads) {
+        layer_norm_backward_x_warp_kernel<lanes()><<<blocks, threads, 0, stream()>>>(
+            x.size(0), rows_of(x), element_type(x.dtype()), x.data(), a, element_type(mean.dtype()), mean.data(),
+            mean.strides()[0], element_type(rstd.dtype()), rstd.data(), rstd.strides()[0], rows_of(grad_y),
+            element_type(grad_y.dtype()), grad_y.data(), rows_of(grad_x), element_type(grad_x.dtype()), grad_x.data());
+      });
     } else {
       layer_norm_backward_x_kernel<<<row_blocks(x.size(0), "layer_norm_backward"), kThreads, 0, stream()>>>(
           rows_of(x), element_type(x.dtype()), x.data(), a, element_type(mean.dtype()), mean.data(), mean.strides()[0],
