@@ -65,10 +65,12 @@ MANTISSA_VECTOR_CLONES void quantize_span(const float* x, const float* s, const 
     q = std::min(q, g.max_finite);
     underflowed += finite && a != 0.0f && q == 0.0f ? 1 : 0;
     nonfinite += finite ? 0 : 1;
-    q = q * back[i];  // exact for 1, and for the power-of-2 scales that dequantize
+    q = q * back[i];  // exact for 1 and for power-of-2 scales; a rounding in bf16 for others
     const std::uint32_t qb = (std::bit_cast<std::uint32_t>(q) & 0x7fffffffU) | (vb & 0x80000000U);
-    // Finite results are exact in bf16; inf keeps its bits, NaN becomes bf16's quiet NaN.
-    out[i] = static_cast<std::uint16_t>(finite ? qb >> 16 : v != v ? 0x7fc0U | ((vb >> 16) & 0x8000U) : vb >> 16);
+    // Finite results to bf16 by nearest even (exact unless a scale that is no power of 2 dequantized
+    // them); inf keeps its bits, NaN its payload's top bits, made quiet (bf16's rule, encode_rules.h).
+    const std::uint32_t rounded = (qb + 0x7fffU + ((qb >> 16) & 1U)) >> 16;
+    out[i] = static_cast<std::uint16_t>(finite ? rounded : v != v ? (vb >> 16) | 0x0040U : vb >> 16);
   }
   c.amax_bits = amax;
   c.saturated += saturated;
