@@ -3,8 +3,10 @@
 
 #include <array>
 #include <atomic>
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 
 #include "mantissa/backend/kernel_timer.h"
@@ -31,6 +33,23 @@ Totals& totals() {
 
 thread_local const char* tls_region = nullptr;
 
+// -1: not yet read from the environment (MANTISSA_KERNEL_TIMES), else 0 (by family) or 1 (by kernel).
+std::atomic<int> times_by_kernel{-1};
+
+bool by_kernel() {
+  int v = times_by_kernel.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* env = std::getenv("MANTISSA_KERNEL_TIMES");
+    const std::string s = env != nullptr ? env : "";
+    if (s != "" && s != "family" && s != "kernel") {
+      throw std::invalid_argument("MANTISSA_KERNEL_TIMES: '" + s + "' is neither 'family' nor 'kernel'");
+    }
+    v = s == "kernel" ? 1 : 0;
+    times_by_kernel.store(v, std::memory_order_relaxed);
+  }
+  return v == 1;
+}
+
 // Registered once per device type (at the backend's registration), read by every kernel call after.
 std::array<DeviceKernelClock, 2> clocks;
 std::atomic<bool> device_timing{false};
@@ -42,8 +61,11 @@ void set_device_kernel_clock(DeviceType type, const DeviceKernelClock& clock) {
   clocks.at(static_cast<std::size_t>(type)) = clock;
 }
 
-FamilyTimer::FamilyTimer(const char* family, Device device, double bytes, double flops)
-    : name_(current_kernel_region() != nullptr ? current_kernel_region() : family), bytes_(bytes), flops_(flops), clock_(nullptr) {
+FamilyTimer::FamilyTimer(const char* family, const char* kernel, Device device, double bytes, double flops)
+    : name_(current_kernel_region() != nullptr ? current_kernel_region() : by_kernel() ? kernel : family),
+      bytes_(bytes),
+      flops_(flops),
+      clock_(nullptr) {
   // Only the outermost kernel call of a thread is timed: a kernel's own kernels are part of its time.
   if (device_timing.load(std::memory_order_relaxed) && !tls_device_timed) {
     const DeviceKernelClock& c = clocks.at(static_cast<std::size_t>(device.type));
@@ -104,6 +126,7 @@ void reset_kernel_times() {
 }
 
 void set_device_kernel_timing(bool on) { detail::device_timing = on; }
+void set_kernel_times_by_kernel(bool on) { detail::times_by_kernel = on ? 1 : 0; }
 bool device_kernel_timing() { return detail::device_timing; }
 
 std::map<std::string, double> device_kernel_seconds() {

@@ -24,12 +24,13 @@ struct DeviceKernelClock {
 };
 void set_device_kernel_clock(DeviceType type, const DeviceKernelClock& clock);
 
-// Adds its lifetime to kernel_times().backend_seconds[family], or to the open KernelRegion's entry, and
+// Adds its lifetime to kernel_times().backend_seconds[family] (or [kernel], when times are counted by
+// kernel: set_kernel_times_by_kernel), or to the open KernelRegion's entry, and
 // the kernel's bytes and FLOPs to that entry's backend_bytes and backend_flops (and the FLOPs to
 // matmul_flops); with device kernel timing on, also runs the device's clock around it.
 class FamilyTimer {
  public:
-  FamilyTimer(const char* family, Device device, double bytes, double flops);
+  FamilyTimer(const char* family, const char* kernel, Device device, double bytes, double flops);
   ~FamilyTimer();
   FamilyTimer(const FamilyTimer&) = delete;
   FamilyTimer& operator=(const FamilyTimer&) = delete;

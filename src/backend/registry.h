@@ -119,7 +119,7 @@ decltype(auto) run_kernel(Device device, A&&... args) {
   } else {
     bytes = (argument_bytes(args) + ... + 0.0);
   }
-  FamilyTimer timer(family, device, bytes, flops);
+  FamilyTimer timer(family, K::name, device, bytes, flops);
   return fn(std::forward<A>(args)...);
 }
 

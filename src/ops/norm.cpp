@@ -101,6 +101,10 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& gamma, const Tensor& beta, c
     if (!t->defined() || t->shape() != Shape{c}) {
       throw std::invalid_argument("batch_norm: gamma, beta and running statistics must be [" + std::to_string(c) + "]");
     }
+    if (t->device() != x.device()) {
+      throw std::invalid_argument("batch_norm: gamma, beta and running statistics must be on " + x.device().str() + " with x, not on " +
+                                  t->device().str());
+    }
   }
   Shape bshape(static_cast<std::size_t>(x.dim()), 1);
   bshape[1] = c;

@@ -204,13 +204,13 @@ inline std::vector<Case> op_cases() {
   c.push_back({"max_pool2d_padded_overlapping", {{{1, 3, 5, 5}}}, [](V x) { return max_pool2d(x[0], 3, 2, 1); }});
   c.push_back({"avg_pool2d", {{{2, 2, 6, 4}}}, [](V x) { return avg_pool2d(x[0], 2, 2); }, 4, 1, A});
   c.push_back({"batch_norm_train", {{{4, 3, 2, 2}}, {{3}}, {{3}}}, [](V x) {
-                 const Tensor rm = Tensor::zeros({3}, DType::f32);
-                 const Tensor rv = Tensor::full({3}, 1.0, DType::f32);
+                 const Tensor rm = Tensor::zeros({3}, DType::f32, x[0].device());
+                 const Tensor rv = Tensor::full({3}, 1.0, DType::f32, x[0].device());
                  return batch_norm(x[0], x[1], x[2], rm, rv, true);
                }, 16, 2, N});
   c.push_back({"batch_norm_eval", {{{3, 2, 3}}, {{2}}, {{2}}}, [](V x) {
-                 const Tensor rm = Tensor::from_values({0.5, -0.25}, {2}, DType::f32);
-                 const Tensor rv = Tensor::from_values({2.0, 0.5}, {2}, DType::f32);
+                 const Tensor rm = Tensor::from_values({0.5, -0.25}, {2}, DType::f32).to(x[0].device());
+                 const Tensor rv = Tensor::from_values({2.0, 0.5}, {2}, DType::f32).to(x[0].device());
                  return batch_norm(x[0], x[1], x[2], rm, rv, false);
                }, 1, 3, N});
   return c;

@@ -208,11 +208,13 @@ std::vector<Case> large_cases() {
                [](V x) { return conv2d(x[0], x[1], {}, {1, 1, 1, 1, 1, 1, 1}); }, 108, 1, A});
   // 33 images: the cpu kernel's chunks of 8 images, the last one short, across threads.
   c.push_back({"batch_norm_large", {{{33, 24, 7, 7}}, {{24}}, {{24}}}, [](V x) {
-                 return batch_norm(x[0], x[1], x[2], Tensor::zeros({24}, DType::f32), Tensor::full({24}, 1, DType::f32), true);
+                 return batch_norm(x[0], x[1], x[2], Tensor::zeros({24}, DType::f32, x[0].device()),
+                                   Tensor::full({24}, 1, DType::f32, x[0].device()), true);
                }, 1617, 2, Bound::normwise});
   // Data far from zero (mean ~1000, spread 1): the statistics must not cancel away.
   c.push_back({"batch_norm_offset", {{{9, 3, 4, 4}, testing::Layout::contiguous, 1000, 1001}, {{3}}, {{3}}}, [](V x) {
-                 return batch_norm(x[0], x[1], x[2], Tensor::zeros({3}, DType::f32), Tensor::full({3}, 1, DType::f32), true);
+                 return batch_norm(x[0], x[1], x[2], Tensor::zeros({3}, DType::f32, x[0].device()),
+                                   Tensor::full({3}, 1, DType::f32, x[0].device()), true);
                }, 144, 2, Bound::normwise});
   // Parameters kept in f32 while the data is in the test's dtype: oneDNN's layer norm path for bf16.
   c.push_back({"layer_norm_f32_params_large", {{{64, 384}}, {{384}}, {{384}}}, [](V x) {

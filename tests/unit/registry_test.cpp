@@ -95,6 +95,27 @@ TEST(KernelRegistry, KernelsAreTimedUnderTheirFamily) {
   EXPECT_EQ(t.backend_flops.count("cast"), 0u);
 }
 
+// By kernel, for a finer breakdown (MANTISSA_KERNEL_TIMES=kernel): each kernel's own name, a region
+// still winning; back by family after.
+TEST(KernelRegistry, KernelsCanBeTimedUnderTheirOwnNames) {
+  const Tensor a = Tensor::randn({8, 8}, DType::f32, 1);
+  set_kernel_times_by_kernel(true);
+  reset_kernel_times();
+  (void)matmul(a, a);
+  (void)add(a, a);
+  {
+    KernelRegion region("attention");
+    (void)mul(a, a);
+  }
+  set_kernel_times_by_kernel(false);
+  (void)cast(a, DType::bf16);
+  const KernelTimes t = kernel_times();
+  std::vector<std::string> names;
+  for (const auto& [name, seconds] : t.backend_seconds) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"attention", "binary", "cast", "matmul"}));
+  EXPECT_EQ(t.backend_flops.at("matmul"), 2.0 * 8 * 8 * 8);
+}
+
 // Each kernel call counts the bytes its tensors hold under its family or region: inputs and outputs
 // once, a broadcast input's distinct values only, what an optimizer or the loss scaler updates in place
 // twice (read and written).

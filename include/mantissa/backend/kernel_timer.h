@@ -40,6 +40,12 @@ class KernelRegion {
   const char* saved_;
 };
 
+// Times counted by family (the default) or by each kernel's own name ("layer_norm_backward",
+// "adam_update", ...), for a finer breakdown; a region still wins. The default comes from the
+// environment, read once: MANTISSA_KERNEL_TIMES=kernel or =family (anything else is an error at the
+// first kernel call).
+void set_kernel_times_by_kernel(bool on);
+
 // The region open on this thread, or null.
 const char* current_kernel_region();
 

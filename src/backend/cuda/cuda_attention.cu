@@ -156,7 +156,8 @@ double products_flops(const Tensor& qkv, int products) {
 }
 
 void forward(const Tensor& qkv, std::int64_t heads, bool causal, double scale, const Tensor& out, const Tensor& stats) {
-  FamilyTimer timer("attention", qkv.device(), static_cast<double>(held_bytes(qkv) + held_bytes(out) + held_bytes(stats)),
+  FamilyTimer timer("attention", "fused_attention", qkv.device(),
+                    static_cast<double>(held_bytes(qkv) + held_bytes(out) + held_bytes(stats)),
                     products_flops(qkv, 2));
   const MantissaSdpaShape s = shape_of(qkv, heads, causal, scale);
   const Tensor workspace = workspace_for(s, 0, qkv.device());
@@ -169,7 +170,7 @@ void forward(const Tensor& qkv, std::int64_t heads, bool causal, double scale, c
 
 void backward(const Tensor& qkv, const Tensor& out, const Tensor& grad_out, const Tensor& stats, std::int64_t heads,
               bool causal, double scale, const Tensor& grad_qkv) {
-  FamilyTimer timer("attention", qkv.device(),
+  FamilyTimer timer("attention", "fused_attention_backward", qkv.device(),
                     static_cast<double>(held_bytes(qkv) + held_bytes(out) + held_bytes(grad_out) + held_bytes(stats) + held_bytes(grad_qkv)),
                     products_flops(qkv, 4));
   const MantissaSdpaShape s = shape_of(qkv, heads, causal, scale);

@@ -152,7 +152,7 @@ struct CheckTally {
     if (v != 0 && fabsf(v) < underflow_below) ++underflow;
     float r = v;
     if (write) {
-      store(tg, g, o, v * factor);
+      store(tg, g, o, mul_as_cpu(v, factor));
       r = load(tg, g, o);  // the value as stored, as the CPU's check sees it
     }
     if (isfinite(r)) {

@@ -63,7 +63,7 @@ __global__ void quantize_kernel(Blocks b, ElementType tx, const void* x, const f
     const std::int64_t r = i / b.cols, c = i % b.cols;
     const float v = load(tx, x, r * b.row + c * b.col);
     const float s = scales[b.block_of(r, c)];
-    const float scaled = v * s;
+    const float scaled = mul_as_cpu(v, s);
     float q = scaled;  // inf and NaN stay
     if (isfinite(v)) {
       amax = fmaxf(amax, fabsf(v));
@@ -138,7 +138,7 @@ __global__ void block_encode_kernel(Blocks b, ElementType tx, const void* x, con
     const std::int64_t r = i / b.cols, c = i % b.cols;
     const std::int64_t block = b.block_of(r, c);
     const float v = load(tx, x, r * b.row + c * b.col);
-    const float y = v * multiply[block];
+    const float y = mul_as_cpu(v, multiply[block]);
     const bool finite = fabsf(v) <= 3.40282347e38f;
     saturated += (finite && fabsf(y) > top) ? 1 : 0;
     // As std::min(std::max(y, -top), top): NaN stays.
@@ -150,7 +150,7 @@ __global__ void block_encode_kernel(Blocks b, ElementType tx, const void* x, con
     const std::uint32_t code = encode_bits(encode, __float_as_uint(clamped), random);
     underflowed += (v != 0 && finite && (code & mask) == 0) ? 1 : 0;
     nonfinite += finite ? 0 : 1;
-    store(to, out, r * orow + c * ocol, __uint_as_float(decode_bits(decode, code)) * scale_value[block]);
+    store(to, out, r * orow + c * ocol, mul_as_cpu(__uint_as_float(decode_bits(decode, code)), scale_value[block]));
   }
   if (saturated > 0) atomicAdd(&totals->saturated, saturated);
   if (underflowed > 0) atomicAdd(&totals->underflowed, underflowed);

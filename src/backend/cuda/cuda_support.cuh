@@ -81,6 +81,17 @@ __device__ inline void store(const ElementType& t, void* base, std::int64_t i, f
   }
 }
 
+// a * b with the CPU's NaNs, for kernels whose results must be the CPU's bits (the loss scaler's pass,
+// the quantizers): on x86 a NaN operand comes out as it went in, made quiet (a's when both are), and a
+// NaN the product makes itself (0 x inf) is the default NaN 0xffc00000; the GPU writes 0x7fffffff for
+// every NaN result.
+__device__ inline float mul_as_cpu(float a, float b) {
+  if (a != a) return __uint_as_float(__float_as_uint(a) | 0x400000U);
+  if (b != b) return __uint_as_float(__float_as_uint(b) | 0x400000U);
+  const float p = a * b;
+  return p != p ? __uint_as_float(0xffc00000U) : p;
+}
+
 // A 2-D view's rows and columns: element (r, c) at r * row + c * col (in elements).
 struct Rows {
   std::int64_t rows, cols, row, col;
