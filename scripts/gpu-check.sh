@@ -8,7 +8,11 @@
 #      every op on cuda against the reference;
 #   4. fp16 (both), tf32 and fp32 (mantissa), then the table and where mantissa's step goes on the GPU's
 #      own clock;
-#   5. PyTorch bf16 with torch.compile; the char GPT's quality on the GPU; fp8 (tensor cores, emulated).
+#   5. PyTorch bf16 with torch.compile; the char GPT's quality on the GPU; fp8 (tensor cores, emulated);
+#   6. kernels: mantissa's bf16 step by each kernel (MANTISSA_KERNEL_TIMES=kernel), and Nsight Systems'
+#      summary of the GPU's kernels where the machine has nsys.
+# --parts LIST runs only the parts named (machine always; headline, correctness, precisions, compile,
+# quality, fp8, kernels), comma-separated: a second slice of GPU time for what the first one left open.
 # A part starts only if its own time limit fits in what is left of the budget (else: "not run"), so the
 # limits of the parts that run add up to less than the budget and a cut-off run still has every line it
 # finished in the log. Results: $OUT/gpu-check.log and $OUT/gpu-check-results.tar.gz (every JSON and
@@ -18,7 +22,7 @@
 # (oneDNN, fmt, ...) go to mantissa's programs only, never to PyTorch's; cuBLASLt, cuDNN, NVRTC and NCCL
 # are the machine's own (PyTorch's wheels', or the toolkit's).
 #
-#   scripts/gpu-check.sh [--budget SECONDS] [--dry-run] [CARRY]
+#   scripts/gpu-check.sh [--budget SECONDS] [--parts LIST] [--dry-run] [CARRY]
 # --dry-run rehearses it here, without a GPU (a ctest case): the arguments, the carry's libraries packed
 # from this build (build/bin) and unpacked as on the GPU machine, the order and budget of the parts
 # (each GPU command printed, not run), and the report from results made by this build's own
@@ -26,6 +30,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 budget=360
+all_parts=headline,correctness,precisions,compile,quality,fp8,kernels
+parts=$all_parts
 dry=0
 carry=build-gpu/carry
 bin_dir=build/bin
@@ -33,6 +39,8 @@ while [ $# -gt 0 ]; do
   case $1 in
     --budget) budget=${2:?--budget needs seconds}; shift 2 ;;
     --budget=*) budget=${1#--budget=}; shift ;;
+    --parts) parts=${2:?--parts needs a list}; shift 2 ;;
+    --parts=*) parts=${1#--parts=}; shift ;;
     --dry-run) dry=1; shift ;;
     --bin-dir) bin_dir=${2:?--bin-dir needs a folder}; shift 2 ;;
     -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
@@ -41,6 +49,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 case $budget in ''|*[!0-9]*) echo "gpu-check: --budget takes whole seconds, not '$budget'" >&2; exit 2 ;; esac
+for p in ${parts//,/ }; do
+  case ",$all_parts," in *",$p,"*) ;; *) echo "gpu-check: unknown part '$p' (parts: $all_parts)" >&2; exit 2 ;; esac
+done
+want() { case ",$parts," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 
 out=${OUT:-/tmp/gpu-check-out}
 [ "$dry" = 1 ] && out=$(mktemp -d /tmp/gpu-check-dry.XXXXXX)
@@ -143,57 +155,85 @@ pair() {
   fi
 }
 
-section "headline: GPT-2 124M bf16 autocast, batch 16 x 1024 (target <= 38 ms; PyTorch eager measured 47.7, compiled 34.0)"
-pair 45 bf16
-
-section "correctness: cuDNN's fused attention alone, the GPU cases, parity on cuda"
-# A crash or a hang in cuDNN's fused attention must not take the rest with it: only then does the rest
-# run unfused. A refused shape or a wrong value is a failed case, printed, and the fused kernel stays.
-part 20 fused-attention "${menv[@]}" "$carry/bin/gpu_tests" --gtest_filter='*FusedAttention*' --gtest_brief=1
-status=$?
-[ -s "$results/fused-attention.json" ] && tail -15 "$results/fused-attention.json"
-if [ $status -eq 124 ] || [ $status -gt 128 ]; then
-  echo "fused attention crashed or hung (status $status): the runs below use MANTISSA_ATTENTION=unfused"
-  export MANTISSA_ATTENTION=unfused
-fi
-part 40 gpu-tests "${menv[@]}" "$carry/bin/gpu_tests" --gtest_brief=1
-[ -s "$results/gpu-tests.json" ] && tail -25 "$results/gpu-tests.json"
-part 50 parity-cuda "${menv[@]}" "$carry/bin/parity_tests" --gtest_filter='*CudaBackendMatchesReference*'
-if [ -s "$results/parity-cuda.json" ]; then
-  f=$results/parity-cuda.json
-  echo "parity: $(grep -c '^\[       OK \]' "$f") passed, $(grep -c '^\[  FAILED  \].*Cuda.*(' "$f") failed," \
-    "$(grep -c '^\[  SKIPPED \].*(' "$f") skipped (a crash: the last '[ RUN' line of parity-cuda.json in the tarball)"
-  grep -o '[a-z0-9_]*: no kernel for device cuda:0' "$f" | sort | uniq -c | sort -rn
-  grep -B2 -A12 '^\[  FAILED  \].*(' "$f" | grep -v '^\[ RUN' | head -60
+if want headline; then
+  section "headline: GPT-2 124M bf16 autocast, batch 16 x 1024 (target <= 38 ms; PyTorch eager measured 47.7, compiled 34.0)"
+  pair 45 bf16
 fi
 
-section "the other precisions: fp16 (both), tf32 and fp32 (mantissa)"
-pair 25 fp16
-part 25 mantissa-tf32 "${menv[@]}" "$carry/bin/mantissa" "${gpt2[@]}" --precision fp32 --tf32
-report line "$results" mantissa-tf32
-part 25 mantissa-fp32 "${menv[@]}" "$carry/bin/mantissa" "${gpt2[@]}" --precision fp32
-report line "$results" mantissa-fp32
-report table "$results"
-
-section "PyTorch bf16 with torch.compile"
-if [ -n "$py" ]; then
-  part 60 pytorch-bf16-compile "$py" "${torch_gpt2[@]}" --precision bf16 --compile
-  report line "$results" pytorch-bf16-compile
+if want correctness; then
+  section "correctness: cuDNN's fused attention alone, the GPU cases, parity on cuda"
+  # A crash or a hang in cuDNN's fused attention must not take the rest with it: only then does the rest
+  # run unfused. A refused shape or a wrong value is a failed case, printed, and the fused kernel stays.
+  part 20 fused-attention "${menv[@]}" "$carry/bin/gpu_tests" --gtest_filter='*FusedAttention*' --gtest_brief=1
+  status=$?
+  [ -s "$results/fused-attention.json" ] && tail -15 "$results/fused-attention.json"
+  if [ $status -eq 124 ] || [ $status -gt 128 ]; then
+    echo "fused attention crashed or hung (status $status): the runs below use MANTISSA_ATTENTION=unfused"
+    export MANTISSA_ATTENTION=unfused
+  fi
+  part 40 gpu-tests "${menv[@]}" "$carry/bin/gpu_tests" --gtest_brief=1
+  [ -s "$results/gpu-tests.json" ] && tail -25 "$results/gpu-tests.json"
+  part 50 parity-cuda "${menv[@]}" "$carry/bin/parity_tests" --gtest_filter='*CudaBackendMatchesReference*'
+  if [ -s "$results/parity-cuda.json" ]; then
+    f=$results/parity-cuda.json
+    echo "parity: $(grep -c '^\[       OK \]' "$f") passed, $(grep -c '^\[  FAILED  \].*Cuda.*(' "$f") failed," \
+      "$(grep -c '^\[  SKIPPED \].*(' "$f") skipped (a crash: the last '[ RUN' line of parity-cuda.json in the tarball)"
+    grep -o '[a-z0-9_]*: no kernel for device cuda:0' "$f" | sort | uniq -c | sort -rn
+    grep -B2 -A12 '^\[  FAILED  \].*(' "$f" | grep -v '^\[ RUN' | head -60
+  fi
 fi
 
-section "quality: the char GPT of docs/results.md on the GPU (target: within 1% of the CPU's fp32 1.8870)"
-for p in bf16 fp16; do
-  part 40 quality-$p "${menv[@]}" "$carry/bin/mantissa" train --model gpt --device cuda --precision $p --steps 1000 \
-    --batch-size 16 --lr 1e-3 --warmup 100 --eval-every 1000 --eval-batches 20 --seed 1 --json
-done
-report quality "$results"
+if want precisions; then
+  section "the other precisions: fp16 (both), tf32 and fp32 (mantissa)"
+  pair 25 fp16
+  part 25 mantissa-tf32 "${menv[@]}" "$carry/bin/mantissa" "${gpt2[@]}" --precision fp32 --tf32
+  report line "$results" mantissa-tf32
+  part 25 mantissa-fp32 "${menv[@]}" "$carry/bin/mantissa" "${gpt2[@]}" --precision fp32
+  report line "$results" mantissa-fp32
+  report table "$results"
+fi
 
-section "fp8 (delayed scaling): products on fp8 tensor cores, then emulated as bf16 products"
-part 25 mantissa-fp8 "${menv[@]}" "$carry/bin/mantissa" "${gpt2[@]}" --precision fp8 --fp8-recipe delayed
-report line "$results" mantissa-fp8
-MANTISSA_FP8_PRODUCTS=emulated part 25 mantissa-fp8-emulated "${menv[@]}" "$carry/bin/mantissa" "${gpt2[@]}" \
-  --precision fp8 --fp8-recipe delayed
-report line "$results" mantissa-fp8-emulated
+if want compile; then
+  section "PyTorch bf16 with torch.compile"
+  if [ -n "$py" ]; then
+    part 60 pytorch-bf16-compile "$py" "${torch_gpt2[@]}" --precision bf16 --compile
+    report line "$results" pytorch-bf16-compile
+  fi
+fi
+
+if want quality; then
+  section "quality: the char GPT of docs/results.md on the GPU (target: within 1% of the CPU's fp32 1.8870)"
+  for p in bf16 fp16; do
+    part 40 quality-$p "${menv[@]}" "$carry/bin/mantissa" train --model gpt --device cuda --precision $p --steps 1000 \
+      --batch-size 16 --lr 1e-3 --warmup 100 --eval-every 1000 --eval-batches 20 --seed 1 --json
+  done
+  report quality "$results"
+fi
+
+if want fp8; then
+  section "fp8 (delayed scaling): products on fp8 tensor cores, then emulated as bf16 products"
+  part 25 mantissa-fp8 "${menv[@]}" "$carry/bin/mantissa" "${gpt2[@]}" --precision fp8 --fp8-recipe delayed
+  report line "$results" mantissa-fp8
+  MANTISSA_FP8_PRODUCTS=emulated part 25 mantissa-fp8-emulated "${menv[@]}" "$carry/bin/mantissa" "${gpt2[@]}" \
+    --precision fp8 --fp8-recipe delayed
+  report line "$results" mantissa-fp8-emulated
+fi
+
+if want kernels; then
+  section "kernels: mantissa's bf16 step by kernel on the GPU's clock, then Nsight Systems' summary where there is nsys"
+  MANTISSA_KERNEL_TIMES=kernel part 45 mantissa-bf16-kernels "${menv[@]}" "$carry/bin/mantissa" "${gpt2[@]}" --precision bf16
+  report kernels "$results" mantissa-bf16-kernels
+  nsys=$(command -v nsys || ls /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
+  if [ -n "$nsys" ] && [ "$dry" = 0 ]; then
+    # The trace stays out of the results (it is large); its kernel summary is kept.
+    part 90 nsys "$nsys" profile --force-overwrite=true --stats=false -o /tmp/mantissa-step "${menv[@]}" "$carry/bin/mantissa" \
+      bench --model gpt2-124m --device cuda --mode autocast --steps 3 --warmup 1 --precision bf16 &&
+      part 60 nsys-kernels "$nsys" stats --report cuda_gpu_kern_sum --format csv /tmp/mantissa-step.nsys-rep
+    [ -s "$results/nsys-kernels.json" ] && grep -m 30 -v '^$' "$results/nsys-kernels.json" | cut -c1-220
+  else
+    echo "nsys: not on this machine"
+  fi
+fi
 
 if [ "$dry" = 1 ]; then
   section "dry run: the report from this build's own results (CPU) and a sample of PyTorch's"
@@ -215,7 +255,8 @@ if [ "$dry" = 1 ]; then
   expect '^mantissa-fp8: no result \(not run: dry run\)$' "$(report line "$results" mantissa-fp8)"
   expect '^bf16 +[0-9.]+ +47\.7 ' "$(report table "$results" | sed -n 2p)"
   expect '^  bf16: .*(matmul|attention)' "$(report table "$results" | grep '^  bf16:')"
-  expect '^quality bf16: no result' "$(report quality "$results" | head -1)"
+  expect '^quality bf16: no result' "$(report quality "$results" | sed -n 1p)"
+  expect '^  (matmul|attention) +[0-9.]+ ' "$(report kernels "$results" mantissa-bf16 | sed -n 3p)"
   save
   echo "results: $(tar -tzf "$out/gpu-check-results.tar.gz" | grep -c '\.json$') JSON files in $out/gpu-check-results.tar.gz"
 fi

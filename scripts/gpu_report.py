@@ -6,6 +6,8 @@ lent GPU machine and, for gpu-check's --dry-run, on sample results here.
   gpu_report.py line DIR NAME       one line for the run NAME (mantissa-bf16, pytorch-bf16, ...)
   gpu_report.py table DIR           mantissa against PyTorch per precision, and where mantissa's step goes
   gpu_report.py quality DIR         the char GPT's validation loss on the GPU against the CPU's fp32
+  gpu_report.py kernels DIR NAME    every part of run NAME's step (by kernel, with MANTISSA_KERNEL_TIMES=kernel):
+                                    ms per step, bytes, GB/s
 """
 import json
 import os
@@ -89,6 +91,17 @@ def table(d):
     return "\n".join(out)
 
 
+def kernels(d, name):
+    r = load(d, name)
+    if r is None or "time_fraction" not in r:
+        return f"{name}: no breakdown ({why_not(d, name)})"
+    ms, gbps, nbytes = r["ms_per_step"], r.get("gbps", {}), r.get("bytes_per_step", {})
+    out = [f"{name}: {ms:.1f} ms/step", f"  {'part':<32}{'ms':>7}{'GB/step':>9}{'GB/s':>7}"]
+    for k, v in sorted(r["time_fraction"].items(), key=lambda kv: -kv[1]):
+        out.append(f"  {k:<32}{v * ms:>7.2f}{nbytes.get(k, NAN) / 1e9:>9.2f}{gbps.get(k, NAN):>7.0f}")
+    return "\n".join(out)
+
+
 def quality(d):
     out = []
     for p in ["bf16", "fp16"]:
@@ -107,6 +120,8 @@ def main(argv):
         print(line(argv[1], argv[2]))
     elif len(argv) == 2 and argv[0] == "table":
         print(table(argv[1]))
+    elif len(argv) == 3 and argv[0] == "kernels":
+        print(kernels(argv[1], argv[2]))
     elif len(argv) == 2 and argv[0] == "quality":
         print(quality(argv[1]))
     else:
