@@ -80,39 +80,28 @@ __global__ void unary_backward_kernel(Strided<3> it, std::int64_t n, UnaryOp op,
   }
 }
 
-// The fast path's kernels: element i of each operand, the dtypes as types.
+// The fast path's kernels: element i of each operand, the dtypes as types, 8 at a time where packed.
 template <class S, class D>
-__global__ void cast_flat_kernel(std::int64_t n, ElementType from, const S* src, ElementType to, D* dst) {
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    dst[i] = from_f32<D>(to_f32(src[i], from), to);
-  }
+__global__ void cast_flat_kernel(std::int64_t n, bool packed, ElementType from, const S* src, ElementType to, D* dst) {
+  flat_map(n, packed, [&](S s) { return from_f32<D>(to_f32(s, from), to); }, dst, src);
 }
 
 template <class A, class B, class O>
-__global__ void binary_flat_kernel(std::int64_t n, BinaryOp op, ElementType ta, const A* a, ElementType tb, const B* b,
-                                   ElementType tout, O* out) {
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    out[i] = from_f32<O>(binary_value(op, to_f32(a[i], ta), to_f32(b[i], tb)), tout);
-  }
+__global__ void binary_flat_kernel(std::int64_t n, bool packed, BinaryOp op, ElementType ta, const A* a, ElementType tb,
+                                   const B* b, ElementType tout, O* out) {
+  flat_map(n, packed, [&](A x, B y) { return from_f32<O>(binary_value(op, to_f32(x, ta), to_f32(y, tb)), tout); }, out, a, b);
 }
 
 template <class X, class O>
-__global__ void unary_flat_kernel(std::int64_t n, UnaryOp op, float alpha, ElementType tx, const X* x, ElementType tout, O* out) {
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    out[i] = from_f32<O>(unary_value(op, to_f32(x[i], tx), alpha), tout);
-  }
+__global__ void unary_flat_kernel(std::int64_t n, bool packed, UnaryOp op, float alpha, ElementType tx, const X* x,
+                                  ElementType tout, O* out) {
+  flat_map(n, packed, [&](X v) { return from_f32<O>(unary_value(op, to_f32(v, tx), alpha), tout); }, out, x);
 }
 
 template <class X, class G, class O>
-__global__ void unary_backward_flat_kernel(std::int64_t n, UnaryOp op, float alpha, ElementType tx, const X* x, ElementType tg,
-                                           const G* g, ElementType tgx, O* gx) {
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    gx[i] = from_f32<O>(unary_gradient(op, to_f32(x[i], tx), to_f32(g[i], tg), alpha), tgx);
-  }
+__global__ void unary_backward_flat_kernel(std::int64_t n, bool packed, UnaryOp op, float alpha, ElementType tx, const X* x,
+                                           ElementType tg, const G* g, ElementType tgx, O* gx) {
+  flat_map(n, packed, [&](X v, G d) { return from_f32<O>(unary_gradient(op, to_f32(v, tx), to_f32(d, tg), alpha), tgx); }, gx, x, g);
 }
 
 // launch(a, b, ...) with each tensor's data as a pointer to its flat type, when every tensor has one.
@@ -248,7 +237,8 @@ void copy(const Tensor& src, const Tensor& dst) {
   const Strided<2> it = strided(src.shape(), ts, "copy");
   const ElementType from = element_type(src.dtype()), to = element_type(dst.dtype());
   const bool flat = src.dtype() != dst.dtype() && is_flat(it) && with_flat_pointers(src, dst, [&](const auto* s, auto* d) {
-    cast_flat_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, from, s, to, d);
+    const bool packed = packable({s, d});
+    cast_flat_kernel<<<flat_blocks(n, packed), kThreads, 0, stream()>>>(n, packed, from, s, to, d);
   });
   if (!flat) copy_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(it, n, from, src.data(), to, dst.data());
   check_launch("copy");
@@ -262,7 +252,8 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   const Strided<3> it = strided(out.shape(), ts, "binary");
   const ElementType ta = element_type(a.dtype()), tb = element_type(b.dtype()), tout = element_type(out.dtype());
   const bool flat = is_flat(it) && with_flat_pointers(a, b, out, [&](const auto* pa, const auto* pb, auto* po) {
-    binary_flat_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, op, ta, pa, tb, pb, tout, po);
+    const bool packed = packable({pa, pb, po});
+    binary_flat_kernel<<<flat_blocks(n, packed), kThreads, 0, stream()>>>(n, packed, op, ta, pa, tb, pb, tout, po);
   });
   if (!flat) binary_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(it, n, op, ta, a.data(), tb, b.data(), tout, out.data());
   check_launch("binary");
@@ -277,7 +268,8 @@ void unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out) {
   const ElementType tx = element_type(x.dtype()), tout = element_type(out.dtype());
   const auto a = static_cast<float>(alpha);
   const bool flat = is_flat(it) && with_flat_pointers(x, out, [&](const auto* px, auto* po) {
-    unary_flat_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, op, a, tx, px, tout, po);
+    const bool packed = packable({px, po});
+    unary_flat_kernel<<<flat_blocks(n, packed), kThreads, 0, stream()>>>(n, packed, op, a, tx, px, tout, po);
   });
   if (!flat) unary_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(it, n, op, a, tx, x.data(), tout, out.data());
   check_launch("unary");
@@ -292,7 +284,8 @@ void unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& gra
   const ElementType tx = element_type(x.dtype()), tg = element_type(grad_y.dtype()), tgx = element_type(grad_x.dtype());
   const auto a = static_cast<float>(alpha);
   const bool flat = is_flat(it) && with_flat_pointers(x, grad_y, grad_x, [&](const auto* px, const auto* pg, auto* pgx) {
-    unary_backward_flat_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, op, a, tx, px, tg, pg, tgx, pgx);
+    const bool packed = packable({px, pg, pgx});
+    unary_backward_flat_kernel<<<flat_blocks(n, packed), kThreads, 0, stream()>>>(n, packed, op, a, tx, px, tg, pg, tgx, pgx);
   });
   if (!flat) {
     unary_backward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(it, n, op, a, tx, x.data(), tg, grad_y.data(), tgx,

@@ -4,6 +4,8 @@
 // the device too, so casts give the CPU's bits), and strided indexing (strided.h).
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -51,14 +53,31 @@ struct ElementType {
 };
 ElementType element_type(DType t);
 
+// bf16 and f16 patterns to f32 and back by the hardware's conversions, which give the CPU's rule's bits
+// (encode_rules.h: nearest even, infinities and subnormals included, as the GPU cast tests check on
+// every pattern) for every value but NaN: that alone takes the rule's own path, which keeps the payload
+// (the hardware writes its canonical NaN). `t` is the element's ElementType.
+__device__ inline float bf16_to_f32(std::uint16_t bits, const DecodeParams& t) {
+  return (bits & 0x7fffU) > 0x7f80U ? __uint_as_float(decode_bits(t, bits)) : __uint_as_float(std::uint32_t{bits} << 16);
+}
+__device__ inline float f16_to_f32(std::uint16_t bits, const DecodeParams& t) {
+  return (bits & 0x7fffU) > 0x7c00U ? __uint_as_float(decode_bits(t, bits)) : __half2float(__ushort_as_half(bits));
+}
+__device__ inline std::uint16_t f32_to_bf16(float v, const EncodeParams& t) {
+  return static_cast<std::uint16_t>(v != v ? encode_bits(t, __float_as_uint(v), 0) : __bfloat16_as_ushort(__float2bfloat16_rn(v)));
+}
+__device__ inline std::uint16_t f32_to_f16(float v, const EncodeParams& t) {
+  return static_cast<std::uint16_t>(v != v ? encode_bits(t, __float_as_uint(v), 0) : __half_as_ushort(__float2half_rn(v)));
+}
+
 // The value of element i (in elements from base) as float; f64 is read as double and narrowed, which
 // only Copy avoids (it keeps f64 exact).
 __device__ inline float load(const ElementType& t, const void* base, std::int64_t i) {
   switch (t.dtype) {
     case DType::f64: return static_cast<float>(static_cast<const double*>(base)[i]);
     case DType::f32: return static_cast<const float*>(base)[i];
-    case DType::f16:
-    case DType::bf16: return __uint_as_float(decode_bits(t.decode, static_cast<const std::uint16_t*>(base)[i]));
+    case DType::f16: return f16_to_f32(static_cast<const std::uint16_t*>(base)[i], t.decode);
+    case DType::bf16: return bf16_to_f32(static_cast<const std::uint16_t*>(base)[i], t.decode);
     case DType::e4m3:
     case DType::e5m2: return __uint_as_float(decode_bits(t.decode, static_cast<const std::uint8_t*>(base)[i]));
   }
@@ -74,8 +93,8 @@ __device__ inline void store(const ElementType& t, void* base, std::int64_t i, f
   switch (t.dtype) {
     case DType::f64: static_cast<double*>(base)[i] = v; return;
     case DType::f32: static_cast<float*>(base)[i] = v; return;
-    case DType::f16:
-    case DType::bf16: static_cast<std::uint16_t*>(base)[i] = static_cast<std::uint16_t>(encode_value(t.encode, v)); return;
+    case DType::f16: static_cast<std::uint16_t*>(base)[i] = f32_to_f16(v, t.encode); return;
+    case DType::bf16: static_cast<std::uint16_t*>(base)[i] = f32_to_bf16(v, t.encode); return;
     case DType::e4m3:
     case DType::e5m2: static_cast<std::uint8_t*>(base)[i] = static_cast<std::uint8_t>(encode_value(t.encode, v)); return;
   }

@@ -1,14 +1,11 @@
 // The elementwise kernels' fast path (cuda_elementwise.cu): operands contiguous alike, their dtypes f32,
-// bf16 or f16 known at compile time, so a thread neither switches on a dtype nor rounds in software. The
-// hardware's conversions round to nearest even as the CPU's rule does (encode_rules.h), infinities and
-// subnormals included; NaN alone takes the rule's own path, which keeps the payload (the hardware writes
-// its canonical NaN), so every value gets the CPU's bits, as the cast tests check on every pattern.
+// bf16 or f16 known at compile time, so a thread does not switch on a dtype, and reads and writes 8
+// elements at a time where every operand is 16-byte aligned. Conversions are load's and store's
+// (cuda_support.cuh: the hardware's, NaN by the CPU's rule), so every value gets the CPU's bits.
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <cstdint>
+#include <initializer_list>
 
 #include "cuda_support.cuh"
 
@@ -23,12 +20,8 @@ struct F16 {
 };
 
 __device__ inline float to_f32(float v, const ElementType&) { return v; }
-__device__ inline float to_f32(Bf16 v, const ElementType& t) {
-  return (v.bits & 0x7fffU) > 0x7f80U ? __uint_as_float(decode_bits(t.decode, v.bits)) : __uint_as_float(std::uint32_t{v.bits} << 16);
-}
-__device__ inline float to_f32(F16 v, const ElementType& t) {
-  return (v.bits & 0x7fffU) > 0x7c00U ? __uint_as_float(decode_bits(t.decode, v.bits)) : __half2float(__ushort_as_half(v.bits));
-}
+__device__ inline float to_f32(Bf16 v, const ElementType& t) { return bf16_to_f32(v.bits, t.decode); }
+__device__ inline float to_f32(F16 v, const ElementType& t) { return f16_to_f32(v.bits, t.decode); }
 
 template <class T>
 __device__ inline T from_f32(float v, const ElementType& t);
@@ -38,11 +31,11 @@ __device__ inline float from_f32<float>(float v, const ElementType&) {
 }
 template <>
 __device__ inline Bf16 from_f32<Bf16>(float v, const ElementType& t) {
-  return {static_cast<std::uint16_t>(v != v ? encode_value(t.encode, v) : __bfloat16_as_ushort(__float2bfloat16_rn(v)))};
+  return {f32_to_bf16(v, t.encode)};
 }
 template <>
 __device__ inline F16 from_f32<F16>(float v, const ElementType& t) {
-  return {static_cast<std::uint16_t>(v != v ? encode_value(t.encode, v) : __half_as_ushort(__float2half_rn(v)))};
+  return {f32_to_f16(v, t.encode)};
 }
 
 // f(static_cast<T*>(nullptr)) for dtype's element type T; false for a dtype the fast path leaves alone.
@@ -54,6 +47,54 @@ bool with_flat_type(DType dtype, F&& f) {
     case DType::f16: f(static_cast<F16*>(nullptr)); return true;
     default: return false;
   }
+}
+
+// Eight elements, read or written as one 16-byte access (two for f32).
+constexpr int kPack = 8;
+template <class T>
+struct alignas(16) Pack {
+  T v[kPack];
+};
+
+// Whether every pointer is 16-byte aligned: the packs' condition.
+inline bool packable(std::initializer_list<const void*> pointers) {
+  for (const void* p : pointers) {
+    if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
+  }
+  return true;
+}
+
+// Blocks for a flat kernel over n elements, a thread a pack where packed.
+inline unsigned flat_blocks(std::int64_t n, bool packed) { return blocks_for(packed ? (n + kPack - 1) / kPack : n); }
+
+// out[i] = f(a[i]) (or f(a[i], b[i])) for i < n over the grid: a pack of 8 a thread where `packed`
+// (packable), the rest one element at a time.
+template <class O, class F, class A>
+__device__ void flat_map(std::int64_t n, bool packed, F&& f, O* out, const A* a) {
+  const std::int64_t first = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x, packs = packed ? n / kPack : 0;
+  for (std::int64_t p = first; p < packs; p += stride) {
+    const Pack<A> pa = reinterpret_cast<const Pack<A>*>(a)[p];
+    Pack<O> o;
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) o.v[k] = f(pa.v[k]);
+    reinterpret_cast<Pack<O>*>(out)[p] = o;
+  }
+  for (std::int64_t i = packs * kPack + first; i < n; i += stride) out[i] = f(a[i]);
+}
+template <class O, class F, class A, class B>
+__device__ void flat_map(std::int64_t n, bool packed, F&& f, O* out, const A* a, const B* b) {
+  const std::int64_t first = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x, packs = packed ? n / kPack : 0;
+  for (std::int64_t p = first; p < packs; p += stride) {
+    const Pack<A> pa = reinterpret_cast<const Pack<A>*>(a)[p];
+    const Pack<B> pb = reinterpret_cast<const Pack<B>*>(b)[p];
+    Pack<O> o;
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) o.v[k] = f(pa.v[k], pb.v[k]);
+    reinterpret_cast<Pack<O>*>(out)[p] = o;
+  }
+  for (std::int64_t i = packs * kPack + first; i < n; i += stride) out[i] = f(a[i], b[i]);
 }
 
 // Whether an iteration steps through every tensor as one contiguous run (strided() merged them alike).
