@@ -96,7 +96,13 @@ def kernels(d, name):
     if r is None or "time_fraction" not in r:
         return f"{name}: no breakdown ({why_not(d, name)})"
     ms, gbps, nbytes = r["ms_per_step"], r.get("gbps", {}), r.get("bytes_per_step", {})
-    out = [f"{name}: {ms:.1f} ms/step", f"  {'part':<32}{'ms':>7}{'GB/step':>9}{'GB/s':>7}"]
+    traffic = r.get("host_device_per_step", {})
+    head = f"{name}: {ms:.1f} ms/step"
+    if "wait_ms" in traffic:
+        # Both near zero: the GPU waited for the host, and the parts below hold the host's gaps too.
+        head += (f"; the host waited {traffic['wait_ms']:.1f} ms in the step and {traffic['tail_ms']:.1f} ms"
+                 f" for its last kernels")
+    out = [head, f"  {'part':<32}{'ms':>7}{'GB/step':>9}{'GB/s':>7}"]
     for k, v in sorted(r["time_fraction"].items(), key=lambda kv: -kv[1]):
         out.append(f"  {k:<32}{v * ms:>7.2f}{nbytes.get(k, NAN) / 1e9:>9.2f}{gbps.get(k, NAN):>7.0f}")
     return "\n".join(out)

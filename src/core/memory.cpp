@@ -214,14 +214,15 @@ void account_move(Device device, MemoryCategory from, MemoryCategory to, std::in
 Allocator* register_allocator(DeviceType type, Allocator* allocator) { return std::exchange(allocator_slot(type), allocator); }
 
 namespace {
-std::atomic<std::uint64_t> copies_to_host{0}, copies_from_host{0}, device_waits{0};
+std::atomic<std::uint64_t> copies_to_host{0}, copies_from_host{0}, device_waits{0}, waited_ns{0};
 }  // namespace
 
 HostDeviceTraffic host_device_traffic() {
   return {copies_to_host.load(std::memory_order_relaxed), copies_from_host.load(std::memory_order_relaxed),
-          device_waits.load(std::memory_order_relaxed)};
+          device_waits.load(std::memory_order_relaxed), static_cast<double>(waited_ns.load(std::memory_order_relaxed)) / 1e9};
 }
 void note_device_wait() { device_waits.fetch_add(1, std::memory_order_relaxed); }
+void note_waited(double seconds) { waited_ns.fetch_add(static_cast<std::uint64_t>(seconds * 1e9), std::memory_order_relaxed); }
 
 void Allocator::copy_to_host(void* host, const void* src, std::size_t bytes) { std::memcpy(host, src, bytes); }
 void Allocator::copy_from_host(void* dst, const void* host, std::size_t bytes) { std::memcpy(dst, host, bytes); }

@@ -25,6 +25,7 @@ class FakeDeviceMemory final : public Allocator {
   void deallocate(void* p, std::size_t, Device) override { ::operator delete(p); }
   void copy_to_host(void* host, const void* src, std::size_t bytes) override {
     note_device_wait();
+    note_waited(0.25);  // as if the device had been busy for a quarter of a second
     std::memcpy(host, src, bytes);
   }
 };
@@ -45,7 +46,8 @@ constexpr Device kGpu{DeviceType::cuda, 0};
 
 HostDeviceTraffic since(const HostDeviceTraffic& before) {
   const HostDeviceTraffic now = host_device_traffic();
-  return {now.to_host - before.to_host, now.from_host - before.from_host, now.waits - before.waits};
+  return {now.to_host - before.to_host, now.from_host - before.from_host, now.waits - before.waits,
+          now.wait_seconds - before.wait_seconds};
 }
 
 TEST(HostDeviceTraffic, CopiesAcrossAreCountedAndFillsStayOnTheDevice) {
@@ -65,6 +67,7 @@ TEST(HostDeviceTraffic, CopiesAcrossAreCountedAndFillsStayOnTheDevice) {
     d = since(start);
     EXPECT_EQ(d.to_host, 1U);
     EXPECT_EQ(d.waits, 1U);
+    EXPECT_DOUBLE_EQ(d.wait_seconds, 0.25);  // and how long it took
     start = host_device_traffic();
   }
   // Up and back: one copy each way; between two tensors on the device, none.

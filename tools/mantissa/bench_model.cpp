@@ -245,6 +245,9 @@ struct Result {
   // Per timed step (means): copies between host and GPU memory each way, and the times the host waited
   // for the GPU (storage.h's count; the step alone, not the bench's own synchronization after it).
   double to_host = 0, from_host = 0, waits = 0;
+  // Per timed step (means, ms): how long those waits took, and the bench's own wait for the step's last
+  // kernels. Both near zero: the device waited for the host (the step is the host's time).
+  double wait_ms = 0, tail_ms = 0;
 
   double median_ms() const { return step_ms[step_ms.size() / 2]; }
 };
@@ -336,7 +339,9 @@ Result run_variant(const ModelBenchArgs& a, const Variant& v, const train::Datas
     const HostDeviceTraffic before = host_device_traffic();
     const train::StepRecord rec = bench.step();
     const HostDeviceTraffic after = host_device_traffic();
+    const auto tail = Clock::now();
     if (gpu) cuda_synchronize();  // the step's last kernels may still be running
+    r.tail_ms += ms_since(tail) / a.steps;
     r.step_ms.push_back(ms_since(t0));
     r.last_loss = rec.loss;
     r.comm_bytes += static_cast<double>(rec.comm_bytes) / a.steps;
@@ -346,6 +351,7 @@ Result run_variant(const ModelBenchArgs& a, const Variant& v, const train::Datas
     r.to_host += static_cast<double>(after.to_host - before.to_host) / a.steps;
     r.from_host += static_cast<double>(after.from_host - before.from_host) / a.steps;
     r.waits += static_cast<double>(after.waits - before.waits) / a.steps;
+    r.wait_ms += (after.wait_seconds - before.wait_seconds) * 1e3 / a.steps;
     data_ms.push_back(bench.next_batch());
   }
   const KernelTimes kt = kernel_times();
@@ -424,7 +430,8 @@ nlohmann::json to_json(const Result& r, const Result* fp32) {
     j["comm_buckets"] = r.buckets;
     j["comm_hidden_fraction"] = r.comm_seconds > 0 ? 1 - r.exposed_seconds / r.comm_seconds : 0.0;
   }
-  j["host_device_per_step"] = {{"to_host", r.to_host}, {"from_host", r.from_host}, {"waits", r.waits}};
+  j["host_device_per_step"] = {{"to_host", r.to_host}, {"from_host", r.from_host}, {"waits", r.waits},
+                               {"wait_ms", r.wait_ms}, {"tail_ms", r.tail_ms}};
   j["numerics"] = r.variant.numerics;
   if (fp32 != nullptr) {
     j["speedup_vs_fp32"] = fp32->median_ms() / ms;

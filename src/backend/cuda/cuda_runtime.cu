@@ -3,6 +3,7 @@
 // byte moves, and what cuda_info() reports.
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
@@ -22,13 +23,21 @@ void check(cudaError_t e, const char* what) {
   throw std::runtime_error(std::string(what) + ": CUDA error " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
 }
 
-cudaError_t wait_for_stream_status(cudaStream_t s) noexcept {
+// Runs the wait `sync`, counted and timed.
+template <class Sync>
+cudaError_t counted_wait(Sync sync) noexcept {
   note_device_wait();
-  return cudaStreamSynchronize(s);
+  const auto start = std::chrono::steady_clock::now();
+  const cudaError_t e = sync();
+  note_waited(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return e;
+}
+
+cudaError_t wait_for_stream_status(cudaStream_t s) noexcept {
+  return counted_wait([s] { return cudaStreamSynchronize(s); });
 }
 cudaError_t wait_for_event_status(cudaEvent_t e) noexcept {
-  note_device_wait();
-  return cudaEventSynchronize(e);
+  return counted_wait([e] { return cudaEventSynchronize(e); });
 }
 void wait_for_stream(cudaStream_t s, const char* what) { check(wait_for_stream_status(s), what); }
 void wait_for_event(cudaEvent_t e, const char* what) { check(wait_for_event_status(e), what); }
