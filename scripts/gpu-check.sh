@@ -124,8 +124,10 @@ done
 # mantissa's programs run with the carried libraries, as a program (env) that timeout can run; PyTorch
 # with the machine's environment as it is.
 menv=(env LD_LIBRARY_PATH="$libs$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
-m() { "${menv[@]}" "$carry/bin/mantissa" "$@"; }
+bin=/tmp/mantissa-carry-bin
+m() { "${menv[@]}" "$bin/mantissa" "$@"; }
 rm -rf "$libs" && mkdir -p "$libs" && tar -C "$libs" --strip-components=1 -xJf "$carry/lib.tar.xz" || echo "cannot unpack $carry/lib.tar.xz"
+rm -rf "$bin" && mkdir -p "$bin" && tar -C "$bin" --strip-components=1 -xJf "$carry/bin.tar.xz" || echo "cannot unpack $carry/bin.tar.xz"
 echo "carried libraries: $(ls "$libs" | wc -l) ($(ls "$libs" | grep -c dnnl) of oneDNN)"
 export MANTISSA_SDPA_PLUGIN="$libs/libmantissa_cudnn_sdpa.so"
 export OMP_WAIT_POLICY=passive
@@ -147,7 +149,7 @@ gpt2=(bench --model gpt2-124m --device cuda --mode autocast --steps 5 --warmup 2
 torch_gpt2=(bench/pytorch/bench.py --model gpt2-124m --device cuda --steps 5 --warmup 2)
 # pair LIMIT PRECISION: GPT-2 in mantissa, then in PyTorch (where there is one), a line each as it ends.
 pair() {
-  part "$1" "mantissa-$2" "${menv[@]}" "$carry/bin/mantissa" "${gpt2[@]}" --precision "$2"
+  part "$1" "mantissa-$2" "${menv[@]}" "$bin/mantissa" "${gpt2[@]}" --precision "$2"
   report line "$results" "mantissa-$2"
   if [ -n "$py" ]; then
     part "$1" "pytorch-$2" "$py" "${torch_gpt2[@]}" --precision "$2"
@@ -164,16 +166,16 @@ if want correctness; then
   section "correctness: cuDNN's fused attention alone, the GPU cases, parity on cuda"
   # A crash or a hang in cuDNN's fused attention must not take the rest with it: only then does the rest
   # run unfused. A refused shape or a wrong value is a failed case, printed, and the fused kernel stays.
-  part 20 fused-attention "${menv[@]}" "$carry/bin/gpu_tests" --gtest_filter='*FusedAttention*' --gtest_brief=1
+  part 20 fused-attention "${menv[@]}" "$bin/gpu_tests" --gtest_filter='*FusedAttention*' --gtest_brief=1
   status=$?
   [ -s "$results/fused-attention.json" ] && tail -15 "$results/fused-attention.json"
   if [ $status -eq 124 ] || [ $status -gt 128 ]; then
     echo "fused attention crashed or hung (status $status): the runs below use MANTISSA_ATTENTION=unfused"
     export MANTISSA_ATTENTION=unfused
   fi
-  part 40 gpu-tests "${menv[@]}" "$carry/bin/gpu_tests" --gtest_brief=1
+  part 40 gpu-tests "${menv[@]}" "$bin/gpu_tests" --gtest_brief=1
   [ -s "$results/gpu-tests.json" ] && tail -25 "$results/gpu-tests.json"
-  part 50 parity-cuda "${menv[@]}" "$carry/bin/parity_tests" --gtest_filter='*CudaBackendMatchesReference*'
+  part 50 parity-cuda "${menv[@]}" "$bin/parity_tests" --gtest_filter='*CudaBackendMatchesReference*'
   if [ -s "$results/parity-cuda.json" ]; then
     f=$results/parity-cuda.json
     echo "parity: $(grep -c '^\[       OK \]' "$f") passed, $(grep -c '^\[  FAILED  \].*Cuda.*(' "$f") failed," \
@@ -186,9 +188,9 @@ fi
 if want precisions; then
   section "the other precisions: fp16 (both), tf32 and fp32 (mantissa)"
   pair 25 fp16
-  part 25 mantissa-tf32 "${menv[@]}" "$carry/bin/mantissa" "${gpt2[@]}" --precision fp32 --tf32
+  part 25 mantissa-tf32 "${menv[@]}" "$bin/mantissa" "${gpt2[@]}" --precision fp32 --tf32
   report line "$results" mantissa-tf32
-  part 25 mantissa-fp32 "${menv[@]}" "$carry/bin/mantissa" "${gpt2[@]}" --precision fp32
+  part 25 mantissa-fp32 "${menv[@]}" "$bin/mantissa" "${gpt2[@]}" --precision fp32
   report line "$results" mantissa-fp32
   report table "$results"
 fi
@@ -204,7 +206,7 @@ fi
 if want quality; then
   section "quality: the char GPT of docs/results.md on the GPU (target: within 1% of the CPU's fp32 1.8870)"
   for p in bf16 fp16; do
-    part 40 quality-$p "${menv[@]}" "$carry/bin/mantissa" train --model gpt --device cuda --precision $p --steps 1000 \
+    part 40 quality-$p "${menv[@]}" "$bin/mantissa" train --model gpt --device cuda --precision $p --steps 1000 \
       --batch-size 16 --lr 1e-3 --warmup 100 --eval-every 1000 --eval-batches 20 --seed 1 --json
   done
   report quality "$results"
@@ -212,21 +214,21 @@ fi
 
 if want fp8; then
   section "fp8 (delayed scaling): products on fp8 tensor cores, then emulated as bf16 products"
-  part 25 mantissa-fp8 "${menv[@]}" "$carry/bin/mantissa" "${gpt2[@]}" --precision fp8 --fp8-recipe delayed
+  part 25 mantissa-fp8 "${menv[@]}" "$bin/mantissa" "${gpt2[@]}" --precision fp8 --fp8-recipe delayed
   report line "$results" mantissa-fp8
-  MANTISSA_FP8_PRODUCTS=emulated part 25 mantissa-fp8-emulated "${menv[@]}" "$carry/bin/mantissa" "${gpt2[@]}" \
+  MANTISSA_FP8_PRODUCTS=emulated part 25 mantissa-fp8-emulated "${menv[@]}" "$bin/mantissa" "${gpt2[@]}" \
     --precision fp8 --fp8-recipe delayed
   report line "$results" mantissa-fp8-emulated
 fi
 
 if want kernels; then
   section "kernels: mantissa's bf16 step by kernel on the GPU's clock, then Nsight Systems' summary where there is nsys"
-  MANTISSA_KERNEL_TIMES=kernel part 45 mantissa-bf16-kernels "${menv[@]}" "$carry/bin/mantissa" "${gpt2[@]}" --precision bf16
+  MANTISSA_KERNEL_TIMES=kernel part 45 mantissa-bf16-kernels "${menv[@]}" "$bin/mantissa" "${gpt2[@]}" --precision bf16
   report kernels "$results" mantissa-bf16-kernels
   nsys=$(command -v nsys || ls /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
   if [ -n "$nsys" ] && [ "$dry" = 0 ]; then
     # The trace stays out of the results (it is large); its kernel summary is kept.
-    part 90 nsys "$nsys" profile --force-overwrite=true --stats=false -o /tmp/mantissa-step "${menv[@]}" "$carry/bin/mantissa" \
+    part 90 nsys "$nsys" profile --force-overwrite=true --stats=false -o /tmp/mantissa-step "${menv[@]}" "$bin/mantissa" \
       bench --model gpt2-124m --device cuda --mode autocast --steps 3 --warmup 1 --precision bf16 &&
       part 60 nsys-kernels "$nsys" stats --report cuda_gpu_kern_sum --format csv /tmp/mantissa-step.nsys-rep
     [ -s "$results/nsys-kernels.json" ] && grep -m 30 -v '^$' "$results/nsys-kernels.json" | cut -c1-220
@@ -262,5 +264,5 @@ if [ "$dry" = 1 ]; then
 fi
 save
 section "done"
-if [ "$dry" = 1 ]; then rm -rf "$carry" "$libs" "$results" "$out"; fi
+if [ "$dry" = 1 ]; then rm -rf "$carry" "$libs" "$bin" "$results" "$out"; fi
 exit 0

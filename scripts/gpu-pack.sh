@@ -3,15 +3,15 @@
 # machine, which has the NVIDIA driver, CUDA and PyTorch but none of Debian's development packages: the
 # CUDA build's test programs and command in build-gpu/ (MPI off: Open MPI's libraries are not there),
 # and a folder build-gpu/carry/ with them and the shared libraries they need that such a machine may lack
-# (oneDNN, fmt, ...) with the fused-attention plugin, packed as lib.tar.xz (the device tool carries 64 MiB;
-# oneDNN alone is 40 MB unpacked), and the data the GPU cases read. cuBLASLt (541 MB), cuDNN, NVRTC and
+# (oneDNN, fmt, ...) with the fused-attention plugin, packed as lib.tar.xz and bin.tar.xz (the device tool
+# carries 64 MiB; oneDNN alone is 40 MB unpacked, each program about 29), and the data the GPU cases read. cuBLASLt (541 MB), cuDNN, NVRTC and
 # NCCL are not carried: gpu-check.sh finds the machine's own (PyTorch's).
 # Then, with the device tool:  run  command="bash scripts/gpu-check.sh"  carry=["build-gpu/carry"]
 #
 #   scripts/gpu-pack.sh                  build and pack build-gpu/carry
 #   scripts/gpu-pack.sh --libs-only DIR  pack only the libraries of the programs in DIR/bin (and the
-#                                        plugin in DIR/bin, if there) into DIR/lib.tar.xz; gpu-check's
-#                                        dry run uses it on this build's command
+#                                        plugin in DIR/bin, if there) into DIR/lib.tar.xz, and the programs
+#                                        into DIR/bin.tar.xz; gpu-check's dry run uses it on this build's command
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,6 +29,8 @@ pack_libs() {
     echo "gpu-pack: no fused-attention plugin (no cuDNN frontend): attention on the GPU will be the composition" >&2
   fi
   tar -C "$carry" -cJf "$carry/lib.tar.xz" lib && rm -rf "$carry/lib"
+  # The programs too (each holds every kernel's GPU code: about 29 MB, 6 packed).
+  tar -C "$carry" -cJf "$carry/bin.tar.xz" bin && rm -rf "$carry/bin"
 }
 
 if [ "${1:-}" = "--libs-only" ]; then

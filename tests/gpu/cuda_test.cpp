@@ -72,6 +72,15 @@ void expect_same_bytes(const Tensor& gpu_result, const Tensor& cpu_result, const
   }
 }
 
+// The same values, NaN where the CPU has NaN (whatever its payload).
+void expect_same_values(const Tensor& gpu_result, const Tensor& cpu_result, const std::string& what) {
+  const std::vector<double> a = gpu_result.to_doubles(), b = cpu_result.to_doubles();
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ASSERT_TRUE(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i]))) << what << ": element " << i << ": " << a[i] << " " << b[i];
+  }
+}
+
 TEST_F(Cuda, CastsGiveTheCpusBitsOnEveryPatternAndAMillionRandomValues) {
   const Tensor x = f32_from_bits(cast_inputs());
   const Tensor xg = x.to(kGpu);
@@ -104,6 +113,32 @@ TEST_F(Cuda, CastsGiveTheCpusBitsOnEveryPatternAndAMillionRandomValues) {
       const Tensor w_gpu = Tensor::empty(x.shape(), t, kGpu);
       detail::run_kernel<detail::kernel::RoundInto>(kGpu, xg, w_gpu, r, 77);
       expect_same_bytes(w_gpu, w_cpu, std::string("round_into ") + std::string(dtype_name(t)));
+    }
+  }
+}
+
+// The elementwise fast path reads and writes 8 elements a thread where every operand is 16-byte aligned,
+// the rest one at a time: views starting 0..8 elements in (aligned or not) and lengths that leave a tail
+// give the CPU's bits for casts, binary, unary and unary-backward kernels, in f32, bf16 and f16.
+TEST_F(Cuda, TheElementwiseFastPathGivesTheCpusBitsAlignedOrNotWithTails) {
+  std::vector<std::uint32_t> bits = cast_inputs();
+  bits.resize(8 * 4099 + 8);
+  const Tensor base = f32_from_bits(bits), base_gpu = base.to(kGpu);
+  for (const DType t : {DType::f32, DType::bf16, DType::f16}) {
+    const Tensor typed = cast(base, t), typed_gpu = cast(base_gpu, t);
+    for (const std::int64_t start : {0, 1, 3, 8}) {
+      const std::int64_t end = 8 * 4099 + (start == 0 ? 5 : 8);  // a tail of 5 or more
+      SCOPED_TRACE(std::string(dtype_name(t)) + " from element " + std::to_string(start));
+      const Tensor a = slice(typed, 0, start, end), a_gpu = slice(typed_gpu, 0, start, end);
+      const Tensor b = slice(typed, 0, 0, end - start), b_gpu = slice(typed_gpu, 0, 0, end - start);
+      expect_same_bytes(cast(a_gpu, t == DType::f32 ? DType::bf16 : DType::f32), cast(a, t == DType::f32 ? DType::bf16 : DType::f32), "cast");
+      // Exact operations (a NaN's payload aside: the GPU's arithmetic writes its own).
+      expect_same_values(mul(a_gpu, b_gpu), mul(a, b), "mul");
+      expect_same_values(abs(a_gpu), abs(a), "abs");
+      Tensor gx = Tensor::empty(a.shape(), t), gx_gpu = Tensor::empty(a.shape(), t, kGpu);
+      detail::run_kernel<detail::kernel::UnaryBackward>(Device::cpu(), UnaryOp::relu, 0.0, a, b, gx);
+      detail::run_kernel<detail::kernel::UnaryBackward>(kGpu, UnaryOp::relu, 0.0, a_gpu, b_gpu, gx_gpu);
+      expect_same_values(gx_gpu, gx, "relu backward");
     }
   }
 }

@@ -57,17 +57,23 @@ ElementType element_type(DType t);
 // (encode_rules.h: nearest even, infinities and subnormals included, as the GPU cast tests check on
 // every pattern) for every value but NaN: that alone takes the rule's own path, which keeps the payload
 // (the hardware writes its canonical NaN). `t` is the element's ElementType.
+// The NaN paths are out of line: rare, and the rule's general code is large; inlined, it was copied into
+// every unrolled load and store (the elementwise kernels' object grew sixfold).
+inline __device__ __noinline__ float decode_nan(DecodeParams t, std::uint32_t bits) { return __uint_as_float(decode_bits(t, bits)); }
+inline __device__ __noinline__ std::uint16_t encode_nan(EncodeParams t, float v) {
+  return static_cast<std::uint16_t>(encode_bits(t, __float_as_uint(v), 0));
+}
 __device__ inline float bf16_to_f32(std::uint16_t bits, const DecodeParams& t) {
-  return (bits & 0x7fffU) > 0x7f80U ? __uint_as_float(decode_bits(t, bits)) : __uint_as_float(std::uint32_t{bits} << 16);
+  return (bits & 0x7fffU) > 0x7f80U ? decode_nan(t, bits) : __uint_as_float(std::uint32_t{bits} << 16);
 }
 __device__ inline float f16_to_f32(std::uint16_t bits, const DecodeParams& t) {
-  return (bits & 0x7fffU) > 0x7c00U ? __uint_as_float(decode_bits(t, bits)) : __half2float(__ushort_as_half(bits));
+  return (bits & 0x7fffU) > 0x7c00U ? decode_nan(t, bits) : __half2float(__ushort_as_half(bits));
 }
 __device__ inline std::uint16_t f32_to_bf16(float v, const EncodeParams& t) {
-  return static_cast<std::uint16_t>(v != v ? encode_bits(t, __float_as_uint(v), 0) : __bfloat16_as_ushort(__float2bfloat16_rn(v)));
+  return v != v ? encode_nan(t, v) : __bfloat16_as_ushort(__float2bfloat16_rn(v));
 }
 __device__ inline std::uint16_t f32_to_f16(float v, const EncodeParams& t) {
-  return static_cast<std::uint16_t>(v != v ? encode_bits(t, __float_as_uint(v), 0) : __half_as_ushort(__float2half_rn(v)));
+  return v != v ? encode_nan(t, v) : __half_as_ushort(__float2half_rn(v));
 }
 
 // The value of element i (in elements from base) as float; f64 is read as double and narrowed, which
