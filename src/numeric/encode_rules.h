@@ -197,5 +197,18 @@ MANTISSA_HOST_DEVICE inline std::uint32_t decode_bits(const DecodeParams& p, std
   return sign | out;
 }
 
+// The rules above for NaN in bf16 and f16, written out (no parameters: the GPU's loads and stores take
+// the hardware's conversions for every other value, and these for NaN; tests/unit/encode_rules_test.cpp
+// checks them against encode_bits and decode_bits on every NaN). A NaN keeps its sign and its payload's
+// top bits (bottom bits widening), made quiet.
+MANTISSA_HOST_DEVICE inline std::uint16_t bf16_nan_of(std::uint32_t f32_nan) { return static_cast<std::uint16_t>((f32_nan >> 16) | 0x40U); }
+MANTISSA_HOST_DEVICE inline std::uint16_t f16_nan_of(std::uint32_t f32_nan) {
+  return static_cast<std::uint16_t>(((f32_nan >> 16) & 0x8000U) | 0x7e00U | ((f32_nan & 0x7fffffU) >> 13));
+}
+MANTISSA_HOST_DEVICE inline std::uint32_t f32_nan_of_bf16(std::uint16_t nan) { return (std::uint32_t{nan} << 16) | 0x400000U; }
+MANTISSA_HOST_DEVICE inline std::uint32_t f32_nan_of_f16(std::uint16_t nan) {
+  return ((std::uint32_t{nan} & 0x8000U) << 16) | 0x7fc00000U | ((std::uint32_t{nan} & 0x3ffU) << 13);
+}
+
 }  // namespace
 }  // namespace mantissa::detail

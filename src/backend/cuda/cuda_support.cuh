@@ -55,25 +55,20 @@ ElementType element_type(DType t);
 
 // bf16 and f16 patterns to f32 and back by the hardware's conversions, which give the CPU's rule's bits
 // (encode_rules.h: nearest even, infinities and subnormals included, as the GPU cast tests check on
-// every pattern) for every value but NaN: that alone takes the rule's own path, which keeps the payload
-// (the hardware writes its canonical NaN). `t` is the element's ElementType.
-// The NaN paths are out of line: rare, and the rule's general code is large; inlined, it was copied into
-// every unrolled load and store (the elementwise kernels' object grew sixfold).
-inline __device__ __noinline__ float decode_nan(DecodeParams t, std::uint32_t bits) { return __uint_as_float(decode_bits(t, bits)); }
-inline __device__ __noinline__ std::uint16_t encode_nan(EncodeParams t, float v) {
-  return static_cast<std::uint16_t>(encode_bits(t, __float_as_uint(v), 0));
+// every pattern) for every value but NaN, which takes the rule written out (bf16_nan_of, ...: sign and
+// payload kept, made quiet). No format parameters: a kernel's registers hold none of them.
+__device__ inline float bf16_to_f32(std::uint16_t bits) {
+  const std::uint32_t w = std::uint32_t{bits} << 16;
+  return __uint_as_float((bits & 0x7fffU) > 0x7f80U ? f32_nan_of_bf16(bits) : w);
 }
-__device__ inline float bf16_to_f32(std::uint16_t bits, const DecodeParams& t) {
-  return (bits & 0x7fffU) > 0x7f80U ? decode_nan(t, bits) : __uint_as_float(std::uint32_t{bits} << 16);
+__device__ inline float f16_to_f32(std::uint16_t bits) {
+  return (bits & 0x7fffU) > 0x7c00U ? __uint_as_float(f32_nan_of_f16(bits)) : __half2float(__ushort_as_half(bits));
 }
-__device__ inline float f16_to_f32(std::uint16_t bits, const DecodeParams& t) {
-  return (bits & 0x7fffU) > 0x7c00U ? decode_nan(t, bits) : __half2float(__ushort_as_half(bits));
+__device__ inline std::uint16_t f32_to_bf16(float v) {
+  return v != v ? bf16_nan_of(__float_as_uint(v)) : __bfloat16_as_ushort(__float2bfloat16_rn(v));
 }
-__device__ inline std::uint16_t f32_to_bf16(float v, const EncodeParams& t) {
-  return v != v ? encode_nan(t, v) : __bfloat16_as_ushort(__float2bfloat16_rn(v));
-}
-__device__ inline std::uint16_t f32_to_f16(float v, const EncodeParams& t) {
-  return v != v ? encode_nan(t, v) : __half_as_ushort(__float2half_rn(v));
+__device__ inline std::uint16_t f32_to_f16(float v) {
+  return v != v ? f16_nan_of(__float_as_uint(v)) : __half_as_ushort(__float2half_rn(v));
 }
 
 // The value of element i (in elements from base) as float; f64 is read as double and narrowed, which
@@ -82,8 +77,8 @@ __device__ inline float load(const ElementType& t, const void* base, std::int64_
   switch (t.dtype) {
     case DType::f64: return static_cast<float>(static_cast<const double*>(base)[i]);
     case DType::f32: return static_cast<const float*>(base)[i];
-    case DType::f16: return f16_to_f32(static_cast<const std::uint16_t*>(base)[i], t.decode);
-    case DType::bf16: return bf16_to_f32(static_cast<const std::uint16_t*>(base)[i], t.decode);
+    case DType::f16: return f16_to_f32(static_cast<const std::uint16_t*>(base)[i]);
+    case DType::bf16: return bf16_to_f32(static_cast<const std::uint16_t*>(base)[i]);
     case DType::e4m3:
     case DType::e5m2: return __uint_as_float(decode_bits(t.decode, static_cast<const std::uint8_t*>(base)[i]));
   }
@@ -99,8 +94,8 @@ __device__ inline void store(const ElementType& t, void* base, std::int64_t i, f
   switch (t.dtype) {
     case DType::f64: static_cast<double*>(base)[i] = v; return;
     case DType::f32: static_cast<float*>(base)[i] = v; return;
-    case DType::f16: static_cast<std::uint16_t*>(base)[i] = f32_to_f16(v, t.encode); return;
-    case DType::bf16: static_cast<std::uint16_t*>(base)[i] = f32_to_bf16(v, t.encode); return;
+    case DType::f16: static_cast<std::uint16_t*>(base)[i] = f32_to_f16(v); return;
+    case DType::bf16: static_cast<std::uint16_t*>(base)[i] = f32_to_bf16(v); return;
     case DType::e4m3:
     case DType::e5m2: static_cast<std::uint8_t*>(base)[i] = static_cast<std::uint8_t>(encode_value(t.encode, v)); return;
   }

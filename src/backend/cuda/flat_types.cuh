@@ -20,8 +20,8 @@ struct F16 {
 };
 
 __device__ inline float to_f32(float v, const ElementType&) { return v; }
-__device__ inline float to_f32(Bf16 v, const ElementType& t) { return bf16_to_f32(v.bits, t.decode); }
-__device__ inline float to_f32(F16 v, const ElementType& t) { return f16_to_f32(v.bits, t.decode); }
+__device__ inline float to_f32(Bf16 v, const ElementType&) { return bf16_to_f32(v.bits); }
+__device__ inline float to_f32(F16 v, const ElementType&) { return f16_to_f32(v.bits); }
 
 template <class T>
 __device__ inline T from_f32(float v, const ElementType& t);
@@ -30,12 +30,12 @@ __device__ inline float from_f32<float>(float v, const ElementType&) {
   return v;
 }
 template <>
-__device__ inline Bf16 from_f32<Bf16>(float v, const ElementType& t) {
-  return {f32_to_bf16(v, t.encode)};
+__device__ inline Bf16 from_f32<Bf16>(float v, const ElementType&) {
+  return {f32_to_bf16(v)};
 }
 template <>
-__device__ inline F16 from_f32<F16>(float v, const ElementType& t) {
-  return {f32_to_f16(v, t.encode)};
+__device__ inline F16 from_f32<F16>(float v, const ElementType&) {
+  return {f32_to_f16(v)};
 }
 
 // f(static_cast<T*>(nullptr)) for dtype's element type T; false for a dtype the fast path leaves alone.

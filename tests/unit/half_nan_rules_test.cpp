@@ -1,0 +1,44 @@
+// The NaN rules of bf16 and f16 written out (encode_rules.h: bf16_nan_of, f16_nan_of, f32_nan_of_bf16,
+// f32_nan_of_f16), which the GPU's loads and stores use beside the hardware's conversions: the same bits
+// as the general rule (encode_bits, decode_bits) on every NaN of either format and on every f32 NaN.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "../../src/numeric/encode_rules.h"
+
+namespace mantissa::detail {
+namespace {
+
+TEST(HalfNanRules, EveryF32NanEncodesAsTheGeneralRuleSays) {
+  const EncodeParams bf16 = make_encode_params(Format::bf16(), CastOptions{});
+  const EncodeParams f16 = make_encode_params(Format::fp16(), CastOptions{});
+  for (std::uint32_t sign : {0U, 0x80000000U}) {
+    for (std::uint32_t payload = 1; payload < (1U << 23); ++payload) {  // every NaN, quiet or signalling
+      const std::uint32_t x = sign | 0x7f800000U | payload;
+      ASSERT_EQ(bf16_nan_of(x), encode_bits(bf16, x, 0)) << std::hex << x;
+      ASSERT_EQ(f16_nan_of(x), encode_bits(f16, x, 0)) << std::hex << x;
+    }
+  }
+}
+
+TEST(HalfNanRules, EveryHalfNanDecodesAsTheGeneralRuleSays) {
+  const DecodeParams bf16 = make_decode_params(Format::bf16());
+  const DecodeParams f16 = make_decode_params(Format::fp16());
+  int nans = 0;
+  for (std::uint32_t p = 0; p < 65536; ++p) {
+    const auto bits = static_cast<std::uint16_t>(p);
+    if ((p & 0x7fffU) > 0x7f80U) {
+      ASSERT_EQ(f32_nan_of_bf16(bits), decode_bits(bf16, p)) << std::hex << p;
+      ++nans;
+    }
+    if ((p & 0x7fffU) > 0x7c00U) {
+      ASSERT_EQ(f32_nan_of_f16(bits), decode_bits(f16, p)) << std::hex << p;
+      ++nans;
+    }
+  }
+  EXPECT_EQ(nans, 2 * 127 + 2 * 1023);
+}
+
+}  // namespace
+}  // namespace mantissa::detail
