@@ -9,10 +9,34 @@
 
 #include "cuda_kernels.h"
 #include "cuda_support.cuh"
+#include "flat_types.cuh"
 #include "online_softmax.h"
 
 namespace mantissa::detail::cuda {
 namespace {
+
+// f(c, v) for the columns c of a row that this thread takes (threadIdx.x, then kThreads on, ...), in
+// that order, with v = value(c): loaded kRowChunk at a time before any is used, so that a chunk's loads
+// are in flight together (with a load and its use in each iteration a thread waits on every load: the
+// first GPU run had cross-entropy at 13% of the device's copy rate). f is called in the loop's order, so
+// sums add as before.
+constexpr int kRowChunk = 8;
+template <class Value, class F>
+__device__ void for_row(std::int64_t cols, Value value, F f) {
+  for (std::int64_t c0 = threadIdx.x; c0 < cols; c0 += static_cast<std::int64_t>(kThreads) * kRowChunk) {
+    float v[kRowChunk];
+#pragma unroll
+    for (int k = 0; k < kRowChunk; ++k) {
+      const std::int64_t c = c0 + static_cast<std::int64_t>(k) * kThreads;
+      v[k] = c < cols ? value(c) : 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < kRowChunk; ++k) {
+      const std::int64_t c = c0 + static_cast<std::int64_t>(k) * kThreads;
+      if (c < cols) f(c, v[k]);
+    }
+  }
+}
 
 __global__ void softmax_kernel(Rows x, ElementType tx, const void* xp, Rows y, ElementType ty, void* yp, bool log) {
   __shared__ float scratch[kThreads / 32];
@@ -97,14 +121,15 @@ __global__ void attention_softmax_backward_kernel(Rows3 pr, ElementType tp, cons
 struct RowStats {
   float max, log_total, sum_x;
 };
+// (X: the logits' dtype as a type, flat_types.cuh.)
+template <class X>
 __device__ RowStats row_stats(Rows x, ElementType tx, const void* xp, std::int64_t r, float* scratch) {
   OnlineSum s;
   float sum_x = 0;
-  for (std::int64_t c = threadIdx.x; c < x.cols; c += kThreads) {
-    const float v = load(tx, xp, r * x.row + c * x.col);
+  for_row(x.cols, [&](std::int64_t c) { return get<X>(tx, xp, r * x.row + c * x.col); }, [&](std::int64_t, float v) {
     sum_x += v;
     online_add(s, v);
-  }
+  });
   const float mx = block_max(s.max, scratch);
   const float total = block_sum(rescaled_total(s, mx), scratch);
   return {mx, logf(total), block_sum(sum_x, scratch)};
@@ -120,17 +145,20 @@ __device__ float row_loss(const RowStats& st, Rows x, ElementType tx, const void
   return t == ignore_index ? 0.0f : loss;
 }
 
+template <class X>
 __global__ void cross_entropy_kernel(Rows x, ElementType tx, const void* xp, const std::int64_t* targets,
                                      std::int64_t ignore_index, float smoothing, std::int64_t loss_stride, float* losses) {
   __shared__ float scratch[kThreads / 32];
   const std::int64_t r = blockIdx.x;
-  const RowStats st = row_stats(x, tx, xp, r, scratch);
+  const RowStats st = row_stats<X>(x, tx, xp, r, scratch);
   if (threadIdx.x == 0) losses[r * loss_stride] = row_loss(st, x, tx, xp, r, targets[r], ignore_index, smoothing);
 }
 
 // Every thread writes only the elements it read, after the block's reductions: gx may be x. With
 // losses, the row's loss too (thread 0 reads the target's logit before any thread can write it: the
-// writes come after the block's reductions, which every thread waits for).
+// writes come after the block's reductions, which every thread waits for). X: the logits' and their
+// gradient's dtype as a type (AnyDType where they differ).
+template <class X>
 __global__ void cross_entropy_backward_kernel(Rows x, ElementType tx, const void* xp, const std::int64_t* targets,
                                               std::int64_t ignore_index, float smoothing, ElementType tgl,
                                               const void* glp, std::int64_t gl_stride, Rows gx, ElementType tgx,
@@ -139,17 +167,16 @@ __global__ void cross_entropy_backward_kernel(Rows x, ElementType tx, const void
   const std::int64_t r = blockIdx.x;
   const std::int64_t t = targets[r];
   const float g = t == ignore_index ? 0.0f : load(tgl, glp, r * gl_stride);
-  const RowStats st = row_stats(x, tx, xp, r, scratch);
+  const RowStats st = row_stats<X>(x, tx, xp, r, scratch);
   if (losses != nullptr) {
     if (threadIdx.x == 0) losses[r * loss_stride] = row_loss(st, x, tx, xp, r, t, ignore_index, smoothing);
     __syncthreads();  // the target's logit read before the row is overwritten
   }
   const float shift = st.max + st.log_total;
-  for (std::int64_t c = threadIdx.x; c < x.cols; c += kThreads) {
+  for_row(x.cols, [&](std::int64_t c) { return get<X>(tx, xp, r * x.row + c * x.col); }, [&](std::int64_t c, float v) {
     const float w = smoothing / static_cast<float>(x.cols) + (c == t ? 1 - smoothing : 0.0f);
-    const float p = expf(load(tx, xp, r * x.row + c * x.col) - shift);
-    store(tgx, gxp, r * gx.row + c * gx.col, (p - w) * g);
-  }
+    put<X>(tgx, gxp, r * gx.row + c * gx.col, (expf(v - shift) - w) * g);
+  });
 }
 
 // gamma and beta [C] by their stride (an undefined one: 1 and 0).
@@ -196,7 +223,8 @@ __global__ void layer_norm_kernel(Rows x, ElementType tx, const void* xp, Affine
 // a block. Whole warps leave together, so every shuffle has its 32 lanes.
 constexpr int kRowsPerWarpBlock = 4;
 
-template <int kPerLane>
+// T: x's and y's dtype as a type (AnyDType where they differ).
+template <int kPerLane, class T>
 __global__ void layer_norm_warp_kernel(std::int64_t rows, Rows x, ElementType tx, const void* xp, Affine a, float eps, Rows y,
                                        ElementType ty, void* yp, ElementType tm, void* mean, std::int64_t ms, ElementType tr,
                                        void* rstd, std::int64_t rs) {
@@ -205,13 +233,14 @@ __global__ void layer_norm_warp_kernel(std::int64_t rows, Rows x, ElementType tx
   const int lane = static_cast<int>(threadIdx.x & 31);
   const auto cols = static_cast<float>(x.cols);
   float v[kPerLane];
+#pragma unroll
+  for (int k = 0; k < kPerLane; ++k) {  // every load issued before any is used
+    const std::int64_t c = lane + 32 * k;
+    v[k] = c < x.cols ? get<T>(tx, xp, r * x.row + c * x.col) : 0.0f;
+  }
   float sum = 0;
 #pragma unroll
-  for (int k = 0; k < kPerLane; ++k) {
-    const std::int64_t c = lane + 32 * k;
-    v[k] = c < x.cols ? load(tx, xp, r * x.row + c * x.col) : 0.0f;
-    sum += v[k];
-  }
+  for (int k = 0; k < kPerLane; ++k) sum += v[k];
   const float mu = warp_sum(sum) / cols;
   float var = 0;  // two passes over the registers: no cancellation for data far from zero
 #pragma unroll
@@ -223,7 +252,7 @@ __global__ void layer_norm_warp_kernel(std::int64_t rows, Rows x, ElementType tx
 #pragma unroll
   for (int k = 0; k < kPerLane; ++k) {
     const std::int64_t c = lane + 32 * k;
-    if (c < x.cols) store(ty, yp, r * y.row + c * y.col, (v[k] - mu) * rstd_v * a.g(c) + a.b(c));
+    if (c < x.cols) put<T>(ty, yp, r * y.row + c * y.col, (v[k] - mu) * rstd_v * a.g(c) + a.b(c));
   }
   if (lane == 0) {
     store(tm, mean, r * ms, mu);
@@ -233,7 +262,8 @@ __global__ void layer_norm_warp_kernel(std::int64_t rows, Rows x, ElementType tx
 
 // The input's gradient a warp per row, as above: x and grad_y read once each (every element by the lane
 // that writes its gradient, before the warp's reductions: grad_x may be either).
-template <int kPerLane>
+// T: x's, grad_y's and grad_x's dtype as a type (AnyDType where they differ).
+template <int kPerLane, class T>
 __global__ void layer_norm_backward_x_warp_kernel(std::int64_t rows, Rows x, ElementType tx, const void* xp, Affine a,
                                                   ElementType tm, const void* mean, std::int64_t ms, ElementType tr,
                                                   const void* rstd, std::int64_t rs, Rows gy, ElementType tgy,
@@ -243,12 +273,18 @@ __global__ void layer_norm_backward_x_warp_kernel(std::int64_t rows, Rows x, Ele
   const int lane = static_cast<int>(threadIdx.x & 31);
   const float mu = load(tm, mean, r * ms), rsv = load(tr, rstd, r * rs);
   float xhat[kPerLane], g[kPerLane];
+#pragma unroll
+  for (int k = 0; k < kPerLane; ++k) {  // every load issued before any is used
+    const std::int64_t c = lane + 32 * k;
+    xhat[k] = c < x.cols ? get<T>(tx, xp, r * x.row + c * x.col) : 0.0f;
+    g[k] = c < x.cols ? get<T>(tgy, gyp, r * gy.row + c * gy.col) : 0.0f;
+  }
   float mean_g = 0, mean_gx = 0;
 #pragma unroll
   for (int k = 0; k < kPerLane; ++k) {
     const std::int64_t c = lane + 32 * k;
-    xhat[k] = c < x.cols ? (load(tx, xp, r * x.row + c * x.col) - mu) * rsv : 0.0f;
-    g[k] = c < x.cols ? load(tgy, gyp, r * gy.row + c * gy.col) * a.g(c) : 0.0f;
+    xhat[k] = c < x.cols ? (xhat[k] - mu) * rsv : 0.0f;
+    g[k] = c < x.cols ? g[k] * a.g(c) : 0.0f;
     mean_g += g[k];
     mean_gx += g[k] * xhat[k];
   }
@@ -257,7 +293,7 @@ __global__ void layer_norm_backward_x_warp_kernel(std::int64_t rows, Rows x, Ele
 #pragma unroll
   for (int k = 0; k < kPerLane; ++k) {
     const std::int64_t c = lane + 32 * k;
-    if (c < x.cols) store(tgx, gxp, r * gx.row + c * gx.col, rsv * (g[k] - mean_g - xhat[k] * mean_gx));
+    if (c < x.cols) put<T>(tgx, gxp, r * gx.row + c * gx.col, rsv * (g[k] - mean_g - xhat[k] * mean_gx));
   }
 }
 
@@ -271,16 +307,19 @@ int warp_row_lanes(std::int64_t rows, std::int64_t cols) {
   return 32;
 }
 
-// launch(lanes, blocks, threads) with warp_row_lanes' choice as a compile-time constant (lanes() is
-// the kPerLane of the kernel to launch), over the rows, four a block.
+// launch(lanes, type, blocks, threads) with warp_row_lanes' choice as a compile-time constant (lanes()
+// is the kPerLane of the kernel to launch) and the rows' one dtype as a type (type: a null T*,
+// with_one_type), over the rows, four a block.
 template <class Launch>
-void launch_warp_rows(int per_lane, std::int64_t rows, Launch&& launch) {
+void launch_warp_rows(int per_lane, std::int64_t rows, std::initializer_list<DType> dtypes, Launch&& launch) {
   const auto blocks = static_cast<unsigned>((rows + kRowsPerWarpBlock - 1) / kRowsPerWarpBlock);
   constexpr unsigned threads = 32 * kRowsPerWarpBlock;
-  if (per_lane == 8) launch(std::integral_constant<int, 8>{}, blocks, threads);
-  if (per_lane == 16) launch(std::integral_constant<int, 16>{}, blocks, threads);
-  if (per_lane == 24) launch(std::integral_constant<int, 24>{}, blocks, threads);
-  if (per_lane == 32) launch(std::integral_constant<int, 32>{}, blocks, threads);
+  with_one_type(dtypes, [&](auto* type) {
+    if (per_lane == 8) launch(std::integral_constant<int, 8>{}, type, blocks, threads);
+    if (per_lane == 16) launch(std::integral_constant<int, 16>{}, type, blocks, threads);
+    if (per_lane == 24) launch(std::integral_constant<int, 24>{}, type, blocks, threads);
+    if (per_lane == 32) launch(std::integral_constant<int, 32>{}, type, blocks, threads);
+  });
 }
 
 __global__ void layer_norm_backward_x_kernel(Rows x, ElementType tx, const void* xp, Affine a, ElementType tm,
@@ -313,7 +352,9 @@ __global__ void layer_norm_backward_x_kernel(Rows x, ElementType tx, const void*
 // 768 columns are 3 blocks for 16384 rows.
 constexpr int kTileCols = 32, kTileRows = kThreads / kTileCols;
 
-// partial: [2][slices][cols], grad_gamma's sums then grad_beta's.
+// partial: [2][slices][cols], grad_gamma's sums then grad_beta's. T: x's and grad_y's dtype as a type
+// with f32 statistics (AnyDType otherwise: then the statistics are too).
+template <class T>
 __global__ void layer_norm_params_partial_kernel(Rows x, ElementType tx, const void* xp, ElementType tm, const void* mean,
                                                  std::int64_t ms, ElementType tr, const void* rstd, std::int64_t rs,
                                                  Rows gy, ElementType tgy, const void* gyp, std::int64_t slice_rows,
@@ -322,13 +363,29 @@ __global__ void layer_norm_params_partial_kernel(Rows x, ElementType tx, const v
   const int tile_col = static_cast<int>(threadIdx.x) % kTileCols, tile_row = static_cast<int>(threadIdx.x) / kTileCols;
   const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kTileCols + tile_col, slice = blockIdx.y;
   const std::int64_t first = slice * slice_rows, end = first + slice_rows < x.rows ? first + slice_rows : x.rows;
+  using Stats = std::conditional_t<std::is_same_v<T, AnyDType>, AnyDType, float>;
   float dg = 0, db = 0;
   if (c < x.cols) {
-    for (std::int64_t r = first + tile_row; r < end; r += kTileRows) {
-      const float xhat = (load(tx, xp, r * x.row + c * x.col) - load(tm, mean, r * ms)) * load(tr, rstd, r * rs);
-      const float g = load(tgy, gyp, r * gy.row + c * gy.col);
-      dg += g * xhat;
-      db += g;
+    // kParamRows rows at a time, their loads issued before any is used; added in row order as before.
+    constexpr int kParamRows = 4;
+    for (std::int64_t r0 = first + tile_row; r0 < end; r0 += static_cast<std::int64_t>(kTileRows) * kParamRows) {
+      float xv[kParamRows], mv[kParamRows], rv[kParamRows], gv[kParamRows];
+#pragma unroll
+      for (int k = 0; k < kParamRows; ++k) {
+        const std::int64_t r = r0 + static_cast<std::int64_t>(k) * kTileRows;
+        const bool in = r < end;
+        xv[k] = in ? get<T>(tx, xp, r * x.row + c * x.col) : 0.0f;
+        mv[k] = in ? get<Stats>(tm, mean, r * ms) : 0.0f;
+        rv[k] = in ? get<Stats>(tr, rstd, r * rs) : 0.0f;
+        gv[k] = in ? get<T>(tgy, gyp, r * gy.row + c * gy.col) : 0.0f;
+      }
+#pragma unroll
+      for (int k = 0; k < kParamRows; ++k) {
+        if (r0 + static_cast<std::int64_t>(k) * kTileRows < end) {
+          dg += gv[k] * ((xv[k] - mv[k]) * rv[k]);
+          db += gv[k];
+        }
+      }
     }
   }
   sums[0][tile_row][tile_col] = dg;
@@ -407,9 +464,11 @@ void cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets, 
   if (losses.dtype() != DType::f32) throw std::invalid_argument("cross_entropy: f32 losses");
   if (logits.size(0) == 0) return;
   const Tensor ids = indices_on_gpu(targets, logits.device());
-  cross_entropy_kernel<<<row_blocks(logits.size(0), "cross_entropy"), kThreads, 0, stream()>>>(
-      rows_of(logits), element_type(logits.dtype()), logits.data(), static_cast<const std::int64_t*>(ids.data()),
-      ignore_index, static_cast<float>(smoothing), losses.strides()[0], losses.data_as<float>());
+  with_one_type({logits.dtype()}, [&](auto* type) {
+    cross_entropy_kernel<std::remove_pointer_t<decltype(type)>><<<row_blocks(logits.size(0), "cross_entropy"), kThreads, 0, stream()>>>(
+        rows_of(logits), element_type(logits.dtype()), logits.data(), static_cast<const std::int64_t*>(ids.data()),
+        ignore_index, static_cast<float>(smoothing), losses.strides()[0], losses.data_as<float>());
+  });
   check_launch("cross_entropy");
 }
 
@@ -419,11 +478,14 @@ void cross_entropy_backward(const Tensor& logits, std::span<const std::int64_t> 
   if (losses.defined() && losses.dtype() != DType::f32) throw std::invalid_argument("cross_entropy_backward: f32 losses");
   if (logits.size(0) == 0) return;
   const Tensor ids = indices_on_gpu(targets, logits.device());
-  cross_entropy_backward_kernel<<<row_blocks(logits.size(0), "cross_entropy_backward"), kThreads, 0, stream()>>>(
-      rows_of(logits), element_type(logits.dtype()), logits.data(), static_cast<const std::int64_t*>(ids.data()),
-      ignore_index, static_cast<float>(smoothing), element_type(grad_losses.dtype()), grad_losses.data(),
-      grad_losses.strides()[0], rows_of(grad_logits), element_type(grad_logits.dtype()), grad_logits.data(),
-      losses.defined() ? losses.strides()[0] : 0, losses.defined() ? losses.data_as<float>() : nullptr);
+  with_one_type({logits.dtype(), grad_logits.dtype()}, [&](auto* type) {
+    cross_entropy_backward_kernel<std::remove_pointer_t<decltype(type)>>
+        <<<row_blocks(logits.size(0), "cross_entropy_backward"), kThreads, 0, stream()>>>(
+            rows_of(logits), element_type(logits.dtype()), logits.data(), static_cast<const std::int64_t*>(ids.data()),
+            ignore_index, static_cast<float>(smoothing), element_type(grad_losses.dtype()), grad_losses.data(),
+            grad_losses.strides()[0], rows_of(grad_logits), element_type(grad_logits.dtype()), grad_logits.data(),
+            losses.defined() ? losses.strides()[0] : 0, losses.defined() ? losses.data_as<float>() : nullptr);
+  });
   check_launch("cross_entropy_backward");
 }
 
@@ -432,8 +494,8 @@ void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double
   for (const Tensor* t : {&x, &gamma, &beta, &y, &mean, &rstd}) refuse_f64("layer_norm", *t);
   if (x.size(0) == 0) return;
   if (const int per_lane = warp_row_lanes(x.size(0), x.size(1))) {
-    launch_warp_rows(per_lane, x.size(0), [&](auto lanes, unsigned blocks, unsigned threads) {
-      layer_norm_warp_kernel<lanes()><<<blocks, threads, 0, stream()>>>(
+    launch_warp_rows(per_lane, x.size(0), {x.dtype(), y.dtype()}, [&](auto lanes, auto* type, unsigned blocks, unsigned threads) {
+      layer_norm_warp_kernel<lanes(), std::remove_pointer_t<decltype(type)>><<<blocks, threads, 0, stream()>>>(
           x.size(0), rows_of(x), element_type(x.dtype()), x.data(), affine_of(gamma, beta), static_cast<float>(eps), rows_of(y),
           element_type(y.dtype()), y.data(), element_type(mean.dtype()), mean.data(), mean.strides()[0],
           element_type(rstd.dtype()), rstd.data(), rstd.strides()[0]);
@@ -456,8 +518,9 @@ void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
   const Affine a = affine_of(gamma, Tensor());
   if (grad_x.defined()) {
     if (const int per_lane = warp_row_lanes(x.size(0), x.size(1))) {
-      launch_warp_rows(per_lane, x.size(0), [&](auto lanes, unsigned blocks, unsigned threads) {
-        layer_norm_backward_x_warp_kernel<lanes()><<<blocks, threads, 0, stream()>>>(
+      launch_warp_rows(per_lane, x.size(0), {x.dtype(), grad_y.dtype(), grad_x.dtype()},
+                       [&](auto lanes, auto* type, unsigned blocks, unsigned threads) {
+        layer_norm_backward_x_warp_kernel<lanes(), std::remove_pointer_t<decltype(type)>><<<blocks, threads, 0, stream()>>>(
             x.size(0), rows_of(x), element_type(x.dtype()), x.data(), a, element_type(mean.dtype()), mean.data(),
             mean.strides()[0], element_type(rstd.dtype()), rstd.data(), rstd.strides()[0], rows_of(grad_y),
             element_type(grad_y.dtype()), grad_y.data(), rows_of(grad_x), element_type(grad_x.dtype()), grad_x.data());
@@ -478,11 +541,15 @@ void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
     const std::int64_t tiles = (cols + kTileCols - 1) / kTileCols;
     if (tiles > 0x7fffffff) throw std::invalid_argument("layer_norm_backward: too many columns for one launch");
     const Tensor partial = Tensor::empty({2 * slices * cols}, DType::f32, x.device());
-    layer_norm_params_partial_kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(slices)), kThreads, 0,
-                                       stream()>>>(
-        rows_of(x), element_type(x.dtype()), x.data(), element_type(mean.dtype()), mean.data(), mean.strides()[0],
-        element_type(rstd.dtype()), rstd.data(), rstd.strides()[0], rows_of(grad_y), element_type(grad_y.dtype()),
-        grad_y.data(), slice_rows, partial.data_as<float>());
+    // Typed with f32 statistics (as layer_norm makes them); AnyDType otherwise.
+    const DType stats = mean.dtype() == DType::f32 && rstd.dtype() == DType::f32 ? x.dtype() : DType::e4m3;
+    with_one_type({x.dtype(), grad_y.dtype(), stats}, [&](auto* type) {
+      layer_norm_params_partial_kernel<std::remove_pointer_t<decltype(type)>>
+          <<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(slices)), kThreads, 0, stream()>>>(
+              rows_of(x), element_type(x.dtype()), x.data(), element_type(mean.dtype()), mean.data(), mean.strides()[0],
+              element_type(rstd.dtype()), rstd.data(), rstd.strides()[0], rows_of(grad_y), element_type(grad_y.dtype()),
+              grad_y.data(), slice_rows, partial.data_as<float>());
+    });
     check_launch("layer_norm_backward");
     layer_norm_params_total_kernel<<<blocks_for(cols), kThreads, 0, stream()>>>(
         cols, slices, partial.data_as<float>(), element_type(grad_gamma.defined() ? grad_gamma.dtype() : DType::f32),

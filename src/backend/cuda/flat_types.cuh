@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 
 #include "cuda_support.cuh"
 
@@ -95,6 +96,38 @@ __device__ void flat_map(std::int64_t n, bool packed, F&& f, O* out, const A* a,
     reinterpret_cast<Pack<O>*>(out)[p] = o;
   }
   for (std::int64_t i = packs * kPack + first; i < n; i += stride) out[i] = f(a[i], b[i]);
+}
+
+// A dtype the typed paths leave to the run-time ElementType (fp8), as a type.
+struct AnyDType {};
+
+// Element i of a tensor whose dtype is T: float, Bf16 or F16 without a switch on the dtype (in a loop,
+// the compiler turned load()'s switch into every dtype's conversion computed for every element), or
+// AnyDType: load() and store().
+template <class T>
+__device__ inline float get(const ElementType& t, const void* p, std::int64_t i) {
+  if constexpr (std::is_same_v<T, AnyDType>) {
+    return load(t, p, i);
+  } else {
+    return to_f32(static_cast<const T*>(p)[i], t);
+  }
+}
+template <class T>
+__device__ inline void put(const ElementType& t, void* p, std::int64_t i, float v) {
+  if constexpr (std::is_same_v<T, AnyDType>) {
+    store(t, p, i, v);
+  } else {
+    static_cast<T*>(p)[i] = from_f32<T>(v, t);
+  }
+}
+
+// f(static_cast<T*>(nullptr)) with T the dtype every one of `dtypes` has, as a type, or AnyDType where
+// they differ or it is none of f32, bf16 and f16.
+template <class F>
+void with_one_type(std::initializer_list<DType> dtypes, F&& f) {
+  bool same = true;
+  for (const DType d : dtypes) same = same && d == *dtypes.begin();
+  if (!same || !with_flat_type(*dtypes.begin(), f)) f(static_cast<AnyDType*>(nullptr));
 }
 
 // Whether an iteration steps through every tensor as one contiguous run (strided() merged them alike).
