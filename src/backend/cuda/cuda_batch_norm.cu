@@ -31,7 +31,9 @@ __global__ void batch_norm_kernel(Planes p, ElementType tx, const void* x, Eleme
   const float g = load(tg, gamma, ch), b = load(tb, beta, ch);
   for (std::int64_t j = threadIdx.x; j < count; j += kThreads) {
     const std::int64_t at = p.at(j / p.s, ch, j % p.s);
-    store(ty, y, at, (load(tx, x, at) - muf) * rsf * g + b);
+    // x - mean in f64: data far from zero keeps the mean's digits that one f32 would round away (the
+    // CPU shifts by a data value for the same end).
+    store(ty, y, at, static_cast<float>((static_cast<double>(load(tx, x, at)) - mu) * rs) * g + b);
   }
   if (threadIdx.x == 0) {
     store(tm, mean, ch, muf);
