@@ -2,7 +2,9 @@
 // softmax and log-softmax with their backward, the attention softmax (scaled, causal) with its backward,
 // cross-entropy (both directions from the logits) with label smoothing and an ignored index, and layer
 // norm with its backward (rows of up to 1024 columns a warp per row instead). Each follows its contract
-// in kernels.h and the reference's formulas; values are rounded once on store.
+// in kernels.h and the reference's formulas; values are rounded once on store. Cross-entropy's and layer
+// norm's kernels, the step's hot ones, are compiled per dtype where their tensors share one of f32,
+// bf16 and f16 (flat_types.cuh), and issue their loads before they use them.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
