@@ -99,7 +99,7 @@ def kernels(d, name):
     traffic = r.get("host_device_per_step", {})
     head = f"{name}: {ms:.1f} ms/step"
     if "wait_ms" in traffic:
-        # Both near zero: the GPU waited for the host, and the parts below hold the host's gaps too.
+        # Where the host waited for the GPU: in the step's own reads, and for the step's last kernels.
         head += (f"; the host waited {traffic['wait_ms']:.1f} ms in the step and {traffic['tail_ms']:.1f} ms"
                  f" for its last kernels")
     out = [head, f"  {'part':<32}{'ms':>7}{'GB/step':>9}{'GB/s':>7}"]

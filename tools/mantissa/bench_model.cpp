@@ -246,7 +246,7 @@ struct Result {
   // for the GPU (storage.h's count; the step alone, not the bench's own synchronization after it).
   double to_host = 0, from_host = 0, waits = 0;
   // Per timed step (means, ms): how long those waits took, and the bench's own wait for the step's last
-  // kernels. Both near zero: the device waited for the host (the step is the host's time).
+  // kernels (a launch blocked on a full queue is neither: that shows as a step longer than both).
   double wait_ms = 0, tail_ms = 0;
 
   double median_ms() const { return step_ms[step_ms.size() / 2]; }

@@ -41,7 +41,7 @@ Allocator* register_allocator(DeviceType type, Allocator* allocator);
 // device (a backend reports each with note_device_wait: a copy to the host, a stream synchronization).
 // Each wait drains the device's queue; a training step on a GPU should need one (its loss), and
 // `bench --json` reports these per step. wait_seconds: how long the waits took that reported it
-// (note_waited): near zero when the host is what the device waits for.
+// (note_waited): near zero when the device had nothing queued.
 struct HostDeviceTraffic {
   std::uint64_t to_host = 0, from_host = 0, waits = 0;
   double wait_seconds = 0;
