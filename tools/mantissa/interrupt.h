@@ -10,17 +10,19 @@
 
 namespace mantissa::cli {
 
+// Called first thing in main(), before any other thread exists: SIGINT and SIGTERM are blocked in every
+// thread the process makes and received by one thread that waits for them, which ends the process with
+// the signal's default action unless a StopOnSignal lives. (Threads made before it would still take them.)
+void route_stop_signals();
+
 class StopOnSignal {
  public:
-  StopOnSignal();  // catches SIGINT and SIGTERM, once each
-  ~StopOnSignal();  // puts back what was there
+  StopOnSignal();  // notes the first SIGINT or SIGTERM instead of ending the process
+  ~StopOnSignal();  // and no longer
   StopOnSignal(const StopOnSignal&) = delete;
   StopOnSignal& operator=(const StopOnSignal&) = delete;
   // The signal noted so far (SIGINT or SIGTERM), 0 for none.
   static int caught();
-
- private:
-  struct sigaction old_int_ {}, old_term_ {};
 };
 
 // What cli::train throws once a caught signal has stopped the run: main() prints it and exits `status`.

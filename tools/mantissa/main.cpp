@@ -41,6 +41,7 @@ int fail(int status, const char* prefix, const char* what) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  mantissa::cli::route_stop_signals();  // before any thread exists (interrupt.h)
   CLI::App app{"mantissa: mixed-precision training of neural networks"};
   app.set_version_flag("--version", std::string("mantissa ") + mantissa::cli::version());
   app.require_subcommand(1);
