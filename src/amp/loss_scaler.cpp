@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -11,19 +12,32 @@
 
 #include "../backend/registry.h"
 #include "mantissa/autograd/node.h"
+#include "mantissa/core/batched_reads.h"
 #include "mantissa/ops/ops.h"
 
 namespace mantissa {
 namespace {
 
 // The scale_and_check pass over every gradient: one kernel call per device (in practice one), so a
-// device backend reads its totals back once a step.
-detail::GradientCheck scale_and_check_all(std::span<const Tensor> gradients, double factor, double below) {
+// device backend reads its totals back once a step. With the step's batched reads, the totals on their
+// device are left for them and read with the step's other values (one wait for all).
+detail::GradientCheck scale_and_check_all(std::span<const Tensor> gradients, double factor, double below, BatchedReads* reads) {
   detail::GradientCheck total;
+  detail::CheckTotals later;
   detail::for_each_device(gradients, [](const Tensor& g) { return g.device(); },
                           [&](Device device, std::span<const Tensor> group) {
-                            total += detail::run_kernel<detail::kernel::ScaleAndCheck>(device, group, factor, below);
+                            Tensor left;
+                            if (reads != nullptr && reads->device() == device) {
+                              left = reads->slot(sizeof later, [&later](std::span<const std::byte> bytes) {
+                                std::memcpy(&later, bytes.data(), sizeof later);
+                              });
+                            }
+                            total += detail::run_kernel<detail::kernel::ScaleAndCheck>(device, group, factor, below, left);
                           });
+  if (reads != nullptr) {
+    reads->read();
+    total += detail::check_of(later, 0);
+  }
   return total;
 }
 
@@ -73,11 +87,11 @@ Tensor LossScaler::scale_loss(const Tensor& loss) const {
   return mul(cast(loss, f), state_.scale);
 }
 
-StepReport LossScaler::unscale(std::span<const Tensor> gradients) { return examine(gradients, true); }
+StepReport LossScaler::unscale(std::span<const Tensor> gradients) { return examine(gradients, true, nullptr); }
 
-StepReport LossScaler::check(std::span<const Tensor> gradients) { return examine(gradients, false); }
+StepReport LossScaler::check(std::span<const Tensor> gradients, BatchedReads* reads) { return examine(gradients, false, reads); }
 
-StepReport LossScaler::examine(std::span<const Tensor> gradients, bool in_place) {
+StepReport LossScaler::examine(std::span<const Tensor> gradients, bool in_place, BatchedReads* reads) {
   if (unscaled_) {
     throw std::logic_error("loss scaler: unscale() or check() called twice in one step; call update() after the "
                            "optimizer step");
@@ -97,7 +111,7 @@ StepReport LossScaler::examine(std::span<const Tensor> gradients, bool in_place)
   }
   // In place: g /= scale, the norm of the results. Check only: nothing written, the norm of the scaled
   // values (divided by the scale below).
-  const detail::GradientCheck c = scale_and_check_all(gradients, in_place ? 1.0 / state_.scale : 1.0, below);
+  const detail::GradientCheck c = scale_and_check_all(gradients, in_place ? 1.0 / state_.scale : 1.0, below, reads);
   r.nonfinite = c.nonfinite;
   r.skipped = r.nonfinite > 0;
   r.grad_norm = std::sqrt(c.sum_squares) / (in_place ? 1.0 : state_.scale);
@@ -202,11 +216,11 @@ void LossScaler::load_state(const LossScalerState& state) {
 double clip_grad_norm(std::span<const Tensor> gradients, double max_norm, double norm) {
   NoGradGuard no_grad;
   if (norm < 0) {
-    norm = std::sqrt(scale_and_check_all(gradients, 1.0, 0.0).sum_squares);
+    norm = std::sqrt(scale_and_check_all(gradients, 1.0, 0.0, nullptr).sum_squares);
   }
   if (!(norm > max_norm)) return 1.0;
   const double factor = max_norm / (norm + 1e-6);
-  scale_and_check_all(gradients, factor, 0.0);
+  scale_and_check_all(gradients, factor, 0.0, nullptr);
   return factor;
 }
 

@@ -7,7 +7,7 @@
 
 namespace mantissa {
 
-StepReport scaled_step(LossScaler& scaler, Optimizer& optimizer, double max_grad_norm) {
+StepReport scaled_step(LossScaler& scaler, Optimizer& optimizer, double max_grad_norm, BatchedReads* reads) {
   std::vector<Tensor> grads;
   for (const Tensor& g : optimizer.gradients()) {
     if (g.defined()) grads.push_back(g);
@@ -16,7 +16,7 @@ StepReport scaled_step(LossScaler& scaler, Optimizer& optimizer, double max_grad
     throw std::logic_error("optimizer step before backward: no parameter has a gradient");
   }
   // One read-only pass: inf/NaN, underflow, the unscaled norm. The gradients stay scaled in their dtype.
-  StepReport r = scaler.check(grads);
+  StepReport r = scaler.check(grads, reads);
   if (!r.skipped) {
     // The update multiplies each gradient by this in f32 as it reads it: the unscale (Apex O2's f32
     // master-gradient precision, without the copy) and the clipping (as clip_grad_norm computes it).

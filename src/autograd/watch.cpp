@@ -71,7 +71,7 @@ namespace detail {
 
 std::int64_t count_nonfinite(const Tensor& t) {
   if (!t.defined() || is_storage_only(t.dtype())) return 0;
-  return run_kernel<kernel::ScaleAndCheck>(t.device(), std::span<const Tensor>(&t, 1), 1.0, 0.0).nonfinite;
+  return run_kernel<kernel::ScaleAndCheck>(t.device(), std::span<const Tensor>(&t, 1), 1.0, 0.0, Tensor()).nonfinite;
 }
 
 double finite_amax(const Tensor& t) {

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "kernels.h"
+#include "read_later.h"
 
 namespace mantissa::detail {
 
@@ -39,6 +40,9 @@ Fp8QuantizeStats fit_quantize(const Tensor& x, const QuantSpec& spec, float give
   st.tensor_scale = 1.0 / scale;
   return st;
 }
+
+// BlockQuantize's `counts` (kernels.h): undefined, or 32 contiguous bytes on x's device.
+inline void check_counts(const Tensor& x, const Tensor& counts) { check_place<Fp8Counts>("block_quantize", counts, x.device()); }
 
 // A backend's BlockQuantize: the fit rule by its two FP8 quantizers (above), any other rule by
 // microscaled(), which takes no given scale (its scales come from each block).

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -52,6 +53,27 @@ struct Fp8QuantizeStats {
   double tensor_scale = 1;  // BlockQuantize: the scale its values are to be multiplied by (NVFP4's f32 level)
 };
 
+// A quantizer's counts as it leaves them in device memory for its caller to read later, with other
+// values, in one wait (BlockQuantize's `counts`; core/batched_reads.h): 32 bytes, the same layout on
+// every backend. amax_bits: the f32 pattern of the largest finite magnitude (the microscaled rules':
+// NaN if any value is NaN).
+struct Fp8Counts {
+  std::uint64_t saturated = 0, underflowed = 0, nonfinite = 0;
+  std::uint32_t amax_bits = 0, unused = 0;
+};
+static_assert(sizeof(Fp8Counts) == 32);
+// The stats of `count` values from their counts (tensor_scale left at 1).
+inline Fp8QuantizeStats stats_of(const Fp8Counts& c, std::int64_t count) {
+  return {.amax = std::bit_cast<float>(c.amax_bits), .saturated = static_cast<std::int64_t>(c.saturated),
+          .underflowed = static_cast<std::int64_t>(c.underflowed), .nonfinite = static_cast<std::int64_t>(c.nonfinite),
+          .count = count};
+}
+// The counts of stats (amax as f32: every amax is the magnitude of an f32 or bf16 value, or NaN).
+inline Fp8Counts counts_of(const Fp8QuantizeStats& st) {
+  return {.saturated = static_cast<std::uint64_t>(st.saturated), .underflowed = static_cast<std::uint64_t>(st.underflowed),
+          .nonfinite = static_cast<std::uint64_t>(st.nonfinite), .amax_bits = std::bit_cast<std::uint32_t>(static_cast<float>(st.amax))};
+}
+
 // What the numerics telemetry and the non-finite tracer see of a tensor (kernel::Numerics).
 inline constexpr int kLog2Lowest = -160;  // bin 0 of the log2 histogram: magnitudes in [2^-160, 2^-159)
 inline constexpr int kLog2Bins = 290;     // up to [2^129, 2^130): every f32 and every f32 times 2^+-30
@@ -76,6 +98,20 @@ struct GradientCheck {
     return *this;
   }
 };
+
+// The gradient pass's totals as it leaves them in device memory for its caller to read later
+// (ScaleAndCheck's `totals`): 32 bytes, the same layout on every backend.
+struct CheckTotals {
+  std::uint64_t nonfinite = 0, underflow = 0;
+  double sum_squares = 0;
+  std::uint64_t unused = 0;
+};
+static_assert(sizeof(CheckTotals) == 32);
+// The check of `count` values from its totals.
+inline GradientCheck check_of(const CheckTotals& t, std::int64_t count) {
+  return {.nonfinite = static_cast<std::int64_t>(t.nonfinite), .sum_squares = t.sum_squares,
+          .underflow = static_cast<std::int64_t>(t.underflow), .count = count};
+}
 
 // The scale that fits a block whose largest finite magnitude is amax into the format: (max finite / amax)
 // / 2^margin in f32, or with power_of_2 the largest power of 2 not above that, kept within 2^-100..2^100
@@ -264,14 +300,17 @@ struct AttentionSoftmaxBackward {
 // squares of the finite results (f64 accumulation) and counting values that are non-zero but smaller in
 // magnitude than `underflow_below` before the multiplication (0: none); the totals are over the whole list.
 // A whole step's gradients go in one call, so a device backend reads its totals back once a step.
+// totals: undefined (returned whole, which on a GPU waits for the pass), or 32 zeroed bytes
+// (CheckTotals) on the gradients' device that the totals are left in, for the caller to read later
+// with the step's other values (core/batched_reads.h); only count comes back then.
 struct ScaleAndCheck {
   static constexpr const char *name = "scale_and_check", *family = "loss_scaling";
-  static double bytes(std::span<const Tensor> gradients, double factor, double) {
+  static double bytes(std::span<const Tensor> gradients, double factor, double, const Tensor&) {
     double sum = 0;
     for (const Tensor& g : gradients) sum += factor == 1 ? static_cast<double>(held_bytes(g)) : read_and_written(g);
     return sum;
   }
-  using Fn = GradientCheck(std::span<const Tensor> gradients, double factor, double underflow_below);
+  using Fn = GradientCheck(std::span<const Tensor> gradients, double factor, double underflow_below, const Tensor& totals);
 };
 
 // Numerics: every value v of x (any layout) times factor, in f64: counted, zeros, non-finite, the largest
@@ -427,10 +466,15 @@ struct Fp8Quantize {
 // an e4m3 scale; per-tensor f32 scales leave the values on the fp8 grid. Stochastic rounding draws from
 // (seed, element index). given_scale: for a per-tensor spec, the scale to use (the delayed recipe's)
 // instead of one fitted to x's amax; 0 for none. The fit rule runs as Fp8QuantizeCurrent / Fp8Quantize
-// say (fit_quantize.h), the others as numeric/microscale.cpp defines them.
+// say (fit_quantize.h), the others as numeric/microscale.cpp defines them. counts: undefined (the stats
+// come back whole, which on a GPU waits for the kernels), or 32 zeroed bytes (Fp8Counts) on x's device
+// that the counts and the amax are left in, for the caller to read later; the stats then carry only
+// count and tensor_scale, and the GPU is not waited for unless the tensor scale needs the amax (current
+// scaling, NVFP4).
 struct BlockQuantize {
   static constexpr const char *name = "block_quantize", *family = "fp8_cast";
-  using Fn = Fp8QuantizeStats(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale, const Tensor& out);
+  using Fn = Fp8QuantizeStats(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale, const Tensor& out,
+                              const Tensor& counts);
 };
 // NVFP4's random Hadamard transform along the rows: out [R, C] f32 (contiguous) = each group of 16 rows
 // of x [R, C] (any float dtype, R a multiple of 16) mixed by H16 diag(signs) / 4, column by column

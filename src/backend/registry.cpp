@@ -1,6 +1,8 @@
 // Which implementation runs a device's kernels, and the one-time registration of every backend's.
 #include "registry.h"
 
+#include <atomic>
+
 #include "mantissa/backend/backend_select.h"
 
 namespace mantissa {
@@ -22,6 +24,12 @@ const char* impl_name(Impl impl) {
   return "?";
 }
 
+namespace {
+std::atomic<bool> g_cpu_kernels_for_gpu_tensors{false};
+}  // namespace
+
+bool set_cpu_kernels_for_gpu_tensors(bool on) { return g_cpu_kernels_for_gpu_tensors.exchange(on); }
+
 Impl impl_for(Device device) {
   static const bool registered = [] {
     register_reference_kernels();
@@ -33,6 +41,7 @@ Impl impl_for(Device device) {
   }();
   (void)registered;
   if (device.type == DeviceType::cpu) return tls_cpu_backend == CpuBackend::reference ? Impl::reference : Impl::cpu;
+  if (g_cpu_kernels_for_gpu_tensors.load(std::memory_order_relaxed)) return Impl::cpu;
   return Impl::cuda;
 }
 

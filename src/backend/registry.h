@@ -38,6 +38,11 @@ void register_kernel(Impl impl, typename K::Fn* fn) {
 // The implementation that runs kernels on `device` (registering every backend's kernels on first use).
 Impl impl_for(Device device);
 
+// For tests without a GPU: tensors on cuda:0 run the CPU's kernels (their memory a fake device's host
+// memory, tests/unit/host_device_traffic_test.cpp), so a whole training step can be run "on a device"
+// and what it copies and waits for counted. Returns the setting before.
+bool set_cpu_kernels_for_gpu_tensors(bool on);
+
 // Each backend's registration, called once by impl_for.
 void register_reference_kernels();
 void register_cpu_kernels();

@@ -7,10 +7,12 @@
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 
 #include "mantissa/autograd/node.h"
+#include "mantissa/core/batched_reads.h"
 #include "mantissa/numeric/convert.h"
 #include "mantissa/ops/autocast.h"
 #include "mantissa/ops/ops.h"
@@ -52,11 +54,12 @@ struct CountingFor {
   CountingFor& operator=(const CountingFor&) = delete;
 };
 
-void count(const detail::Fp8QuantizeStats& st) {
+// The counts of one quantization, to the totals and to `layer`'s (if any).
+void count(const detail::Fp8QuantizeStats& st, Fp8State* layer) {
   g_quantized += st.count;
   g_saturated += st.saturated;
   g_underflowed += st.underflowed;
-  if (t_layer != nullptr) t_layer->add_counts(st.count, st.saturated, st.underflowed);
+  if (layer != nullptr) layer->add_counts(st.count, st.saturated, st.underflowed);
 }
 
 // One operand quantized as `spec` says, through the one quantizer, for a product whose inner dimension
@@ -71,9 +74,23 @@ Quantized quantize_operand(const Tensor& x, QuantSpec spec, bool inner_is_rows, 
   const bool delayed = state.options().recipe == Fp8Recipe::delayed && spec.per_tensor();
   const float given = delayed ? state.delayed_scale(role).value_or(0.0f) : 0.0f;  // none yet: x's own amax
   const std::uint64_t seed = spec.rounding == Rounding::stochastic ? state.next_rounding_seed() : 0;
-  const detail::Fp8QuantizeStats st = detail::run_kernel_on<detail::kernel::BlockQuantize>(x, x, spec, seed, given, q);
-  count(st);
-  if (record && delayed) state.record(role, st.amax);
+  // What the quantizer saw (its counts, x's amax for the history) goes where it is needed once the host
+  // has it: inside a step, when the step reads its values (one wait); elsewhere, now.
+  const auto take = [layer = t_layer, &state, role, keep = record && delayed](const detail::Fp8QuantizeStats& seen) {
+    count(seen, layer);
+    if (keep) state.record(role, seen.amax);
+  };
+  BatchedReads* reads = active_batched_reads();
+  Tensor counts;
+  if (reads != nullptr && reads->device() == x.device()) {
+    counts = reads->slot(sizeof(detail::Fp8Counts), [take, n = x.numel()](std::span<const std::byte> bytes) {
+      detail::Fp8Counts c;
+      std::memcpy(&c, bytes.data(), sizeof c);
+      take(detail::stats_of(c, n));
+    });
+  }
+  const detail::Fp8QuantizeStats st = detail::run_kernel_on<detail::kernel::BlockQuantize>(x, x, spec, seed, given, q, counts);
+  if (!counts.defined()) take(st);
   // Per-tensor f32 scales leave the values on the fp8 grid; block scales come multiplied in.
   return {q, st.tensor_scale, spec.scale == ScaleFormat::f32 ? grid_of(spec.element) : DType::bf16};
 }
@@ -422,7 +439,7 @@ Tensor fp8_round_trip(const Tensor& x, Format f, std::int64_t br, std::int64_t b
   const QuantSpec spec = power_of_2 ? QuantSpec{.element = f, .block_rows = br, .block_cols = bc, .scale = ScaleFormat::e8m0, .rule = ScaleRule::fit}
                                     : QuantSpec{.element = f, .block_rows = 0, .block_cols = 0, .scale = ScaleFormat::f32, .rule = ScaleRule::fit};
   Tensor q = Tensor::empty(x.shape(), DType::bf16, x.device());
-  const detail::Fp8QuantizeStats st = detail::run_kernel_on<detail::kernel::BlockQuantize>(x, x, spec, 0, 0.0f, q);
+  const detail::Fp8QuantizeStats st = detail::run_kernel_on<detail::kernel::BlockQuantize>(x, x, spec, 0, 0.0f, q, Tensor());
   // (Power-of-2 block scales come multiplied in; a tensor scale is applied here.)
   return st.tensor_scale == 1 ? cast(q, DType::f32) : mul(cast(q, DType::f32), st.tensor_scale);
 }

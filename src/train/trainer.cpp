@@ -12,6 +12,7 @@
 #include "mantissa/amp/step.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/autograd/watch.h"
+#include "mantissa/core/batched_reads.h"
 #include "mantissa/core/memory.h"
 #include "mantissa/core/output_file.h"
 #include "mantissa/io/checkpoint.h"
@@ -274,9 +275,17 @@ StepRecord Trainer::step(std::span<const Batch> global_batches) {
   const std::vector<Batch> shards = shard(global_batches);
   const std::span<const Batch> micro_batches = group_ ? std::span<const Batch>(shards) : global_batches;
   Telemetry* telemetry = begin_step(step);
-  Pass pass = forward_backward(step, micro_batches, telemetry);
+  // What the host reads of the step's values (the losses, the FP8 counts, the loss scaler's check), read
+  // together: on a GPU each read waits for the device, and a wait mid-step leaves it idle while the next
+  // kernels are queued. Data parallel reads the losses before the ranks agree on them.
+  BatchedReads reads(options_.device);
+  Pass pass;  // (filled in place: its loss is added up when the reads are read)
+  forward_backward(step, micro_batches, telemetry, reads, pass);
+  if (group_) reads.read();
   agree_on_pass(pass);
-  const Update update = update_weights(step, pass, telemetry);
+  const Update update = update_weights(step, pass, telemetry, reads);
+  reads.read();  // (a step the tracer stopped has no check: its values are read here)
+  if (pass.trace) pass.loss = std::numeric_limits<double>::quiet_NaN();
   end_fp8_step();
   check_replicas(step);
   ++next_step_;
@@ -311,18 +320,20 @@ Telemetry* Trainer::begin_step(std::int64_t step) {
   return telemetry;
 }
 
-Trainer::Pass Trainer::forward_backward(std::int64_t step, std::span<const Batch> micro_batches, Telemetry* telemetry) {
+void Trainer::forward_backward(std::int64_t step, std::span<const Batch> micro_batches, Telemetry* telemetry,
+                               BatchedReads& reads, Pass& pass) {
   // Each micro-batch's loss is divided by their number, so the gradients add up to the batch mean's (and
   // multiplied by the loss weight); the reported loss is the unweighted mean.
   const double share = options_.loss_weight / static_cast<double>(micro_batches.size());
-  Pass pass;
-  // The micro-batches' losses, read once backward is queued: reading one waits for the device, and on a
-  // GPU a wait between forward and backward leaves it idle while backward's kernels are launched.
-  std::vector<Tensor> losses;
+  // The micro-batches' losses and the FP8 quantizers' counts go to the step's reads, not read here: a
+  // read waits for the device, and on a GPU a wait between forward and backward (or one per quantizer)
+  // leaves it idle while the next kernels are launched.
+  const double micro = static_cast<double>(micro_batches.size());
   const auto& inject = options_.inject_nonfinite;
   const int inject_rank = group_ ? options_.data_parallel->inject_rank : -1;
   const bool injects = std::find(inject.begin(), inject.end(), step) != inject.end() && (inject_rank < 0 || inject_rank == rank());
   {
+    const ActiveBatchedReads batching(reads);
     const TraceSwitch tracing(options_.trace_nonfinite);
     const LayerTapGuard tap(telemetry);
     // Data parallel: the last micro-batch's backward sends each gradient bucket as soon as it is complete.
@@ -333,7 +344,7 @@ Trainer::Pass Trainer::forward_backward(std::int64_t step, std::span<const Batch
         const Batch& b = micro_batches[i];
         pass.items += b.items();
         const Tensor l = this->loss(b);
-        losses.push_back(l.detach());
+        reads.value(l, [&pass, micro](double v) { pass.loss += v / micro; });
         const Tensor scaled = scaler_.scale_loss(share == 1 ? l : mul(l, share));
         if (reducer_ && i + 1 == micro_batches.size()) {
           reducer_->begin();
@@ -344,10 +355,8 @@ Trainer::Pass Trainer::forward_backward(std::int64_t step, std::span<const Batch
           scaled.backward();
         }
       }
-      for (const Tensor& l : losses) pass.loss += l.item() / static_cast<double>(micro_batches.size());
     } catch (const NonFiniteError& e) {
       pass.trace = e.report();
-      pass.loss = std::numeric_limits<double>::quiet_NaN();
     }
     if (reducer_) {
       // Every rank sends every bucket, even after its tracer stopped the step (then skipped everywhere).
@@ -357,7 +366,6 @@ Trainer::Pass Trainer::forward_backward(std::int64_t step, std::span<const Batch
   }
   if (!pass.trace && injects && !reducer_) inject_inf(model_.module().parameters().front().grad());
   pass.skip_everywhere = pass.trace.has_value();
-  return pass;
 }
 
 void Trainer::agree_on_pass(Pass& pass) const {
@@ -375,7 +383,7 @@ void Trainer::agree_on_pass(Pass& pass) const {
   pass.stop_everywhere = v[3] > 0;
 }
 
-Trainer::Update Trainer::update_weights(std::int64_t step, const Pass& pass, Telemetry* telemetry) {
+Trainer::Update Trainer::update_weights(std::int64_t step, const Pass& pass, Telemetry* telemetry, BatchedReads& reads) {
   Update u;
   if (pass.skip_everywhere) {
     // The tracer stopped the step (on some rank): skipped, as an overflowing one (the scale backs off).
@@ -388,7 +396,7 @@ Trainer::Update Trainer::update_weights(std::int64_t step, const Pass& pass, Tel
     const std::int64_t every = options_.update_stats_every;
     std::vector<Tensor> before;
     if (every > 0 && (step == 1 || step % every == 0)) before = weights_before_update(model_.module());
-    u.report = scaled_step(scaler_, *optimizer_, options_.clip);
+    u.report = scaled_step(scaler_, *optimizer_, options_.clip, &reads);
     if (!before.empty() && !u.report.skipped) u.lost = lost_updates(model_.module(), before);
     if (u.report.skipped) u.bad_grads = nonfinite_gradients(model_.module());
   }

@@ -19,6 +19,7 @@
 
 #include "mantissa/backend/cuda.h"
 #include "mantissa/backend/kernel_timer.h"
+#include "mantissa/core/batched_reads.h"
 #include "mantissa/numeric/microscale.h"
 #include "mantissa/ops/fp8.h"
 #include "mantissa/ops/ops.h"
@@ -122,15 +123,32 @@ TEST_F(CudaKernels, TheBlockQuantizerGivesTheCpusBitsForEveryRule) {
         SCOPED_TRACE(spec.str() + (specials ? ", specials" : "") + (turned ? ", transposed bf16" : ""));
         const Tensor x = turned ? transpose(spread(80, 96, DType::bf16, 13, specials), 0, 1) : spread(96, 80, DType::f32, 12, specials);
         Tensor out_cpu = Tensor::empty({96, 80}, DType::bf16), out_gpu = Tensor::empty({96, 80}, DType::bf16, kGpu);
-        const Fp8QuantizeStats a = run_kernel<kernel::BlockQuantize>(Device::cpu(), x, spec, 77, 0.0f, out_cpu);
-        const Fp8QuantizeStats b = run_kernel<kernel::BlockQuantize>(kGpu, x.to(kGpu), spec, 77, 0.0f, out_gpu);
-        EXPECT_TRUE(same_bytes(out_gpu, out_cpu));
-        EXPECT_EQ(b.saturated, a.saturated);
-        EXPECT_EQ(b.underflowed, a.underflowed);
-        EXPECT_EQ(b.nonfinite, a.nonfinite);
-        EXPECT_EQ(b.count, a.count);
-        EXPECT_TRUE(b.amax == a.amax || (std::isnan(b.amax) && std::isnan(a.amax))) << a.amax << " " << b.amax;
-        EXPECT_TRUE(b.tensor_scale == a.tensor_scale || (std::isnan(b.tensor_scale) && std::isnan(a.tensor_scale)));
+        const Fp8QuantizeStats a = run_kernel<kernel::BlockQuantize>(Device::cpu(), x, spec, 77, 0.0f, out_cpu, Tensor());
+        // The counts read back at once, and left on the GPU to be read later (a step's batched reads).
+        for (const bool left : {false, true}) {
+          SCOPED_TRACE(left ? "counts left on the GPU" : "counts read back");
+          BatchedReads reads(kGpu);
+          Fp8Counts later;
+          const Tensor counts = left ? reads.slot(sizeof later, [&](std::span<const std::byte> bytes) {
+            std::memcpy(&later, bytes.data(), sizeof later);
+          })
+                                     : Tensor();
+          Fp8QuantizeStats b = run_kernel<kernel::BlockQuantize>(kGpu, x.to(kGpu), spec, 77, 0.0f, out_gpu, counts);
+          if (left) {
+            EXPECT_EQ(b.saturated + b.underflowed + b.nonfinite, 0);  // only count and tensor scale come back
+            reads.read();
+            const double tensor_scale = b.tensor_scale;
+            b = stats_of(later, b.count);
+            b.tensor_scale = tensor_scale;
+          }
+          EXPECT_TRUE(same_bytes(out_gpu, out_cpu));
+          EXPECT_EQ(b.saturated, a.saturated);
+          EXPECT_EQ(b.underflowed, a.underflowed);
+          EXPECT_EQ(b.nonfinite, a.nonfinite);
+          EXPECT_EQ(b.count, a.count);
+          EXPECT_TRUE(b.amax == a.amax || (std::isnan(b.amax) && std::isnan(a.amax))) << a.amax << " " << b.amax;
+          EXPECT_TRUE(b.tensor_scale == a.tensor_scale || (std::isnan(b.tensor_scale) && std::isnan(a.tensor_scale)));
+        }
       }
     }
   }

@@ -23,6 +23,7 @@
 
 #include "mantissa/autograd/node.h"
 #include "mantissa/backend/cuda.h"
+#include "mantissa/core/batched_reads.h"
 #include "mantissa/core/memory.h"
 #include "mantissa/core/tensor.h"
 #include "mantissa/data/datasets.h"
@@ -312,8 +313,19 @@ TEST_F(Cuda, TheScaleAndCheckPassCountsWhatTheCpusCounts) {
   add(Tensor::randn({17 * 1024 * 1024 + 5}, DType::f32, seed++, 0, 1e-3), false);
   const std::span<const Tensor> on_cpu(cpu_list), on_gpu(gpu_list);
   for (double factor : {1.0, 1.0 / 64}) {
-    const detail::GradientCheck cpu = detail::run_kernel<detail::kernel::ScaleAndCheck>(Device::cpu(), on_cpu, factor, 1e-7);
-    const detail::GradientCheck gpu = detail::run_kernel<detail::kernel::ScaleAndCheck>(kGpu, on_gpu, factor, 1e-7);
+    const detail::GradientCheck cpu = detail::run_kernel<detail::kernel::ScaleAndCheck>(Device::cpu(), on_cpu, factor, 1e-7, Tensor());
+    // Unscaled: the totals read back at once; scaled: left on the GPU and read with a step's other values.
+    const bool left = factor != 1.0;
+    BatchedReads reads(kGpu);
+    detail::CheckTotals later;
+    const Tensor place = left ? reads.slot(sizeof later, [&](std::span<const std::byte> b) { std::memcpy(&later, b.data(), sizeof later); })
+                              : Tensor();
+    detail::GradientCheck gpu = detail::run_kernel<detail::kernel::ScaleAndCheck>(kGpu, on_gpu, factor, 1e-7, place);
+    if (left) {
+      EXPECT_EQ(gpu.nonfinite + gpu.underflow, 0);  // only the count comes back
+      reads.read();
+      gpu = detail::check_of(later, gpu.count);
+    }
     EXPECT_EQ(gpu.count, cpu.count);
     EXPECT_EQ(gpu.nonfinite, cpu.nonfinite);
     EXPECT_EQ(gpu.underflow, cpu.underflow);

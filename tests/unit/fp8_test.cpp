@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -720,6 +722,47 @@ TEST(Fp8Linear, ProductsAreToldTheFp8GridsTheirOperandsLieOn) {
     }
   }
   slot = g_real_scaled_matmul;
+}
+
+// BlockQuantize's `counts`: left in the caller's bytes (to be read later with a step's other values),
+// they are the counts and amax it returns without them, on the CPU and the reference alike; what comes
+// back is only the count and the tensor scale, and the values are the same.
+TEST(BlockQuantize, CountsLeftForLaterAreTheCountsItWouldReturn) {
+  std::vector<double> v = Tensor::randn({64, 96}, DType::f32, 41, 0, 300).to_doubles();
+  v[3] = std::numeric_limits<double>::infinity();
+  v[70] = std::numeric_limits<double>::quiet_NaN();
+  v[500] = 1e-30;
+  v[900] = 1e6;
+  const Tensor x = Tensor::from_values(v, {64, 96}, DType::f32);
+  for (const char* name : {"e4m3 tensor f32 fit nearest", "e5m2 1x32 e8m0 fit nearest margin 1", "mxfp8", "nvfp4", "mxfp4"}) {
+    const QuantSpec spec = std::string(name).find(' ') == std::string::npos ? quant_spec(name) : QuantSpec::parse(name);
+    for (const CpuBackend backend : {CpuBackend::onednn, CpuBackend::reference}) {
+      SCOPED_TRACE(std::string(name) + (backend == CpuBackend::reference ? ", reference" : ", cpu"));
+      const CpuBackendScope scope(backend);
+      const Tensor now_out = Tensor::empty({64, 96}, DType::bf16), later_out = Tensor::empty({64, 96}, DType::bf16);
+      const Fp8QuantizeStats now = detail::run_kernel<detail::kernel::BlockQuantize>(Device::cpu(), x, spec, 9, 0.0f, now_out, Tensor());
+      const Tensor counts = Tensor::zeros({32}, DType::e4m3);
+      const Fp8QuantizeStats back = detail::run_kernel<detail::kernel::BlockQuantize>(Device::cpu(), x, spec, 9, 0.0f, later_out, counts);
+      EXPECT_EQ(now.nonfinite, 2);
+      if (!std::isnan(now.tensor_scale)) {
+        EXPECT_GT(now.underflowed, 0);  // 1e-30 (NVFP4's scale is NaN with a NaN in x)
+      }
+      EXPECT_EQ(back.saturated + back.underflowed + back.nonfinite, 0);
+      EXPECT_EQ(back.amax, 0);
+      EXPECT_EQ(back.count, now.count);
+      EXPECT_TRUE(back.tensor_scale == now.tensor_scale || (std::isnan(back.tensor_scale) && std::isnan(now.tensor_scale)));
+      detail::Fp8Counts c;
+      std::memcpy(&c, counts.data(), sizeof c);
+      const Fp8QuantizeStats later = detail::stats_of(c, back.count);
+      EXPECT_EQ(later.saturated, now.saturated);
+      EXPECT_EQ(later.underflowed, now.underflowed);
+      EXPECT_EQ(later.nonfinite, now.nonfinite);
+      EXPECT_TRUE(later.amax == now.amax || (std::isnan(later.amax) && std::isnan(now.amax))) << now.amax << " " << later.amax;
+      EXPECT_EQ(std::memcmp(now_out.data(), later_out.data(), 64 * 96 * 2), 0);
+      EXPECT_THROW(detail::run_kernel<detail::kernel::BlockQuantize>(Device::cpu(), x, spec, 9, 0.0f, later_out, Tensor::zeros({16}, DType::e4m3)),
+                   std::invalid_argument);
+    }
+  }
 }
 
 }  // namespace

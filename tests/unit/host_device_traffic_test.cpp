@@ -6,13 +6,18 @@
 // counts them, which a scan of the sources checks.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "../../src/backend/registry.h"
+#include "mantissa/core/batched_reads.h"
 #include "mantissa/core/storage.h"
 #include "mantissa/core/tensor.h"
+#include "mantissa/nn/models.h"
+#include "mantissa/train/trainer.h"
 #include "source_scan.h"
 
 namespace mantissa {
@@ -82,6 +87,89 @@ TEST(HostDeviceTraffic, CopiesAcrossAreCountedAndFillsStayOnTheDevice) {
   // A value that does not round to itself: the one rounding is the host's, as on the CPU.
   const Tensor third = Tensor::full({4}, 1.0 / 3.0, DType::bf16, kGpu);
   EXPECT_EQ(third.to(Device::cpu()).to_doubles(), Tensor::full({4}, 1.0 / 3.0, DType::bf16).to_doubles());
+}
+
+// Reads batched for a step (core/batched_reads.h): taking slots and values queues nothing the host
+// waits for; read() is one copy to the host and one wait, whatever the number of slots under 64 KiB.
+TEST(HostDeviceTraffic, BatchedReadsWaitOnceForAllTheirValues) {
+  const FakeDevice fake;
+  const Tensor loss = Tensor::full({1}, 2.5, DType::f32, kGpu);
+  const Tensor half_loss = Tensor::full({1}, 0.75, DType::bf16, kGpu);
+  const HostDeviceTraffic start = host_device_traffic();
+  BatchedReads reads(kGpu);
+  std::vector<double> got;
+  reads.value(loss, [&](double v) { got.push_back(v); });
+  for (int i = 0; i < 200; ++i) {
+    const Tensor slot = reads.slot(32, [&, i](std::span<const std::byte> bytes) {
+      EXPECT_EQ(bytes.size(), 32U);
+      std::uint32_t v = 0;
+      std::memcpy(&v, bytes.data() + 4, sizeof v);
+      got.push_back(v == static_cast<std::uint32_t>(i) * 7 ? 1.0 : -1.0);
+    });
+    const std::vector<double> zeros(32, 0.0);
+    EXPECT_EQ(slot.to(Device::cpu()).to_doubles(), zeros);  // zeroed (this check copies: not counted below)
+    const std::uint32_t v = static_cast<std::uint32_t>(i) * 7;
+    std::memcpy(static_cast<std::byte*>(slot.data()) + 4, &v, sizeof v);  // as a kernel would write it
+  }
+  reads.value(half_loss, [&](double v) { got.push_back(v); });
+  EXPECT_EQ(reads.pending(), 202U);
+  const HostDeviceTraffic before_read = host_device_traffic();
+  EXPECT_EQ(before_read.waits - start.waits, 200U);  // only the zero checks above
+  reads.read();
+  EXPECT_EQ(since(before_read).to_host, 1U);
+  EXPECT_EQ(since(before_read).waits, 1U);
+  ASSERT_EQ(got.size(), 202U);  // every use, in the order taken
+  EXPECT_EQ(got.front(), 2.5);
+  EXPECT_EQ(got.back(), 0.75);
+  for (std::size_t i = 1; i + 1 < got.size(); ++i) EXPECT_EQ(got[i], 1.0) << i;
+  EXPECT_EQ(reads.pending(), 0U);
+  reads.read();  // nothing taken: nothing copied
+  EXPECT_EQ(since(before_read).waits, 1U);
+  // More than a block's worth: one copy and one wait a block.
+  for (int i = 0; i < 3; ++i) (void)reads.slot(BatchedReads::kBlockBytes / 2 + 16, [](std::span<const std::byte>) {});
+  reads.read();
+  EXPECT_EQ(since(before_read).waits, 4U);
+  EXPECT_THROW(reads.value(Tensor::full({2}, 1.0, DType::f32, kGpu), [](double) {}), std::invalid_argument);
+  EXPECT_THROW(reads.value(Tensor::full({1}, 1.0, DType::f32), [](double) {}), std::invalid_argument);
+}
+
+// A whole training step on the fake device (its kernels the CPU's): the host reads from the device once
+// a step, the step's batched read (the losses; with FP8, every quantizer's counts too), in bf16 autocast
+// and with the FP8 delayed recipe (from its second step: the first has no amax history yet, so each
+// operand's scale is fitted to its own amax and read back for the product). A read added anywhere in the
+// step (an item(), a to(cpu)) fails here. (The backend's own reads, as the loss scaler's check, are the
+// GPU kernels' and not seen by the fake.)
+TEST(HostDeviceTraffic, ATrainingStepOnADeviceReadsFromItOnce) {
+  const FakeDevice fake;
+  const bool before = detail::set_cpu_kernels_for_gpu_tensors(true);
+  ImageDataset images;
+  images.images = Tensor::uniform({96, 1, 4, 4}, DType::f32, 5, 0, 1);
+  for (std::int64_t i = 0; i < 96; ++i) images.labels.push_back(i % 4);
+  images.classes = 4;
+  for (const bool fp8 : {false, true}) {
+    SCOPED_TRACE(fp8 ? "fp8 delayed" : "bf16 autocast");
+    train::ModuleModel<nn::Mlp> model{nn::MlpConfig{.in = 16, .hidden = 32, .layers = 3, .classes = 4, .seed = 3}};
+    train::ClassificationData data{images, images, 32, 5};
+    train::TrainerOptions o;
+    o.precision = {DType::bf16, train::PrecisionMode::autocast, fp8 ? std::optional(Fp8Options{}) : std::nullopt};
+    o.steps = 4;
+    o.device = kGpu;
+    train::Trainer trainer(model, data, o);
+    for (int step = 1; step <= 4; ++step) {
+      const HostDeviceTraffic start = host_device_traffic();
+      const train::StepRecord rec = trainer.step();
+      if (!fp8 || step > 1) {
+        EXPECT_EQ(since(start).waits, 1U) << "step " << step;
+        EXPECT_EQ(since(start).to_host, 1U) << "step " << step;
+      }
+      EXPECT_TRUE(std::isfinite(rec.loss));
+      if (fp8) {
+        ASSERT_TRUE(rec.fp8.has_value());
+        EXPECT_GT(rec.fp8->quantized, 0);
+      }
+    }
+  }
+  detail::set_cpu_kernels_for_gpu_tensors(before);
 }
 
 // Every source line that waits for the GPU or copies to the host: cuda_runtime.cu (wait_for_stream,

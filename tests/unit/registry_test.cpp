@@ -142,8 +142,8 @@ TEST(KernelRegistry, KernelsCountTheBytesTheirTensorsHold) {
                                  AdamStep{.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0, .decoupled = true, .step = 1},
                                  WriteBack{});
   const std::vector<Tensor> grads{g};
-  (void)run_kernel<kernel::ScaleAndCheck>(Device::cpu(), std::span<const Tensor>(grads), 0.5, 0.0);
-  (void)run_kernel<kernel::ScaleAndCheck>(Device::cpu(), std::span<const Tensor>(grads), 1.0, 0.0);
+  (void)run_kernel<kernel::ScaleAndCheck>(Device::cpu(), std::span<const Tensor>(grads), 0.5, 0.0, Tensor());
+  (void)run_kernel<kernel::ScaleAndCheck>(Device::cpu(), std::span<const Tensor>(grads), 1.0, 0.0, Tensor());
   t = kernel_times();
   EXPECT_EQ(t.backend_bytes.at("optimizer"), 3 * 2 * 400 + 200);
   EXPECT_EQ(t.backend_bytes.at("loss_scaling"), 2 * 200 + 200);  // a factor of 1 only reads

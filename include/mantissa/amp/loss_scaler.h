@@ -21,6 +21,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "mantissa/core/batched_reads.h"
 #include "mantissa/core/tensor.h"
 
 namespace mantissa {
@@ -104,7 +105,9 @@ class LossScaler {
   // The same pass reading only: the gradients stay scaled, and the report (non-finite values, underflow,
   // the norm of the unscaled values) is the same. For an optimizer that unscales inside its update
   // (Optimizer::step(1 / scale)): one pass over the gradients fewer. Counts as this step's unscale().
-  StepReport check(std::span<const Tensor> gradients);
+  // reads: the step's batched reads, or null: the pass's totals are read with the values they hold
+  // (reads->read() is called here), so a step on a GPU waits once for its losses, counts and check.
+  StepReport check(std::span<const Tensor> gradients, BatchedReads* reads = nullptr);
 
   // For a step stopped before its gradients were complete (the non-finite tracer found an inf or NaN):
   // counts as this step's unscale(), finding `nonfinite` non-finite values.
@@ -117,7 +120,7 @@ class LossScaler {
   void load_state(const LossScalerState& state);
 
  private:
-  StepReport examine(std::span<const Tensor> gradients, bool in_place);
+  StepReport examine(std::span<const Tensor> gradients, bool in_place, BatchedReads* reads);
   // Marks the step examined and adds the collapse report (or throws LossScaleCollapse).
   void finish(StepReport& r);
   // Whether the scale is at its floor, or at 1 or below (where scaling no longer keeps anything).

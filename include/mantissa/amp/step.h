@@ -11,7 +11,7 @@
 namespace mantissa {
 
 // max_grad_norm <= 0: no clipping. Throws std::logic_error if no parameter has a gradient (stepping
-// before backward).
-StepReport scaled_step(LossScaler& scaler, Optimizer& optimizer, double max_grad_norm = 0);
+// before backward). reads: the step's batched reads (LossScaler::check), or null.
+StepReport scaled_step(LossScaler& scaler, Optimizer& optimizer, double max_grad_norm = 0, BatchedReads* reads = nullptr);
 
 }  // namespace mantissa

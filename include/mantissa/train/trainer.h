@@ -269,9 +269,12 @@ class Trainer {
   struct Update;
   std::vector<Batch> shard(std::span<const Batch> global_batches);  // data parallel: this rank's rows
   Telemetry* begin_step(std::int64_t step);  // the learning rate, counters; the telemetry if due
-  Pass forward_backward(std::int64_t step, std::span<const Batch> micro_batches, Telemetry* telemetry);
+  // Into `pass`; the losses (and FP8 counts) go to `reads`, read with the loss scaler's check: one wait
+  // a step (pass.loss is complete once they are read).
+  void forward_backward(std::int64_t step, std::span<const Batch> micro_batches, Telemetry* telemetry, BatchedReads& reads,
+                        Pass& pass);
   void agree_on_pass(Pass& pass) const;  // loss, items, whether to skip and to stop, of all ranks
-  Update update_weights(std::int64_t step, const Pass& pass, Telemetry* telemetry);  // or skip
+  Update update_weights(std::int64_t step, const Pass& pass, Telemetry* telemetry, BatchedReads& reads);  // or skip
   void end_fp8_step();  // delayed scaling's histories and scales (amaxes agreed over the ranks)
   void check_replicas(std::int64_t step) const;  // data parallel: the weights' checksums, when due
   StepRecord record_step(std::int64_t step, Pass pass, const Update& update, double seconds, Telemetry* telemetry);

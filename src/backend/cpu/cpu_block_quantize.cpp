@@ -17,8 +17,9 @@
 namespace mantissa::detail {
 
 Fp8QuantizeStats cpu_block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale,
-                                    const Tensor& out) {
-  return block_quantize_by(x, spec, given_scale, out, cpu_fp8_quantize_current, cpu_fp8_quantize, [&] {
+                                    const Tensor& out, const Tensor& counts) {
+  check_counts(x, counts);
+  return leave_counts(block_quantize_by(x, spec, given_scale, out, cpu_fp8_quantize_current, cpu_fp8_quantize, [&] {
     const std::int64_t rows = x.size(0), cols = x.size(1);
     // The values back as each row is quantized: element times block scale, exact in f32 and in bf16.
     float element[256];
@@ -33,7 +34,7 @@ Fp8QuantizeStats cpu_block_quantize(const Tensor& x, const QuantSpec& spec, std:
     const QuantizedBlocks q = quantize_block_rows(rows, cols, spec, seed, {load, emit, {}});
     return Fp8QuantizeStats{.amax = q.amax, .saturated = q.saturated, .underflowed = q.underflowed,
                             .nonfinite = q.nonfinite, .count = rows * cols, .tensor_scale = q.tensor_scale};
-  });
+  }), counts);
 }
 
 void cpu_hadamard_rows(const Tensor& x, std::uint16_t signs, const Tensor& out) {

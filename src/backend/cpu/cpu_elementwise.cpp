@@ -9,6 +9,7 @@
 #include <limits>
 #include <optional>
 
+#include "../read_later.h"
 #include "../reference/reference_kernels.h"
 #include "cpu_kernels.h"
 #include "onednn_context.h"
@@ -410,7 +411,8 @@ void scale_and_check_block(const Tensor& g, std::int64_t at, std::int64_t len, f
 // The whole list in one parallel loop over the blocks of every gradient (a step's gradients are many
 // small tensors and a few large ones; a loop per tensor paid a thread start-up for each). Each block's
 // tally is kept and the tallies summed in order: the same totals whatever the threads do.
-GradientCheck cpu_scale_and_check(std::span<const Tensor> gradients, double factor, double underflow_below) {
+GradientCheck cpu_scale_and_check(std::span<const Tensor> gradients, double factor, double underflow_below, const Tensor& totals) {
+  if (!gradients.empty()) check_place<CheckTotals>("scale_and_check", totals, gradients.front().device());
   const auto f = static_cast<float>(factor);
   const auto below = static_cast<float>(underflow_below);
   GradientCheck total;
@@ -443,7 +445,7 @@ GradientCheck cpu_scale_and_check(std::span<const Tensor> gradients, double fact
     total.underflow += c.underflow;
     total.sum_squares += c.sum_squares;
   }
-  return total;
+  return leave_check(total, totals);
 }
 
 }  // namespace mantissa::detail

@@ -30,7 +30,7 @@ bool onednn_layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tens
                                 const Tensor& grad_beta, double eps);
 
 // cpu_elementwise.cpp: the loss scaler's fused pass (in place).
-GradientCheck cpu_scale_and_check(std::span<const Tensor> gradients, double factor, double underflow_below);
+GradientCheck cpu_scale_and_check(std::span<const Tensor> gradients, double factor, double underflow_below, const Tensor& totals);
 NumericsStats cpu_numerics(const Tensor& x, double factor, std::span<const double> limits);
 
 // cpu_optim.cpp: fused optimizer updates and master-weight write-back.
@@ -100,7 +100,7 @@ void cpu_scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Ten
 void cpu_fp8_amax(const Tensor& x, std::int64_t block_rows, std::int64_t block_cols, const Tensor& amax);
 void cpu_hadamard_rows(const Tensor& x, std::uint16_t signs, const Tensor& out);
 Fp8QuantizeStats cpu_block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale,
-                                    const Tensor& out);
+                                    const Tensor& out, const Tensor& counts);
 Fp8QuantizeStats cpu_fp8_quantize(const Tensor& x, Format format, const Tensor& scales, std::int64_t block_rows,
                                   std::int64_t block_cols, bool dequantize, const Tensor& out);
 Fp8QuantizeStats cpu_fp8_quantize_current(const Tensor& x, Format format, std::int64_t block_rows, std::int64_t block_cols,

@@ -9,6 +9,7 @@
 
 #include "../cpu/unary_math.h"
 #include "../kernels.h"
+#include "../read_later.h"
 #include "chunk_lists.h"
 #include "cuda_kernels.h"
 #include "cuda_support.cuh"
@@ -125,11 +126,8 @@ bool with_flat_pointers(const Tensor& a, const Tensor& b, const Tensor& c, Launc
   return done;
 }
 
-// What the loss-scaling pass adds up, in device memory.
-struct CheckTotals {
-  unsigned long long nonfinite, underflow;
-  double sum_squares;
-};
+// What the loss-scaling pass adds up, in device memory: kernels.h's CheckTotals (the layout a caller
+// reads later).
 
 // One thread's share of the pass: element o of g.
 struct CheckTally {
@@ -159,8 +157,8 @@ struct CheckTally {
       squares += __shfl_down_sync(0xffffffffU, squares, d);
     }
     if ((threadIdx.x & 31) == 0) {
-      atomicAdd(&totals->nonfinite, nonfinite);
-      atomicAdd(&totals->underflow, underflow);
+      atomicAdd(reinterpret_cast<unsigned long long*>(&totals->nonfinite), nonfinite);
+      atomicAdd(reinterpret_cast<unsigned long long*>(&totals->underflow), underflow);
       atomicAdd(&totals->sum_squares, squares);
     }
   }
@@ -294,7 +292,8 @@ void unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& gra
   check_launch("unary_backward");
 }
 
-GradientCheck scale_and_check(std::span<const Tensor> gradients, double factor, double underflow_below) {
+GradientCheck scale_and_check(std::span<const Tensor> gradients, double factor, double underflow_below, const Tensor& left) {
+  if (!gradients.empty()) check_place<CheckTotals>("scale_and_check", left, gradients.front().device());
   GradientCheck result;
   std::vector<DType> dtypes;  // of the contiguous gradients, in order of appearance
   for (const Tensor& g : gradients) {
@@ -305,8 +304,9 @@ GradientCheck scale_and_check(std::span<const Tensor> gradients, double factor, 
     }
   }
   if (result.count == 0) return result;
-  // Every launch adds into one small device buffer of the caching allocator, read back once.
-  const DeviceTotals<CheckTotals> totals(gradients.front().device());
+  // Every launch adds into one small device buffer: the caller's (read by it later, with the step's
+  // other values), or one of the caching allocator's, read back once here.
+  const DeviceTotals<CheckTotals> totals(gradients.front().device(), left);
   CheckTotals* t = totals.get();
   const auto f = static_cast<float>(factor);
   const bool write = factor != 1.0;
@@ -319,11 +319,7 @@ GradientCheck scale_and_check(std::span<const Tensor> gradients, double factor, 
         strided(g.shape(), ts, "scale_and_check"), g.numel(), element_type(g.dtype()), g.data(), f, write, below, t);
     check_launch("scale_and_check");
   }
-  const CheckTotals host = totals.read();
-  result.nonfinite = static_cast<std::int64_t>(host.nonfinite);
-  result.underflow = static_cast<std::int64_t>(host.underflow);
-  result.sum_squares = host.sum_squares;
-  return result;
+  return totals.left() ? result : check_of(totals.read(), result.count);
 }
 
 }  // namespace mantissa::detail::cuda

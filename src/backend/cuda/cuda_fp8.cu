@@ -5,6 +5,7 @@
 // the GPU by the CPU's own fp8_scale_for() (host and device code), so both devices pick the same scales
 // and the amax never goes through the host. The microscaled recipes' block quantizer likewise runs the
 // CPU's own scale rules (numeric/microscale_rules.h).
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -30,22 +31,50 @@ struct Blocks {
 // the values, so atomicMax on them takes the larger value.
 __device__ void max_into(unsigned* at, float v) { atomicMax(at, __float_as_uint(v)); }
 
-// amax[block] = max finite |x| over the block's elements (amax zeroed before), one thread an element.
+// The largest of the warp's patterns, into *at by its first lane (every lane takes part): the kernels
+// below reduce a warp before their atomics, or a per-tensor pass over 12M values would make 12M atomic
+// operations on one word.
+__device__ void warp_max_into(unsigned* at, unsigned bits) {
+  bits = __reduce_max_sync(0xffffffffU, bits);
+  if ((threadIdx.x & 31) == 0 && bits > 0) atomicMax(at, bits);
+}
+
+// amax[block] = max finite |x| over the block's elements (amax zeroed before), one thread an element;
+// one block (per-tensor scaling): each thread's largest, then the warp's.
 __global__ void amax_kernel(Blocks b, ElementType tx, const void* x, unsigned* amax) {
   const std::int64_t n = b.rows * b.cols;
+  const bool one_block = b.block_rows >= b.rows && b.block_cols >= b.cols;
+  float mine = 0;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t r = i / b.cols, c = i % b.cols;
     const float v = fabsf(load(tx, x, r * b.row + c * b.col));
-    if (isfinite(v) && v > 0) max_into(amax + b.block_of(r, c), v);
+    if (!isfinite(v) || !(v > 0)) continue;
+    if (one_block) {
+      mine = fmaxf(mine, v);
+    } else {
+      max_into(amax + b.block_of(r, c), v);
+    }
   }
+  if (one_block) warp_max_into(amax, __float_as_uint(mine));
 }
 
-// What the quantizer counts, on the GPU.
-struct Counters {
-  unsigned long long saturated, underflowed, nonfinite;
-  unsigned amax;  // a float's pattern: the largest finite magnitude (the block quantizer's: NaN if any)
-};
+// What the quantizer counts, on the GPU: kernels.h's Fp8Counts (the layout a caller reads later).
+using Counters = Fp8Counts;
+
+// A thread's counts added to the warp's, then into *c by the first lane (every lane takes part).
+__device__ void add_warp_counts(Counters* c, unsigned long long saturated, unsigned long long underflowed,
+                                unsigned long long nonfinite, unsigned amax_bits) {
+  saturated = warp_sum(saturated);
+  underflowed = warp_sum(underflowed);
+  nonfinite = warp_sum(nonfinite);
+  if ((threadIdx.x & 31) == 0) {
+    if (saturated > 0) atomicAdd(reinterpret_cast<unsigned long long*>(&c->saturated), saturated);
+    if (underflowed > 0) atomicAdd(reinterpret_cast<unsigned long long*>(&c->underflowed), underflowed);
+    if (nonfinite > 0) atomicAdd(reinterpret_cast<unsigned long long*>(&c->nonfinite), nonfinite);
+  }
+  warp_max_into(&c->amax_bits, amax_bits);
+}
 
 struct Rules {
   EncodeParams saturating, plain;
@@ -79,10 +108,7 @@ __global__ void quantize_kernel(Blocks b, ElementType tx, const void* x, const f
     }
     store(to, out, r * orow + c * ocol, q);
   }
-  if (saturated > 0) atomicAdd(&counters->saturated, saturated);
-  if (underflowed > 0) atomicAdd(&counters->underflowed, underflowed);
-  if (nonfinite > 0) atomicAdd(&counters->nonfinite, nonfinite);
-  if (amax > 0) max_into(&counters->amax, amax);
+  add_warp_counts(counters, saturated, underflowed, nonfinite, __float_as_uint(amax));
 }
 
 // The microscaled rules (QuantSpec's floor, even and rceil E8M0 scales, NVFP4's E4M3 scales under an f32
@@ -99,7 +125,7 @@ __global__ void block_amax_kernel(Blocks b, ElementType tx, const void* x, unsig
     if (bits > 0) atomicMax(amax + b.block_of(r, c), bits);
     mine = max(mine, bits);
   }
-  if (mine > 0) atomicMax(&totals->amax, mine);
+  warp_max_into(&totals->amax_bits, mine);
 }
 
 struct MicroscaleRules {
@@ -117,7 +143,7 @@ __global__ void block_scales_kernel(std::int64_t blocks, const unsigned* amax, M
   const float a = __uint_as_float(amax[i]);
   BlockScale s;
   if (rules.e4m3_scales) {
-    s = e4m3_block_scale(a, nvfp4_tensor_scale(__uint_as_float(totals->amax)), rules.element, rules.e4m3, rules.e4m3_decode);
+    s = e4m3_block_scale(a, nvfp4_tensor_scale(__uint_as_float(totals->amax_bits)), rules.element, rules.e4m3, rules.e4m3_decode);
     scale_value[i] = __uint_as_float(decode_bits(rules.e4m3_decode, s.code));
   } else {
     s = rules.rceil ? e8m0_rceil(a, rules.element) : e8m0_floor(a, rules.even, rules.element);
@@ -152,19 +178,13 @@ __global__ void block_encode_kernel(Blocks b, ElementType tx, const void* x, con
     nonfinite += finite ? 0 : 1;
     store(to, out, r * orow + c * ocol, mul_as_cpu(__uint_as_float(decode_bits(decode, code)), scale_value[block]));
   }
-  if (saturated > 0) atomicAdd(&totals->saturated, saturated);
-  if (underflowed > 0) atomicAdd(&totals->underflowed, underflowed);
-  if (nonfinite > 0) atomicAdd(&totals->nonfinite, nonfinite);
+  add_warp_counts(totals, saturated, underflowed, nonfinite, 0);
 }
 
-// The quantizer's counters, read back, into its stats.
-void add_counts(const Counters& host, Fp8QuantizeStats& st) {
-  st.saturated = static_cast<std::int64_t>(host.saturated);
-  st.underflowed = static_cast<std::int64_t>(host.underflowed);
-  st.nonfinite = static_cast<std::int64_t>(host.nonfinite);
-  float amax = 0;
-  std::memcpy(&amax, &host.amax, sizeof amax);
-  st.amax = amax;
+// The stats of `count` values from a quantizer's totals: whole, or only the count where the caller reads
+// the counts itself (BlockQuantize's `counts`).
+Fp8QuantizeStats stats_from(const DeviceTotals<Counters>& totals, std::int64_t count) {
+  return totals.left() ? Fp8QuantizeStats{.count = count} : stats_of(totals.read(), count);
 }
 
 Blocks blocks_of(const Tensor& x, std::int64_t block_rows, std::int64_t block_cols, const Tensor& per_block) {
@@ -212,55 +232,68 @@ void fp8_amax(const Tensor& x, std::int64_t block_rows, std::int64_t block_cols,
   check_launch("fp8_amax");
 }
 
-Fp8QuantizeStats fp8_quantize(const Tensor& x, Format format, const Tensor& scales, std::int64_t block_rows,
-                              std::int64_t block_cols, bool dequantize, const Tensor& out) {
+namespace {
+
+// Fp8Quantize and Fp8QuantizeCurrent with BlockQuantize's `counts` (undefined: read back here).
+Fp8QuantizeStats quantize_counted(const Tensor& x, Format format, const Tensor& scales, std::int64_t block_rows,
+                                  std::int64_t block_cols, bool dequantize, const Tensor& out, const Tensor& counts) {
   check_fp8("fp8_quantize", x, scales);
-  Fp8QuantizeStats st;
-  st.count = x.numel();
-  if (x.numel() == 0) return st;
+  if (x.numel() == 0) return {};
   const Rules rules{make_encode_params(format, CastOptions{Rounding::nearest_even, /*saturate=*/true, 0}),
                     make_encode_params(format, CastOptions{}), make_decode_params(format),
                     decode(format, format.max_finite_bits())};
-  const DeviceTotals<Counters> counters(x.device());
+  const DeviceTotals<Counters> counters(x.device(), counts);
   quantize_kernel<<<blocks_for(x.numel()), kThreads, 0, stream()>>>(
       blocks_of(x, block_rows, block_cols, scales), element_type(x.dtype()), x.data(),
       static_cast<const float*>(scales.data()), rules, dequantize, element_type(out.dtype()), out.data(), out.strides()[0],
       out.strides()[1], counters.get());
   check_launch("fp8_quantize");
-  add_counts(counters.read(), st);
-  return st;
+  return stats_from(counters, x.numel());
 }
 
-Fp8QuantizeStats fp8_quantize_current(const Tensor& x, Format format, std::int64_t block_rows, std::int64_t block_cols,
-                                      int margin, bool power_of_2, bool dequantize, const Tensor& scales, const Tensor& out) {
+Fp8QuantizeStats quantize_current_counted(const Tensor& x, Format format, std::int64_t block_rows, std::int64_t block_cols,
+                                          int margin, bool power_of_2, bool dequantize, const Tensor& scales, const Tensor& out,
+                                          const Tensor& counts) {
   fp8_amax(x, block_rows, block_cols, scales);
   const std::int64_t n = scales.numel();
   scales_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(static_cast<float*>(scales.data()), n,
                                                            static_cast<double>(decode(format, format.max_finite_bits())),
                                                            margin, power_of_2);
   check_launch("fp8_quantize_current");
-  return fp8_quantize(x, format, scales, block_rows, block_cols, dequantize, out);
+  return quantize_counted(x, format, scales, block_rows, block_cols, dequantize, out, counts);
+}
+
+}  // namespace
+
+Fp8QuantizeStats fp8_quantize(const Tensor& x, Format format, const Tensor& scales, std::int64_t block_rows,
+                              std::int64_t block_cols, bool dequantize, const Tensor& out) {
+  return quantize_counted(x, format, scales, block_rows, block_cols, dequantize, out, Tensor());
+}
+
+Fp8QuantizeStats fp8_quantize_current(const Tensor& x, Format format, std::int64_t block_rows, std::int64_t block_cols,
+                                      int margin, bool power_of_2, bool dequantize, const Tensor& scales, const Tensor& out) {
+  return quantize_current_counted(x, format, block_rows, block_cols, margin, power_of_2, dequantize, scales, out, Tensor());
 }
 
 namespace {
 
-// The microscaled rules: block amaxes, then scales, then values, three launches and one read-back.
-Fp8QuantizeStats microscaled_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, const Tensor& out) {
+// The microscaled rules: block amaxes, then scales, then values, three launches; the counts read back
+// unless the caller reads them, and NVFP4's amax for its tensor scale either way.
+Fp8QuantizeStats microscaled_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, const Tensor& out,
+                                      const Tensor& counts) {
   spec.check();
   refuse_f64("block_quantize", x);
   if (x.dim() != 2) throw std::invalid_argument("block_quantize: x [R, C] expected");
   const std::int64_t rows = x.size(0), cols = x.size(1);
   const std::int64_t nbr = (rows + spec.block_rows - 1) / spec.block_rows, nbc = (cols + spec.block_cols - 1) / spec.block_cols;
-  Fp8QuantizeStats st;
-  st.count = x.numel();
-  if (x.numel() == 0) return st;
+  if (x.numel() == 0) return {};
   const Blocks b{rows, cols, x.strides()[0], x.strides()[1], spec.block_rows, spec.block_cols, nbc};
   const std::int64_t blocks = nbr * nbc;
   // Zeroed scratch: the blocks' amax patterns; then each block's multiplier and scale value.
   const Tensor amax = Tensor::zeros({blocks * 4}, DType::e4m3, x.device());
   const Tensor multiply = Tensor::empty({blocks}, DType::f32, x.device());
   const Tensor scale_value = Tensor::empty({blocks}, DType::f32, x.device());
-  const DeviceTotals<Counters> totals(x.device());
+  const DeviceTotals<Counters> totals(x.device(), counts);
   block_amax_kernel<<<blocks_for(x.numel()), kThreads, 0, stream()>>>(b, element_type(x.dtype()), x.data(),
                                                                        static_cast<unsigned*>(amax.data()), totals.get());
   check_launch("block_quantize");
@@ -278,8 +311,8 @@ Fp8QuantizeStats microscaled_quantize(const Tensor& x, const QuantSpec& spec, st
       top, spec.element.magnitude_mask(), seed, element_type(out.dtype()), out.data(), out.strides()[0], out.strides()[1],
       totals.get());
   check_launch("block_quantize");
-  add_counts(totals.read(), st);  // the one read-back: the counts, the amax, so the tensor scale
-  if (spec.scale == ScaleFormat::e4m3) st.tensor_scale = nvfp4_tensor_scale(static_cast<float>(st.amax));
+  Fp8QuantizeStats st = stats_from(totals, x.numel());
+  if (spec.scale == ScaleFormat::e4m3) st.tensor_scale = nvfp4_tensor_scale(std::bit_cast<float>(totals.read().amax_bits));
   return st;
 }
 
@@ -298,9 +331,12 @@ void hadamard_rows(const Tensor& x, std::uint16_t signs, const Tensor& out) {
 }
 
 Fp8QuantizeStats block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale,
-                                const Tensor& out) {
-  return block_quantize_by(x, spec, given_scale, out, fp8_quantize_current, fp8_quantize,
-                           [&] { return microscaled_quantize(x, spec, seed, out); });
+                                const Tensor& out, const Tensor& counts) {
+  check_counts(x, counts);
+  return block_quantize_by(
+      x, spec, given_scale, out, [&](const auto&... a) { return quantize_current_counted(a..., counts); },
+      [&](const auto&... a) { return quantize_counted(a..., counts); },
+      [&] { return microscaled_quantize(x, spec, seed, out, counts); });
 }
 
 }  // namespace mantissa::detail::cuda

@@ -15,7 +15,7 @@ void copy(const Tensor& src, const Tensor& dst);
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
 void unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out);
 void unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& grad_y, const Tensor& grad_x);
-GradientCheck scale_and_check(std::span<const Tensor> gradients, double factor, double underflow_below);
+GradientCheck scale_and_check(std::span<const Tensor> gradients, double factor, double underflow_below, const Tensor& totals);
 
 // cuda_optim.cu
 void sgd_update(std::span<const ParamUpdate> list, const SgdStep& s, const WriteBack& w);
@@ -57,7 +57,8 @@ Fp8QuantizeStats fp8_quantize_current(const Tensor& x, Format format, std::int64
                                       int margin, bool power_of_2, bool dequantize, const Tensor& scales, const Tensor& out);
 // BlockQuantize: the fit rule (FP8's delayed, current and block recipes) by the two kernels above; the
 // microscaled rules by the CPU's own scale rules, in three kernels.
-Fp8QuantizeStats block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale, const Tensor& out);
+Fp8QuantizeStats block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale, const Tensor& out,
+                                const Tensor& counts);
 void hadamard_rows(const Tensor& x, std::uint16_t signs, const Tensor& out);
 
 // cuda_pool.cu

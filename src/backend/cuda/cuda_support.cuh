@@ -153,13 +153,16 @@ __device__ inline float block_max(float v, float* scratch) {
 Tensor indices_on_gpu(std::span<const std::int64_t> values, Device device);
 
 // Totals that kernels add into on the GPU (counts, sums, maxima as ordered patterns): zeroed memory of
-// the caching allocator, read back once through copy_bytes (a counted copy, waiting for the GPU).
+// the caching allocator, read back once through copy_bytes (a counted copy, waiting for the GPU); or the
+// caller's zeroed bytes (`left`: a kernel's place for totals the caller reads later, read_later.h).
 template <class T>
 class DeviceTotals {
  public:
-  explicit DeviceTotals(Device device)
-      : bytes_(Tensor::zeros({static_cast<std::int64_t>(sizeof(T))}, DType::e4m3, device)) {}
+  explicit DeviceTotals(Device device, const Tensor& left = Tensor())
+      : left_(left.defined()), bytes_(left_ ? left : Tensor::zeros({static_cast<std::int64_t>(sizeof(T))}, DType::e4m3, device)) {}
   T* get() const { return static_cast<T*>(bytes_.data()); }
+  // Whether the totals are the caller's to read.
+  bool left() const { return left_; }
   T read() const {
     const Tensor host = bytes_.to(Device::cpu());
     T value{};
@@ -168,6 +171,7 @@ class DeviceTotals {
   }
 
  private:
+  bool left_;
   Tensor bytes_;
 };
 

@@ -9,6 +9,7 @@
 
 #include "../../core/element_io.h"
 #include "../../core/strided.h"
+#include "../read_later.h"
 #include "../registry.h"
 #include "reference_math.h"
 #include "reference_access.h"
@@ -167,10 +168,12 @@ GradientCheck scale_and_check_one(const Tensor& g, double factor, double underfl
   return c;
 }
 
-GradientCheck scale_and_check_kernel(std::span<const Tensor> gradients, double factor, double underflow_below) {
+GradientCheck scale_and_check_kernel(std::span<const Tensor> gradients, double factor, double underflow_below,
+                                     const Tensor& totals) {
+  if (!gradients.empty()) check_place<CheckTotals>("scale_and_check", totals, gradients.front().device());
   GradientCheck total;
   for (const Tensor& g : gradients) total += scale_and_check_one(g, factor, underflow_below);
-  return total;
+  return leave_check(total, totals);
 }
 
 // torch.optim.SGD, as its documentation writes it: g = grad + wd p; with momentum, b = g at the first

@@ -114,9 +114,11 @@ Fp8QuantizeStats reference_microscaled(const Tensor& x, const QuantSpec& spec, s
 }  // namespace
 
 Fp8QuantizeStats reference_block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale,
-                                          const Tensor& out) {
-  return block_quantize_by(x, spec, given_scale, out, reference_fp8_quantize_current, reference_fp8_quantize,
-                           [&] { return reference_microscaled(x, spec, seed, out); });
+                                          const Tensor& out, const Tensor& counts) {
+  check_counts(x, counts);
+  return leave_counts(block_quantize_by(x, spec, given_scale, out, reference_fp8_quantize_current, reference_fp8_quantize,
+                                        [&] { return reference_microscaled(x, spec, seed, out); }),
+                      counts);
 }
 
 // The transform as hadamard16 defines it, on the values loaded one at a time.
