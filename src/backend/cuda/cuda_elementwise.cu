@@ -126,10 +126,8 @@ bool with_flat_pointers(const Tensor& a, const Tensor& b, const Tensor& c, Launc
   return done;
 }
 
-// What the loss-scaling pass adds up, in device memory: kernels.h's CheckTotals (the layout a caller
-// reads later).
-
-// One thread's share of the pass: element o of g.
+// One thread's share of the pass: element o of g. The pass adds its totals into kernels.h's CheckTotals
+// in device memory (the layout a caller may read later, read_later.h).
 struct CheckTally {
   unsigned long long nonfinite = 0, underflow = 0;
   double squares = 0;
