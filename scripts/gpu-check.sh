@@ -225,11 +225,12 @@ if want kernels; then
   section "kernels: mantissa's bf16 step by kernel on the GPU's clock, then Nsight Systems' summary where there is nsys"
   MANTISSA_KERNEL_TIMES=kernel part 45 mantissa-bf16-kernels "${menv[@]}" "$bin/mantissa" "${gpt2[@]}" --precision bf16
   report kernels "$results" mantissa-bf16-kernels
-  # The bias gradients as their own products, beside plain weight-gradient products (no BGRADB epilogue):
-  # matmul_row_sums here against the line above says which is faster.
-  MANTISSA_BIAS_GRADIENT=separate MANTISSA_KERNEL_TIMES=kernel part 45 mantissa-bf16-kernels-separate-bias "${menv[@]}" \
-    "$bin/mantissa" "${gpt2[@]}" --precision bf16
-  report kernels "$results" mantissa-bf16-kernels-separate-bias
+  # The other ways, in one run: the bias gradients as their own products beside plain weight-gradient
+  # products (no BGRADB epilogue), and layer norm's backward in two passes. Its matmul_row_sums and
+  # layer_norm_backward against the lines above say which way is faster.
+  MANTISSA_BIAS_GRADIENT=separate MANTISSA_LAYER_NORM_BACKWARD=two-pass MANTISSA_KERNEL_TIMES=kernel \
+    part 45 mantissa-bf16-kernels-other-ways "${menv[@]}" "$bin/mantissa" "${gpt2[@]}" --precision bf16
+  report kernels "$results" mantissa-bf16-kernels-other-ways
   nsys=$(command -v nsys || ls /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
   if [ -n "$nsys" ] && [ "$dry" = 0 ]; then
     # The trace stays out of the results (it is large); its kernel summary is kept.

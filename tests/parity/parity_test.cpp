@@ -226,6 +226,10 @@ std::vector<Case> large_cases() {
     c.push_back({"layer_norm_" + std::to_string(cols) + "_columns", {{{9, cols}, testing::Layout::contiguous, 50, 52}, {{cols}}, {{cols}}},
                  [](V x) { return layer_norm(x[0], x[1], x[2]); }, 2 * cols, 2, Bound::normwise});
   }
+  // More rows than the GPU's fused layer norm backward has warps (512 blocks of 4): a warp adds a second
+  // row into its share of grad_gamma and grad_beta, sums over 2051 rows.
+  c.push_back({"layer_norm_many_rows", {{{2051, 40}}, {{40}}, {{40}}}, [](V x) { return layer_norm(x[0], x[1], x[2]); },
+               2051, 2, Bound::normwise});
   c.push_back({"max_pool2d_large", {{{8, 16, 28, 28}}}, [](V x) { return max_pool2d(x[0], 2, 2); }});
   return c;
 }

@@ -7,6 +7,8 @@
 // bf16 and f16 (flat_types.cuh), and issue their loads before they use them.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 
 #include "cuda_kernels.h"
@@ -299,6 +301,68 @@ __global__ void layer_norm_backward_x_warp_kernel(std::int64_t rows, Rows x, Ele
   }
 }
 
+// Layer norm's whole backward a warp per row: x and grad_y read once for grad_x and for the parameters'
+// sums (the two-pass backward read them again for grad_gamma and grad_beta: half of its 4.3 ms in a
+// 43.8 ms GPT-2 step on an H200). A warp takes rows w, w + kFusedWarps x blocks, ... and adds its
+// columns' grad_y x xhat and grad_y into its own row of shared memory (registers would need 2 x kPerLane
+// more: ptxas spilled them); then the block adds its warps' sums in warp order into its row of partial
+// [2][blocks][cols], and layer_norm_params_total_kernel adds the blocks in order. The grid depends only
+// on the row count, so the sums add in the same order on every run and GPU.
+constexpr int kFusedWarps = 4, kFusedMaxBlocks = 512;
+
+template <int kPerLane, class T>
+__global__ void __launch_bounds__(32 * kFusedWarps, 4) layer_norm_backward_warp_kernel(std::int64_t rows, Rows x, ElementType tx, const void* xp, Affine a,
+                                                ElementType tm, const void* mean, std::int64_t ms, ElementType tr,
+                                                const void* rstd, std::int64_t rs, Rows gy, ElementType tgy, const void* gyp,
+                                                Rows gx, ElementType tgx, void* gxp, float* partial) {
+  __shared__ float sums[kFusedWarps][2][32 * kPerLane];
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x & 31);
+  float* dg = sums[warp][0];
+  float* db = sums[warp][1];
+#pragma unroll
+  for (int k = 0; k < kPerLane; ++k) dg[lane + 32 * k] = db[lane + 32 * k] = 0.0f;  // a lane's own columns
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * kFusedWarps;
+  // r depends on the warp only: every shuffle below has its 32 lanes.
+  for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kFusedWarps + warp; r < rows; r += step) {
+    const float mu = load(tm, mean, r * ms), rsv = load(tr, rstd, r * rs);
+    float xhat[kPerLane], g[kPerLane];
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {  // every load issued before any is used
+      const std::int64_t c = lane + 32 * k;
+      xhat[k] = c < x.cols ? get<T>(tx, xp, r * x.row + c * x.col) : 0.0f;
+      g[k] = c < x.cols ? get<T>(tgy, gyp, r * gy.row + c * gy.col) : 0.0f;
+    }
+    float mean_g = 0, mean_gx = 0;
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      const std::int64_t c = lane + 32 * k;
+      xhat[k] = c < x.cols ? (xhat[k] - mu) * rsv : 0.0f;
+      dg[lane + 32 * k] += g[k] * xhat[k];
+      db[lane + 32 * k] += g[k];
+      g[k] = c < x.cols ? g[k] * a.g(c) : 0.0f;
+      mean_g += g[k];
+      mean_gx += g[k] * xhat[k];
+    }
+    mean_g = warp_sum(mean_g) / static_cast<float>(x.cols);
+    mean_gx = warp_sum(mean_gx) / static_cast<float>(x.cols);
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      const std::int64_t c = lane + 32 * k;
+      if (c < x.cols) put<T>(tgx, gxp, r * gx.row + c * gx.col, rsv * (g[k] - mean_g - xhat[k] * mean_gx));
+    }
+  }
+  __syncthreads();
+  for (std::int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) {  // the warps' sums, in warp order
+    float tg = 0, tb = 0;
+    for (int w = 0; w < kFusedWarps; ++w) {
+      tg += sums[w][0][c];
+      tb += sums[w][1][c];
+    }
+    partial[static_cast<std::int64_t>(blockIdx.x) * x.cols + c] = tg;
+    partial[(static_cast<std::int64_t>(gridDim.x) + blockIdx.x) * x.cols + c] = tb;
+  }
+}
+
 // Values a lane holds for rows of `cols` under the warp kernels (8, 16, 24 or 32: GPT-2's 768 columns
 // are 24 a lane: 50 registers forward, 90 backward on sm_90a, no spills), or 0: the block kernels.
 int warp_row_lanes(std::int64_t rows, std::int64_t cols) {
@@ -309,19 +373,23 @@ int warp_row_lanes(std::int64_t rows, std::int64_t cols) {
   return 32;
 }
 
-// launch(lanes, type, blocks, threads) with warp_row_lanes' choice as a compile-time constant (lanes()
-// is the kPerLane of the kernel to launch) and the rows' one dtype as a type (type: a null T*,
-// with_one_type), over the rows, four a block.
+// launch(lanes, type) with warp_row_lanes' choice as a compile-time constant (lanes() is the kPerLane
+// of the kernel to launch) and the rows' one dtype as a type (type: a null T*, with_one_type);
+// launch_warp_rows adds the grid for a row a warp, four rows a block.
+template <class Launch>
+void with_lanes(int per_lane, std::initializer_list<DType> dtypes, Launch&& launch) {
+  with_one_type(dtypes, [&](auto* type) {
+    if (per_lane == 8) launch(std::integral_constant<int, 8>{}, type);
+    if (per_lane == 16) launch(std::integral_constant<int, 16>{}, type);
+    if (per_lane == 24) launch(std::integral_constant<int, 24>{}, type);
+    if (per_lane == 32) launch(std::integral_constant<int, 32>{}, type);
+  });
+}
 template <class Launch>
 void launch_warp_rows(int per_lane, std::int64_t rows, std::initializer_list<DType> dtypes, Launch&& launch) {
   const auto blocks = static_cast<unsigned>((rows + kRowsPerWarpBlock - 1) / kRowsPerWarpBlock);
   constexpr unsigned threads = 32 * kRowsPerWarpBlock;
-  with_one_type(dtypes, [&](auto* type) {
-    if (per_lane == 8) launch(std::integral_constant<int, 8>{}, type, blocks, threads);
-    if (per_lane == 16) launch(std::integral_constant<int, 16>{}, type, blocks, threads);
-    if (per_lane == 24) launch(std::integral_constant<int, 24>{}, type, blocks, threads);
-    if (per_lane == 32) launch(std::integral_constant<int, 32>{}, type, blocks, threads);
-  });
+  with_lanes(per_lane, dtypes, [&](auto lanes, auto* type) { launch(lanes, type, blocks, threads); });
 }
 
 __global__ void layer_norm_backward_x_kernel(Rows x, ElementType tx, const void* xp, Affine a, ElementType tm,
@@ -400,18 +468,30 @@ __global__ void layer_norm_params_partial_kernel(Rows x, ElementType tx, const v
   }
 }
 
+// grad_gamma and grad_beta from partial [2][slices][cols], by blocks of kTileCols columns: row j of a
+// block's threads adds slices j, j + kTileRows, ...; then warp 0 adds grad_gamma's rows in order, warp 1
+// grad_beta's. (One thread a column over every slice left all but 3 SMs idle for GPT-2's 768 columns.)
 __global__ void layer_norm_params_total_kernel(std::int64_t cols, std::int64_t slices, const float* partial,
                                                ElementType tgg, void* ggp, std::int64_t sgg, ElementType tgb, void* gbp,
                                                std::int64_t sgb) {
-  for (std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; c < cols;
-       c += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    float dg = 0, db = 0;
-    for (std::int64_t s = 0; s < slices; ++s) {
+  __shared__ float sums[2][kTileRows][kTileCols];
+  const int tile_col = static_cast<int>(threadIdx.x) % kTileCols, tile_row = static_cast<int>(threadIdx.x) / kTileCols;
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kTileCols + tile_col;
+  float dg = 0, db = 0;
+  if (c < cols) {
+    for (std::int64_t s = tile_row; s < slices; s += kTileRows) {
       dg += partial[s * cols + c];
       db += partial[(slices + s) * cols + c];
     }
-    if (ggp != nullptr) store(tgg, ggp, c * sgg, dg);
-    if (gbp != nullptr) store(tgb, gbp, c * sgb, db);
+  }
+  sums[0][tile_row][tile_col] = dg;
+  sums[1][tile_row][tile_col] = db;
+  __syncthreads();
+  if (tile_row < 2 && c < cols) {
+    float total = 0;
+    for (int k = 0; k < kTileRows; ++k) total += sums[tile_row][k][tile_col];
+    if (tile_row == 0 && ggp != nullptr) store(tgg, ggp, c * sgg, total);
+    if (tile_row == 1 && gbp != nullptr) store(tgb, gbp, c * sgb, total);
   }
 }
 
@@ -511,6 +591,31 @@ void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double
   check_launch("layer_norm");
 }
 
+namespace {
+
+// MANTISSA_LAYER_NORM_BACKWARD=two-pass: grad_x by one kernel and the parameters' sums by another, each
+// reading x and grad_y (the backward before layer_norm_backward_warp_kernel; gpu-check's kernels part
+// times the step both ways).
+bool fused_layer_norm_backward_by_environment() {
+  const char* v = std::getenv("MANTISSA_LAYER_NORM_BACKWARD");
+  return v == nullptr || std::string(v) != "two-pass";
+}
+
+// grad_gamma and grad_beta (either may be undefined) from partial [2][slices][cols].
+void layer_norm_params_total(std::int64_t cols, std::int64_t slices, const Tensor& partial, const Tensor& grad_gamma,
+                             const Tensor& grad_beta) {
+  const std::int64_t tiles = (cols + kTileCols - 1) / kTileCols;
+  if (tiles > 0x7fffffff) throw std::invalid_argument("layer_norm_backward: too many columns for one launch");
+  layer_norm_params_total_kernel<<<static_cast<unsigned>(tiles), kThreads, 0, stream()>>>(
+      cols, slices, partial.data_as<float>(), element_type(grad_gamma.defined() ? grad_gamma.dtype() : DType::f32),
+      grad_gamma.defined() ? grad_gamma.data() : nullptr, grad_gamma.defined() ? grad_gamma.strides()[0] : 0,
+      element_type(grad_beta.defined() ? grad_beta.dtype() : DType::f32), grad_beta.defined() ? grad_beta.data() : nullptr,
+      grad_beta.defined() ? grad_beta.strides()[0] : 0);
+  check_launch("layer_norm_backward");
+}
+
+}  // namespace
+
 void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd, const Tensor& grad_y,
                          const Tensor& grad_x, const Tensor& grad_gamma, const Tensor& grad_beta, double /*eps*/) {
   for (const Tensor* t : {&x, &gamma, &mean, &rstd, &grad_y, &grad_x, &grad_gamma, &grad_beta}) {
@@ -518,8 +623,26 @@ void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
   }
   if (x.size(0) == 0) return;
   const Affine a = affine_of(gamma, Tensor());
+  const std::int64_t rows = x.size(0), cols = x.size(1);
+  const bool params = grad_gamma.defined() || grad_beta.defined();
+  static const bool fused = fused_layer_norm_backward_by_environment();
+  if (const int per_lane = warp_row_lanes(rows, cols); per_lane != 0 && grad_x.defined() && params && fused) {
+    const std::int64_t blocks = std::min<std::int64_t>(kFusedMaxBlocks, (rows + kFusedWarps - 1) / kFusedWarps);
+    const Tensor partial = Tensor::empty({2 * blocks * cols}, DType::f32, x.device());
+    with_lanes(per_lane, {x.dtype(), grad_y.dtype(), grad_x.dtype()}, [&](auto lanes, auto* type) {
+      layer_norm_backward_warp_kernel<lanes(), std::remove_pointer_t<decltype(type)>>
+          <<<static_cast<unsigned>(blocks), 32 * kFusedWarps, 0, stream()>>>(
+              rows, rows_of(x), element_type(x.dtype()), x.data(), a, element_type(mean.dtype()), mean.data(),
+              mean.strides()[0], element_type(rstd.dtype()), rstd.data(), rstd.strides()[0], rows_of(grad_y),
+              element_type(grad_y.dtype()), grad_y.data(), rows_of(grad_x), element_type(grad_x.dtype()), grad_x.data(),
+              partial.data_as<float>());
+    });
+    check_launch("layer_norm_backward");
+    layer_norm_params_total(cols, blocks, partial, grad_gamma, grad_beta);
+    return;
+  }
   if (grad_x.defined()) {
-    if (const int per_lane = warp_row_lanes(x.size(0), x.size(1))) {
+    if (const int per_lane = warp_row_lanes(rows, cols)) {
       launch_warp_rows(per_lane, x.size(0), {x.dtype(), grad_y.dtype(), grad_x.dtype()},
                        [&](auto lanes, auto* type, unsigned blocks, unsigned threads) {
         layer_norm_backward_x_warp_kernel<lanes(), std::remove_pointer_t<decltype(type)>><<<blocks, threads, 0, stream()>>>(
@@ -535,9 +658,8 @@ void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
     }
     check_launch("layer_norm_backward");
   }
-  if (grad_gamma.defined() || grad_beta.defined()) {
+  if (params) {
     // About 256 rows a slice, at most 128 slices: GPT-2's [16384, 768] is 24 x 64 blocks.
-    const std::int64_t rows = x.size(0), cols = x.size(1);
     const std::int64_t slices = std::min<std::int64_t>(128, (rows + 255) / 256);
     const std::int64_t slice_rows = (rows + slices - 1) / slices;
     const std::int64_t tiles = (cols + kTileCols - 1) / kTileCols;
@@ -553,12 +675,7 @@ void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
               grad_y.data(), slice_rows, partial.data_as<float>());
     });
     check_launch("layer_norm_backward");
-    layer_norm_params_total_kernel<<<blocks_for(cols), kThreads, 0, stream()>>>(
-        cols, slices, partial.data_as<float>(), element_type(grad_gamma.defined() ? grad_gamma.dtype() : DType::f32),
-        grad_gamma.defined() ? grad_gamma.data() : nullptr, grad_gamma.defined() ? grad_gamma.strides()[0] : 0,
-        element_type(grad_beta.defined() ? grad_beta.dtype() : DType::f32), grad_beta.defined() ? grad_beta.data() : nullptr,
-        grad_beta.defined() ? grad_beta.strides()[0] : 0);
-    check_launch("layer_norm_backward");
+    layer_norm_params_total(cols, slices, partial, grad_gamma, grad_beta);
   }
 }
 
