@@ -2,6 +2,7 @@
 // reference): the numerics telemetry gives the same counts and histogram, the FP8 quantizer the same
 // scales, bits and counters (the block quantizer too, every rule), and the scaled product the same values up to the order of f32 additions.
 // On values spread over every exponent, with zeros, infinities and NaNs, contiguous and transposed.
+// Cross-entropy's packed kernels: the backward's losses are the forward's bits.
 // And cuDNN's fused attention against the composition, the ids' way to the GPU, and the GPU's own clock of the step breakdown. Skipped, with the reason, without a GPU.
 #include <gtest/gtest.h>
 
@@ -179,6 +180,36 @@ TEST_F(CudaKernels, TheScaledProductFollowsTheCpus) {
                                    out_gpu, Fp8Grids{});
   const std::vector<double> x = out_cpu.to_doubles(), y = out_gpu.to(Device::cpu()).to_doubles();
   for (std::size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(y[i], x[i], 1e-5 * (std::fabs(x[i]) + 1)) << i;
+}
+
+// Cross-entropy on rows the packed kernels take (columns a multiple of 8; the backward keeps a row in
+// shared memory up to 110 KiB: not the f32 row of 28168 columns): the losses the backward makes from the
+// same read as the gradient it writes over the logits are the forward's, bit for bit (training's losses
+// and evaluation's agree); the gradient written in place is the separate one's; the losses are the
+// CPU's up to the order of f32 additions.
+TEST_F(CudaKernels, PackedCrossEntropyBackwardsLossesAreTheForwardsBits) {
+  const std::vector<std::pair<DType, std::int64_t>> shapes = {
+      {DType::bf16, 4104}, {DType::f16, 1032}, {DType::f32, 4104}, {DType::f32, 28168}};
+  for (const auto& [dtype, cols] : shapes) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)) + " x " + std::to_string(cols));
+    const std::int64_t n = 6;
+    const std::vector<std::int64_t> targets = {1, -100, cols - 1, 7, 0, cols / 2};
+    const Tensor logits_cpu = Tensor::randn({n, cols}, dtype, 41, 0.0, 3.0);
+    const Tensor g_cpu = Tensor::uniform({n}, DType::f32, 42, -1, 1);
+    const Tensor logits = logits_cpu.to(kGpu), g = g_cpu.to(kGpu);
+    const Tensor separate = Tensor::empty({n, cols}, dtype, kGpu), in_place = logits_cpu.to(kGpu);
+    const Tensor losses = Tensor::full({n}, 7.0, DType::f32, kGpu), forward = Tensor::empty({n}, DType::f32, kGpu);
+    run_kernel<kernel::CrossEntropyBackward>(kGpu, logits, targets, -100, 0.1, g, separate, Tensor());
+    run_kernel<kernel::CrossEntropyBackward>(kGpu, in_place, targets, -100, 0.1, g, in_place, losses);
+    run_kernel<kernel::CrossEntropy>(kGpu, logits, targets, -100, 0.1, forward);
+    EXPECT_TRUE(same_bytes(in_place, separate));
+    EXPECT_TRUE(same_bytes(losses, forward));
+    const Tensor cpu = Tensor::empty({n}, DType::f32);
+    run_kernel<kernel::CrossEntropy>(Device::cpu(), logits_cpu, targets, -100, 0.1, cpu);
+    const std::vector<double> want = cpu.to_doubles(), got = losses.to(Device::cpu()).to_doubles();
+    for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * (std::fabs(want[i]) + 1)) << i;
+    EXPECT_EQ(got[1], 0.0) << "the ignored row";
+  }
 }
 
 // Operands on fp8 grids (e4m3 x e4m3, e5m2 gradients x e4m3) run on fp8 tensor cores where the GPU has

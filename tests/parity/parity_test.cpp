@@ -230,6 +230,20 @@ std::vector<Case> large_cases() {
   // row into its share of grad_gamma and grad_beta, sums over 2051 rows.
   c.push_back({"layer_norm_many_rows", {{{2051, 40}}, {{40}}, {{40}}}, [](V x) { return layer_norm(x[0], x[1], x[2]); },
                2051, 2, Bound::normwise});
+  // Rows the GPU's packed cross-entropy kernels take (columns a multiple of 8, 16-byte accesses): kept in
+  // shared memory between the backward's two passes (4104 columns), and in f32 too wide for that
+  // (28168 columns, 110 KiB); then the kept classifier's gradient written over its logits with its
+  // losses by the packed backward.
+  for (const std::int64_t cols : {4104, 28168}) {
+    c.push_back({"cross_entropy_packed_" + std::to_string(cols), {{{5, cols}}}, [cols](V x) {
+                   const std::int64_t t[] = {1, -100, cols - 1, 7, 0};
+                   return cross_entropy(x[0], t, Reduction::mean, -100, 0.1);
+                 }, 5 * cols, 1, Bound::normwise});
+  }
+  c.push_back({"linear_cross_entropy_kept_packed", {{{9, 16}}, {{1032, 16}}}, [](V x) {
+                 const std::int64_t t[] = {1, 0, 1031, -100, 2, 3, 4, 500, 9};
+                 return linear_cross_entropy(x[0], x[1], t, Reduction::mean, -100, 0.1, 0, ClassifierGradient::kept);
+               }, 16 * 1032, 2, Bound::normwise});
   c.push_back({"max_pool2d_large", {{{8, 16, 28, 28}}}, [](V x) { return max_pool2d(x[0], 2, 2); }});
   return c;
 }

@@ -1,10 +1,11 @@
 // CUDA kernels that work a row at a time, one block of kThreads threads per row, statistics in f32:
 // softmax and log-softmax with their backward, the attention softmax (scaled, causal) with its backward,
 // cross-entropy (both directions from the logits) with label smoothing and an ignored index, and layer
-// norm with its backward (rows of up to 1024 columns a warp per row instead). Each follows its contract
-// in kernels.h and the reference's formulas; values are rounded once on store. Cross-entropy's and layer
-// norm's kernels, the step's hot ones, are compiled per dtype where their tensors share one of f32,
-// bf16 and f16 (flat_types.cuh), and issue their loads before they use them.
+// norm with its backward (rows of up to 1024 columns a warp per row instead, the backward in one pass).
+// Each follows its contract in kernels.h and the reference's formulas; values are rounded once on store.
+// Cross-entropy's and layer norm's kernels, the step's hot ones, are compiled per dtype where their
+// tensors share one of f32, bf16 and f16 (flat_types.cuh), and issue their loads before they use them;
+// cross-entropy's read aligned rows 16 bytes at a time and its backward keeps a row in shared memory.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -156,6 +157,88 @@ __global__ void cross_entropy_kernel(Rows x, ElementType tx, const void* xp, con
   const std::int64_t r = blockIdx.x;
   const RowStats st = row_stats<X>(x, tx, xp, r, scratch);
   if (threadIdx.x == 0) losses[r * loss_stride] = row_loss(st, x, tx, xp, r, targets[r], ignore_index, smoothing);
+}
+
+// Packed rows (packed_rows below): a row read 8 values at a time (16-byte accesses, kPackChunk packs in
+// flight a thread); a thread takes packs threadIdx.x, + kThreads, ... and folds each pack's values in
+// order, so the forward and the backward, both packed, add a row's statistics in one order. With `stage`
+// (shared memory for the row), the packs are kept there for the backward's second pass.
+constexpr int kPackChunk = 4;
+template <class X>
+__device__ RowStats packed_row_stats(const Pack<X>* row, std::int64_t packs, const ElementType& tx, Pack<X>* stage,
+                                     float* scratch) {
+  OnlineSum s;
+  float sum_x = 0;
+  for (std::int64_t p0 = threadIdx.x; p0 < packs; p0 += static_cast<std::int64_t>(kThreads) * kPackChunk) {
+    Pack<X> v[kPackChunk];
+#pragma unroll
+    for (int k = 0; k < kPackChunk; ++k) {  // every load issued before any is used
+      const std::int64_t p = p0 + static_cast<std::int64_t>(k) * kThreads;
+      if (p < packs) v[k] = row[p];
+    }
+#pragma unroll
+    for (int k = 0; k < kPackChunk; ++k) {
+      const std::int64_t p = p0 + static_cast<std::int64_t>(k) * kThreads;
+      if (p >= packs) continue;
+      if (stage != nullptr) stage[p] = v[k];
+#pragma unroll
+      for (int e = 0; e < kPack; ++e) {
+        const float f = to_f32(v[k].v[e], tx);
+        sum_x += f;
+        online_add(s, f);
+      }
+    }
+  }
+  const float mx = block_max(s.max, scratch);
+  const float total = block_sum(rescaled_total(s, mx), scratch);
+  return {mx, logf(total), block_sum(sum_x, scratch)};
+}
+
+template <class X>
+__global__ void cross_entropy_packed_kernel(Rows x, ElementType tx, const X* xp, const std::int64_t* targets,
+                                            std::int64_t ignore_index, float smoothing, std::int64_t loss_stride,
+                                            float* losses) {
+  __shared__ float scratch[kThreads / 32];
+  const std::int64_t r = blockIdx.x;
+  const RowStats st = packed_row_stats<X>(reinterpret_cast<const Pack<X>*>(xp + r * x.row), x.cols / kPack, tx, nullptr, scratch);
+  if (threadIdx.x == 0) losses[r * loss_stride] = row_loss(st, x, tx, xp, r, targets[r], ignore_index, smoothing);
+}
+
+// The backward of packed rows, gx packed alike (it may be x). kStaged: the row is kept in shared memory
+// (dynamic, cols x sizeof(X) bytes) from the statistics' read, so the logits are read from the device's
+// memory once (GPT-2's 50304 bf16 logits a row are 98 KiB: two blocks an SM); otherwise the second
+// pass reads them again, as the unpacked kernel does.
+template <class X, bool kStaged>
+__global__ void cross_entropy_backward_packed_kernel(Rows x, ElementType tx, const X* xp, const std::int64_t* targets,
+                                                     std::int64_t ignore_index, float smoothing, ElementType tgl,
+                                                     const void* glp, std::int64_t gl_stride, Rows gx, X* gxp,
+                                                     std::int64_t loss_stride, float* losses) {
+  extern __shared__ uint4 stage_bytes[];  // one declaration for every X (16-byte aligned)
+  Pack<X>* stage = reinterpret_cast<Pack<X>*>(stage_bytes);
+  __shared__ float scratch[kThreads / 32];
+  const std::int64_t r = blockIdx.x, packs = x.cols / kPack;
+  const std::int64_t t = targets[r];
+  const float g = t == ignore_index ? 0.0f : load(tgl, glp, r * gl_stride);
+  const Pack<X>* row = reinterpret_cast<const Pack<X>*>(xp + r * x.row);
+  const RowStats st = packed_row_stats<X>(row, packs, tx, kStaged ? stage : nullptr, scratch);
+  if (losses != nullptr) {
+    if (threadIdx.x == 0) losses[r * loss_stride] = row_loss(st, x, tx, xp, r, t, ignore_index, smoothing);
+    __syncthreads();  // the target's logit read before the row is overwritten
+  }
+  const float shift = st.max + st.log_total, spread = smoothing / static_cast<float>(x.cols);
+  Pack<X>* out = reinterpret_cast<Pack<X>*>(gxp + r * gx.row);
+  // A thread reads back only packs it staged (the same p), so no barrier is needed between.
+  for (std::int64_t p = threadIdx.x; p < packs; p += kThreads) {
+    const Pack<X> in = kStaged ? stage[p] : row[p];
+    Pack<X> o;
+#pragma unroll
+    for (int e = 0; e < kPack; ++e) {
+      const std::int64_t c = p * kPack + e;
+      const float w = spread + (c == t ? 1 - smoothing : 0.0f);
+      o.v[e] = from_f32<X>((expf(to_f32(in.v[e], tx) - shift) - w) * g, tx);
+    }
+    out[p] = o;
+  }
 }
 
 // Every thread writes only the elements it read, after the block's reductions: gx may be x. With
@@ -495,6 +578,33 @@ __global__ void layer_norm_params_total_kernel(std::int64_t cols, std::int64_t s
   }
 }
 
+// Rows the packed cross-entropy kernels take: X one of f32, bf16 and f16, columns contiguous and a
+// multiple of kPack, every row starting 16-byte aligned.
+template <class X>
+bool packed_rows(const Tensor& t) {
+  return t.strides()[1] == 1 && t.size(1) % kPack == 0 && packable({t.data()}) &&
+         (t.strides()[0] * static_cast<std::int64_t>(sizeof(X))) % 16 == 0;
+}
+
+// Whether a row of `bytes` is kept in shared memory by the backward: at most kMaxStage (two blocks an
+// SM on Hopper's 228 KiB) and what the device lets a block have; the kernel is allowed that much once.
+constexpr std::size_t kMaxStage = 110 * 1024;
+template <class X>
+bool stage_fits(std::size_t bytes) {
+  if (bytes > kMaxStage) return false;
+  static const bool allowed = [] {
+    int device = 0, most = 0;
+    check(cudaGetDevice(&device), "cross_entropy_backward");
+    check(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cross_entropy_backward");
+    if (static_cast<std::size_t>(most) < kMaxStage + 64) return false;  // + the block's own scratch
+    check(cudaFuncSetAttribute(cross_entropy_backward_packed_kernel<X, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(kMaxStage)),
+          "cross_entropy_backward");
+    return true;
+  }();
+  return allowed;
+}
+
 unsigned row_blocks(std::int64_t rows, const char* what) {
   if (rows > 0x7fffffff) throw std::invalid_argument(std::string(what) + ": too many rows for one launch");
   return static_cast<unsigned>(rows);
@@ -547,7 +657,17 @@ void cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets, 
   if (logits.size(0) == 0) return;
   const Tensor ids = indices_on_gpu(targets, logits.device());
   with_one_type({logits.dtype()}, [&](auto* type) {
-    cross_entropy_kernel<std::remove_pointer_t<decltype(type)>><<<row_blocks(logits.size(0), "cross_entropy"), kThreads, 0, stream()>>>(
+    using X = std::remove_pointer_t<decltype(type)>;
+    if constexpr (!std::is_same_v<X, AnyDType>) {
+      if (packed_rows<X>(logits)) {
+        cross_entropy_packed_kernel<X><<<row_blocks(logits.size(0), "cross_entropy"), kThreads, 0, stream()>>>(
+            rows_of(logits), element_type(logits.dtype()), static_cast<const X*>(logits.data()),
+            static_cast<const std::int64_t*>(ids.data()), ignore_index, static_cast<float>(smoothing), losses.strides()[0],
+            losses.data_as<float>());
+        return;
+      }
+    }
+    cross_entropy_kernel<X><<<row_blocks(logits.size(0), "cross_entropy"), kThreads, 0, stream()>>>(
         rows_of(logits), element_type(logits.dtype()), logits.data(), static_cast<const std::int64_t*>(ids.data()),
         ignore_index, static_cast<float>(smoothing), losses.strides()[0], losses.data_as<float>());
   });
@@ -561,7 +681,28 @@ void cross_entropy_backward(const Tensor& logits, std::span<const std::int64_t> 
   if (logits.size(0) == 0) return;
   const Tensor ids = indices_on_gpu(targets, logits.device());
   with_one_type({logits.dtype(), grad_logits.dtype()}, [&](auto* type) {
-    cross_entropy_backward_kernel<std::remove_pointer_t<decltype(type)>>
+    using X = std::remove_pointer_t<decltype(type)>;
+    if constexpr (!std::is_same_v<X, AnyDType>) {
+      if (packed_rows<X>(logits) && packed_rows<X>(grad_logits)) {
+        const auto bytes = static_cast<std::size_t>(logits.size(1)) * sizeof(X);
+        const bool staged = stage_fits<X>(bytes);
+        const auto launch = [&](auto kernel, std::size_t shared) {
+          kernel<<<row_blocks(logits.size(0), "cross_entropy_backward"), kThreads, shared, stream()>>>(
+              rows_of(logits), element_type(logits.dtype()), static_cast<const X*>(logits.data()),
+              static_cast<const std::int64_t*>(ids.data()), ignore_index, static_cast<float>(smoothing),
+              element_type(grad_losses.dtype()), grad_losses.data(), grad_losses.strides()[0], rows_of(grad_logits),
+              static_cast<X*>(grad_logits.data()), losses.defined() ? losses.strides()[0] : 0,
+              losses.defined() ? losses.data_as<float>() : nullptr);
+        };
+        if (staged) {
+          launch(cross_entropy_backward_packed_kernel<X, true>, bytes);
+        } else {
+          launch(cross_entropy_backward_packed_kernel<X, false>, 0);
+        }
+        return;
+      }
+    }
+    cross_entropy_backward_kernel<X>
         <<<row_blocks(logits.size(0), "cross_entropy_backward"), kThreads, 0, stream()>>>(
             rows_of(logits), element_type(logits.dtype()), logits.data(), static_cast<const std::int64_t*>(ids.data()),
             ignore_index, static_cast<float>(smoothing), element_type(grad_losses.dtype()), grad_losses.data(),
