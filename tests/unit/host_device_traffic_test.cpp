@@ -169,9 +169,22 @@ void expect_one_read_a_step(train::Model& model, train::DataSource& data, train:
 // counts), for an MLP in bf16 autocast and FP8 delayed and for the GPT in bf16 and in fp16 with dynamic
 // loss scaling. A read added anywhere in a step (an item(), a to(cpu)) fails here. (The backend's own
 // reads are the GPU kernels' and not seen by the fake: their slots are checked by the GPU cases.)
+// Tensors on cuda:0 run the CPU's kernels while one lives (detail::set_cpu_kernels_for_gpu_tensors),
+// the setting before restored however the test leaves.
+class CpuKernelsForGpuTensors {
+ public:
+  CpuKernelsForGpuTensors() : before_(detail::set_cpu_kernels_for_gpu_tensors(true)) {}
+  ~CpuKernelsForGpuTensors() { detail::set_cpu_kernels_for_gpu_tensors(before_); }
+  CpuKernelsForGpuTensors(const CpuKernelsForGpuTensors&) = delete;
+  CpuKernelsForGpuTensors& operator=(const CpuKernelsForGpuTensors&) = delete;
+
+ private:
+  bool before_;
+};
+
 TEST(HostDeviceTraffic, ATrainingStepOnADeviceReadsFromItOnce) {
   const FakeDevice fake;
-  const bool before = detail::set_cpu_kernels_for_gpu_tensors(true);
+  const CpuKernelsForGpuTensors cpu_kernels;
   ImageDataset images;
   images.images = Tensor::uniform({96, 1, 4, 4}, DType::f32, 5, 0, 1);
   for (std::int64_t i = 0; i < 96; ++i) images.labels.push_back(i % 4);
@@ -192,7 +205,6 @@ TEST(HostDeviceTraffic, ATrainingStepOnADeviceReadsFromItOnce) {
     train::TextData data(TextCorpus::from_bytes(text, "generated text"), 4, 16, 0, 1, "generated");
     expect_one_read_a_step(gpt, data, {compute, train::PrecisionMode::autocast});
   }
-  detail::set_cpu_kernels_for_gpu_tensors(before);
 }
 
 // Every source line that waits for the GPU or copies to the host: cuda_runtime.cu (wait_for_stream,

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <stdexcept>
 #include <string>
 
 #include "../../numeric/encode_rules.h"
@@ -117,6 +118,12 @@ struct Rows {
   std::int64_t rows, cols, row, col;
 };
 inline Rows rows_of(const Tensor& t) { return {t.size(0), t.size(1), t.strides()[0], t.strides()[1]}; }
+
+// The grid of a kernel that takes a row a block.
+inline unsigned row_blocks(std::int64_t rows, const char* what) {
+  if (rows > 0x7fffffff) throw std::invalid_argument(std::string(what) + ": too many rows for one launch");
+  return static_cast<unsigned>(rows);
+}
 
 // Sum over a warp (all 32 lanes take part); every lane gets the result, added in the same order every run.
 template <class T>
