@@ -231,6 +231,7 @@ if want kernels; then
   MANTISSA_BIAS_GRADIENT=separate MANTISSA_LAYER_NORM_BACKWARD=two-pass MANTISSA_KERNEL_TIMES=kernel \
     part 45 mantissa-bf16-kernels-other-ways "${menv[@]}" "$bin/mantissa" "${gpt2[@]}" --precision bf16
   report kernels "$results" mantissa-bf16-kernels-other-ways
+  report against "$results" mantissa-bf16-kernels mantissa-bf16-kernels-other-ways
   nsys=$(command -v nsys || ls /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
   if [ -n "$nsys" ] && [ "$dry" = 0 ]; then
     # The trace stays out of the results (it is large); its kernel summary is kept.
@@ -265,6 +266,9 @@ if [ "$dry" = 1 ]; then
   expect '^  bf16: .*(matmul|attention)' "$(report table "$results" | grep '^  bf16:')"
   expect '^quality bf16: no result' "$(report quality "$results" | sed -n 1p)"
   expect '^  (matmul|attention) +[0-9.]+ ' "$(report kernels "$results" mantissa-bf16 | sed -n 3p)"
+  expect '^mantissa-bf16 [0-9.]+ ms/step against mantissa-fp16 [0-9.]+ ms/step \([-+][0-9.]+ ms\)$' \
+    "$(report against "$results" mantissa-bf16 mantissa-fp16 | sed -n 1p)"
+  expect '^  [a-z_]+ +[0-9.]+ +[0-9.]+ +[-+][0-9.]+$' "$(report against "$results" mantissa-bf16 mantissa-fp16 | sed -n 3p)"
   save
   echo "results: $(tar -tzf "$out/gpu-check-results.tar.gz" | grep -c '\.json$') JSON files in $out/gpu-check-results.tar.gz"
 fi

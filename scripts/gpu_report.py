@@ -8,6 +8,9 @@ lent GPU machine and, for gpu-check's --dry-run, on sample results here.
   gpu_report.py quality DIR         the char GPT's validation loss on the GPU against the CPU's fp32
   gpu_report.py kernels DIR NAME    every part of run NAME's step (by kernel, with MANTISSA_KERNEL_TIMES=kernel):
                                     ms per step, bytes, GB/s
+  gpu_report.py against DIR NAME OTHER
+                                    the parts of two runs' steps side by side, the largest differences first
+                                    (the kernels part's default ways against its other ways)
 """
 import json
 import os
@@ -108,6 +111,21 @@ def kernels(d, name):
     return "\n".join(out)
 
 
+def against(d, name, other):
+    a, b = load(d, name), load(d, other)
+    if a is None or b is None or "time_fraction" not in a or "time_fraction" not in b:
+        missing = name if a is None or "time_fraction" not in a else other
+        return f"{name} against {other}: no breakdown of {missing} ({why_not(d, missing)})"
+    ta = {k: v * a["ms_per_step"] for k, v in a["time_fraction"].items()}
+    tb = {k: v * b["ms_per_step"] for k, v in b["time_fraction"].items()}
+    out = [f"{name} {a['ms_per_step']:.1f} ms/step against {other} {b['ms_per_step']:.1f} ms/step "
+           f"({a['ms_per_step'] - b['ms_per_step']:+.2f} ms)", f"  {'part':<32}{name[:10]:>11}{other[-10:]:>11}{'diff':>8}"]
+    parts = sorted(set(ta) | set(tb), key=lambda k: -abs(ta.get(k, 0) - tb.get(k, 0)))
+    for k in parts[:10]:
+        out.append(f"  {k:<32}{ta.get(k, 0):>11.2f}{tb.get(k, 0):>11.2f}{ta.get(k, 0) - tb.get(k, 0):>+8.2f}")
+    return "\n".join(out)
+
+
 def quality(d):
     out = []
     for p in ["bf16", "fp16"]:
@@ -128,6 +146,8 @@ def main(argv):
         print(table(argv[1]))
     elif len(argv) == 3 and argv[0] == "kernels":
         print(kernels(argv[1], argv[2]))
+    elif len(argv) == 4 and argv[0] == "against":
+        print(against(argv[1], argv[2], argv[3]))
     elif len(argv) == 2 and argv[0] == "quality":
         print(quality(argv[1]))
     else:
