@@ -17,19 +17,26 @@
 namespace mantissa::detail::cuda {
 namespace {
 
-// gamma and beta [C] by their stride (an undefined one: 1 and 0).
+// gamma and beta [C] by their stride (an undefined one: 1 and 0), in f32: a kernel reads them without a
+// switch on their dtype (load()'s switch, in the warp kernels' unrolled loops, became every dtype's
+// conversion for every element). Parameters in another dtype are copied into f32 first (as_f32).
 struct Affine {
-  ElementType tg, tb;
-  const void* gamma;
-  const void* beta;
+  const float* gamma;
+  const float* beta;
   std::int64_t sg, sb;
-  __device__ float g(std::int64_t c) const { return gamma != nullptr ? load(tg, gamma, c * sg) : 1.0f; }
-  __device__ float b(std::int64_t c) const { return beta != nullptr ? load(tb, beta, c * sb) : 0.0f; }
+  __device__ float g(std::int64_t c) const { return gamma != nullptr ? gamma[c * sg] : 1.0f; }
+  __device__ float b(std::int64_t c) const { return beta != nullptr ? beta[c * sb] : 0.0f; }
 };
-Affine affine_of(const Tensor& gamma, const Tensor& beta) {
-  return {element_type(gamma.defined() ? gamma.dtype() : DType::f32), element_type(beta.defined() ? beta.dtype() : DType::f32),
-          gamma.defined() ? gamma.data() : nullptr, beta.defined() ? beta.data() : nullptr,
-          gamma.defined() ? gamma.strides()[0] : 0, beta.defined() ? beta.strides()[0] : 0};
+Tensor as_f32(const Tensor& p) {
+  if (!p.defined() || p.dtype() == DType::f32) return p;
+  const Tensor t = Tensor::empty(p.shape(), DType::f32, p.device());
+  copy(p, t);
+  return t;
+}
+// gamma32, beta32: as_f32's (they must live until the kernel is queued).
+Affine affine_of(const Tensor& gamma32, const Tensor& beta32) {
+  return {gamma32.defined() ? gamma32.data_as<float>() : nullptr, beta32.defined() ? beta32.data_as<float>() : nullptr,
+          gamma32.defined() ? gamma32.strides()[0] : 0, beta32.defined() ? beta32.strides()[0] : 0};
 }
 
 __global__ void layer_norm_kernel(Rows x, ElementType tx, const void* xp, Affine a, float eps, Rows y, ElementType ty,
@@ -335,16 +342,17 @@ void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double
                 const Tensor& rstd) {
   for (const Tensor* t : {&x, &gamma, &beta, &y, &mean, &rstd}) refuse_f64("layer_norm", *t);
   if (x.size(0) == 0) return;
+  const Tensor gamma32 = as_f32(gamma), beta32 = as_f32(beta);
   if (const int per_lane = warp_row_lanes(x.size(0), x.size(1))) {
     launch_warp_rows(per_lane, x.size(0), {x.dtype(), y.dtype()}, [&](auto lanes, auto* type, unsigned blocks, unsigned threads) {
       layer_norm_warp_kernel<lanes(), std::remove_pointer_t<decltype(type)>><<<blocks, threads, 0, stream()>>>(
-          x.size(0), rows_of(x), element_type(x.dtype()), x.data(), affine_of(gamma, beta), static_cast<float>(eps), rows_of(y),
+          x.size(0), rows_of(x), element_type(x.dtype()), x.data(), affine_of(gamma32, beta32), static_cast<float>(eps), rows_of(y),
           element_type(y.dtype()), y.data(), element_type(mean.dtype()), mean.data(), mean.strides()[0],
           element_type(rstd.dtype()), rstd.data(), rstd.strides()[0]);
     });
   } else {
     layer_norm_kernel<<<row_blocks(x.size(0), "layer_norm"), kThreads, 0, stream()>>>(
-        rows_of(x), element_type(x.dtype()), x.data(), affine_of(gamma, beta), static_cast<float>(eps), rows_of(y),
+        rows_of(x), element_type(x.dtype()), x.data(), affine_of(gamma32, beta32), static_cast<float>(eps), rows_of(y),
         element_type(y.dtype()), y.data(), element_type(mean.dtype()), mean.data(), mean.strides()[0],
         element_type(rstd.dtype()), rstd.data(), rstd.strides()[0]);
   }
@@ -382,7 +390,8 @@ void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
     refuse_f64("layer_norm_backward", *t);
   }
   if (x.size(0) == 0) return;
-  const Affine a = affine_of(gamma, Tensor());
+  const Tensor gamma32 = as_f32(gamma);
+  const Affine a = affine_of(gamma32, Tensor());
   const std::int64_t rows = x.size(0), cols = x.size(1);
   const bool params = grad_gamma.defined() || grad_beta.defined();
   static const bool fused = fused_layer_norm_backward_by_environment();
