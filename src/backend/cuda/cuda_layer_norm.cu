@@ -105,17 +105,15 @@ __global__ void layer_norm_warp_kernel(std::int64_t rows, Rows x, ElementType tx
   }
 }
 
-// The input's gradient a warp per row, as above: x and grad_y read once each (every element by the lane
-// that writes its gradient, before the warp's reductions: grad_x may be either).
-// T: x's, grad_y's and grad_x's dtype as a type (AnyDType where they differ).
-template <int kPerLane, class T>
-__global__ void layer_norm_backward_x_warp_kernel(std::int64_t rows, Rows x, ElementType tx, const void* xp, Affine a,
-                                                  ElementType tm, const void* mean, std::int64_t ms, ElementType tr,
-                                                  const void* rstd, std::int64_t rs, Rows gy, ElementType tgy,
-                                                  const void* gyp, Rows gx, ElementType tgx, void* gxp) {
-  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kRowsPerWarpBlock + threadIdx.x / 32;
-  if (r >= rows) return;
-  const int lane = static_cast<int>(threadIdx.x & 31);
+// Row r's input gradient by one warp (lane l holds columns l, l + 32, ...): x and grad_y read once each
+// (every element by the lane that writes its gradient, before the warp's reductions: grad_x may be
+// either), every load issued before any is used. add(k, dy, xhat) sees each of the lane's values before
+// dy is multiplied by gamma: where the one-pass backward adds up the parameters' gradients.
+template <int kPerLane, class T, class Add>
+__device__ void layer_norm_backward_row(std::int64_t r, int lane, Rows x, ElementType tx, const void* xp, const Affine& a,
+                                        ElementType tm, const void* mean, std::int64_t ms, ElementType tr, const void* rstd,
+                                        std::int64_t rs, Rows gy, ElementType tgy, const void* gyp, Rows gx, ElementType tgx,
+                                        void* gxp, Add add) {
   const float mu = load(tm, mean, r * ms), rsv = load(tr, rstd, r * rs);
   float xhat[kPerLane], g[kPerLane];
 #pragma unroll
@@ -129,6 +127,7 @@ __global__ void layer_norm_backward_x_warp_kernel(std::int64_t rows, Rows x, Ele
   for (int k = 0; k < kPerLane; ++k) {
     const std::int64_t c = lane + 32 * k;
     xhat[k] = c < x.cols ? (xhat[k] - mu) * rsv : 0.0f;
+    add(k, g[k], xhat[k]);
     g[k] = c < x.cols ? g[k] * a.g(c) : 0.0f;
     mean_g += g[k];
     mean_gx += g[k] * xhat[k];
@@ -142,6 +141,19 @@ __global__ void layer_norm_backward_x_warp_kernel(std::int64_t rows, Rows x, Ele
   }
 }
 
+// The input's gradient a warp per row, as above (the two-pass backward's first pass).
+// T: x's, grad_y's and grad_x's dtype as a type (AnyDType where they differ).
+template <int kPerLane, class T>
+__global__ void layer_norm_backward_x_warp_kernel(std::int64_t rows, Rows x, ElementType tx, const void* xp, Affine a,
+                                                  ElementType tm, const void* mean, std::int64_t ms, ElementType tr,
+                                                  const void* rstd, std::int64_t rs, Rows gy, ElementType tgy,
+                                                  const void* gyp, Rows gx, ElementType tgx, void* gxp) {
+  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kRowsPerWarpBlock + threadIdx.x / 32;
+  if (r >= rows) return;
+  layer_norm_backward_row<kPerLane, T>(r, static_cast<int>(threadIdx.x & 31), x, tx, xp, a, tm, mean, ms, tr, rstd, rs, gy,
+                                       tgy, gyp, gx, tgx, gxp, [](int, float, float) {});
+}
+
 // Layer norm's whole backward a warp per row: x and grad_y read once for grad_x and for the parameters'
 // sums (the two-pass backward read them again for grad_gamma and grad_beta: half of its 4.3 ms in a
 // 43.8 ms GPT-2 step on an H200). A warp takes rows w, w + kFusedWarps x blocks, ... and adds its
@@ -152,10 +164,11 @@ __global__ void layer_norm_backward_x_warp_kernel(std::int64_t rows, Rows x, Ele
 constexpr int kFusedWarps = 4, kFusedMaxBlocks = 512;
 
 template <int kPerLane, class T>
-__global__ void __launch_bounds__(32 * kFusedWarps, 4) layer_norm_backward_warp_kernel(std::int64_t rows, Rows x, ElementType tx, const void* xp, Affine a,
-                                                ElementType tm, const void* mean, std::int64_t ms, ElementType tr,
-                                                const void* rstd, std::int64_t rs, Rows gy, ElementType tgy, const void* gyp,
-                                                Rows gx, ElementType tgx, void* gxp, float* partial) {
+__global__ void __launch_bounds__(32 * kFusedWarps, 4)
+    layer_norm_backward_warp_kernel(std::int64_t rows, Rows x, ElementType tx, const void* xp, Affine a, ElementType tm,
+                                    const void* mean, std::int64_t ms, ElementType tr, const void* rstd, std::int64_t rs,
+                                    Rows gy, ElementType tgy, const void* gyp, Rows gx, ElementType tgx, void* gxp,
+                                    float* partial) {
   __shared__ float sums[kFusedWarps][2][32 * kPerLane];
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x & 31);
   float* dg = sums[warp][0];
@@ -165,32 +178,11 @@ __global__ void __launch_bounds__(32 * kFusedWarps, 4) layer_norm_backward_warp_
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * kFusedWarps;
   // r depends on the warp only: every shuffle below has its 32 lanes.
   for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kFusedWarps + warp; r < rows; r += step) {
-    const float mu = load(tm, mean, r * ms), rsv = load(tr, rstd, r * rs);
-    float xhat[kPerLane], g[kPerLane];
-#pragma unroll
-    for (int k = 0; k < kPerLane; ++k) {  // every load issued before any is used
-      const std::int64_t c = lane + 32 * k;
-      xhat[k] = c < x.cols ? get<T>(tx, xp, r * x.row + c * x.col) : 0.0f;
-      g[k] = c < x.cols ? get<T>(tgy, gyp, r * gy.row + c * gy.col) : 0.0f;
-    }
-    float mean_g = 0, mean_gx = 0;
-#pragma unroll
-    for (int k = 0; k < kPerLane; ++k) {
-      const std::int64_t c = lane + 32 * k;
-      xhat[k] = c < x.cols ? (xhat[k] - mu) * rsv : 0.0f;
-      dg[lane + 32 * k] += g[k] * xhat[k];
-      db[lane + 32 * k] += g[k];
-      g[k] = c < x.cols ? g[k] * a.g(c) : 0.0f;
-      mean_g += g[k];
-      mean_gx += g[k] * xhat[k];
-    }
-    mean_g = warp_sum(mean_g) / static_cast<float>(x.cols);
-    mean_gx = warp_sum(mean_gx) / static_cast<float>(x.cols);
-#pragma unroll
-    for (int k = 0; k < kPerLane; ++k) {
-      const std::int64_t c = lane + 32 * k;
-      if (c < x.cols) put<T>(tgx, gxp, r * gx.row + c * gx.col, rsv * (g[k] - mean_g - xhat[k] * mean_gx));
-    }
+    layer_norm_backward_row<kPerLane, T>(r, lane, x, tx, xp, a, tm, mean, ms, tr, rstd, rs, gy, tgy, gyp, gx, tgx, gxp,
+                                         [&](int k, float dy, float xhat) {
+                                           dg[lane + 32 * k] += dy * xhat;
+                                           db[lane + 32 * k] += dy;
+                                         });
   }
   __syncthreads();
   for (std::int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) {  // the warps' sums, in warp order
@@ -205,7 +197,7 @@ __global__ void __launch_bounds__(32 * kFusedWarps, 4) layer_norm_backward_warp_
 }
 
 // Values a lane holds for rows of `cols` under the warp kernels (8, 16, 24 or 32: GPT-2's 768 columns
-// are 24 a lane: 50 registers forward, 90 backward on sm_90a, no spills), or 0: the block kernels.
+// are 24 a lane; registers and spills on sm_90a: docs/cuda.md), or 0: the block kernels.
 int warp_row_lanes(std::int64_t rows, std::int64_t cols) {
   if (cols > 32 * 32 || (rows + kRowsPerWarpBlock - 1) / kRowsPerWarpBlock > 0x7fffffff) return 0;
   for (const int per_lane : {8, 16, 24}) {
