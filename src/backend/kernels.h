@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -134,6 +135,18 @@ inline float fp8_scale_for(double amax, Format format, int margin, bool power_of
 // that multiplies fp8 in hardware converts such operands exactly and uses it; the others ignore this.
 struct Fp8Grids {
   DType a = DType::bf16, w = DType::bf16;
+};
+
+// What a scaled product multiplies its sums by: alpha times the factors its operands' quantizers left on
+// their device (BlockQuantize's `factor`: an f64 in 8 bytes each; undefined for 1), multiplied in f64 in
+// that order and rounded to f32 once. The factors stay where they were made: a GPU reads them in its own
+// kernels, so the host never waits for a scale it does not need.
+struct ProductScale {
+  ProductScale(double alpha_ = 1, Tensor a = Tensor(), Tensor w = Tensor())  // NOLINT: a plain alpha converts
+      : alpha(alpha_), a_factor(std::move(a)), w_factor(std::move(w)) {}
+  double alpha;
+  Tensor a_factor, w_factor;
+  bool on_device() const { return a_factor.defined() || w_factor.defined(); }
 };
 
 // The bytes of the distinct values a view holds (a broadcast dimension, stride 0, counts once); 0 for an
@@ -469,12 +482,14 @@ struct Fp8Quantize {
 // say (fit_quantize.h), the others as numeric/microscale.cpp defines them. counts: undefined (the stats
 // come back whole, which on a GPU waits for the kernels), or 32 zeroed bytes (Fp8Counts) on x's device
 // that the counts and the amax are left in, for the caller to read later; the stats then carry only
-// count and tensor_scale, and the GPU is not waited for unless the tensor scale needs the amax (current
-// scaling, NVFP4).
+// count and tensor_scale. factor: undefined (tensor_scale returned; on a GPU, current scaling and NVFP4
+// wait for the amax it needs), or 8 bytes on x's device that the tensor scale is written into, as an f64
+// (1 / scale for a per-tensor fit, NVFP4's f32 level, 1 for the others; tensor_scale returned as 1), for
+// a scaled product to read (ProductScale). With counts and factor both given the GPU is not waited for.
 struct BlockQuantize {
   static constexpr const char *name = "block_quantize", *family = "fp8_cast";
   using Fn = Fp8QuantizeStats(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale, const Tensor& out,
-                              const Tensor& counts);
+                              const Tensor& counts, const Tensor& factor);
 };
 // NVFP4's random Hadamard transform along the rows: out [R, C] f32 (contiguous) = each group of 16 rows
 // of x [R, C] (any float dtype, R a multiple of 16) mixed by H16 diag(signs) / 4, column by column
@@ -483,15 +498,16 @@ struct HadamardRows {
   static constexpr const char *name = "hadamard_rows", *family = "fp8_cast";
   using Fn = void(const Tensor& x, std::uint16_t signs, const Tensor& out);
 };
-// The FP8 product: out[b] = alpha * (a[b] . w[b]) + bias, shapes as Matmul's; products summed in f32,
-// alpha (the inverse of the operands' scales) and the bias applied in f32 before the one rounding.
-// The operands are bf16 (holding fp8 values exactly).
+// The FP8 product: out[b] = scale * (a[b] . w[b]) + bias, shapes as Matmul's; products summed in f32,
+// the scale (ProductScale: the inverse of the operands' scales, as f32) and the bias applied in f32
+// before the one rounding. The operands are bf16 (holding fp8 values exactly).
 struct ScaledMatmul {
   static constexpr const char *name = "scaled_matmul", *family = "matmul";
-  static double flops(const Tensor& a, const Tensor&, double, const Tensor&, const Tensor& out, Fp8Grids) {
+  static double flops(const Tensor& a, const Tensor&, const ProductScale&, const Tensor&, const Tensor& out, Fp8Grids) {
     return 2.0 * static_cast<double>(out.numel()) * static_cast<double>(a.size(-1));
   }
-  using Fn = void(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out, Fp8Grids grids);
+  using Fn = void(const Tensor& a, const Tensor& w, const ProductScale& scale, const Tensor& bias, const Tensor& out,
+                  Fp8Grids grids);
 };
 
 }  // namespace kernel

@@ -37,6 +37,32 @@ inline Fp8QuantizeStats leave_counts(const Fp8QuantizeStats& st, const Tensor& c
   return {.count = st.count, .tensor_scale = st.tensor_scale};
 }
 
+// BlockQuantize's set_factor (fit_quantize.h) on host memory: 1 / scale[0] in f64, or `value`.
+inline void set_factor_on_host(const Tensor& factor, const Tensor& scale, double value) {
+  leave_in(factor, scale.defined() ? 1.0 / static_cast<double>(*scale.data_as<float>()) : value);
+}
+
+// A microscaled quantizer's stats on host memory: its tensor scale left in `factor` where the caller
+// gave one (and returned as 1), as the GPU's kernels leave it.
+inline Fp8QuantizeStats leave_factor(Fp8QuantizeStats st, const Tensor& factor) {
+  if (!factor.defined()) return st;
+  leave_in(factor, st.tensor_scale);
+  st.tensor_scale = 1;
+  return st;
+}
+
+// What a scaled product multiplies by (ProductScale) on host memory: alpha times each factor, in f64.
+inline double product_scale_on_host(const ProductScale& s) {
+  double v = s.alpha;
+  for (const Tensor* f : {&s.a_factor, &s.w_factor}) {
+    if (!f->defined()) continue;
+    double factor;
+    std::memcpy(&factor, f->data(), sizeof factor);
+    v *= factor;
+  }
+  return v;
+}
+
 // Likewise the loss scaler's check, left in `totals` where given (only count returned).
 inline GradientCheck leave_check(const GradientCheck& c, const Tensor& totals) {
   if (!totals.defined()) return c;

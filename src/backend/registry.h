@@ -86,6 +86,10 @@ inline void check_device(const char* kernel, Device device, std::span<const Para
     for (const Tensor* t : u.tensors()) check_device(kernel, device, *t);
   }
 }
+inline void check_device(const char* kernel, Device device, const ProductScale& scale) {
+  check_device(kernel, device, scale.a_factor);
+  check_device(kernel, device, scale.w_factor);
+}
 template <class T>
 void check_device(const char*, Device, const T&) {}
 

@@ -33,10 +33,12 @@ std::optional<float> per_tensor_scale(double amax, Format f, int margin) {
 Tensor as_rows(const Tensor& x) { return reshape(x, {-1, x.size(-1)}); }
 
 // One operand, quantized: the values (bf16, [R, C] contiguous) and the factor that scales products of it
-// back (1 / scale for per-tensor scales; 1 for block scales, whose values come scaled back already).
+// back (1 / scale for per-tensor scales; NVFP4's tensor scale; 1 for block scales, whose values come
+// scaled back already), an f64 left by the quantizer on the values' device (undefined: 1), never read
+// by the host.
 struct Quantized {
   Tensor values;
-  double inverse_scale = 1;
+  Tensor factor;
   DType grid = DType::bf16;  // the fp8 grid every value lies on (per-tensor scales), or bf16 for none
 };
 
@@ -70,7 +72,7 @@ Quantized quantize_operand(const Tensor& x, QuantSpec spec, bool inner_is_rows, 
                            bool record) {
   if (inner_is_rows) std::swap(spec.block_rows, spec.block_cols);
   Tensor q = Tensor::empty({x.size(0), x.size(1)}, DType::bf16, x.device());
-  if (x.numel() == 0) return {q, 1.0};  // no blocks, no scales
+  if (x.numel() == 0) return {q, Tensor()};  // no blocks, no scales
   const bool delayed = state.options().recipe == Fp8Recipe::delayed && spec.per_tensor();
   const float given = delayed ? state.delayed_scale(role).value_or(0.0f) : 0.0f;  // none yet: x's own amax
   const std::uint64_t seed = spec.rounding == Rounding::stochastic ? state.next_rounding_seed() : 0;
@@ -89,22 +91,28 @@ Quantized quantize_operand(const Tensor& x, QuantSpec spec, bool inner_is_rows, 
       take(detail::stats_of(c, n));
     });
   }
-  const detail::Fp8QuantizeStats st = detail::run_kernel_on<detail::kernel::BlockQuantize>(x, x, spec, seed, given, q, counts);
+  const Tensor factor = Tensor::empty({static_cast<std::int64_t>(sizeof(double))}, DType::e4m3, x.device());
+  const detail::Fp8QuantizeStats st =
+      detail::run_kernel_on<detail::kernel::BlockQuantize>(x, x, spec, seed, given, q, counts, factor);
   if (!counts.defined()) take(st);
   // Per-tensor f32 scales leave the values on the fp8 grid; block scales come multiplied in.
-  return {q, st.tensor_scale, spec.scale == ScaleFormat::f32 ? grid_of(spec.element) : DType::bf16};
+  return {q, factor, spec.scale == ScaleFormat::f32 ? grid_of(spec.element) : DType::bf16};
 }
 
-// out = alpha * (a . b): a [M, K], b given as [K, N] view, out [M, N] in `dtype`; grids: the fp8 grids
-// a's and b's values lie on.
-Tensor scaled_product(const Tensor& a, const Tensor& b, double alpha, const Tensor& bias, DType dtype,
-                      detail::Fp8Grids grids) {
+// The values of q as another view (a transpose), with its factor and grid.
+Quantized viewed(const Quantized& q, const Tensor& view) { return {view, q.factor, q.grid}; }
+
+// out = a's factor * b's factor * (a . b) + bias: a's values [M, K], b's given as a [K, N] view, out
+// [M, N] in `dtype`.
+Tensor scaled_product(const Quantized& qa, const Quantized& qb, const Tensor& bias, DType dtype) {
+  const Tensor &a = qa.values, &b = qb.values;
   const std::int64_t m = a.size(0), k = a.size(1), n = b.size(1);
   Tensor out = Tensor::empty({m, n}, dtype, a.device());
   const Tensor a3 = make_view(a, {1, m, k}, {m * k, a.strides()[0], a.strides()[1]}, a.offset());
   const Tensor b3 = make_view(b, {1, k, n}, {k * n, b.strides()[0], b.strides()[1]}, b.offset());
   const Tensor o3 = make_view(out, {1, m, n}, {m * n, n, 1}, 0);
-  detail::run_kernel_on<detail::kernel::ScaledMatmul>(a, a3, b3, alpha, bias, o3, grids);
+  detail::run_kernel_on<detail::kernel::ScaledMatmul>(a, a3, b3, detail::ProductScale(1.0, qa.factor, qb.factor), bias, o3,
+                                                      detail::Fp8Grids{qa.grid, qb.grid});
   return out;
 }
 
@@ -152,8 +160,7 @@ class Fp8LinearNode final : public Node {
       gq = quantize_operand(g2, gs, false, *state_, Fp8Operand::grad_output, true);
       const Quantized wq = w_.raw.defined() ? quantize_operand(w_.raw, o.spec(Fp8Operand::weight), true, *state_, Fp8Operand::weight, false)
                                             : w_.quantized;
-      gx = reshape(scaled_product(gq.values, wq.values, gq.inverse_scale * wq.inverse_scale, Tensor(), x_dtype_, {gq.grid, wq.grid}),
-                   x_shape_);
+      gx = reshape(scaled_product(gq, wq, Tensor(), x_dtype_), x_shape_);
     }
     if (inputs[1].node) {  // dw = g^T x: the inner dimension is the rows of both
       if (!gq.values.defined() || !gs.turns() || rht) {
@@ -162,8 +169,7 @@ class Fp8LinearNode final : public Node {
       const Quantized xq = x_.raw.defined() ? quantize_operand(rht ? hadamard_rows(x_.raw) : x_.raw, o.spec(Fp8Operand::input), true,
                                                                *state_, Fp8Operand::input, false)
                                             : x_.quantized;
-      gw = scaled_product(transpose(gq.values, 0, 1), xq.values, gq.inverse_scale * xq.inverse_scale, Tensor(), w_dtype_,
-                          {gq.grid, xq.grid});
+      gw = scaled_product(viewed(gq, transpose(gq.values, 0, 1)), xq, Tensor(), w_dtype_);
     }
     if (inputs[2].node) gb = bias_gradient(g2);
     return {gx, gw, gb};
@@ -413,8 +419,7 @@ Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const st
     NoGradGuard no_grad;
     xq = quantize_operand(x2, xs, false, *state, Fp8Operand::input, training);
     wq = quantize_operand(w, ws, false, *state, Fp8Operand::weight, training);
-    y = scaled_product(xq.values, transpose(wq.values, 0, 1), xq.inverse_scale * wq.inverse_scale, bias, out_dtype,
-                       {xq.grid, wq.grid});
+    y = scaled_product(xq, viewed(wq, transpose(wq.values, 0, 1)), bias, out_dtype);
     Shape shape = x.shape();
     shape.back() = w.size(0);
     y = reshape(y, shape);
@@ -422,7 +427,7 @@ Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const st
   if (needs_grad({&x, &w, &bias})) {
     // Kept for backward (counted as activations): an operand's quantization where it serves the backward
     // product too, else the input as it came (the weight: the parameter itself).
-    const auto kept = [](const Quantized& q) { return Kept{{save_for_backward(q.values), q.inverse_scale, q.grid}, {}}; };
+    const auto kept = [](const Quantized& q) { return Kept{{save_for_backward(q.values), q.factor, q.grid}, {}}; };
     Kept xk = xs.turns() && !o.hadamard_wgrad() ? kept(xq) : Kept{{}, save_for_backward(x2)};
     Kept wk = ws.turns() ? kept(wq) : Kept{{}, w};
     record(y, std::make_shared<Fp8LinearNode>(std::move(xk), std::move(wk), x.shape(), x.dtype(), w.dtype(), state), {&x, &w, &bias});
@@ -439,7 +444,8 @@ Tensor fp8_round_trip(const Tensor& x, Format f, std::int64_t br, std::int64_t b
   const QuantSpec spec = power_of_2 ? QuantSpec{.element = f, .block_rows = br, .block_cols = bc, .scale = ScaleFormat::e8m0, .rule = ScaleRule::fit}
                                     : QuantSpec{.element = f, .block_rows = 0, .block_cols = 0, .scale = ScaleFormat::f32, .rule = ScaleRule::fit};
   Tensor q = Tensor::empty(x.shape(), DType::bf16, x.device());
-  const detail::Fp8QuantizeStats st = detail::run_kernel_on<detail::kernel::BlockQuantize>(x, x, spec, 0, 0.0f, q, Tensor());
+  const detail::Fp8QuantizeStats st =
+      detail::run_kernel_on<detail::kernel::BlockQuantize>(x, x, spec, 0, 0.0f, q, Tensor(), Tensor());
   // (Power-of-2 block scales come multiplied in; a tensor scale is applied here.)
   return st.tensor_scale == 1 ? cast(q, DType::f32) : mul(cast(q, DType::f32), st.tensor_scale);
 }

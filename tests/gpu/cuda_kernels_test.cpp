@@ -21,6 +21,7 @@
 #include "mantissa/backend/cuda.h"
 #include "mantissa/backend/kernel_timer.h"
 #include "mantissa/core/batched_reads.h"
+#include "mantissa/core/storage.h"
 #include "mantissa/numeric/microscale.h"
 #include "mantissa/ops/fp8.h"
 #include "mantissa/ops/ops.h"
@@ -124,7 +125,7 @@ TEST_F(CudaKernels, TheBlockQuantizerGivesTheCpusBitsForEveryRule) {
         SCOPED_TRACE(spec.str() + (specials ? ", specials" : "") + (turned ? ", transposed bf16" : ""));
         const Tensor x = turned ? transpose(spread(80, 96, DType::bf16, 13, specials), 0, 1) : spread(96, 80, DType::f32, 12, specials);
         Tensor out_cpu = Tensor::empty({96, 80}, DType::bf16), out_gpu = Tensor::empty({96, 80}, DType::bf16, kGpu);
-        const Fp8QuantizeStats a = run_kernel<kernel::BlockQuantize>(Device::cpu(), x, spec, 77, 0.0f, out_cpu, Tensor());
+        const Fp8QuantizeStats a = run_kernel<kernel::BlockQuantize>(Device::cpu(), x, spec, 77, 0.0f, out_cpu, Tensor(), Tensor());
         // The counts read back at once, and left on the GPU to be read later (a step's batched reads).
         for (const bool left : {false, true}) {
           SCOPED_TRACE(left ? "counts left on the GPU" : "counts read back");
@@ -134,13 +135,18 @@ TEST_F(CudaKernels, TheBlockQuantizerGivesTheCpusBitsForEveryRule) {
             std::memcpy(&later, bytes.data(), sizeof later);
           })
                                      : Tensor();
-          Fp8QuantizeStats b = run_kernel<kernel::BlockQuantize>(kGpu, x.to(kGpu), spec, 77, 0.0f, out_gpu, counts);
+          // Left: the tensor scale too, in a factor on the GPU (the product reads it there).
+          const Tensor factor = left ? Tensor::zeros({8}, DType::e4m3, kGpu) : Tensor();
+          const Tensor x_gpu = x.to(kGpu);
+          const HostDeviceTraffic before = host_device_traffic();
+          Fp8QuantizeStats b = run_kernel<kernel::BlockQuantize>(kGpu, x_gpu, spec, 77, 0.0f, out_gpu, counts, factor);
           if (left) {
-            EXPECT_EQ(b.saturated + b.underflowed + b.nonfinite, 0);  // only count and tensor scale come back
+            EXPECT_EQ(host_device_traffic().waits, before.waits);
+            EXPECT_EQ(b.saturated + b.underflowed + b.nonfinite, 0);  // only the count comes back
+            EXPECT_EQ(b.tensor_scale, 1.0);
             reads.read();
-            const double tensor_scale = b.tensor_scale;
             b = stats_of(later, b.count);
-            b.tensor_scale = tensor_scale;
+            std::memcpy(&b.tensor_scale, factor.to(Device::cpu()).data(), sizeof b.tensor_scale);
           }
           EXPECT_TRUE(same_bytes(out_gpu, out_cpu));
           EXPECT_EQ(b.saturated, a.saturated);
@@ -180,6 +186,38 @@ TEST_F(CudaKernels, TheScaledProductFollowsTheCpus) {
                                    out_gpu, Fp8Grids{});
   const std::vector<double> x = out_cpu.to_doubles(), y = out_gpu.to(Device::cpu()).to_doubles();
   for (std::size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(y[i], x[i], 1e-5 * (std::fabs(x[i]) + 1)) << i;
+}
+
+// A scaled product whose factors the quantizers left on the GPU (current scaling, NVFP4) multiplies by
+// them there, on fp8 tensor cores (as the scale of cuBLASLt's A) and on the bf16 path (alpha by device
+// pointer), a shape of each kind: the bits of the product given alpha * a's * w's from the host, and
+// no wait for the host.
+TEST_F(CudaKernels, FactorsOnTheGpuScaleAProductAsTheHostsAlpha) {
+  const double fa = 1.0 / 3.3, fw = 1.0 / 0.0071;
+  const auto factor = [](double v) {
+    Tensor t = Tensor::empty({8}, DType::e4m3);
+    std::memcpy(t.data(), &v, sizeof v);
+    return t.to(kGpu);
+  };
+  const Tensor a_factor = factor(fa), w_factor = factor(fw);
+  for (const std::int64_t m : {96, 37}) {  // 37 rows: no fp8 kernel, the bf16 path
+    for (const bool fp8_cores : {true, false}) {
+      SCOPED_TRACE(std::to_string(m) + (fp8_cores ? " rows, fp8 tensor cores allowed" : " rows, bf16 path"));
+      set_cuda_fp8_tensor_cores(fp8_cores);
+      const std::int64_t k = 128, n = 80;
+      const Tensor a = cast(cast(Tensor::randn({1, m, k}, DType::f32, 17, 0, 4), DType::e4m3), DType::bf16).to(kGpu);
+      const Tensor w = cast(cast(Tensor::randn({1, k, n}, DType::f32, 18, 0, 4), DType::e4m3), DType::bf16).to(kGpu);
+      const Tensor bias = Tensor::randn({n}, DType::bf16, 19).to(kGpu);
+      const Tensor by_factors = Tensor::empty({1, m, n}, DType::bf16, kGpu), by_alpha = Tensor::empty({1, m, n}, DType::bf16, kGpu);
+      const HostDeviceTraffic before = host_device_traffic();
+      run_kernel<kernel::ScaledMatmul>(kGpu, a, w, ProductScale(0.5, a_factor, w_factor), bias, by_factors,
+                                       Fp8Grids{DType::e4m3, DType::e4m3});
+      EXPECT_EQ(host_device_traffic().waits, before.waits);
+      run_kernel<kernel::ScaledMatmul>(kGpu, a, w, 0.5 * fa * fw, bias, by_alpha, Fp8Grids{DType::e4m3, DType::e4m3});
+      EXPECT_TRUE(same_bytes(by_factors, by_alpha));
+    }
+  }
+  set_cuda_fp8_tensor_cores(true);
 }
 
 // Cross-entropy on rows the packed kernels take (columns a multiple of 8; the backward keeps a row in

@@ -97,29 +97,33 @@ TEST(Fp8Training, EachLayerReportsItsShareOfTheQuantizationCounts) {
 }
 
 // The CPU's block quantizer, wrapped to count its calls with and without `counts` (BlockQuantize's place
-// for counts that the caller reads later).
+// for counts that the caller reads later), and those without a `factor` (its place for the tensor scale
+// that the product reads where it lies).
 detail::kernel::BlockQuantize::Fn* g_block_quantize = nullptr;
-int g_with_counts = 0, g_without_counts = 0;
+int g_with_counts = 0, g_without_counts = 0, g_without_factor = 0;
 detail::Fp8QuantizeStats counting_block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given,
-                                                 const Tensor& out, const Tensor& counts) {
+                                                 const Tensor& out, const Tensor& counts, const Tensor& factor) {
   ++(counts.defined() ? g_with_counts : g_without_counts);
-  return g_block_quantize(x, spec, seed, given, out, counts);
+  g_without_factor += !factor.defined();
+  return g_block_quantize(x, spec, seed, given, out, counts, factor);
 }
 
 // Inside a training step every quantization leaves its counts and amax on the device for the step's one
 // read (core/batched_reads.h), in every recipe: on a GPU, reading each back waited ~140 times a GPT-2
 // step. Outside a step (evaluation) they come back at once. The counts are the same either way: the
-// tests above read them through the step.
+// tests above read them through the step. Every quantization leaves its tensor scale on the device too,
+// for its product to read there (current scaling read each one back before).
 TEST(Fp8Training, InAStepEveryQuantizerLeavesItsCountsForTheStepsOneRead) {
   (void)detail::impl_for(Device::cpu());  // every backend's kernels registered
   auto& fn = detail::KernelTable<detail::kernel::BlockQuantize>::fn[static_cast<std::size_t>(detail::Impl::cpu)];
   g_block_quantize = std::exchange(fn, &counting_block_quantize);
   for (Fp8Recipe r : {Fp8Recipe::delayed, Fp8Recipe::current, Fp8Recipe::block, Fp8Recipe::mxfp8, Fp8Recipe::nvfp4}) {
     MlpRun run(Fp8Options{.recipe = r});
-    g_with_counts = g_without_counts = 0;
+    g_with_counts = g_without_counts = g_without_factor = 0;
     for (int i = 0; i < 2; ++i) run.trainer.step();
     EXPECT_GE(g_with_counts, 2 * 2 * 3) << fp8_recipe_name(r);  // two steps, two FP8 layers, three products
     EXPECT_EQ(g_without_counts, 0) << fp8_recipe_name(r);
+    EXPECT_EQ(g_without_factor, 0) << fp8_recipe_name(r);
     const train::StepRecord rec = run.trainer.step();
     ASSERT_TRUE(rec.fp8.has_value());
     EXPECT_GT(rec.fp8->quantized, 0) << fp8_recipe_name(r);

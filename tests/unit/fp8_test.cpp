@@ -680,10 +680,10 @@ bool on_grid(const Tensor& t, DType grid) {
   return true;
 }
 
-void spy_scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out,
-                       detail::Fp8Grids grids) {
+void spy_scaled_matmul(const Tensor& a, const Tensor& w, const detail::ProductScale& scale, const Tensor& bias,
+                       const Tensor& out, detail::Fp8Grids grids) {
   g_seen.push_back({grids.a, grids.w, on_grid(a, grids.a) && on_grid(w, grids.w)});
-  g_real_scaled_matmul(a, w, alpha, bias, out, grids);
+  g_real_scaled_matmul(a, w, scale, bias, out, grids);
 }
 
 TEST(Fp8Linear, ProductsAreToldTheFp8GridsTheirOperandsLieOn) {
@@ -727,6 +727,15 @@ TEST(Fp8Linear, ProductsAreToldTheFp8GridsTheirOperandsLieOn) {
 // BlockQuantize's `counts`: left in the caller's bytes (to be read later with a step's other values),
 // they are the counts and amax it returns without them, on the CPU and the reference alike; what comes
 // back is only the count and the tensor scale, and the values are the same.
+// BlockQuantize's `factor` as the host reads it (8 bytes holding an f64).
+double factor_in(const Tensor& factor) {
+  double v;
+  std::memcpy(&v, factor.to(Device::cpu()).data(), sizeof v);
+  return v;
+}
+
+// Counts and the tensor scale left on the device for later (a step's one read; the product reads the
+// factor where it lies) are what the quantizer returns when asked at once.
 TEST(BlockQuantize, CountsLeftForLaterAreTheCountsItWouldReturn) {
   std::vector<double> v = Tensor::randn({64, 96}, DType::f32, 41, 0, 300).to_doubles();
   v[3] = std::numeric_limits<double>::infinity();
@@ -740,9 +749,11 @@ TEST(BlockQuantize, CountsLeftForLaterAreTheCountsItWouldReturn) {
       SCOPED_TRACE(std::string(name) + (backend == CpuBackend::reference ? ", reference" : ", cpu"));
       const CpuBackendScope scope(backend);
       const Tensor now_out = Tensor::empty({64, 96}, DType::bf16), later_out = Tensor::empty({64, 96}, DType::bf16);
-      const Fp8QuantizeStats now = detail::run_kernel<detail::kernel::BlockQuantize>(Device::cpu(), x, spec, 9, 0.0f, now_out, Tensor());
-      const Tensor counts = Tensor::zeros({32}, DType::e4m3);
-      const Fp8QuantizeStats back = detail::run_kernel<detail::kernel::BlockQuantize>(Device::cpu(), x, spec, 9, 0.0f, later_out, counts);
+      const Fp8QuantizeStats now =
+          detail::run_kernel<detail::kernel::BlockQuantize>(Device::cpu(), x, spec, 9, 0.0f, now_out, Tensor(), Tensor());
+      const Tensor counts = Tensor::zeros({32}, DType::e4m3), factor = Tensor::full({8}, 3.0, DType::e4m3);
+      const Fp8QuantizeStats back =
+          detail::run_kernel<detail::kernel::BlockQuantize>(Device::cpu(), x, spec, 9, 0.0f, later_out, counts, factor);
       EXPECT_EQ(now.nonfinite, 2);
       if (!std::isnan(now.tensor_scale)) {
         EXPECT_GT(now.underflowed, 0);  // 1e-30 (NVFP4's scale is NaN with a NaN in x)
@@ -750,7 +761,9 @@ TEST(BlockQuantize, CountsLeftForLaterAreTheCountsItWouldReturn) {
       EXPECT_EQ(back.saturated + back.underflowed + back.nonfinite, 0);
       EXPECT_EQ(back.amax, 0);
       EXPECT_EQ(back.count, now.count);
-      EXPECT_TRUE(back.tensor_scale == now.tensor_scale || (std::isnan(back.tensor_scale) && std::isnan(now.tensor_scale)));
+      EXPECT_EQ(back.tensor_scale, 1.0);  // left in the factor
+      const double left = factor_in(factor);
+      EXPECT_TRUE(left == now.tensor_scale || (std::isnan(left) && std::isnan(now.tensor_scale))) << left << " " << now.tensor_scale;
       detail::Fp8Counts c;
       std::memcpy(&c, counts.data(), sizeof c);
       const Fp8QuantizeStats later = detail::stats_of(c, back.count);
@@ -759,9 +772,45 @@ TEST(BlockQuantize, CountsLeftForLaterAreTheCountsItWouldReturn) {
       EXPECT_EQ(later.nonfinite, now.nonfinite);
       EXPECT_TRUE(later.amax == now.amax || (std::isnan(later.amax) && std::isnan(now.amax))) << now.amax << " " << later.amax;
       EXPECT_EQ(std::memcmp(now_out.data(), later_out.data(), 64 * 96 * 2), 0);
-      EXPECT_THROW(detail::run_kernel<detail::kernel::BlockQuantize>(Device::cpu(), x, spec, 9, 0.0f, later_out, Tensor::zeros({16}, DType::e4m3)),
+      EXPECT_THROW(detail::run_kernel<detail::kernel::BlockQuantize>(Device::cpu(), x, spec, 9, 0.0f, later_out,
+                                                                      Tensor::zeros({16}, DType::e4m3), Tensor()),
+                   std::invalid_argument);
+      EXPECT_THROW(detail::run_kernel<detail::kernel::BlockQuantize>(Device::cpu(), x, spec, 9, 0.0f, later_out, Tensor(),
+                                                                      Tensor::zeros({4}, DType::e4m3)),
                    std::invalid_argument);
     }
+  }
+  // A given (delayed) scale's factor is its inverse, as the returned tensor scale is.
+  const QuantSpec per_tensor = QuantSpec::parse("e4m3 tensor f32 fit nearest");
+  const Tensor out = Tensor::empty({64, 96}, DType::bf16), factor = Tensor::zeros({8}, DType::e4m3);
+  const float given = 0.37f;
+  const Fp8QuantizeStats now = detail::run_kernel<detail::kernel::BlockQuantize>(Device::cpu(), x, per_tensor, 0, given, out, Tensor(), Tensor());
+  EXPECT_EQ(now.tensor_scale, 1.0 / static_cast<double>(given));
+  (void)detail::run_kernel<detail::kernel::BlockQuantize>(Device::cpu(), x, per_tensor, 0, given, out, Tensor(), factor);
+  EXPECT_EQ(factor_in(factor), now.tensor_scale);
+}
+
+// A scaled product's factors on the operands' device multiply as its alpha does: alpha * a's * w's in
+// f64, rounded to f32 once, so the same bits as the one alpha the host would have made of them.
+TEST(ScaledMatmul, FactorsLeftOnTheDeviceMultiplyAsTheHostsAlpha) {
+  MANTISSA_TRACE_SEED();
+  const std::uint64_t seed = testing::test_seed();
+  const std::int64_t m = 19, k = 64, n = 23;
+  const Tensor a3 = reshape(grid_values({m, k}, seed), {1, m, k});
+  const Tensor w3 = reshape(grid_values({k, n}, seed + 1), {1, k, n});
+  const double fa = 1.0 / 3.3, fw = 1.0 / 0.0071;
+  const auto factor = [](double v) {
+    Tensor t = Tensor::empty({8}, DType::e4m3);
+    std::memcpy(t.data(), &v, sizeof v);
+    return t;
+  };
+  for (const CpuBackend backend : {CpuBackend::onednn, CpuBackend::reference}) {
+    const CpuBackendScope scope(backend);
+    Tensor by_factors = Tensor::empty({1, m, n}, DType::f32), by_alpha = Tensor::empty({1, m, n}, DType::f32);
+    detail::run_kernel<detail::kernel::ScaledMatmul>(Device::cpu(), a3, w3, detail::ProductScale(0.5, factor(fa), factor(fw)),
+                                                      Tensor(), by_factors, detail::Fp8Grids{});
+    detail::run_kernel<detail::kernel::ScaledMatmul>(Device::cpu(), a3, w3, 0.5 * fa * fw, Tensor(), by_alpha, detail::Fp8Grids{});
+    EXPECT_EQ(std::memcmp(by_factors.data(), by_alpha.data(), static_cast<std::size_t>(m * n) * 4), 0);
   }
 }
 

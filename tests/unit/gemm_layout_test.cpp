@@ -184,10 +184,10 @@ void spy_accumulate(const Tensor& a, const Tensor& w, const Tensor& out) {
   record("matmul_accumulate", a, w, out);
   g_accumulate(a, w, out);
 }
-void spy_scaled(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out,
+void spy_scaled(const Tensor& a, const Tensor& w, const detail::ProductScale& scale, const Tensor& bias, const Tensor& out,
                 detail::Fp8Grids grids) {
   record("scaled_matmul", a, w, out);
-  g_scaled(a, w, alpha, bias, out, grids);
+  g_scaled(a, w, scale, bias, out, grids);
 }
 
 class ProductSpies {

@@ -133,15 +133,9 @@ TEST(HostDeviceTraffic, BatchedReadsWaitOnceForAllTheirValues) {
   EXPECT_THROW(reads.value(Tensor::full({1}, 1.0, DType::f32), [](double) {}), std::invalid_argument);
 }
 
-// A whole training step on the fake device (its kernels the CPU's): the host reads from the device once
-// a step, the step's batched read (the losses; with FP8, every quantizer's counts too), in bf16 autocast
-// and with the FP8 delayed recipe (from its second step: the first has no amax history yet, so each
-// operand's scale is fitted to its own amax and read back for the product). A read added anywhere in the
-// step (an item(), a to(cpu)) fails here. (The backend's own reads, as the loss scaler's check, are the
-// GPU kernels' and not seen by the fake.)
-// The reads of `steps` steps of `model` on `data` on the fake device, a step at a time; with FP8's delayed
-// recipe the first step is left out (no amax history yet: each operand's scale is fitted to its own amax
-// and read back for the product).
+// The reads of 4 steps of `model` on `data` on the fake device, a step at a time: one each, from the
+// first (with FP8 too: the delayed recipe's first step, which has no amax history, and current scaling
+// fit each operand's scale to its own amax on the device, where the product reads it).
 void expect_one_read_a_step(train::Model& model, train::DataSource& data, train::PrecisionPolicy precision) {
   train::TrainerOptions o;
   const bool fp8 = precision.fp8.has_value();
@@ -152,10 +146,8 @@ void expect_one_read_a_step(train::Model& model, train::DataSource& data, train:
   for (int step = 1; step <= 4; ++step) {
     const HostDeviceTraffic start = host_device_traffic();
     const train::StepRecord rec = trainer.step();
-    if (!fp8 || step > 1) {
-      EXPECT_EQ(since(start).waits, 1U) << "step " << step;
-      EXPECT_EQ(since(start).to_host, 1U) << "step " << step;
-    }
+    EXPECT_EQ(since(start).waits, 1U) << "step " << step;
+    EXPECT_EQ(since(start).to_host, 1U) << "step " << step;
     EXPECT_TRUE(std::isfinite(rec.loss));
     if (fp8) {
       ASSERT_TRUE(rec.fp8.has_value());
@@ -166,8 +158,8 @@ void expect_one_read_a_step(train::Model& model, train::DataSource& data, train:
 
 // A whole training step on the fake device (its kernels the CPU's): the host reads from the device once
 // a step, the step's batched read (the losses, the loss scaler's check; with FP8, every quantizer's
-// counts), for an MLP in bf16 autocast and FP8 delayed and for the GPT in bf16 and in fp16 with dynamic
-// loss scaling. A read added anywhere in a step (an item(), a to(cpu)) fails here. (The backend's own
+// counts), for an MLP in bf16 autocast and in every FP8 recipe, and for the GPT in bf16 and in fp16
+// with dynamic loss scaling. A read added anywhere in a step (an item(), a to(cpu)) fails here. (The backend's own
 // reads are the GPU kernels' and not seen by the fake: their slots are checked by the GPU cases.)
 // Tensors on cuda:0 run the CPU's kernels while one lives (detail::set_cpu_kernels_for_gpu_tensors),
 // the setting before restored however the test leaves.
@@ -189,11 +181,15 @@ TEST(HostDeviceTraffic, ATrainingStepOnADeviceReadsFromItOnce) {
   images.images = Tensor::uniform({96, 1, 4, 4}, DType::f32, 5, 0, 1);
   for (std::int64_t i = 0; i < 96; ++i) images.labels.push_back(i % 4);
   images.classes = 4;
-  for (const bool fp8 : {false, true}) {
-    SCOPED_TRACE(fp8 ? "mlp, fp8 delayed" : "mlp, bf16 autocast");
+  const std::vector<std::optional<Fp8Recipe>> recipes = {std::nullopt,       Fp8Recipe::delayed, Fp8Recipe::current,
+                                                         Fp8Recipe::block,   Fp8Recipe::mxfp8,   Fp8Recipe::mxfp4,
+                                                         Fp8Recipe::nvfp4};
+  for (const std::optional<Fp8Recipe> recipe : recipes) {
+    SCOPED_TRACE(recipe ? "mlp, fp8 " + std::string(fp8_recipe_name(*recipe)) : std::string("mlp, bf16 autocast"));
     train::ModuleModel<nn::Mlp> mlp{nn::MlpConfig{.in = 16, .hidden = 32, .layers = 3, .classes = 4, .seed = 3}};
     train::ClassificationData data{images, images, 32, 5};
-    expect_one_read_a_step(mlp, data, {DType::bf16, train::PrecisionMode::autocast, fp8 ? std::optional(Fp8Options{}) : std::nullopt});
+    expect_one_read_a_step(mlp, data, {DType::bf16, train::PrecisionMode::autocast,
+                                       recipe ? std::optional(Fp8Options{.recipe = *recipe}) : std::nullopt});
   }
   std::vector<std::uint8_t> text;
   for (int i = 0; text.size() < 8192; ++i) {

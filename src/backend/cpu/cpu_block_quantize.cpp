@@ -17,9 +17,10 @@
 namespace mantissa::detail {
 
 Fp8QuantizeStats cpu_block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale,
-                                    const Tensor& out, const Tensor& counts) {
-  check_counts(x, counts);
-  return leave_counts(block_quantize_by(x, spec, given_scale, out, cpu_fp8_quantize_current, cpu_fp8_quantize, [&] {
+                                    const Tensor& out, const Tensor& counts, const Tensor& factor) {
+  check_counts(x, counts, factor);
+  return leave_counts(block_quantize_by(x, spec, given_scale, out, factor, cpu_fp8_quantize_current, cpu_fp8_quantize,
+                                        set_factor_on_host, [&] {
     const std::int64_t rows = x.size(0), cols = x.size(1);
     // The values back as each row is quantized: element times block scale, exact in f32 and in bf16.
     float element[256];
@@ -32,8 +33,9 @@ Fp8QuantizeStats cpu_block_quantize(const Tensor& x, const QuantSpec& spec, std:
     };
     const auto load = [&](std::int64_t r, float* row) { load_row(x, r, row); };
     const QuantizedBlocks q = quantize_block_rows(rows, cols, spec, seed, {load, emit, {}});
-    return Fp8QuantizeStats{.amax = q.amax, .saturated = q.saturated, .underflowed = q.underflowed,
-                            .nonfinite = q.nonfinite, .count = rows * cols, .tensor_scale = q.tensor_scale};
+    return leave_factor({.amax = q.amax, .saturated = q.saturated, .underflowed = q.underflowed, .nonfinite = q.nonfinite,
+                         .count = rows * cols, .tensor_scale = q.tensor_scale},
+                        factor);
   }), counts);
 }
 

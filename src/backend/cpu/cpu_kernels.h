@@ -92,15 +92,15 @@ void cpu_batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor&
 void cpu_matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out);
 void cpu_matmul_accumulate(const Tensor& a, const Tensor& w, const Tensor& out);
 void cpu_matmul_row_sums(const Tensor& a, const Tensor& w, const Tensor& out, const Tensor& sums);
-// out = alpha * (a . w) + bias (FP8's descaled product), alpha and the bias applied in f32.
-void cpu_scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out,
+// out = scale * (a . w) + bias (FP8's descaled product), the scale and the bias applied in f32.
+void cpu_scaled_matmul(const Tensor& a, const Tensor& w, const ProductScale& scale, const Tensor& bias, const Tensor& out,
                        Fp8Grids grids = {});
 
 // cpu_fp8.cpp: the FP8 quantizer (out contiguous bf16) and block amax.
 void cpu_fp8_amax(const Tensor& x, std::int64_t block_rows, std::int64_t block_cols, const Tensor& amax);
 void cpu_hadamard_rows(const Tensor& x, std::uint16_t signs, const Tensor& out);
 Fp8QuantizeStats cpu_block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale,
-                                    const Tensor& out, const Tensor& counts);
+                                    const Tensor& out, const Tensor& counts, const Tensor& factor);
 Fp8QuantizeStats cpu_fp8_quantize(const Tensor& x, Format format, const Tensor& scales, std::int64_t block_rows,
                                   std::int64_t block_cols, bool dequantize, const Tensor& out);
 Fp8QuantizeStats cpu_fp8_quantize_current(const Tensor& x, Format format, std::int64_t block_rows, std::int64_t block_cols,

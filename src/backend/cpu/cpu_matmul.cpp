@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "../read_later.h"
 #include "cpu_kernels.h"
 #include "onednn_context.h"
 #include "rows.h"
@@ -227,10 +228,10 @@ void cpu_matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tens
   cpu_scaled_matmul(a, w, 1.0, bias, out);
 }
 
-void cpu_scaled_matmul(const Tensor& a, const Tensor& w, double alpha_in, const Tensor& bias, const Tensor& out,
+void cpu_scaled_matmul(const Tensor& a, const Tensor& w, const ProductScale& scale, const Tensor& bias, const Tensor& out,
                        Fp8Grids /*grids: the bf16 product is exact for every grid*/) {
   const DType t = a.dtype();
-  const auto alpha = static_cast<float>(alpha_in);
+  const auto alpha = static_cast<float>(product_scale_on_host(scale));
   if (alpha != 1.0f && !onednn_supports(OnednnPrimitive::matmul, t)) {
     // No oneDNN product for the dtype: the f32 product, then alpha and the bias in f32, rounded once.
     const Tensor p = Tensor::empty(out.shape(), DType::f32, out.device());

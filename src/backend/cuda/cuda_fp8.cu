@@ -263,6 +263,27 @@ Fp8QuantizeStats quantize_current_counted(const Tensor& x, Format format, std::i
   return quantize_counted(x, format, scales, block_rows, block_cols, dequantize, out, counts);
 }
 
+// BlockQuantize's factor (kernels.h), written by one thread: 1 / *scale in f64 where a scale is given,
+// NVFP4's tensor scale of the amax pattern where that is, else `value`. The host never reads it.
+__global__ void factor_kernel(const float* scale, const unsigned* amax_bits, double value, double* factor) {
+  if (scale != nullptr) {
+    value = 1.0 / static_cast<double>(*scale);
+  } else if (amax_bits != nullptr) {
+    value = static_cast<double>(nvfp4_tensor_scale(__uint_as_float(*amax_bits)));
+  }
+  *factor = value;
+}
+
+void write_factor(const Tensor& factor, const float* scale, const unsigned* amax_bits, double value) {
+  factor_kernel<<<1, 1, 0, stream()>>>(scale, amax_bits, value, static_cast<double*>(factor.data()));
+  check_launch("block_quantize");
+}
+
+// fit_quantize's set_factor on the GPU.
+void set_factor(const Tensor& factor, const Tensor& scale, double value) {
+  write_factor(factor, scale.defined() ? static_cast<const float*>(scale.data()) : nullptr, nullptr, value);
+}
+
 }  // namespace
 
 Fp8QuantizeStats fp8_quantize(const Tensor& x, Format format, const Tensor& scales, std::int64_t block_rows,
@@ -278,15 +299,19 @@ Fp8QuantizeStats fp8_quantize_current(const Tensor& x, Format format, std::int64
 namespace {
 
 // The microscaled rules: block amaxes, then scales, then values, three launches; the counts read back
-// unless the caller reads them, and NVFP4's amax for its tensor scale either way.
+// unless the caller reads them, and NVFP4's amax for its tensor scale unless the caller gave a factor
+// for it to be left in.
 Fp8QuantizeStats microscaled_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, const Tensor& out,
-                                      const Tensor& counts) {
+                                      const Tensor& counts, const Tensor& factor) {
   spec.check();
   refuse_f64("block_quantize", x);
   if (x.dim() != 2) throw std::invalid_argument("block_quantize: x [R, C] expected");
   const std::int64_t rows = x.size(0), cols = x.size(1);
   const std::int64_t nbr = (rows + spec.block_rows - 1) / spec.block_rows, nbc = (cols + spec.block_cols - 1) / spec.block_cols;
-  if (x.numel() == 0) return {};
+  if (x.numel() == 0) {
+    if (factor.defined()) write_factor(factor, nullptr, nullptr, 1.0);
+    return {};
+  }
   const Blocks b{rows, cols, x.strides()[0], x.strides()[1], spec.block_rows, spec.block_cols, nbc};
   const std::int64_t blocks = nbr * nbc;
   // Zeroed scratch: the blocks' amax patterns; then each block's multiplier and scale value.
@@ -311,8 +336,10 @@ Fp8QuantizeStats microscaled_quantize(const Tensor& x, const QuantSpec& spec, st
       top, spec.element.magnitude_mask(), seed, element_type(out.dtype()), out.data(), out.strides()[0], out.strides()[1],
       totals.get());
   check_launch("block_quantize");
+  const bool tensor_scale = spec.scale == ScaleFormat::e4m3;  // NVFP4's
+  if (factor.defined()) write_factor(factor, nullptr, tensor_scale ? &totals.get()->amax_bits : nullptr, 1.0);
   Fp8QuantizeStats st = stats_from(totals, x.numel());
-  if (spec.scale == ScaleFormat::e4m3) st.tensor_scale = nvfp4_tensor_scale(std::bit_cast<float>(totals.read().amax_bits));
+  if (tensor_scale && !factor.defined()) st.tensor_scale = nvfp4_tensor_scale(std::bit_cast<float>(totals.read().amax_bits));
   return st;
 }
 
@@ -331,12 +358,12 @@ void hadamard_rows(const Tensor& x, std::uint16_t signs, const Tensor& out) {
 }
 
 Fp8QuantizeStats block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale,
-                                const Tensor& out, const Tensor& counts) {
-  check_counts(x, counts);
+                                const Tensor& out, const Tensor& counts, const Tensor& factor) {
+  check_counts(x, counts, factor);
   return block_quantize_by(
-      x, spec, given_scale, out, [&](const auto&... a) { return quantize_current_counted(a..., counts); },
-      [&](const auto&... a) { return quantize_counted(a..., counts); },
-      [&] { return microscaled_quantize(x, spec, seed, out, counts); });
+      x, spec, given_scale, out, factor, [&](const auto&... a) { return quantize_current_counted(a..., counts); },
+      [&](const auto&... a) { return quantize_counted(a..., counts); }, set_factor,
+      [&] { return microscaled_quantize(x, spec, seed, out, counts, factor); });
 }
 
 }  // namespace mantissa::detail::cuda

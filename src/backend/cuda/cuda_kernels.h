@@ -47,7 +47,8 @@ void embedding_backward(std::span<const std::int64_t> ids, const Tensor& grad_ou
 void matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out);
 void matmul_accumulate(const Tensor& a, const Tensor& w, const Tensor& out);
 void matmul_row_sums(const Tensor& a, const Tensor& w, const Tensor& out, const Tensor& sums);
-void scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out, Fp8Grids grids);
+void scaled_matmul(const Tensor& a, const Tensor& w, const ProductScale& scale, const Tensor& bias, const Tensor& out,
+                   Fp8Grids grids);
 
 // cuda_fp8.cu
 void fp8_amax(const Tensor& x, std::int64_t block_rows, std::int64_t block_cols, const Tensor& amax);
@@ -58,7 +59,7 @@ Fp8QuantizeStats fp8_quantize_current(const Tensor& x, Format format, std::int64
 // BlockQuantize: the fit rule (FP8's delayed, current and block recipes) by the two kernels above; the
 // microscaled rules by the CPU's own scale rules, in three kernels.
 Fp8QuantizeStats block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale, const Tensor& out,
-                                const Tensor& counts);
+                                const Tensor& counts, const Tensor& factor);
 void hadamard_rows(const Tensor& x, std::uint16_t signs, const Tensor& out);
 
 // cuda_pool.cu

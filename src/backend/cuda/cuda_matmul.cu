@@ -171,12 +171,23 @@ void set_vector(const Plan& plan, const void* vector) {
 // What the epilogue adds to a product (a PlanKey field).
 enum class Epilogue { none = 0, bias = 1, row_sums = 2 };
 
+// What a product multiplies its sums by: `host`, or, where `device` is set, the f32 there (and beta the
+// f32 after it), which cuBLASLt reads when the product runs: a scaled product's factors are multiplied
+// on the GPU and never wait for the host.
+struct Alpha {
+  float host = 1;
+  const float* device = nullptr;
+};
+
 // out = alpha (a . w) + bias (+ out, accumulating), alpha and the bias applied in f32 before the one
 // rounding; with row_sums (one matrix, no bias) also row_sums[m] = sum_k a[m, k], by cuBLASLt's
-// bias-gradient epilogue. Returns false, having done nothing, only where row sums were asked for and
-// cuBLASLt has no algorithm for them (or K is 0).
-bool product(const Tensor& a_in, const Tensor& w_in, float alpha, const Tensor& bias_in, const Tensor& out,
+// bias-gradient epilogue. Returns false, having done nothing, only where row sums (or alpha on the
+// device) were asked for and cuBLASLt has no algorithm for them (or, for row sums, K is 0).
+bool product(const Tensor& a_in, const Tensor& w_in, Alpha alpha, const Tensor& bias_in, const Tensor& out,
              bool accumulate = false, const Tensor& row_sums = Tensor()) {
+  if (alpha.device != nullptr && (accumulate || row_sums.defined())) {
+    throw std::logic_error("matmul: alpha on the device is for scaled products alone");
+  }
   for (const Tensor* t : {&a_in, &w_in, &bias_in, &out}) refuse_f64("matmul", *t);
   const std::int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a_in.size(2);
   if (row_sums.defined() && (k == 0 || batch != 1)) return false;
@@ -227,7 +238,7 @@ bool product(const Tensor& a_in, const Tensor& w_in, float alpha, const Tensor& 
   const PlanKey key{static_cast<int>(in), static_cast<int>(d.dtype()), static_cast<int>(epilogue), tf32, accumulate,
                     g.m, g.n, g.k, g.batch,
                     {g.w.transposed, g.w.ld, g.w.batch_stride, g.a.transposed, g.a.ld, g.a.batch_stride, g.d.ld,
-                     g.d.batch_stride, align_w, align_a, align_d}};
+                     g.d.batch_stride, align_w, align_a, align_d, alpha.device != nullptr}};
   std::lock_guard lock(plans_mutex);
   const Plan& plan = plan_for(key, align_w, align_a, align_d, [&](Descriptors& desc) {
     check_lt(cublaslt().MatmulDescCreate(&desc.op, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F),
@@ -235,6 +246,10 @@ bool product(const Tensor& a_in, const Tensor& w_in, float alpha, const Tensor& 
     const cublasOperation_t op_w = op_of(g.w), op_a = op_of(g.a);
     check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_w, sizeof op_w), "transa");
     check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a), "transb");
+    if (alpha.device != nullptr) {
+      const cublasLtPointerMode_t mode = CUBLASLT_POINTER_MODE_DEVICE;
+      check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &mode, sizeof mode), "pointer mode");
+    }
     if (epilogue != Epilogue::none) {
       // BGRADB: the sums over k of cuBLASLt's B, which is a (read transposed: a = g^T lies as g).
       const cublasLtEpilogue_t e = epilogue == Epilogue::bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB;
@@ -248,7 +263,7 @@ bool product(const Tensor& a_in, const Tensor& w_in, float alpha, const Tensor& 
     desc.b = layout(in, g.a.rows, g.a.cols, g.a.ld, b32, g.a.batch_stride);
     desc.d = layout(d.dtype(), g.d.rows, g.d.cols, g.d.ld, b32, g.d.batch_stride);
   });
-  if (!plan.algo && epilogue == Epilogue::row_sums) return false;
+  if (!plan.algo && (epilogue == Epilogue::row_sums || alpha.device != nullptr)) return false;
   if (!plan.algo) {
     throw std::runtime_error("matmul: cuBLASLt has no algorithm for " + std::string(dtype_name(in)) + " -> " +
                              std::string(dtype_name(d.dtype())) + " [" + std::to_string(batch) + ", " + std::to_string(m) +
@@ -256,7 +271,10 @@ bool product(const Tensor& a_in, const Tensor& w_in, float alpha, const Tensor& 
   }
   if (epilogue != Epilogue::none) set_vector(plan, epilogue == Epilogue::bias ? bias.data() : sums.data());
   const float beta = accumulate ? 1.0f : 0.0f;  // C is D: beta = 1 adds the product into it
-  check_lt(cublaslt().Matmul(handle(), plan.desc.op, &alpha, w.data(), plan.desc.a, a.data(), plan.desc.b, &beta, d.data(),
+  const bool on_device = alpha.device != nullptr;
+  const void* alpha_at = on_device ? static_cast<const void*>(alpha.device) : &alpha.host;
+  const void* beta_at = on_device ? static_cast<const void*>(alpha.device + 1) : &beta;
+  check_lt(cublaslt().Matmul(handle(), plan.desc.op, alpha_at, w.data(), plan.desc.a, a.data(), plan.desc.b, beta_at, d.data(),
                              plan.desc.d, d.data(), plan.desc.d, &*plan.algo, workspace(), kWorkspaceBytes, stream()),
            "cublasLtMatmul");
   if (!direct) copy(d, out);
@@ -285,10 +303,11 @@ std::atomic<bool> fp8_allowed{fp8_allowed_by_environment()};
 // FP8's product on fp8 tensor cores, for operands whose values lie on fp8 grids: each converted exactly
 // into fp8 bytes with K contiguous, the layout cuBLASLt's fp8 kernels take ("TN": its A is w^T stored
 // [N, K] and transposed, its B is a stored [M, K]), multiplied with f32 accumulation (fast accumulation
-// off), alpha and the bias applied before the one rounding. (An infinite operand value becomes NaN in
-// e4m3, which has no infinity: the output is not finite either way.) Returns false, having done nothing,
-// where the call does not qualify; the bf16 product runs then.
-bool fp8_product(const Tensor& a, const Tensor& w, float alpha, const Tensor& bias_in, const Tensor& out, Fp8Grids grids) {
+// off), alpha and the bias applied before the one rounding; an alpha on the device goes in as the scale
+// of cuBLASLt's A (fp8 kernels read their operands' scales from the device), its alpha then 1. (An
+// infinite operand value becomes NaN in e4m3, which has no infinity: the output is not finite either
+// way.) Returns false, having done nothing, where the call does not qualify; the bf16 product runs then.
+bool fp8_product(const Tensor& a, const Tensor& w, Alpha alpha, const Tensor& bias_in, const Tensor& out, Fp8Grids grids) {
   const std::int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
   const DType od = out.dtype();
   const bool on_grids = is_storage_only(grids.a) && is_storage_only(grids.w) &&
@@ -313,7 +332,7 @@ bool fp8_product(const Tensor& a, const Tensor& w, float alpha, const Tensor& bi
   // dtype of the other products'.
   const PlanKey key{16 + 4 * static_cast<int>(grids.a) + static_cast<int>(grids.w), static_cast<int>(od),
                     static_cast<int>(epilogue_bias ? Epilogue::bias : Epilogue::none),
-                    false, false, m, n, k, 1, {out.strides()[1], align_d}};
+                    false, false, m, n, k, 1, {out.strides()[1], align_d, alpha.device != nullptr}};
   std::lock_guard lock(plans_mutex);
   const Plan& plan = plan_for(key, 256, 256, align_d, [&](Descriptors& desc) {
     check_lt(cublaslt().MatmulDescCreate(&desc.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "descriptor");
@@ -328,18 +347,28 @@ bool fp8_product(const Tensor& a, const Tensor& w, float alpha, const Tensor& bi
       check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr),
                "bias");
     }
+    if (alpha.device != nullptr) {
+      const void* scale = alpha.device;  // set again on every call
+      check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale, sizeof scale),
+               "a scale");
+    }
     desc.a = layout(grids.w, k, n, k, 1, 0);  // stored K x N, used transposed
     desc.b = layout(grids.a, k, m, k, 1, 0);
     desc.d = layout(od, n, m, out.strides()[1], 1, 0);
   });
   if (!plan.algo) return false;
   if (epilogue_bias) set_vector(plan, bias.data());
+  if (alpha.device != nullptr) {
+    const void* scale = alpha.device;
+    check_lt(cublaslt().MatmulDescSetAttribute(plan.desc.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale, sizeof scale),
+             "a scale");
+  }
   const Tensor a8 = Tensor::empty({1, m, k}, grids.a, out.device());
   copy(a, a8);  // exact: every value is on the grid
   const Tensor w8 = Tensor::empty({1, n, k}, grids.w, out.device());
   copy(make_view(w, {1, n, k}, {w.strides()[0], w.strides()[2], w.strides()[1]}, w.offset()), w8);  // w^T
-  const float beta = 0.0f;
-  check_lt(cublaslt().Matmul(handle(), plan.desc.op, &alpha, w8.data(), plan.desc.a, a8.data(), plan.desc.b, &beta,
+  const float host_alpha = alpha.device != nullptr ? 1.0f : alpha.host, beta = 0.0f;
+  check_lt(cublaslt().Matmul(handle(), plan.desc.op, &host_alpha, w8.data(), plan.desc.a, a8.data(), plan.desc.b, &beta,
                              out.data(), plan.desc.d, out.data(), plan.desc.d, &*plan.algo, workspace(), kWorkspaceBytes,
                              stream()),
            "cublasLtMatmul (fp8)");
@@ -350,11 +379,22 @@ bool fp8_product(const Tensor& a, const Tensor& w, float alpha, const Tensor& bi
   return true;
 }
 
+// A scaled product's alpha and beta (0) on the GPU, by one thread: alpha times each factor there, in
+// f64 in that order, rounded to f32 once (read_later.h's product_scale_on_host, the host backends' rule).
+__global__ void product_scale_kernel(double alpha, const double* a_factor, const double* w_factor, float* alpha_beta) {
+  if (a_factor != nullptr) alpha *= *a_factor;
+  if (w_factor != nullptr) alpha *= *w_factor;
+  alpha_beta[0] = static_cast<float>(alpha);
+  alpha_beta[1] = 0.0f;
+}
+
+const double* factor_at(const Tensor& f) { return f.defined() ? static_cast<const double*>(f.data()) : nullptr; }
+
 }  // namespace
 
-void matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out) { product(a, w, 1.0f, bias, out); }
+void matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out) { product(a, w, Alpha{}, bias, out); }
 
-void matmul_accumulate(const Tensor& a, const Tensor& w, const Tensor& out) { product(a, w, 1.0f, Tensor(), out, true); }
+void matmul_accumulate(const Tensor& a, const Tensor& w, const Tensor& out) { product(a, w, Alpha{}, Tensor(), out, true); }
 
 // MANTISSA_BIAS_GRADIENT=separate: the bias gradient as its own product beside a plain weight-gradient
 // product, not by cuBLASLt's BGRADB epilogue (on an H200 the products with the epilogue ran at ~520
@@ -368,18 +408,31 @@ bool bias_gradient_epilogue_by_environment() {
 // off); otherwise the product, then the row sums as a product with a column of ones.
 void matmul_row_sums(const Tensor& a, const Tensor& w, const Tensor& out, const Tensor& sums) {
   static const bool epilogue = bias_gradient_epilogue_by_environment();
-  if (epilogue && product(a, w, 1.0f, Tensor(), out, false, sums)) return;
-  product(a, w, 1.0f, Tensor(), out);
+  if (epilogue && product(a, w, Alpha{}, Tensor(), out, false, sums)) return;
+  product(a, w, Alpha{}, Tensor(), out);
   const std::int64_t m = a.size(1), k = a.size(2);
   const Tensor ones = Tensor::full({1, k, 1}, 1, a.dtype(), a.device());
-  product(a, ones, 1.0f, Tensor(), make_view(sums, {1, m, 1}, {m * sums.strides()[0], sums.strides()[0], 1}, sums.offset()));
+  product(a, ones, Alpha{}, Tensor(), make_view(sums, {1, m, 1}, {m * sums.strides()[0], sums.strides()[0], 1}, sums.offset()));
 }
 
 // FP8's product: on fp8 tensor cores where the operands lie on fp8 grids and the GPU has them; otherwise
-// the bf16 product with alpha (the operands hold fp8 values exactly in bf16).
-void scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out, Fp8Grids grids) {
-  if (fp8_product(a, w, static_cast<float>(alpha), bias, out, grids)) return;
-  product(a, w, static_cast<float>(alpha), bias, out);
+// the bf16 product with alpha (the operands hold fp8 values exactly in bf16). Factors on the device are
+// multiplied there and read by cuBLASLt where the product runs (no wait), except for a call cuBLASLt has
+// no such algorithm for, which reads the one f32 back first (counted as a wait).
+void scaled_matmul(const Tensor& a, const Tensor& w, const ProductScale& scale, const Tensor& bias, const Tensor& out,
+                   Fp8Grids grids) {
+  if (!scale.on_device()) {
+    const Alpha alpha{static_cast<float>(scale.alpha)};
+    if (!fp8_product(a, w, alpha, bias, out, grids)) product(a, w, alpha, bias, out);
+    return;
+  }
+  const Tensor alpha_beta = Tensor::empty({2}, DType::f32, out.device());
+  product_scale_kernel<<<1, 1, 0, stream()>>>(scale.alpha, factor_at(scale.a_factor), factor_at(scale.w_factor),
+                                              static_cast<float*>(alpha_beta.data()));
+  check_launch("scaled_matmul");
+  const Alpha on_device{1.0f, static_cast<const float*>(alpha_beta.data())};
+  if (fp8_product(a, w, on_device, bias, out, grids) || product(a, w, on_device, bias, out)) return;
+  product(a, w, Alpha{alpha_beta.to(Device::cpu()).data_as<float>()[0]}, bias, out);
 }
 
 }  // namespace detail::cuda

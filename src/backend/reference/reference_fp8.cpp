@@ -65,8 +65,9 @@ Fp8QuantizeStats reference_fp8_quantize_current(const Tensor& x, Format format, 
   return reference_fp8_quantize(x, format, scales, block_rows, block_cols, dequantize, out);
 }
 
-void reference_scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out,
-                             Fp8Grids /*grids: the reference multiplies exactly whatever the grid*/) {
+void reference_scaled_matmul(const Tensor& a, const Tensor& w, const ProductScale& scale, const Tensor& bias,
+                             const Tensor& out, Fp8Grids /*grids: the reference multiplies exactly whatever the grid*/) {
+  const double alpha = product_scale_on_host(scale);
   const std::int64_t batch = out.size(0), m = out.size(1), n = out.size(2);
   const Shape& so = out.strides();
   for (std::int64_t b = 0; b < batch; ++b) {
@@ -114,10 +115,11 @@ Fp8QuantizeStats reference_microscaled(const Tensor& x, const QuantSpec& spec, s
 }  // namespace
 
 Fp8QuantizeStats reference_block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale,
-                                          const Tensor& out, const Tensor& counts) {
-  check_counts(x, counts);
-  return leave_counts(block_quantize_by(x, spec, given_scale, out, reference_fp8_quantize_current, reference_fp8_quantize,
-                                        [&] { return reference_microscaled(x, spec, seed, out); }),
+                                          const Tensor& out, const Tensor& counts, const Tensor& factor) {
+  check_counts(x, counts, factor);
+  return leave_counts(block_quantize_by(x, spec, given_scale, out, factor, reference_fp8_quantize_current,
+                                        reference_fp8_quantize, set_factor_on_host,
+                                        [&] { return leave_factor(reference_microscaled(x, spec, seed, out), factor); }),
                       counts);
 }
 

@@ -57,13 +57,13 @@ void reference_batch_norm_backward(const Tensor& x, const Tensor& gamma, const T
 void reference_fp8_amax(const Tensor& x, std::int64_t block_rows, std::int64_t block_cols, const Tensor& amax);
 void reference_hadamard_rows(const Tensor& x, std::uint16_t signs, const Tensor& out);
 Fp8QuantizeStats reference_block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale,
-                                          const Tensor& out, const Tensor& counts);
+                                          const Tensor& out, const Tensor& counts, const Tensor& factor);
 Fp8QuantizeStats reference_fp8_quantize(const Tensor& x, Format format, const Tensor& scales, std::int64_t block_rows,
                                         std::int64_t block_cols, bool dequantize, const Tensor& out);
 Fp8QuantizeStats reference_fp8_quantize_current(const Tensor& x, Format format, std::int64_t block_rows,
                                                 std::int64_t block_cols, int margin, bool power_of_2, bool dequantize,
                                                 const Tensor& scales, const Tensor& out);
-void reference_scaled_matmul(const Tensor& a, const Tensor& w, double alpha, const Tensor& bias, const Tensor& out,
-                             Fp8Grids grids = {});
+void reference_scaled_matmul(const Tensor& a, const Tensor& w, const ProductScale& scale, const Tensor& bias,
+                             const Tensor& out, Fp8Grids grids = {});
 
 }  // namespace mantissa::detail
