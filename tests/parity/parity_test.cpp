@@ -220,9 +220,10 @@ std::vector<Case> large_cases() {
   c.push_back({"layer_norm_f32_params_large", {{{64, 384}}, {{384}}, {{384}}}, [](V x) {
                  return layer_norm(x[0], cast(x[1], DType::f32), cast(x[2], DType::f32));
                }, 768, 2, Bound::normwise});
-  // Rows as GPT-2's (768 columns: the GPU's warp-per-row kernels, 24 values a lane) and past the widest
-  // row those take (1025 columns: the block-per-row kernels), data far from zero.
-  for (const std::int64_t cols : {768, 1025}) {
+  // Rows as GPT-2's (768 columns: the GPU's warp-per-row kernels, 24 values a lane, 3 packs of 8 on the
+  // forward's packed path), the widest those take (1024: 4 packs a lane) and past it (1025 columns: the
+  // block-per-row kernels), data far from zero.
+  for (const std::int64_t cols : {768, 1024, 1025}) {
     c.push_back({"layer_norm_" + std::to_string(cols) + "_columns", {{{9, cols}, testing::Layout::contiguous, 50, 52}, {{cols}}, {{cols}}},
                  [](V x) { return layer_norm(x[0], x[1], x[2]); }, 2 * cols, 2, Bound::normwise});
   }

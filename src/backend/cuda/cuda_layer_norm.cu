@@ -105,6 +105,73 @@ __global__ void layer_norm_warp_kernel(std::int64_t rows, Rows x, ElementType tx
   }
 }
 
+// Layer norm a warp per row on packed rows (x and y of one dtype X, packed_rows; gamma and beta f32,
+// contiguous, 16-byte aligned or absent): lane l holds packs l, l + 32, ... of kPack columns, read and
+// written by 16-byte accesses (GPT-2's 768 f32 columns: 3 packs a lane, 6 loads where the kernel above
+// makes 24, each with its own index arithmetic). The pointers are __restrict__, so the loads of gamma and
+// beta may go ahead of y's stores (above they wait for each store before them: y might alias them). The
+// statistics add the values in another order than above's: the same function, not the same bits.
+template <int kPacks, class X>
+__global__ void layer_norm_packed_kernel(std::int64_t rows, std::int64_t cols, ElementType t, const X* __restrict__ xp,
+                                         std::int64_t x_row, const float* __restrict__ gamma, const float* __restrict__ beta,
+                                         float eps, X* __restrict__ yp, std::int64_t y_row, ElementType tm, void* mean,
+                                         std::int64_t ms, ElementType tr, void* rstd, std::int64_t rs) {
+  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kRowsPerWarpBlock + threadIdx.x / 32;
+  if (r >= rows) return;
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const std::int64_t packs = cols / kPack;
+  const Pack<X>* in = reinterpret_cast<const Pack<X>*>(xp + r * x_row);
+  Pack<X> raw[kPacks];
+#pragma unroll
+  for (int k = 0; k < kPacks; ++k) {  // every load issued before any is used
+    if (lane + 32 * k < packs) raw[k] = in[lane + 32 * k];
+  }
+  float v[kPacks][kPack];
+  float sum = 0;
+#pragma unroll
+  for (int k = 0; k < kPacks; ++k) {
+#pragma unroll
+    for (int e = 0; e < kPack; ++e) {
+      v[k][e] = lane + 32 * k < packs ? to_f32(raw[k].v[e], t) : 0.0f;
+      sum += v[k][e];
+    }
+  }
+  const float mu = warp_sum(sum) / static_cast<float>(cols);
+  float var = 0;  // two passes over the registers: no cancellation for data far from zero
+#pragma unroll
+  for (int k = 0; k < kPacks; ++k) {
+#pragma unroll
+    for (int e = 0; e < kPack; ++e) {
+      const float d = lane + 32 * k < packs ? v[k][e] - mu : 0.0f;
+      var += d * d;
+    }
+  }
+  const float rstd_v = rsqrtf(warp_sum(var) / static_cast<float>(cols) + eps);
+  Pack<X>* out = reinterpret_cast<Pack<X>*>(yp + r * y_row);
+#pragma unroll
+  for (int k = 0; k < kPacks; ++k) {
+    const std::int64_t p = lane + 32 * k;
+    if (p >= packs) continue;
+    Pack<float> g, b;
+#pragma unroll
+    for (int e = 0; e < kPack; ++e) {
+      g.v[e] = 1.0f;
+      b.v[e] = 0.0f;
+    }
+    if (gamma != nullptr) g = reinterpret_cast<const Pack<float>*>(gamma)[p];
+    if (beta != nullptr) b = reinterpret_cast<const Pack<float>*>(beta)[p];
+    Pack<X> o;
+#pragma unroll
+    for (int e = 0; e < kPack; ++e) o.v[e] = from_f32<X>((v[k][e] - mu) * rstd_v * g.v[e] + b.v[e], t);
+    out[p] = o;
+  }
+  if (lane == 0) {
+    store(tm, mean, r * ms, mu);
+    store(tr, rstd, r * rs, rstd_v);
+  }
+}
+
+
 // Row r's input gradient by one warp (lane l holds columns l, l + 32, ...): x and grad_y read once each
 // (every element by the lane that writes its gradient, before the warp's reductions: grad_x may be
 // either), every load issued before any is used. add(k, dy, xhat) sees each of the lane's values before
@@ -328,6 +395,37 @@ __global__ void layer_norm_params_total_kernel(std::int64_t cols, std::int64_t s
   }
 }
 
+// gamma or beta as the packed kernel reads it: f32, contiguous and 16-byte aligned, or absent.
+bool packed_param(const Tensor& p) { return !p.defined() || (p.dtype() == DType::f32 && p.strides()[0] == 1 && packable({p.data()})); }
+
+// Layer norm by layer_norm_packed_kernel where its rows and parameters qualify (per_lane: warp_row_lanes'
+// choice); false, having launched nothing, where they do not.
+bool layer_norm_packed(int per_lane, const Tensor& x, const Tensor& gamma32, const Tensor& beta32, double eps, const Tensor& y,
+                       const Tensor& mean, const Tensor& rstd) {
+  if (x.dtype() != y.dtype() || !packed_param(gamma32) || !packed_param(beta32)) return false;
+  bool launched = false;
+  with_flat_type(x.dtype(), [&](auto* type) {
+    using X = std::remove_pointer_t<decltype(type)>;
+    if (!packed_rows<X>(x) || !packed_rows<X>(y)) return;
+    const auto launch = [&](auto packs) {
+      const auto blocks = static_cast<unsigned>((x.size(0) + kRowsPerWarpBlock - 1) / kRowsPerWarpBlock);
+      layer_norm_packed_kernel<packs(), X><<<blocks, 32 * kRowsPerWarpBlock, 0, stream()>>>(
+          x.size(0), x.size(1), element_type(x.dtype()), static_cast<const X*>(x.data()), x.strides()[0],
+          gamma32.defined() ? gamma32.data_as<float>() : nullptr, beta32.defined() ? beta32.data_as<float>() : nullptr,
+          static_cast<float>(eps), static_cast<X*>(y.data()), y.strides()[0], element_type(mean.dtype()), mean.data(),
+          mean.strides()[0], element_type(rstd.dtype()), rstd.data(), rstd.strides()[0]);
+    };
+    switch (per_lane / kPack) {  // 8, 16, 24 or 32 values a lane
+      case 1: launch(std::integral_constant<int, 1>{}); break;
+      case 2: launch(std::integral_constant<int, 2>{}); break;
+      case 3: launch(std::integral_constant<int, 3>{}); break;
+      default: launch(std::integral_constant<int, 4>{}); break;
+    }
+    launched = true;
+  });
+  return launched;
+}
+
 }  // namespace
 
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y, const Tensor& mean,
@@ -335,7 +433,10 @@ void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double
   for (const Tensor* t : {&x, &gamma, &beta, &y, &mean, &rstd}) refuse_f64("layer_norm", *t);
   if (x.size(0) == 0) return;
   const Tensor gamma32 = as_f32(gamma), beta32 = as_f32(beta);
-  if (const int per_lane = warp_row_lanes(x.size(0), x.size(1))) {
+  const int per_lane = warp_row_lanes(x.size(0), x.size(1));
+  if (per_lane != 0 && layer_norm_packed(per_lane, x, gamma32, beta32, eps, y, mean, rstd)) {
+    // (launched)
+  } else if (per_lane != 0) {
     launch_warp_rows(per_lane, x.size(0), {x.dtype(), y.dtype()}, [&](auto lanes, auto* type, unsigned blocks, unsigned threads) {
       layer_norm_warp_kernel<lanes(), std::remove_pointer_t<decltype(type)>><<<blocks, threads, 0, stream()>>>(
           x.size(0), rows_of(x), element_type(x.dtype()), x.data(), affine_of(gamma32, beta32), static_cast<float>(eps), rows_of(y),

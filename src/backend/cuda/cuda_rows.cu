@@ -265,14 +265,6 @@ __global__ void cross_entropy_backward_kernel(Rows x, ElementType tx, const void
   });
 }
 
-// Rows the packed cross-entropy kernels take: X one of f32, bf16 and f16, columns contiguous and a
-// multiple of kPack, every row starting 16-byte aligned.
-template <class X>
-bool packed_rows(const Tensor& t) {
-  return t.strides()[1] == 1 && t.size(1) % kPack == 0 && packable({t.data()}) &&
-         (t.strides()[0] * static_cast<std::int64_t>(sizeof(X))) % 16 == 0;
-}
-
 // Whether a row of `bytes` is kept in shared memory by the backward: at most kMaxStage (two blocks an
 // SM on Hopper's 228 KiB) and what the device lets a block have; the kernel is allowed that much once.
 constexpr std::size_t kMaxStage = 110 * 1024;

@@ -65,6 +65,14 @@ inline bool packable(std::initializer_list<const void*> pointers) {
   return true;
 }
 
+// Rows [R, C] a row kernel reads and writes a pack at a time (packed cross-entropy, packed layer norm):
+// X one of f32, bf16 and f16, columns contiguous and a multiple of kPack, every row 16-byte aligned.
+template <class X>
+bool packed_rows(const Tensor& t) {
+  return t.strides()[1] == 1 && t.size(1) % kPack == 0 && packable({t.data()}) &&
+         (t.strides()[0] * static_cast<std::int64_t>(sizeof(X))) % 16 == 0;
+}
+
 // Blocks for a flat kernel over n elements, a thread a pack where packed.
 inline unsigned flat_blocks(std::int64_t n, bool packed) { return blocks_for(packed ? (n + kPack - 1) / kPack : n); }
 
