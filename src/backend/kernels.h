@@ -354,7 +354,8 @@ struct RoundInto {
 };
 
 // Layer norm over the last axis, in f32: x, y [R, C]; gamma, beta [C]; mean, rstd [R] f32 (kept for
-// backward; rstd = 1 / sqrt(var + eps)).
+// backward; rstd = 1 / sqrt(var + eps)). An f32 x with a narrower y (an output made for a product) gets
+// the f32 result's bits rounded once into y: those of the f32 layer norm cast to y's dtype.
 struct LayerNorm {
   static constexpr const char *name = "layer_norm", *family = "norm";
   using Fn = void(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,

@@ -27,6 +27,11 @@ Tensor Linear::forward(const Tensor& x) const {
   return linear(x, weight_, bias_, fp8_active() ? fp8_ : nullptr);
 }
 
+DType Linear::reads(DType x) const {
+  const auto scope = forward_scope();
+  return linear_input_dtype(x, weight_.dtype(), fp8_active());
+}
+
 void Linear::enable_fp8(const Fp8Options& options) {
   if (fp8_) throw std::logic_error("Linear::enable_fp8: FP8 is already enabled for this layer");
   fp8_ = std::make_shared<Fp8State>(options);
@@ -78,6 +83,17 @@ LayerNorm::LayerNorm(std::int64_t channels, double eps)
 Tensor LayerNorm::forward(const Tensor& x) const {
   const auto scope = forward_scope();
   return layer_norm(x, gamma_, beta_, eps_);
+}
+
+Tensor LayerNorm::forward_for(const Tensor& x, const std::function<DType(DType)>& reads) const {
+  DType own;  // what forward(x) would make
+  {
+    const auto scope = forward_scope();
+    own = layer_norm_output_dtype(x.dtype());
+  }
+  const DType out = reads(own);  // asked in the caller's region (the product's layer enters its own)
+  const auto scope = forward_scope();
+  return layer_norm(x, gamma_, beta_, eps_, out);
 }
 
 Embedding::Embedding(std::int64_t vocab, std::int64_t dim, std::uint64_t seed, double stddev)

@@ -132,13 +132,17 @@ bool autocast_runs_low(AutocastOp op) {
 }
 
 DType autocast_input_dtype(const Tensor& x, AutocastOp op) {
-  if (!tls.current || !tls.current->dtype || !x.defined() || in_backward()) return x.dtype();
+  return x.defined() ? autocast_input_dtype(x.dtype(), op) : x.dtype();
+}
+
+DType autocast_input_dtype(DType x, AutocastOp op) {
+  if (!tls.current || !tls.current->dtype || in_backward()) return x;
   switch (tls.current->policy.precision(op)) {
-    case AutocastPrecision::low: return x.dtype() == DType::f32 ? *tls.current->dtype : x.dtype();
-    case AutocastPrecision::f32: return x.dtype() == DType::f16 || x.dtype() == DType::bf16 ? DType::f32 : x.dtype();
-    case AutocastPrecision::input: return x.dtype();
+    case AutocastPrecision::low: return x == DType::f32 ? *tls.current->dtype : x;
+    case AutocastPrecision::f32: return x == DType::f16 || x == DType::bf16 ? DType::f32 : x;
+    case AutocastPrecision::input: return x;
   }
-  return x.dtype();
+  return x;
 }
 
 }  // namespace detail

@@ -157,6 +157,13 @@ Tensor matmul_bias(const Tensor& a_in, const Tensor& b_in, const Tensor& bias) {
 
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& bias) { return linear(x_in, w_in, bias, nullptr); }
 
+DType linear_input_dtype(DType x, DType w, bool fp8) {
+  if (fp8 && is_low_precision(detail::autocast_input_dtype(w, AutocastOp::linear))) return x;
+  return detail::autocast_input_dtype(x, AutocastOp::linear);
+}
+
+DType matmul_input_dtype(DType x) { return detail::autocast_input_dtype(x, AutocastOp::matmul); }
+
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const std::shared_ptr<Fp8State>& fp8) {
   // The one question to autocast for the weight: the dtype the product runs in. FP8 where the plan put
   // the layer and that is a low-precision one; else the product runs in it, the bias as it is (oneDNN

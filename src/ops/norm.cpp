@@ -58,12 +58,20 @@ class BatchNormNode final : public Node {
 
 }  // namespace
 
-Tensor layer_norm(const Tensor& x_in, const Tensor& gamma, const Tensor& beta, double eps) {
+Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps) {
   // Under autocast's f32 policy the result is f32, but the kernel reads a bf16 or f16 input as it is (it
   // computes in f32 whatever it reads): no f32 copy of the input is made or kept for backward.
-  const Tensor& x = x_in;
   detail::check_computable(x, "layer_norm");
-  const DType y_dtype = detail::autocast_input_dtype(x_in, AutocastOp::layer_norm);
+  return layer_norm(x, gamma, beta, eps, detail::autocast_input_dtype(x, AutocastOp::layer_norm));
+}
+
+DType layer_norm_output_dtype(DType x) { return detail::autocast_input_dtype(x, AutocastOp::layer_norm); }
+
+Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, DType y_dtype) {
+  detail::check_computable(x, "layer_norm");
+  if (is_storage_only(y_dtype)) {
+    throw std::invalid_argument("layer_norm: the output dtype must be f32, f64, bf16 or f16, not " + std::string(dtype_name(y_dtype)));
+  }
   detail::check_computable(gamma, "layer_norm");
   detail::check_computable(beta, "layer_norm");
   const std::int64_t c = x.size(-1);

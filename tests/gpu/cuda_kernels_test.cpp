@@ -188,6 +188,29 @@ TEST_F(CudaKernels, TheScaledProductFollowsTheCpus) {
   for (std::size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(y[i], x[i], 1e-5 * (std::fabs(x[i]) + 1)) << i;
 }
 
+// On the GPU too, a layer norm made for a product (an f32 input, a bf16 or f16 output) has the bits of
+// the f32 layer norm cast, forward and backward (x, gamma, beta): the packed forward and one-pass
+// backward (768 columns), the block forward and warp backward (100).
+TEST_F(CudaKernels, ALayerNormMadeForAProductIsTheCastOfItsF32Output) {
+  for (const DType out : {DType::bf16, DType::f16}) {
+    for (const std::int64_t cols : {768, 100}) {
+      SCOPED_TRACE(std::string(dtype_name(out)) + ", " + std::to_string(cols) + " columns");
+      const Tensor x = Tensor::randn({300, cols}, DType::f32, 31, 3.0, 2.0).to(kGpu).set_requires_grad();
+      const Tensor gamma = Tensor::randn({cols}, DType::f32, 32, 1.0, 0.3).to(kGpu).set_requires_grad();
+      const Tensor beta = Tensor::randn({cols}, DType::f32, 33, 0.0, 0.3).to(kGpu).set_requires_grad();
+      const Tensor g = Tensor::randn({300, cols}, out, 34).to(kGpu);
+      const auto run = [&](bool fused) {
+        const Tensor y = fused ? layer_norm(x, gamma, beta, 1e-5, out) : cast(layer_norm(x, gamma, beta, 1e-5), out);
+        for (const Tensor* t : {&x, &gamma, &beta}) t->zero_grad();
+        y.backward(g);
+        return std::vector<Tensor>{y, x.grad(), gamma.grad(), beta.grad()};
+      };
+      const std::vector<Tensor> fused = run(true), composed = run(false);
+      for (std::size_t i = 0; i < fused.size(); ++i) EXPECT_TRUE(same_bytes(fused[i], composed[i])) << "output, x, gamma, beta: " << i;
+    }
+  }
+}
+
 // A scaled product whose factors the quantizers left on the GPU (current scaling, NVFP4) multiplies by
 // them there, on fp8 tensor cores (as the scale of cuBLASLt's A) and on the bf16 path (alpha by device
 // pointer), a shape of each kind: the bits of the product given alpha * a's * w's from the host, and

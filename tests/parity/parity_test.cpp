@@ -227,6 +227,13 @@ std::vector<Case> large_cases() {
     c.push_back({"layer_norm_" + std::to_string(cols) + "_columns", {{{9, cols}, testing::Layout::contiguous, 50, 52}, {{cols}}, {{cols}}},
                  [](V x) { return layer_norm(x[0], x[1], x[2]); }, 2 * cols, 2, Bound::normwise});
   }
+  // An f32 input's layer norm made in the test's dtype for a product (a GPT block's under autocast): on a
+  // GPU the packed forward and the one-pass backward with an f32 x and a bf16/f16 gradient (768 columns),
+  // the block forward and the warp backward (100).
+  for (const std::int64_t cols : {768, 100}) {
+    c.push_back({"layer_norm_for_a_product_" + std::to_string(cols), {{{9, cols}, testing::Layout::contiguous, 50, 52}, {{cols}}, {{cols}}},
+                 [](V x) { return layer_norm(cast(x[0], DType::f32), x[1], x[2], 1e-5, x[0].dtype()); }, 2 * cols, 2, Bound::normwise});
+  }
   // More rows than the GPU's fused layer norm backward has warps (512 blocks of 4): a warp adds a second
   // row into its share of grad_gamma and grad_beta, sums over 2051 rows.
   c.push_back({"layer_norm_many_rows", {{{2051, 40}}, {{40}}, {{40}}}, [](V x) { return layer_norm(x[0], x[1], x[2]); },

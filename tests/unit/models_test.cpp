@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <utility>
+#include <vector>
 
 #include "mantissa/ops/autocast.h"
 #include "mantissa/nn/models.h"
 #include "mantissa/optim/optimizer.h"
+#include "../../src/backend/registry.h"
 
 namespace mantissa {
 namespace {
@@ -46,6 +49,46 @@ TEST(Modules, LowPrecisionModelKeepsNormsInF32) {
   for (const auto& [name, b] : cnn.named_buffers()) EXPECT_EQ(b.dtype(), DType::f32) << name;
   const Tensor x = Tensor::randn({2, 1, 28, 28}, DType::bf16, 1);
   EXPECT_EQ(cnn.forward(x).shape(), (Shape{2, 10}));
+}
+
+// The CPU's layer norm kernel, wrapped to record the dtype each call writes.
+std::vector<DType> g_layer_norm_outputs;
+detail::kernel::LayerNorm::Fn* g_layer_norm = nullptr;
+void recording_layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
+                          const Tensor& mean, const Tensor& rstd) {
+  g_layer_norm_outputs.push_back(y.dtype());
+  g_layer_norm(x, gamma, beta, eps, y, mean, rstd);
+}
+
+// A GPT block's layer norms write their outputs in the dtype the products after them read
+// (LayerNorm::forward_for): bf16 under a bf16 region, where the products' own casts would make it; f32
+// outside autocast, and where the product after one is kept in f32. In call order: each block's ln1
+// and ln2, then ln_f.
+TEST(Gpt, LayerNormsWriteWhatTheProductsAfterThemRead) {
+  (void)detail::impl_for(Device::cpu());  // every backend's kernels registered
+  auto& slot = detail::KernelTable<detail::kernel::LayerNorm>::fn[static_cast<std::size_t>(detail::Impl::cpu)];
+  g_layer_norm = std::exchange(slot, &recording_layer_norm);
+  Gpt gpt({.n_layer = 2, .n_head = 2, .n_embd = 16, .block_size = 8, .vocab = 32, .seed = 4});
+  const std::vector<std::int64_t> ids = {1, 5, 9, 2, 7, 3, 30, 11}, targets = {5, 9, 2, 7, 3, 30, 11, 4};
+  const auto outputs = [&] {
+    g_layer_norm_outputs.clear();
+    (void)gpt.loss(ids, 1, 8, targets);
+    return g_layer_norm_outputs;
+  };
+  const DType bf16 = DType::bf16, f32 = DType::f32;
+  {
+    const Autocast region(bf16);
+    EXPECT_EQ(outputs(), std::vector<DType>(5, bf16));
+  }
+  EXPECT_EQ(outputs(), std::vector<DType>(5, f32));
+  for (const auto& [name, module] : gpt.named_modules()) {
+    if (name == "blocks.1.mlp.fc") module->keep_in_f32();
+  }
+  {
+    const Autocast region(bf16);
+    EXPECT_EQ(outputs(), (std::vector<DType>{bf16, bf16, bf16, f32, bf16}));
+  }
+  slot = g_layer_norm;
 }
 
 TEST(Modules, PerModulePrecisionOverride) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "mantissa/nn/module.h"
@@ -17,6 +18,8 @@ class Linear : public Module {
   // PyTorch's default uniform.
   Linear(std::int64_t in, std::int64_t out, std::uint64_t seed, bool bias = true, double init_stddev = 0);
   Tensor forward(const Tensor& x) const;
+  // The dtype this layer's product reads an input of dtype x in (its own autocast region and FP8 plan).
+  DType reads(DType x) const;
   Tensor& weight() { return weight_; }  // [out, in]
   Tensor& bias() { return bias_; }
   // Runs the product in FP8 from now on, inside autocast regions that run linear layers in low
@@ -67,6 +70,11 @@ class LayerNorm : public Module {
  public:
   explicit LayerNorm(std::int64_t channels, double eps = 1e-5);
   Tensor forward(const Tensor& x) const;
+  // forward(x) for an output that only a product uses: made in the dtype the product reads it in
+  // (reads(d): the dtype it makes of an input of dtype d, as Linear::reads), rounded once. Under autocast
+  // that is the product's low-precision copy itself, the same bits as its own cast of the f32 output,
+  // without the f32 output written and read back or the cast's pass in either direction.
+  Tensor forward_for(const Tensor& x, const std::function<DType(DType)>& reads) const;
 
  private:
   Tensor& gamma_;

@@ -78,6 +78,8 @@ Tensor autocast_input(const Tensor& x, AutocastOp op);
 // and compute in f32 anyway (norms), so that no f32 copy of the input is made; and for an op that
 // decides by it and then casts with autocast_cast, asking the policy once.
 DType autocast_input_dtype(const Tensor& x, AutocastOp op);
+// The same for an input of dtype x.
+DType autocast_input_dtype(DType x, AutocastOp op);
 // x cast to `dtype` as autocast_input casts (parameters once per region, from its cache): the cast that
 // autocast_input_dtype decided, without asking the policy again. x itself where dtype is its own.
 Tensor autocast_cast(const Tensor& x, DType dtype);

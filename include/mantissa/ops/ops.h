@@ -91,6 +91,10 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = {});
 // where autocast runs the product in low precision, else as linear() (fp8 null: linear() itself).
 // Autocast is asked once, here, for the weight: the FP8 decision and the cast both follow its answer.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias, const std::shared_ptr<Fp8State>& fp8);
+// The dtype that linear(x, w, bias, fp8) reads an x of dtype `x` in, under the current autocast region:
+// what its own cast would make of x (FP8 quantizes x as it comes). Likewise matmul's for its operand.
+DType linear_input_dtype(DType x, DType w, bool fp8);
+DType matmul_input_dtype(DType x);
 
 // ---- Softmax (src/ops/softmax.cpp) and losses (src/ops/loss.cpp); computed in f32
 Tensor softmax(const Tensor& x, std::int64_t axis = -1);
@@ -130,6 +134,13 @@ Tensor mse_loss(const Tensor& a, const Tensor& b, Reduction reduction = Reductio
 // Normalizes over the last axis in f32: (x - mean) / sqrt(var + eps) * gamma + beta, gamma and beta [C].
 // The output has x's dtype.
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps = 1e-5);
+// The same with the output made in `out_dtype`, rounded once from the f32 result: for an output that only
+// a product reading that dtype uses (a GPT block's layer norms under autocast), the bits its own cast
+// would make of the f32 output, without writing the f32 output and reading it back, and its gradient
+// taken as it comes (the same bits as the cast's f32 gradient).
+Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, DType out_dtype);
+// The dtype layer_norm(x, ...) makes of an x of dtype `x`, under the current autocast region.
+DType layer_norm_output_dtype(DType x);
 // Rows of weight [V, D] picked by ids (each in [0, V)); the result has shape ids_shape + [D].
 Tensor embedding(const Tensor& weight, std::span<const std::int64_t> ids, const Shape& ids_shape);
 // Zeroes each element with probability p and scales the rest by 1 / (1 - p); the mask comes from

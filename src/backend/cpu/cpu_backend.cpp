@@ -18,13 +18,30 @@ void unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& gra
 void softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor& grad_x, bool log) {
   if (!onednn_softmax_backward(y, grad_y, grad_x, log)) cpu_softmax_backward(y, grad_y, grad_x, log);
 }
+// An f32 input normalized into a narrower output, or a narrower gradient for one (a layer norm whose
+// output a product reads, ops/norm.cpp): oneDNN takes one dtype for both, so the output is made in f32
+// and rounded once (the gradient widened exactly), as the f32 layer norm and a cast around it would do:
+// the same bits either way.
+Tensor f32_like(const Tensor& t) { return Tensor::empty(t.shape(), DType::f32, t.device()); }
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
                 const Tensor& mean, const Tensor& rstd) {
+  if (x.dtype() == DType::f32 && y.dtype() != DType::f32) {
+    const Tensor wide = f32_like(y);
+    layer_norm(x, gamma, beta, eps, wide, mean, rstd);
+    cpu_copy(wide, y);
+    return;
+  }
   if (!onednn_layer_norm(x, gamma, beta, eps, y, mean, rstd)) cpu_layer_norm(x, gamma, beta, eps, y, mean, rstd);
 }
 void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                          const Tensor& grad_y, const Tensor& grad_x, const Tensor& grad_gamma, const Tensor& grad_beta,
                          double eps) {
+  if (x.dtype() == DType::f32 && grad_y.dtype() != DType::f32) {
+    const Tensor wide = f32_like(grad_y);
+    cpu_copy(grad_y, wide);
+    layer_norm_backward(x, gamma, mean, rstd, wide, grad_x, grad_gamma, grad_beta, eps);
+    return;
+  }
   if (!onednn_layer_norm_backward(x, gamma, mean, rstd, grad_y, grad_x, grad_gamma, grad_beta, eps)) {
     cpu_layer_norm_backward(x, gamma, mean, rstd, grad_y, grad_x, grad_gamma, grad_beta);
   }

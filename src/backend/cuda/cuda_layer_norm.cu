@@ -105,17 +105,18 @@ __global__ void layer_norm_warp_kernel(std::int64_t rows, Rows x, ElementType tx
   }
 }
 
-// Layer norm a warp per row on packed rows (x and y of one dtype X, packed_rows; gamma and beta f32,
+// Layer norm a warp per row on packed rows (x of dtype X and y of Y, each f32, bf16 or f16 and
+// packed_rows: y in a narrower dtype where the output goes to a product; gamma and beta f32,
 // contiguous, 16-byte aligned or absent): lane l holds packs l, l + 32, ... of kPack columns, read and
 // written by 16-byte accesses (GPT-2's 768 f32 columns: 3 packs a lane, 6 loads where the kernel above
 // makes 24, each with its own index arithmetic). The pointers are __restrict__, so the loads of gamma and
 // beta may go ahead of y's stores (above they wait for each store before them: y might alias them). The
 // statistics add the values in another order than above's: the same function, not the same bits.
-template <int kPacks, class X>
-__global__ void layer_norm_packed_kernel(std::int64_t rows, std::int64_t cols, ElementType t, const X* __restrict__ xp,
+template <int kPacks, class X, class Y>
+__global__ void layer_norm_packed_kernel(std::int64_t rows, std::int64_t cols, ElementType tx, const X* __restrict__ xp,
                                          std::int64_t x_row, const float* __restrict__ gamma, const float* __restrict__ beta,
-                                         float eps, X* __restrict__ yp, std::int64_t y_row, ElementType tm, void* mean,
-                                         std::int64_t ms, ElementType tr, void* rstd, std::int64_t rs) {
+                                         float eps, ElementType ty, Y* __restrict__ yp, std::int64_t y_row, ElementType tm,
+                                         void* mean, std::int64_t ms, ElementType tr, void* rstd, std::int64_t rs) {
   const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kRowsPerWarpBlock + threadIdx.x / 32;
   if (r >= rows) return;
   const int lane = static_cast<int>(threadIdx.x & 31);
@@ -132,7 +133,7 @@ __global__ void layer_norm_packed_kernel(std::int64_t rows, std::int64_t cols, E
   for (int k = 0; k < kPacks; ++k) {
 #pragma unroll
     for (int e = 0; e < kPack; ++e) {
-      v[k][e] = lane + 32 * k < packs ? to_f32(raw[k].v[e], t) : 0.0f;
+      v[k][e] = lane + 32 * k < packs ? to_f32(raw[k].v[e], tx) : 0.0f;
       sum += v[k][e];
     }
   }
@@ -147,7 +148,7 @@ __global__ void layer_norm_packed_kernel(std::int64_t rows, std::int64_t cols, E
     }
   }
   const float rstd_v = rsqrtf(warp_sum(var) / static_cast<float>(cols) + eps);
-  Pack<X>* out = reinterpret_cast<Pack<X>*>(yp + r * y_row);
+  Pack<Y>* out = reinterpret_cast<Pack<Y>*>(yp + r * y_row);
 #pragma unroll
   for (int k = 0; k < kPacks; ++k) {
     const std::int64_t p = lane + 32 * k;
@@ -160,9 +161,9 @@ __global__ void layer_norm_packed_kernel(std::int64_t rows, std::int64_t cols, E
     }
     if (gamma != nullptr) g = reinterpret_cast<const Pack<float>*>(gamma)[p];
     if (beta != nullptr) b = reinterpret_cast<const Pack<float>*>(beta)[p];
-    Pack<X> o;
+    Pack<Y> o;
 #pragma unroll
-    for (int e = 0; e < kPack; ++e) o.v[e] = from_f32<X>((v[k][e] - mu) * rstd_v * g.v[e] + b.v[e], t);
+    for (int e = 0; e < kPack; ++e) o.v[e] = from_f32<Y>((v[k][e] - mu) * rstd_v * g.v[e] + b.v[e], ty);
     out[p] = o;
   }
   if (lane == 0) {
@@ -175,8 +176,9 @@ __global__ void layer_norm_packed_kernel(std::int64_t rows, std::int64_t cols, E
 // Row r's input gradient by one warp (lane l holds columns l, l + 32, ...): x and grad_y read once each
 // (every element by the lane that writes its gradient, before the warp's reductions: grad_x may be
 // either), every load issued before any is used. add(k, dy, xhat) sees each of the lane's values before
-// dy is multiplied by gamma: where the one-pass backward adds up the parameters' gradients.
-template <int kPerLane, class T, class Add>
+// dy is multiplied by gamma: where the one-pass backward adds up the parameters' gradients. T: x's and
+// grad_x's dtype as a type, G: grad_y's (with_grad_types).
+template <int kPerLane, class T, class G, class Add>
 __device__ void layer_norm_backward_row(std::int64_t r, int lane, Rows x, ElementType tx, const void* xp, const Affine& a,
                                         ElementType tm, const void* mean, std::int64_t ms, ElementType tr, const void* rstd,
                                         std::int64_t rs, Rows gy, ElementType tgy, const void* gyp, Rows gx, ElementType tgx,
@@ -187,7 +189,7 @@ __device__ void layer_norm_backward_row(std::int64_t r, int lane, Rows x, Elemen
   for (int k = 0; k < kPerLane; ++k) {  // every load issued before any is used
     const std::int64_t c = lane + 32 * k;
     xhat[k] = c < x.cols ? get<T>(tx, xp, r * x.row + c * x.col) : 0.0f;
-    g[k] = c < x.cols ? get<T>(tgy, gyp, r * gy.row + c * gy.col) : 0.0f;
+    g[k] = c < x.cols ? get<G>(tgy, gyp, r * gy.row + c * gy.col) : 0.0f;
   }
   float mean_g = 0, mean_gx = 0;
 #pragma unroll
@@ -209,15 +211,14 @@ __device__ void layer_norm_backward_row(std::int64_t r, int lane, Rows x, Elemen
 }
 
 // The input's gradient a warp per row, as above (the two-pass backward's first pass).
-// T: x's, grad_y's and grad_x's dtype as a type (AnyDType where they differ).
-template <int kPerLane, class T>
+template <int kPerLane, class T, class G>
 __global__ void layer_norm_backward_x_warp_kernel(std::int64_t rows, Rows x, ElementType tx, const void* xp, Affine a,
                                                   ElementType tm, const void* mean, std::int64_t ms, ElementType tr,
                                                   const void* rstd, std::int64_t rs, Rows gy, ElementType tgy,
                                                   const void* gyp, Rows gx, ElementType tgx, void* gxp) {
   const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kRowsPerWarpBlock + threadIdx.x / 32;
   if (r >= rows) return;
-  layer_norm_backward_row<kPerLane, T>(r, static_cast<int>(threadIdx.x & 31), x, tx, xp, a, tm, mean, ms, tr, rstd, rs, gy,
+  layer_norm_backward_row<kPerLane, T, G>(r, static_cast<int>(threadIdx.x & 31), x, tx, xp, a, tm, mean, ms, tr, rstd, rs, gy,
                                        tgy, gyp, gx, tgx, gxp, [](int, float, float) {});
 }
 
@@ -230,7 +231,7 @@ __global__ void layer_norm_backward_x_warp_kernel(std::int64_t rows, Rows x, Ele
 // on the row count, so the sums add in the same order on every run and GPU.
 constexpr int kFusedWarps = 4, kFusedMaxBlocks = 512;
 
-template <int kPerLane, class T>
+template <int kPerLane, class T, class G>
 __global__ void __launch_bounds__(32 * kFusedWarps, 4)
     layer_norm_backward_warp_kernel(std::int64_t rows, Rows x, ElementType tx, const void* xp, Affine a, ElementType tm,
                                     const void* mean, std::int64_t ms, ElementType tr, const void* rstd, std::int64_t rs,
@@ -245,7 +246,7 @@ __global__ void __launch_bounds__(32 * kFusedWarps, 4)
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * kFusedWarps;
   // r depends on the warp only: every shuffle below has its 32 lanes.
   for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kFusedWarps + warp; r < rows; r += step) {
-    layer_norm_backward_row<kPerLane, T>(r, lane, x, tx, xp, a, tm, mean, ms, tr, rstd, rs, gy, tgy, gyp, gx, tgx, gxp,
+    layer_norm_backward_row<kPerLane, T, G>(r, lane, x, tx, xp, a, tm, mean, ms, tr, rstd, rs, gy, tgy, gyp, gx, tgx, gxp,
                                          [&](int k, float dy, float xhat) {
                                            dg[lane + 32 * k] += dy * xhat;
                                            db[lane + 32 * k] += dy;
@@ -273,23 +274,40 @@ int warp_row_lanes(std::int64_t rows, std::int64_t cols) {
   return 32;
 }
 
-// launch(lanes, type) with warp_row_lanes' choice as a compile-time constant (lanes() is the kPerLane
-// of the kernel to launch) and the rows' one dtype as a type (type: a null T*, with_one_type);
-// launch_warp_rows adds the grid for a row a warp, four rows a block.
-template <class Launch>
-void with_lanes(int per_lane, std::initializer_list<DType> dtypes, Launch&& launch) {
-  with_one_type(dtypes, [&](auto* type) {
-    if (per_lane == 8) launch(std::integral_constant<int, 8>{}, type);
-    if (per_lane == 16) launch(std::integral_constant<int, 16>{}, type);
-    if (per_lane == 24) launch(std::integral_constant<int, 24>{}, type);
-    if (per_lane == 32) launch(std::integral_constant<int, 32>{}, type);
+// f(X*, Y*) (null pointers as types) for an input and output dtype the row kernels take typed: one of
+// f32, bf16 and f16 for both, or an f32 input with a bf16 or f16 output (a layer norm feeding a
+// product); false, calling nothing, for the others.
+template <class F>
+bool with_out_type(DType x, DType y, F&& f) {
+  if (x == y) return with_flat_type(x, [&](auto* type) { f(type, type); });
+  if (x != DType::f32) return false;
+  return with_flat_type(y, [&](auto* type) {
+    if constexpr (!std::is_same_v<decltype(type), float*>) f(static_cast<float*>(nullptr), type);
   });
 }
+
+// f(T*, G*): x's and grad_x's dtype T and grad_y's G as types where the backward's warp kernels take
+// them typed (one dtype for all three, or an f32 x and grad_x with the bf16 or f16 gradient of an output
+// made for a product); false, calling nothing, for other mixes (the block kernels take them).
+template <class F>
+bool with_grad_types(DType x, DType gy, DType gx, F&& f) {
+  return x == gx && with_out_type(x, gy, f);
+}
+
+// launch(lanes) with warp_row_lanes' choice as a compile-time constant (lanes() is the kPerLane of the
+// kernel to launch); launch_warp_rows adds the grid for a row a warp, four rows a block.
 template <class Launch>
-void launch_warp_rows(int per_lane, std::int64_t rows, std::initializer_list<DType> dtypes, Launch&& launch) {
+void with_lanes(int per_lane, Launch&& launch) {
+  if (per_lane == 8) launch(std::integral_constant<int, 8>{});
+  if (per_lane == 16) launch(std::integral_constant<int, 16>{});
+  if (per_lane == 24) launch(std::integral_constant<int, 24>{});
+  if (per_lane == 32) launch(std::integral_constant<int, 32>{});
+}
+template <class Launch>
+void launch_warp_rows(int per_lane, std::int64_t rows, Launch&& launch) {
   const auto blocks = static_cast<unsigned>((rows + kRowsPerWarpBlock - 1) / kRowsPerWarpBlock);
   constexpr unsigned threads = 32 * kRowsPerWarpBlock;
-  with_lanes(per_lane, dtypes, [&](auto lanes, auto* type) { launch(lanes, type, blocks, threads); });
+  with_lanes(per_lane, [&](auto lanes) { launch(lanes, blocks, threads); });
 }
 
 __global__ void layer_norm_backward_x_kernel(Rows x, ElementType tx, const void* xp, Affine a, ElementType tm,
@@ -322,9 +340,9 @@ __global__ void layer_norm_backward_x_kernel(Rows x, ElementType tx, const void*
 // 768 columns are 3 blocks for 16384 rows.
 constexpr int kTileCols = 32, kTileRows = kThreads / kTileCols;
 
-// partial: [2][slices][cols], grad_gamma's sums then grad_beta's. T: x's and grad_y's dtype as a type
-// with f32 statistics (AnyDType otherwise: then the statistics are too).
-template <class T>
+// partial: [2][slices][cols], grad_gamma's sums then grad_beta's. T and G: x's and grad_y's dtypes as
+// types with f32 statistics (with_out_type; AnyDType for both otherwise: then the statistics are too).
+template <class T, class G>
 __global__ void layer_norm_params_partial_kernel(Rows x, ElementType tx, const void* xp, ElementType tm, const void* mean,
                                                  std::int64_t ms, ElementType tr, const void* rstd, std::int64_t rs,
                                                  Rows gy, ElementType tgy, const void* gyp, std::int64_t slice_rows,
@@ -347,7 +365,7 @@ __global__ void layer_norm_params_partial_kernel(Rows x, ElementType tx, const v
         xv[k] = in ? get<T>(tx, xp, r * x.row + c * x.col) : 0.0f;
         mv[k] = in ? get<Stats>(tm, mean, r * ms) : 0.0f;
         rv[k] = in ? get<Stats>(tr, rstd, r * rs) : 0.0f;
-        gv[k] = in ? get<T>(tgy, gyp, r * gy.row + c * gy.col) : 0.0f;
+        gv[k] = in ? get<G>(tgy, gyp, r * gy.row + c * gy.col) : 0.0f;
       }
 #pragma unroll
       for (int k = 0; k < kParamRows; ++k) {
@@ -402,18 +420,21 @@ bool packed_param(const Tensor& p) { return !p.defined() || (p.dtype() == DType:
 // choice); false, having launched nothing, where they do not.
 bool layer_norm_packed(int per_lane, const Tensor& x, const Tensor& gamma32, const Tensor& beta32, double eps, const Tensor& y,
                        const Tensor& mean, const Tensor& rstd) {
-  if (x.dtype() != y.dtype() || !packed_param(gamma32) || !packed_param(beta32)) return false;
+  // One dtype, or an f32 input normalized into a narrower output (a layer norm feeding a product).
+  if ((x.dtype() != y.dtype() && x.dtype() != DType::f32) || !packed_param(gamma32) || !packed_param(beta32)) return false;
   bool launched = false;
-  with_flat_type(x.dtype(), [&](auto* type) {
-    using X = std::remove_pointer_t<decltype(type)>;
-    if (!packed_rows<X>(x) || !packed_rows<X>(y)) return;
+  with_out_type(x.dtype(), y.dtype(), [&](auto* x_type, auto* y_type) {
+    using X = std::remove_pointer_t<decltype(x_type)>;
+    using Y = std::remove_pointer_t<decltype(y_type)>;
+    if (!packed_rows<X>(x) || !packed_rows<Y>(y)) return;
     const auto launch = [&](auto packs) {
       const auto blocks = static_cast<unsigned>((x.size(0) + kRowsPerWarpBlock - 1) / kRowsPerWarpBlock);
-      layer_norm_packed_kernel<packs(), X><<<blocks, 32 * kRowsPerWarpBlock, 0, stream()>>>(
+      layer_norm_packed_kernel<packs(), X, Y><<<blocks, 32 * kRowsPerWarpBlock, 0, stream()>>>(
           x.size(0), x.size(1), element_type(x.dtype()), static_cast<const X*>(x.data()), x.strides()[0],
           gamma32.defined() ? gamma32.data_as<float>() : nullptr, beta32.defined() ? beta32.data_as<float>() : nullptr,
-          static_cast<float>(eps), static_cast<X*>(y.data()), y.strides()[0], element_type(mean.dtype()), mean.data(),
-          mean.strides()[0], element_type(rstd.dtype()), rstd.data(), rstd.strides()[0]);
+          static_cast<float>(eps), element_type(y.dtype()), static_cast<Y*>(y.data()), y.strides()[0],
+          element_type(mean.dtype()), mean.data(), mean.strides()[0], element_type(rstd.dtype()), rstd.data(),
+          rstd.strides()[0]);
     };
     switch (per_lane / kPack) {  // 8, 16, 24 or 32 values a lane
       case 1: launch(std::integral_constant<int, 1>{}); break;
@@ -433,17 +454,21 @@ void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double
   for (const Tensor* t : {&x, &gamma, &beta, &y, &mean, &rstd}) refuse_f64("layer_norm", *t);
   if (x.size(0) == 0) return;
   const Tensor gamma32 = as_f32(gamma), beta32 = as_f32(beta);
+  // Packed rows, else a warp a row where x and y share a dtype the kernel takes typed, else a block a row.
   const int per_lane = warp_row_lanes(x.size(0), x.size(1));
   if (per_lane != 0 && layer_norm_packed(per_lane, x, gamma32, beta32, eps, y, mean, rstd)) {
-    // (launched)
-  } else if (per_lane != 0) {
-    launch_warp_rows(per_lane, x.size(0), {x.dtype(), y.dtype()}, [&](auto lanes, auto* type, unsigned blocks, unsigned threads) {
+    check_launch("layer_norm");
+    return;
+  }
+  const bool warp_rows = per_lane != 0 && x.dtype() == y.dtype() && with_flat_type(x.dtype(), [&](auto* type) {
+    launch_warp_rows(per_lane, x.size(0), [&](auto lanes, unsigned blocks, unsigned threads) {
       layer_norm_warp_kernel<lanes(), std::remove_pointer_t<decltype(type)>><<<blocks, threads, 0, stream()>>>(
           x.size(0), rows_of(x), element_type(x.dtype()), x.data(), affine_of(gamma32, beta32), static_cast<float>(eps), rows_of(y),
           element_type(y.dtype()), y.data(), element_type(mean.dtype()), mean.data(), mean.strides()[0],
           element_type(rstd.dtype()), rstd.data(), rstd.strides()[0]);
     });
-  } else {
+  });
+  if (!warp_rows) {
     layer_norm_kernel<<<row_blocks(x.size(0), "layer_norm"), kThreads, 0, stream()>>>(
         rows_of(x), element_type(x.dtype()), x.data(), affine_of(gamma32, beta32), static_cast<float>(eps), rows_of(y),
         element_type(y.dtype()), y.data(), element_type(mean.dtype()), mean.data(), mean.strides()[0],
@@ -488,31 +513,40 @@ void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
   const std::int64_t rows = x.size(0), cols = x.size(1);
   const bool params = grad_gamma.defined() || grad_beta.defined();
   static const bool fused = fused_layer_norm_backward_by_environment();
-  if (const int per_lane = warp_row_lanes(rows, cols); per_lane != 0 && grad_x.defined() && params && fused) {
+  // The warp kernels where the dtypes are typed ones (with_grad_types), else the block kernels.
+  const int per_lane = warp_row_lanes(rows, cols);
+  const DType gx_dtype = grad_x.defined() ? grad_x.dtype() : x.dtype();
+  const auto typed = [&](auto&& f) { return per_lane != 0 && with_grad_types(x.dtype(), grad_y.dtype(), gx_dtype, f); };
+  if (grad_x.defined() && params && fused) {
     const std::int64_t blocks = std::min<std::int64_t>(kFusedMaxBlocks, (rows + kFusedWarps - 1) / kFusedWarps);
     const Tensor partial = Tensor::empty({2 * blocks * cols}, DType::f32, x.device());
-    with_lanes(per_lane, {x.dtype(), grad_y.dtype(), grad_x.dtype()}, [&](auto lanes, auto* type) {
-      layer_norm_backward_warp_kernel<lanes(), std::remove_pointer_t<decltype(type)>>
-          <<<static_cast<unsigned>(blocks), 32 * kFusedWarps, 0, stream()>>>(
-              rows, rows_of(x), element_type(x.dtype()), x.data(), a, element_type(mean.dtype()), mean.data(),
-              mean.strides()[0], element_type(rstd.dtype()), rstd.data(), rstd.strides()[0], rows_of(grad_y),
-              element_type(grad_y.dtype()), grad_y.data(), rows_of(grad_x), element_type(grad_x.dtype()), grad_x.data(),
-              partial.data_as<float>());
+    const bool launched = typed([&](auto* t_type, auto* g_type) {
+      with_lanes(per_lane, [&](auto lanes) {
+        layer_norm_backward_warp_kernel<lanes(), std::remove_pointer_t<decltype(t_type)>, std::remove_pointer_t<decltype(g_type)>>
+            <<<static_cast<unsigned>(blocks), 32 * kFusedWarps, 0, stream()>>>(
+                rows, rows_of(x), element_type(x.dtype()), x.data(), a, element_type(mean.dtype()), mean.data(),
+                mean.strides()[0], element_type(rstd.dtype()), rstd.data(), rstd.strides()[0], rows_of(grad_y),
+                element_type(grad_y.dtype()), grad_y.data(), rows_of(grad_x), element_type(grad_x.dtype()), grad_x.data(),
+                partial.data_as<float>());
+      });
     });
-    check_launch("layer_norm_backward");
-    layer_norm_params_total(cols, blocks, partial, grad_gamma, grad_beta);
-    return;
+    if (launched) {
+      check_launch("layer_norm_backward");
+      layer_norm_params_total(cols, blocks, partial, grad_gamma, grad_beta);
+      return;
+    }
   }
   if (grad_x.defined()) {
-    if (const int per_lane = warp_row_lanes(rows, cols)) {
-      launch_warp_rows(per_lane, x.size(0), {x.dtype(), grad_y.dtype(), grad_x.dtype()},
-                       [&](auto lanes, auto* type, unsigned blocks, unsigned threads) {
-        layer_norm_backward_x_warp_kernel<lanes(), std::remove_pointer_t<decltype(type)>><<<blocks, threads, 0, stream()>>>(
-            x.size(0), rows_of(x), element_type(x.dtype()), x.data(), a, element_type(mean.dtype()), mean.data(),
-            mean.strides()[0], element_type(rstd.dtype()), rstd.data(), rstd.strides()[0], rows_of(grad_y),
-            element_type(grad_y.dtype()), grad_y.data(), rows_of(grad_x), element_type(grad_x.dtype()), grad_x.data());
+    const bool warp_rows = typed([&](auto* t_type, auto* g_type) {
+      launch_warp_rows(per_lane, x.size(0), [&](auto lanes, unsigned blocks, unsigned threads) {
+        layer_norm_backward_x_warp_kernel<lanes(), std::remove_pointer_t<decltype(t_type)>, std::remove_pointer_t<decltype(g_type)>>
+            <<<blocks, threads, 0, stream()>>>(
+                x.size(0), rows_of(x), element_type(x.dtype()), x.data(), a, element_type(mean.dtype()), mean.data(),
+                mean.strides()[0], element_type(rstd.dtype()), rstd.data(), rstd.strides()[0], rows_of(grad_y),
+                element_type(grad_y.dtype()), grad_y.data(), rows_of(grad_x), element_type(grad_x.dtype()), grad_x.data());
       });
-    } else {
+    });
+    if (!warp_rows) {
       layer_norm_backward_x_kernel<<<row_blocks(x.size(0), "layer_norm_backward"), kThreads, 0, stream()>>>(
           rows_of(x), element_type(x.dtype()), x.data(), a, element_type(mean.dtype()), mean.data(), mean.strides()[0],
           element_type(rstd.dtype()), rstd.data(), rstd.strides()[0], rows_of(grad_y), element_type(grad_y.dtype()),
@@ -528,14 +562,17 @@ void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
     if (tiles > 0x7fffffff) throw std::invalid_argument("layer_norm_backward: too many columns for one launch");
     const Tensor partial = Tensor::empty({2 * slices * cols}, DType::f32, x.device());
     // Typed with f32 statistics (as layer_norm makes them); AnyDType otherwise.
-    const DType stats = mean.dtype() == DType::f32 && rstd.dtype() == DType::f32 ? x.dtype() : DType::e4m3;
-    with_one_type({x.dtype(), grad_y.dtype(), stats}, [&](auto* type) {
-      layer_norm_params_partial_kernel<std::remove_pointer_t<decltype(type)>>
+    const auto launch = [&](auto* t_type, auto* g_type) {
+      layer_norm_params_partial_kernel<std::remove_pointer_t<decltype(t_type)>, std::remove_pointer_t<decltype(g_type)>>
           <<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(slices)), kThreads, 0, stream()>>>(
               rows_of(x), element_type(x.dtype()), x.data(), element_type(mean.dtype()), mean.data(), mean.strides()[0],
               element_type(rstd.dtype()), rstd.data(), rstd.strides()[0], rows_of(grad_y), element_type(grad_y.dtype()),
               grad_y.data(), slice_rows, partial.data_as<float>());
-    });
+    };
+    const bool f32_stats = mean.dtype() == DType::f32 && rstd.dtype() == DType::f32;
+    if (!f32_stats || !with_out_type(x.dtype(), grad_y.dtype(), launch)) {
+      launch(static_cast<AnyDType*>(nullptr), static_cast<AnyDType*>(nullptr));
+    }
     check_launch("layer_norm_backward");
     layer_norm_params_total(cols, slices, partial, grad_gamma, grad_beta);
   }

@@ -11,6 +11,8 @@ void reference_layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& be
                           const Tensor& mean, const Tensor& rstd) {
   const std::int64_t rows = x.size(0);
   const std::int64_t cols = x.size(1);
+  // An f32 input's result is an f32 value (kernels.h): rounded to f32 before a narrower output's rounding.
+  const bool via_f32 = x.dtype() == DType::f32 && is_low_precision(y.dtype());
   for (std::int64_t r = 0; r < rows; ++r) {
     double mu = 0;
     for (std::int64_t c = 0; c < cols; ++c) mu += at(x, r, c);
@@ -19,7 +21,10 @@ void reference_layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& be
     for (std::int64_t c = 0; c < cols; ++c) var += (at(x, r, c) - mu) * (at(x, r, c) - mu);
     var /= static_cast<double>(cols);
     const double rs = 1.0 / std::sqrt(var + eps);
-    for (std::int64_t c = 0; c < cols; ++c) put(y, r, c, (at(x, r, c) - mu) * rs * at1(gamma, c) + at1(beta, c));
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const double v = (at(x, r, c) - mu) * rs * at1(gamma, c) + at1(beta, c);
+      put(y, r, c, via_f32 ? static_cast<double>(static_cast<float>(v)) : v);
+    }
     put1(mean, r, mu);
     put1(rstd, r, rs);
   }
