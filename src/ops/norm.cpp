@@ -58,14 +58,14 @@ class BatchNormNode final : public Node {
 
 }  // namespace
 
+DType layer_norm_output_dtype(DType x) { return detail::autocast_input_dtype(x, AutocastOp::layer_norm); }
+
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps) {
   // Under autocast's f32 policy the result is f32, but the kernel reads a bf16 or f16 input as it is (it
   // computes in f32 whatever it reads): no f32 copy of the input is made or kept for backward.
   detail::check_computable(x, "layer_norm");
-  return layer_norm(x, gamma, beta, eps, detail::autocast_input_dtype(x, AutocastOp::layer_norm));
+  return layer_norm(x, gamma, beta, eps, layer_norm_output_dtype(x.dtype()));
 }
-
-DType layer_norm_output_dtype(DType x) { return detail::autocast_input_dtype(x, AutocastOp::layer_norm); }
 
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, DType y_dtype) {
   detail::check_computable(x, "layer_norm");

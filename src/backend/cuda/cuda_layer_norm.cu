@@ -172,7 +172,6 @@ __global__ void layer_norm_packed_kernel(std::int64_t rows, std::int64_t cols, E
   }
 }
 
-
 // Row r's input gradient by one warp (lane l holds columns l, l + 32, ...): x and grad_y read once each
 // (every element by the lane that writes its gradient, before the warp's reductions: grad_x may be
 // either), every load issued before any is used. add(k, dy, xhat) sees each of the lane's values before
