@@ -8,7 +8,7 @@
 #      every op on cuda against the reference;
 #   4. fp16 (both), tf32 and fp32 (mantissa), then the table and where mantissa's step goes on the GPU's
 #      own clock;
-#   5. PyTorch bf16 with torch.compile; the char GPT's quality on the GPU; fp8 (tensor cores, emulated);
+#   5. PyTorch bf16 with torch.compile; the char GPT's quality on the GPU; fp8 (tensor cores, emulated, current);
 #   6. kernels: mantissa's bf16 step by each kernel (MANTISSA_KERNEL_TIMES=kernel), and Nsight Systems'
 #      summary of the GPU's kernels where the machine has nsys.
 # --parts LIST runs only the parts named (machine always; headline, correctness, precisions, compile,
@@ -213,12 +213,14 @@ if want quality; then
 fi
 
 if want fp8; then
-  section "fp8 (delayed scaling): products on fp8 tensor cores, then emulated as bf16 products"
+  section "fp8: delayed scaling on fp8 tensor cores, then emulated as bf16 products; current scaling (its scales stay on the GPU)"
   part 25 mantissa-fp8 "${menv[@]}" "$bin/mantissa" "${gpt2[@]}" --precision fp8 --fp8-recipe delayed
   report line "$results" mantissa-fp8
   MANTISSA_FP8_PRODUCTS=emulated part 25 mantissa-fp8-emulated "${menv[@]}" "$bin/mantissa" "${gpt2[@]}" \
     --precision fp8 --fp8-recipe delayed
   report line "$results" mantissa-fp8-emulated
+  part 25 mantissa-fp8-current "${menv[@]}" "$bin/mantissa" "${gpt2[@]}" --precision fp8 --fp8-recipe current
+  report line "$results" mantissa-fp8-current
 fi
 
 if want kernels; then
