@@ -486,12 +486,17 @@ bool fused_layer_norm_backward_by_environment() {
   return v == nullptr || std::string(v) != "two-pass";
 }
 
+// The blocks of kTileCols columns across `cols`: the parameters' kernels' grid (x), checked once here.
+unsigned column_tiles(std::int64_t cols) {
+  const std::int64_t tiles = (cols + kTileCols - 1) / kTileCols;
+  if (tiles > 0x7fffffff) throw std::invalid_argument("layer_norm_backward: too many columns for one launch");
+  return static_cast<unsigned>(tiles);
+}
+
 // grad_gamma and grad_beta (either may be undefined) from partial [2][slices][cols].
 void layer_norm_params_total(std::int64_t cols, std::int64_t slices, const Tensor& partial, const Tensor& grad_gamma,
                              const Tensor& grad_beta) {
-  const std::int64_t tiles = (cols + kTileCols - 1) / kTileCols;
-  if (tiles > 0x7fffffff) throw std::invalid_argument("layer_norm_backward: too many columns for one launch");
-  layer_norm_params_total_kernel<<<static_cast<unsigned>(tiles), kThreads, 0, stream()>>>(
+  layer_norm_params_total_kernel<<<column_tiles(cols), kThreads, 0, stream()>>>(
       cols, slices, partial.data_as<float>(), element_type(grad_gamma.defined() ? grad_gamma.dtype() : DType::f32),
       grad_gamma.defined() ? grad_gamma.data() : nullptr, grad_gamma.defined() ? grad_gamma.strides()[0] : 0,
       element_type(grad_beta.defined() ? grad_beta.dtype() : DType::f32), grad_beta.defined() ? grad_beta.data() : nullptr,
@@ -557,13 +562,12 @@ void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
     // About 256 rows a slice, at most 128 slices: GPT-2's [16384, 768] is 24 x 64 blocks.
     const std::int64_t slices = std::min<std::int64_t>(128, (rows + 255) / 256);
     const std::int64_t slice_rows = (rows + slices - 1) / slices;
-    const std::int64_t tiles = (cols + kTileCols - 1) / kTileCols;
-    if (tiles > 0x7fffffff) throw std::invalid_argument("layer_norm_backward: too many columns for one launch");
+    const unsigned tiles = column_tiles(cols);
     const Tensor partial = Tensor::empty({2 * slices * cols}, DType::f32, x.device());
     // Typed with f32 statistics (as layer_norm makes them); AnyDType otherwise.
     const auto launch = [&](auto* t_type, auto* g_type) {
       layer_norm_params_partial_kernel<std::remove_pointer_t<decltype(t_type)>, std::remove_pointer_t<decltype(g_type)>>
-          <<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(slices)), kThreads, 0, stream()>>>(
+          <<<dim3(tiles, static_cast<unsigned>(slices)), kThreads, 0, stream()>>>(
               rows_of(x), element_type(x.dtype()), x.data(), element_type(mean.dtype()), mean.data(), mean.strides()[0],
               element_type(rstd.dtype()), rstd.data(), rstd.strides()[0], rows_of(grad_y), element_type(grad_y.dtype()),
               grad_y.data(), slice_rows, partial.data_as<float>());
