@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "../cpu/unary_math.h"
@@ -93,16 +94,39 @@ __global__ void binary_flat_kernel(std::int64_t n, bool packed, BinaryOp op, Ele
   flat_map(n, packed, [&](A x, B y) { return from_f32<O>(binary_value(op, to_f32(x, ta), to_f32(y, tb)), tout); }, out, a, b);
 }
 
-template <class X, class O>
+// The unary op as a compile-time constant where kOp >= 0 (the GELUs of an MLP, whose element math is
+// most of their kernels' time: no switch on op for each element), else the op given at run time.
+template <int kOp>
+__device__ inline UnaryOp op_or(UnaryOp op) {
+  if constexpr (kOp >= 0) {
+    return static_cast<UnaryOp>(kOp);
+  } else {
+    return op;
+  }
+}
+constexpr int kAnyOp = -1;
+
+template <class X, class O, int kOp = kAnyOp>
 __global__ void unary_flat_kernel(std::int64_t n, bool packed, UnaryOp op, float alpha, ElementType tx, const X* x,
                                   ElementType tout, O* out) {
-  flat_map(n, packed, [&](X v) { return from_f32<O>(unary_value(op, to_f32(v, tx), alpha), tout); }, out, x);
+  flat_map(n, packed, [&](X v) { return from_f32<O>(unary_value(op_or<kOp>(op), to_f32(v, tx), alpha), tout); }, out, x);
 }
 
-template <class X, class G, class O>
+template <class X, class G, class O, int kOp = kAnyOp>
 __global__ void unary_backward_flat_kernel(std::int64_t n, bool packed, UnaryOp op, float alpha, ElementType tx, const X* x,
                                            ElementType tg, const G* g, ElementType tgx, O* gx) {
-  flat_map(n, packed, [&](X v, G d) { return from_f32<O>(unary_gradient(op, to_f32(v, tx), to_f32(d, tg), alpha), tgx); }, gx, x, g);
+  flat_map(n, packed,
+           [&](X v, G d) { return from_f32<O>(unary_gradient(op_or<kOp>(op), to_f32(v, tx), to_f32(d, tg), alpha), tgx); }, gx, x,
+           g);
+}
+
+// launch(std::integral_constant<int, op>) for the ops compiled as constants where every tensor has one
+// dtype (same_dtype), else launch(std::integral_constant<int, kAnyOp>).
+template <class Launch>
+void with_unary_op(UnaryOp op, bool same_dtype, Launch&& launch) {
+  if (same_dtype && op == UnaryOp::gelu) return launch(std::integral_constant<int, static_cast<int>(UnaryOp::gelu)>{});
+  if (same_dtype && op == UnaryOp::gelu_tanh) return launch(std::integral_constant<int, static_cast<int>(UnaryOp::gelu_tanh)>{});
+  launch(std::integral_constant<int, kAnyOp>{});
 }
 
 // launch(a, b, ...) with each tensor's data as a pointer to its flat type, when every tensor has one.
@@ -264,8 +288,14 @@ void unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out) {
   const ElementType tx = element_type(x.dtype()), tout = element_type(out.dtype());
   const auto a = static_cast<float>(alpha);
   const bool flat = is_flat(it) && with_flat_pointers(x, out, [&](const auto* px, auto* po) {
+    using X = std::remove_cv_t<std::remove_pointer_t<decltype(px)>>;
+    using O = std::remove_pointer_t<decltype(po)>;
     const bool packed = packable({px, po});
-    unary_flat_kernel<<<flat_blocks(n, packed), kThreads, 0, stream()>>>(n, packed, op, a, tx, px, tout, po);
+    with_unary_op(op, std::is_same_v<X, O>, [&](auto k) {
+      if constexpr (k() == kAnyOp || std::is_same_v<X, O>) {
+        unary_flat_kernel<X, O, k()><<<flat_blocks(n, packed), kThreads, 0, stream()>>>(n, packed, op, a, tx, px, tout, po);
+      }
+    });
   });
   if (!flat) unary_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(it, n, op, a, tx, x.data(), tout, out.data());
   check_launch("unary");
@@ -280,8 +310,17 @@ void unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& gra
   const ElementType tx = element_type(x.dtype()), tg = element_type(grad_y.dtype()), tgx = element_type(grad_x.dtype());
   const auto a = static_cast<float>(alpha);
   const bool flat = is_flat(it) && with_flat_pointers(x, grad_y, grad_x, [&](const auto* px, const auto* pg, auto* pgx) {
+    using X = std::remove_cv_t<std::remove_pointer_t<decltype(px)>>;
+    using G = std::remove_cv_t<std::remove_pointer_t<decltype(pg)>>;
+    using O = std::remove_pointer_t<decltype(pgx)>;
+    constexpr bool same = std::is_same_v<X, G> && std::is_same_v<X, O>;
     const bool packed = packable({px, pg, pgx});
-    unary_backward_flat_kernel<<<flat_blocks(n, packed), kThreads, 0, stream()>>>(n, packed, op, a, tx, px, tg, pg, tgx, pgx);
+    with_unary_op(op, same, [&](auto k) {
+      if constexpr (k() == kAnyOp || same) {
+        unary_backward_flat_kernel<X, G, O, k()>
+            <<<flat_blocks(n, packed), kThreads, 0, stream()>>>(n, packed, op, a, tx, px, tg, pg, tgx, pgx);
+      }
+    });
   });
   if (!flat) {
     unary_backward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(it, n, op, a, tx, x.data(), tg, grad_y.data(), tgx,
