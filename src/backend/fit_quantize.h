@@ -53,7 +53,7 @@ Fp8QuantizeStats fit_quantize(const Tensor& x, const QuantSpec& spec, float give
 
 // BlockQuantize's `counts` and `factor` (kernels.h): each undefined, or contiguous bytes on x's device
 // (32 and 8).
-inline void check_counts(const Tensor& x, const Tensor& counts, const Tensor& factor) {
+inline void check_block_quantize_places(const Tensor& x, const Tensor& counts, const Tensor& factor) {
   check_place<Fp8Counts>("block_quantize", counts, x.device());
   check_place<double>("block_quantize", factor, x.device());
 }

@@ -17,8 +17,8 @@
 #include <cstdint>
 #include <limits>
 #include <span>
-#include <utility>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "../numeric/host_device.h"

@@ -126,8 +126,8 @@ Tensor Gpt::hidden(std::span<const std::int64_t> ids, std::int64_t batch, std::i
     const LayerScope part = part_scope("blocks." + std::to_string(i));  // attention, GELU, the residual sums
     // Causal self-attention on the fused q, k, v projection, heads read and written in place. The layer
     // norms' outputs are made in the dtype the products after them read (LayerNorm::forward_for).
-    const auto qkv_reads = [&b](DType d) { return b.qkv->reads(d); };
-    x = add(x, b.proj->forward(self_attention(b.qkv->forward(b.ln1->forward_for(x, qkv_reads)), h)));
+    const Tensor qkv = b.qkv->forward(b.ln1->forward_for(x, [&b](DType d) { return b.qkv->reads(d); }));
+    x = add(x, b.proj->forward(self_attention(qkv, h)));
     const Tensor fc = b.fc->forward(b.ln2->forward_for(x, [&b](DType d) { return b.fc->reads(d); }));
     x = add(x, b.fc_proj->forward(c_.gelu_tanh ? gelu_tanh(fc) : gelu(fc)));
   }

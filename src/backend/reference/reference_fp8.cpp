@@ -116,7 +116,7 @@ Fp8QuantizeStats reference_microscaled(const Tensor& x, const QuantSpec& spec, s
 
 Fp8QuantizeStats reference_block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale,
                                           const Tensor& out, const Tensor& counts, const Tensor& factor) {
-  check_counts(x, counts, factor);
+  check_block_quantize_places(x, counts, factor);
   return leave_counts(block_quantize_by(x, spec, given_scale, out, factor, reference_fp8_quantize_current,
                                         reference_fp8_quantize, set_factor_on_host,
                                         [&] { return leave_factor(reference_microscaled(x, spec, seed, out), factor); }),
