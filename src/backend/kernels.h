@@ -249,6 +249,27 @@ struct MatmulRowSums {
   }
   using Fn = void(const Tensor& a, const Tensor& w, const Tensor& out, const Tensor& sums);
 };
+// GPT-2's MLP's first product with its GELU, in one pass: pre = a . w + bias as Matmul's (one matrix: a
+// [1, M, K], w [1, K, N], bias [N] or undefined, pre [1, M, N]) and out [1, M, N] = gelu_tanh of that sum
+// (f32, bias added) before its rounding, rounded once (cuBLASLt's GELU_AUX_BIAS epilogue: out is the
+// activation, pre what the GELU's gradient reads).
+struct MatmulGelu {
+  static constexpr const char *name = "matmul_gelu", *family = "matmul";
+  static double flops(const Tensor& a, const Tensor&, const Tensor&, const Tensor& pre, const Tensor&) {
+    return 2.0 * static_cast<double>(pre.numel()) * static_cast<double>(a.size(-1));
+  }
+  using Fn = void(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& pre, const Tensor& out);
+};
+// The product a GELU's gradient follows (the MLP's second layer's input gradient): out = gelu_tanh'(pre)
+// times a . w, the product summed in f32 and the whole rounded once (cuBLASLt's DGELU epilogue). One
+// matrix: a [1, M, K], w [1, K, N], pre and out [1, M, N].
+struct MatmulGeluBackward {
+  static constexpr const char *name = "matmul_gelu_backward", *family = "matmul";
+  static double flops(const Tensor& a, const Tensor&, const Tensor&, const Tensor& out) {
+    return 2.0 * static_cast<double>(out.numel()) * static_cast<double>(a.size(-1));
+  }
+  using Fn = void(const Tensor& a, const Tensor& w, const Tensor& pre, const Tensor& out);
+};
 // out[b] += a[b] . w[b], shapes as Matmul's: the products summed in f32 (f64 for f64), out's old value
 // added to that sum, the result rounded once into out's dtype. Gradients gathered over blocks (a classifier's dw, attention's dk and dv) add
 // into their sum in the product itself (cuBLASLt's beta = 1, oneDNN's sum post-op) instead of writing

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "mantissa/autograd/watch.h"
+
 namespace mantissa::nn {
 namespace {
 
@@ -30,6 +32,14 @@ Tensor Linear::forward(const Tensor& x) const {
 DType Linear::reads(DType x) const {
   const auto scope = forward_scope();
   return linear_input_dtype(x, weight_.dtype(), fp8_active());
+}
+
+Tensor Linear::forward_gelu_tanh_into(const Linear& next, const Tensor& x) const {
+  const bool one_op = !fp8_active() && !next.fp8_active() && current_layer_tap() == nullptr && !trace_nonfinite() &&
+                      reads(DType::f32) == next.reads(DType::f32) && reads(DType::bf16) == next.reads(DType::bf16);
+  if (!one_op) return next.forward(gelu_tanh(forward(x)));
+  const auto scope = forward_scope();
+  return gelu_mlp(x, weight_, bias_, next.weight_, next.bias_);
 }
 
 void Linear::enable_fp8(const Fp8Options& options) {

@@ -128,8 +128,8 @@ Tensor Gpt::hidden(std::span<const std::int64_t> ids, std::int64_t batch, std::i
     // norms' outputs are made in the dtype the products after them read (LayerNorm::forward_for).
     const Tensor qkv = b.qkv->forward(b.ln1->forward_for(x, [&b](DType d) { return b.qkv->reads(d); }));
     x = add(x, b.proj->forward(self_attention(qkv, h)));
-    const Tensor fc = b.fc->forward(b.ln2->forward_for(x, [&b](DType d) { return b.fc->reads(d); }));
-    x = add(x, b.fc_proj->forward(c_.gelu_tanh ? gelu_tanh(fc) : gelu(fc)));
+    const Tensor ln2 = b.ln2->forward_for(x, [&b](DType d) { return b.fc->reads(d); });
+    x = add(x, c_.gelu_tanh ? b.fc->forward_gelu_tanh_into(*b.fc_proj, ln2) : b.fc_proj->forward(gelu(b.fc->forward(ln2))));
   }
   // The head (matmul or linear_cross_entropy, in this region) reads its input as a matmul.
   return reshape(ln_f_->forward_for(x, matmul_input_dtype), {batch * t, c});

@@ -69,24 +69,10 @@ class LinearNode final : public Node {
   std::string_view name() const override { return "linear"; }
   void release() override { x_ = w_ = Tensor(); }
   std::vector<Tensor> backward(const Tensor& g) override {
-    const std::int64_t out = w_.size(0);
-    const std::int64_t in = w_.size(1);
-    Tensor gx, gw, gb;
+    Tensor gx;
     if (inputs[0].node) gx = matmul(g, w_);
-    const Tensor g2 = reshape(g, {-1, out});
-    if (inputs[1].node && inputs[2].node) {
-      // dW = g^T x and db = the row sums of g^T, in one pass over g where the device can.
-      const DType dtype = detail::promote(g2.dtype(), x_.dtype());
-      const Tensor gt = transpose(cast(g2, dtype), 0, 1), x2 = reshape(cast(x_, dtype), {-1, in});
-      gw = Tensor::empty({out, in}, dtype, g2.device());
-      gb = Tensor::empty({out}, dtype, g2.device());
-      run_kernel_on<kernel::MatmulRowSums>(gt, detail::one_batch(gt), detail::one_batch(x2), detail::one_batch(gw), gb);
-      return {gx, gw, gb};
-    }
-    if (inputs[1].node) gw = matmul(transpose(g2, 0, 1), reshape(x_, {-1, in}));
-    // db = 1^T g: the column sums as a product, so the backend's matmul (oneDNN, f32 accumulation)
-    // computes them; in a bf16 MLP step that took them from 5% of the time to under 1%.
-    if (inputs[2].node) gb = reshape(matmul(Tensor::full({1, g2.size(0)}, 1, g2.dtype(), g2.device()), g2), {out});
+    const auto [gw, gb] = detail::linear_parameter_gradients(reshape(g, {-1, w_.size(0)}), reshape(x_, {-1, w_.size(1)}),
+                                                             inputs[1].node != nullptr, inputs[2].node != nullptr);
     return {gx, gw, gb};
   }
 
@@ -100,6 +86,25 @@ namespace detail {
 
 Tensor one_batch(const Tensor& m) {
   return make_view(m, {1, m.size(0), m.size(1)}, {0, m.strides()[0], m.strides()[1]}, m.offset());
+}
+
+std::pair<Tensor, Tensor> linear_parameter_gradients(const Tensor& g2, const Tensor& x2, bool weight, bool bias) {
+  const std::int64_t out = g2.size(1), in = x2.size(1);
+  Tensor gw, gb;
+  if (weight && bias) {
+    // dW = g^T x and db = the row sums of g^T, in one pass over g where the device can.
+    const DType dtype = promote(g2.dtype(), x2.dtype());
+    const Tensor gt = transpose(cast(g2, dtype), 0, 1), xc = cast(x2, dtype);
+    gw = Tensor::empty({out, in}, dtype, g2.device());
+    gb = Tensor::empty({out}, dtype, g2.device());
+    run_kernel_on<kernel::MatmulRowSums>(gt, one_batch(gt), one_batch(xc), one_batch(gw), gb);
+    return {gw, gb};
+  }
+  if (weight) gw = matmul(transpose(g2, 0, 1), x2);
+  // db = 1^T g: the column sums as a product, so the backend's matmul (oneDNN, f32 accumulation)
+  // computes them; in a bf16 MLP step that took them from 5% of the time to under 1%.
+  if (bias) gb = reshape(matmul(Tensor::full({1, g2.size(0)}, 1, g2.dtype(), g2.device()), g2), {out});
+  return {gw, gb};
 }
 
 Tensor batched_product(const Tensor& a, const Tensor& b, const Tensor& bias, DType out_dtype) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../backend/registry.h"
@@ -32,6 +33,10 @@ std::int64_t window_out_size(std::int64_t in, std::int64_t kernel, std::int64_t 
 Tensor batched_product(const Tensor& a, const Tensor& b, const Tensor& bias, DType out_dtype);
 // A matrix [M, N] as a batch of one [1, M, N] view, for the product kernels (src/ops/matmul.cpp).
 Tensor one_batch(const Tensor& m);
+// A linear layer's parameter gradients from its output gradient g2 [R, out] and input x2 [R, in]: dW =
+// g2^T x2 [out, in] where `weight`, db = g2's column sums [out] where `bias` (both in one pass over g2
+// where the device can), each undefined where not asked for (src/ops/matmul.cpp).
+std::pair<Tensor, Tensor> linear_parameter_gradients(const Tensor& g2, const Tensor& x2, bool weight, bool bias);
 
 }  // namespace mantissa::detail
 

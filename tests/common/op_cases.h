@@ -127,6 +127,10 @@ inline std::vector<Case> op_cases() {
                [](V x) { return matmul(slice(x[0], 1, 1, 8), slice(x[1], 0, 1, 8)); }, 7, 1, A});
   c.push_back({"linear_offset_bias", {{{4, 3}}, {{5, 3}}, {{6}}},
                [](V x) { return linear(x[0], x[1], slice(x[2], 0, 1, 6)); }, 4, 2, A});
+  // GPT-2's MLP as one op: the GELU from the first product's sum before its rounding, its gradient
+  // applied to the second product's input gradient before that one's.
+  c.push_back({"gelu_mlp", {{{2, 3, 4}}, {{6, 4}}, {{6}}, {{5, 6}, T}, {{5}}},
+               [](V x) { return gelu_mlp(x[0], x[1], x[2], x[3], x[4]); }, 11, 3, N});
   c.push_back({"softmax", {{{3, 6}}}, [](V x) { return softmax(x[0]); }, 6});
   c.push_back({"softmax_axis0", {{{4, 3}, T}}, [](V x) { return softmax(x[0], 0); }, 4});
   c.push_back({"log_softmax", {{{3, 5}, S}}, [](V x) { return log_softmax(x[0]); }, 5, 1, N});

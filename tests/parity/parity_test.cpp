@@ -194,6 +194,10 @@ std::vector<Case> large_cases() {
                72, 3, Bound::normwise});
   c.push_back({"linear_batched_large", {{{3, 70, 96}}, {{80, 96}}, {{80}}},
                [](V x) { return linear(x[0], x[1], x[2]); }, 210, 2, A});
+  // GPT-2's MLP as one op, 4x wide: on a GPU cuBLASLt's GELU epilogues (rows a multiple of 8 values;
+  // the op case of the table, 6 wide, takes the product-then-GELU way).
+  c.push_back({"gelu_mlp_large", {{{3, 40, 64}}, {{256, 64}}, {{256}}, {{64, 256}}, {{64}}},
+               [](V x) { return gelu_mlp(x[0], x[1], x[2], x[3], x[4]); }, 320, 3, Bound::normwise});
   c.push_back({"gelu_large", {{{300, 257}}}, [](V x) { return gelu(x[0]); }});
   c.push_back({"gelu_tanh_large", {{{300, 257}}}, [](V x) { return gelu_tanh(x[0]); }});
   c.push_back({"add_broadcast_large", {{{257, 300}, testing::Layout::transposed}, {{300}}},

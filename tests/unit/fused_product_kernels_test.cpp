@@ -1,7 +1,7 @@
 // The product kernels that do more than the product, and the cross-entropy backward that works in place:
 // the accumulating product (out += a . w: the blocked classifier's dw and blocked attention's dk, dv
 // added inside the product), the product with a's row sums (a linear layer's weight and bias gradients
-// in one pass), and the backward that turns a block of logits into its gradient in place. Each fast
+// in one pass), the products with GPT-2's GELU inside (its MLP as one op), and the backward that turns a block of logits into its gradient in place. Each fast
 // kernel against the reference on fresh random inputs, the reference against its definition, and what
 // the blocked classifier keeps and allocates.
 #include <gtest/gtest.h>
@@ -140,6 +140,66 @@ TEST(MatmulRowSums, TheCpuKernelMatchesTheReference) {
       }
     }
   }
+}
+
+// GPT-2's MLP's fused products on the CPU are, bit for bit, what they say: pre the product (Matmul's
+// bits), out the GELU of the product's f32 sum rounded once; backward, the GELU's gradient at pre times
+// the f32 product, rounded once. In each compute dtype, a transposed weight, an f32 bias.
+TEST(MatmulGelu, TheCpuKernelsAreTheGeluOfTheF32ProductAndItsGradientTimesIt) {
+  MANTISSA_TRACE_SEED();
+  const std::uint64_t seed = testing::test_seed();
+  const std::int64_t m = 37, k = 48, n = 40;
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor a = Tensor::uniform({1, m, k}, dtype, seed, -1, 1);
+    const Tensor w = transpose(Tensor::uniform({1, n, k}, dtype, seed + 1, -0.5, 0.5), 1, 2);
+    const Tensor bias = Tensor::uniform({n}, DType::f32, seed + 2, -1, 1);
+    const Tensor pre = Tensor::empty({1, m, n}, dtype), out = Tensor::empty({1, m, n}, dtype);
+    run_kernel<kernel::MatmulGelu>(Device::cpu(), a, w, bias, pre, out);
+    const Tensor sum = Tensor::empty({1, m, n}, DType::f32), rounded = Tensor::empty({1, m, n}, dtype),
+                 gelu = Tensor::empty({1, m, n}, dtype);
+    run_kernel<kernel::Matmul>(Device::cpu(), a, w, bias, sum);
+    run_kernel<kernel::Matmul>(Device::cpu(), a, w, bias, rounded);
+    run_kernel<kernel::Unary>(Device::cpu(), UnaryOp::gelu_tanh, 0.0, sum, gelu);
+    EXPECT_EQ(pre.to_doubles(), rounded.to_doubles());
+    EXPECT_EQ(out.to_doubles(), gelu.to_doubles());
+
+    const Tensor g = Tensor::uniform({1, m, k}, dtype, seed + 3, -1, 1), grad = Tensor::empty({1, m, n}, dtype);
+    run_kernel<kernel::MatmulGeluBackward>(Device::cpu(), g, w, pre, grad);
+    const Tensor product = Tensor::empty({1, m, n}, DType::f32), expected = Tensor::empty({1, m, n}, dtype);
+    run_kernel<kernel::Matmul>(Device::cpu(), g, w, Tensor(), product);
+    run_kernel<kernel::UnaryBackward>(Device::cpu(), UnaryOp::gelu_tanh, 0.0, pre, product, expected);
+    EXPECT_EQ(grad.to_doubles(), expected.to_doubles());
+  }
+}
+
+// gelu_mlp is fc, the tanh GELU and proj: in f64 on the reference (where the GELU of the sum before its
+// rounding is the GELU of the rounded sum) the output and every gradient as the three ops give them.
+TEST(GeluMlp, IsFcThenTheTanhGeluThenProj) {
+  MANTISSA_TRACE_SEED();
+  CpuBackendScope reference(CpuBackend::reference);
+  const std::uint64_t seed = testing::test_seed();
+  const auto inputs = [&] {
+    std::vector<Tensor> in = {Tensor::uniform({2, 3, 8}, DType::f64, seed, -2, 2), Tensor::uniform({12, 8}, DType::f64, seed + 1, -1, 1),
+                              Tensor::uniform({12}, DType::f64, seed + 2, -1, 1), Tensor::uniform({5, 12}, DType::f64, seed + 3, -1, 1),
+                              Tensor::uniform({5}, DType::f64, seed + 4, -1, 1)};
+    for (Tensor& t : in) t.set_requires_grad(true);
+    return in;
+  };
+  const std::vector<Tensor> one = inputs(), three = inputs();
+  const Tensor y1 = gelu_mlp(one[0], one[1], one[2], one[3], one[4]);
+  const Tensor y3 = linear(gelu_tanh(linear(three[0], three[1], three[2])), three[3], three[4]);
+  ASSERT_EQ(y1.shape(), y3.shape());
+  const Tensor r = Tensor::uniform(y1.shape(), DType::f64, seed + 5, -1, 1);
+  sum(mul(y1, r)).backward();
+  sum(mul(y3, r)).backward();
+  const auto expect_near = [](const std::vector<double>& got, const std::vector<double>& want, const char* what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (std::size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-12 * (1 + std::fabs(want[i]))) << what << " " << i;
+  };
+  expect_near(y1.to_doubles(), y3.to_doubles(), "output");
+  const char* names[] = {"x", "fc weight", "fc bias", "proj weight", "proj bias"};
+  for (std::size_t k = 0; k < one.size(); ++k) expect_near(one[k].grad().to_doubles(), three[k].grad().to_doubles(), names[k]);
 }
 
 // Passing the logits as the gradient overwrites them with the gradient: the same values as a separate

@@ -3,11 +3,15 @@
 // each model learning a little.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <utility>
 #include <vector>
 
+#include "mantissa/autograd/watch.h"
 #include "mantissa/ops/autocast.h"
+#include "mantissa/ops/fp8.h"
 #include "mantissa/nn/models.h"
 #include "mantissa/optim/optimizer.h"
 #include "../../src/backend/registry.h"
@@ -89,6 +93,85 @@ TEST(Gpt, LayerNormsWriteWhatTheProductsAfterThemRead) {
     EXPECT_EQ(outputs(), (std::vector<DType>{bf16, bf16, bf16, f32, bf16}));
   }
   slot = g_layer_norm;
+}
+
+// The CPU's fused GELU product, wrapped to count its calls.
+int g_gelu_products = 0;
+detail::kernel::MatmulGelu::Fn* g_matmul_gelu = nullptr;
+void counting_matmul_gelu(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& pre, const Tensor& out) {
+  ++g_gelu_products;
+  g_matmul_gelu(a, w, bias, pre, out);
+}
+
+struct NullTap final : LayerTap {
+  void activation(const std::string&, const Tensor&) override {}
+  void activation_grad(const std::string&, const Tensor&) override {}
+};
+
+// Under --gelu tanh a block's MLP is one op (gelu_mlp) where both its layers run their products alike
+// and nothing watches their own outputs; else fc, the GELU and proj, as before. Counted in forward passes.
+TEST(Gpt, TheTanhMlpIsOneOpWhereBothLayersRunAlike) {
+  (void)detail::impl_for(Device::cpu());
+  auto& slot = detail::KernelTable<detail::kernel::MatmulGelu>::fn[static_cast<std::size_t>(detail::Impl::cpu)];
+  g_matmul_gelu = std::exchange(slot, &counting_matmul_gelu);
+  const std::vector<std::int64_t> ids = {1, 5, 9, 2, 7, 3, 30, 11}, targets = {5, 9, 2, 7, 3, 30, 11, 4};
+  const auto products = [&](const Gpt& gpt) {
+    g_gelu_products = 0;
+    const Autocast region(DType::bf16);
+    (void)gpt.loss(ids, 1, 8, targets);
+    return g_gelu_products;
+  };
+  const nn::GptConfig config{.n_layer = 2, .n_head = 2, .n_embd = 16, .block_size = 8, .vocab = 32, .seed = 4};
+  EXPECT_EQ(products(Gpt(config)), 0);  // the erf GELU: three ops
+  nn::GptConfig tanh = config;
+  tanh.gelu_tanh = true;
+  Gpt gpt(tanh);
+  EXPECT_EQ(products(gpt), 2);
+  {
+    set_trace_nonfinite(true);
+    EXPECT_EQ(products(gpt), 0);
+    set_trace_nonfinite(false);
+  }
+  {
+    NullTap tap;
+    const LayerTapGuard guard(&tap);
+    EXPECT_EQ(products(gpt), 0);
+  }
+  for (const auto& [name, module] : gpt.named_modules()) {
+    if (name == "blocks.1.mlp.proj") module->keep_in_f32();
+  }
+  EXPECT_EQ(products(gpt), 1);  // block 1's products run in f32 and bf16
+  for (const auto& [name, module] : gpt.named_modules()) {
+    if (name == "blocks.0.mlp.fc") dynamic_cast<nn::Linear&>(*module).enable_fp8(Fp8Options{.recipe = Fp8Recipe::current});
+  }
+  EXPECT_EQ(products(gpt), 0);  // block 0's fc in FP8
+  slot = g_matmul_gelu;
+}
+
+// The one op and the three give the same loss and gradients, up to f32's rounding (the tracer makes it
+// three ops).
+TEST(Gpt, TheTanhMlpAsOneOpLearnsAsTheThreeOps) {
+  Gpt gpt({.n_layer = 2, .n_head = 2, .n_embd = 16, .block_size = 8, .vocab = 32, .seed = 4, .gelu_tanh = true});
+  const std::vector<std::int64_t> ids = {1, 5, 9, 2, 7, 3, 30, 11}, targets = {5, 9, 2, 7, 3, 30, 11, 4};
+  std::vector<double> loss[2];
+  std::vector<std::vector<double>> grads[2];
+  for (const bool three_ops : {false, true}) {
+    set_trace_nonfinite(three_ops);
+    for (const auto& [name, p] : gpt.named_parameters()) p.zero_grad();
+    const Tensor l = gpt.loss(ids, 1, 8, targets);
+    l.backward();
+    loss[three_ops] = l.to_doubles();
+    for (const auto& [name, p] : gpt.named_parameters()) grads[three_ops].push_back(p.grad().to_doubles());
+    set_trace_nonfinite(false);
+  }
+  EXPECT_NEAR(loss[0][0], loss[1][0], 1e-5 * std::fabs(loss[1][0]));
+  for (std::size_t k = 0; k < grads[0].size(); ++k) {
+    double scale = 0;
+    for (double v : grads[1][k]) scale = std::max(scale, std::fabs(v));
+    for (std::size_t i = 0; i < grads[0][k].size(); ++i) {
+      ASSERT_NEAR(grads[0][k][i], grads[1][k][i], 1e-4 * scale) << "parameter " << gpt.named_parameters()[k].first << " element " << i;
+    }
+  }
 }
 
 TEST(Modules, PerModulePrecisionOverride) {

@@ -31,7 +31,7 @@ void expect_registered(Impl impl) {
 TEST(KernelRegistry, TheReferenceAndTheCpuBackendRegisterEveryKernel) {
   for (Impl impl : {Impl::reference, Impl::cpu}) {
     using namespace kernel;
-    expect_registered<Copy, Binary, Unary, UnaryBackward, Reduce, Matmul, MatmulAccumulate, MatmulRowSums, Softmax, SoftmaxBackward, CrossEntropy,
+    expect_registered<Copy, Binary, Unary, UnaryBackward, Reduce, Matmul, MatmulAccumulate, MatmulRowSums, MatmulGelu, MatmulGeluBackward, Softmax, SoftmaxBackward, CrossEntropy,
                       CrossEntropyBackward, AttentionSoftmax, AttentionSoftmaxBackward, ScaleAndCheck, SgdUpdate,
                       AdamUpdate, RoundInto, LayerNorm, LayerNormBackward, BatchNorm, BatchNormBackward, Embedding,
                       EmbeddingBackward, Conv2d, Conv2dBackwardData, Conv2dBackwardWeights, Pool2d, Pool2dBackward,
@@ -45,7 +45,7 @@ TEST(KernelRegistry, TheCudaBackendRegistersEveryKernelWhereItIsBuilt) {
   const CudaInfo info = cuda_info();
   if (!info.built) GTEST_SKIP() << info.unavailable;
   using namespace kernel;
-  expect_registered<Copy, Binary, Unary, UnaryBackward, Reduce, Matmul, MatmulAccumulate, MatmulRowSums, Softmax, SoftmaxBackward, CrossEntropy,
+  expect_registered<Copy, Binary, Unary, UnaryBackward, Reduce, Matmul, MatmulAccumulate, MatmulRowSums, MatmulGelu, MatmulGeluBackward, Softmax, SoftmaxBackward, CrossEntropy,
                     CrossEntropyBackward, AttentionSoftmax, AttentionSoftmaxBackward, ScaleAndCheck, SgdUpdate, AdamUpdate,
                     RoundInto, LayerNorm, LayerNormBackward, BatchNorm, BatchNormBackward, Embedding, EmbeddingBackward,
                     Pool2d, Pool2dBackward, LstmCell, LstmCellBackward, Numerics, Fp8Amax, Fp8QuantizeCurrent, Fp8Quantize,

@@ -20,6 +20,10 @@ class Linear : public Module {
   Tensor forward(const Tensor& x) const;
   // The dtype this layer's product reads an input of dtype x in (its own autocast region and FP8 plan).
   DType reads(DType x) const;
+  // next.forward(gelu_tanh(forward(x))), GPT-2's MLP: as one op (gelu_mlp: the GELU inside the products,
+  // both ways) where both layers run their products alike (the same autocast region, no FP8) and no one
+  // watches a layer's own output (the telemetry's taps, the non-finite tracer); else as the three ops.
+  Tensor forward_gelu_tanh_into(const Linear& next, const Tensor& x) const;
   Tensor& weight() { return weight_; }  // [out, in]
   Tensor& bias() { return bias_; }
   // Runs the product in FP8 from now on, inside autocast regions that run linear layers in low

@@ -95,6 +95,11 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias, const std::s
 // what its own cast would make of x (FP8 quantizes x as it comes). Likewise matmul's for its operand.
 DType linear_input_dtype(DType x, DType w, bool fp8);
 DType matmul_input_dtype(DType x);
+// GPT-2's MLP, linear(gelu_tanh(linear(x, fc_w, fc_b)), proj_w, proj_b), as one op (src/ops/gelu_mlp.cpp):
+// the GELU is computed from the first product's f32 sum before that is rounded, and its gradient
+// applied to the second product's input gradient before that is (on a GPU, cuBLASLt's GELU epilogues:
+// no GELU pass in either direction). Both products run in the dtype autocast gives fc_w's product.
+Tensor gelu_mlp(const Tensor& x, const Tensor& fc_w, const Tensor& fc_b, const Tensor& proj_w, const Tensor& proj_b);
 
 // ---- Softmax (src/ops/softmax.cpp) and losses (src/ops/loss.cpp); computed in f32
 Tensor softmax(const Tensor& x, std::int64_t axis = -1);

@@ -59,6 +59,8 @@ void register_cpu_kernels() {
   register_kernel<kernel::Matmul>(cpu, cpu_matmul);
   register_kernel<kernel::MatmulAccumulate>(cpu, cpu_matmul_accumulate);
   register_kernel<kernel::MatmulRowSums>(cpu, cpu_matmul_row_sums);
+  register_kernel<kernel::MatmulGelu>(cpu, cpu_matmul_gelu);
+  register_kernel<kernel::MatmulGeluBackward>(cpu, cpu_matmul_gelu_backward);
   // oneDNN 2.6's softmax forward turns a row with NaN or inf into numbers: the loop runs it.
   register_kernel<kernel::Softmax>(cpu, cpu_softmax);
   register_kernel<kernel::SoftmaxBackward>(cpu, softmax_backward);

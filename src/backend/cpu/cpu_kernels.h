@@ -92,6 +92,8 @@ void cpu_batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor&
 void cpu_matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out);
 void cpu_matmul_accumulate(const Tensor& a, const Tensor& w, const Tensor& out);
 void cpu_matmul_row_sums(const Tensor& a, const Tensor& w, const Tensor& out, const Tensor& sums);
+void cpu_matmul_gelu(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& pre, const Tensor& out);
+void cpu_matmul_gelu_backward(const Tensor& a, const Tensor& w, const Tensor& pre, const Tensor& out);
 // out = scale * (a . w) + bias (FP8's descaled product), the scale and the bias applied in f32.
 void cpu_scaled_matmul(const Tensor& a, const Tensor& w, const ProductScale& scale, const Tensor& bias, const Tensor& out,
                        Fp8Grids grids = {});

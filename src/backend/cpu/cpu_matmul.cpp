@@ -292,6 +292,22 @@ void cpu_matmul_row_sums(const Tensor& a, const Tensor& w, const Tensor& out, co
   cpu_matmul(a, ones, Tensor(), make_view(sums, {1, m, 1}, {m * s, s, 1}, sums.offset()));
 }
 
+// The f32 product with its bias (into pre itself where pre is f32), the GELU of it rounded into out, the
+// product rounded into pre.
+void cpu_matmul_gelu(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& pre, const Tensor& out) {
+  const Tensor sum = pre.dtype() == DType::f32 ? pre : Tensor::empty(pre.shape(), DType::f32, pre.device());
+  cpu_matmul(a, w, bias, sum);
+  cpu_unary(UnaryOp::gelu_tanh, 0, sum, out);
+  if (sum.data() != pre.data()) cpu_copy(sum, pre);
+}
+
+// The f32 product, then times the GELU's gradient at pre, rounded once into out.
+void cpu_matmul_gelu_backward(const Tensor& a, const Tensor& w, const Tensor& pre, const Tensor& out) {
+  const Tensor product = Tensor::empty(out.shape(), DType::f32, out.device());
+  cpu_matmul(a, w, Tensor(), product);
+  cpu_unary_backward(UnaryOp::gelu_tanh, 0, pre, product, out);
+}
+
 // The f32 product, then added to out in f32 and rounded once: the contract's order exactly (oneDNN's sum
 // post-op would save the temporary but start the sum from out's old value). The CPU runs blocked
 // products, the only users, where a caller asks for blocks.

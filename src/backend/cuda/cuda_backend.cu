@@ -20,6 +20,8 @@ void register_cuda_kernels() {
   register_kernel<kernel::Matmul>(Impl::cuda, cuda::matmul);
   register_kernel<kernel::MatmulAccumulate>(Impl::cuda, cuda::matmul_accumulate);
   register_kernel<kernel::MatmulRowSums>(Impl::cuda, cuda::matmul_row_sums);
+  register_kernel<kernel::MatmulGelu>(Impl::cuda, cuda::matmul_gelu);
+  register_kernel<kernel::MatmulGeluBackward>(Impl::cuda, cuda::matmul_gelu_backward);
   register_kernel<kernel::Softmax>(Impl::cuda, cuda::softmax);
   register_kernel<kernel::SoftmaxBackward>(Impl::cuda, cuda::softmax_backward);
   register_kernel<kernel::AttentionSoftmax>(Impl::cuda, cuda::attention_softmax);

@@ -47,6 +47,8 @@ void embedding_backward(std::span<const std::int64_t> ids, const Tensor& grad_ou
 void matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out);
 void matmul_accumulate(const Tensor& a, const Tensor& w, const Tensor& out);
 void matmul_row_sums(const Tensor& a, const Tensor& w, const Tensor& out, const Tensor& sums);
+void matmul_gelu(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& pre, const Tensor& out);
+void matmul_gelu_backward(const Tensor& a, const Tensor& w, const Tensor& pre, const Tensor& out);
 void scaled_matmul(const Tensor& a, const Tensor& w, const ProductScale& scale, const Tensor& bias, const Tensor& out,
                    Fp8Grids grids);
 

@@ -163,13 +163,41 @@ Plan& plan_for(const PlanKey& key, std::uint32_t align_w, std::uint32_t align_a,
   return *plans.emplace(key, std::move(plan)).first->second;
 }
 
-void set_vector(const Plan& plan, const void* vector) {
-  check_lt(cublaslt().MatmulDescSetAttribute(plan.desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vector, sizeof vector),
-           "bias");
+void set_vector_of(cublasLtMatmulDesc_t op, const void* vector) {
+  check_lt(cublaslt().MatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vector, sizeof vector), "bias");
 }
+void set_vector(const Plan& plan, const void* vector) { set_vector_of(plan.desc.op, vector); }
 
 // What the epilogue adds to a product (a PlanKey field).
-enum class Epilogue { none = 0, bias = 1, row_sums = 2 };
+enum class Epilogue { none = 0, bias = 1, row_sums = 2, gelu = 3, gelu_bias = 4, gelu_gradient = 5 };
+
+// GPT-2's GELU in a product's epilogue (kernel::MatmulGelu, kernel::MatmulGeluBackward): forward, out is
+// gelu_tanh of the sum (bias added) and `aux` the sum itself; backward, out is gelu_tanh'(aux) times the
+// product. aux is a matrix of out's shape and dtype, rows of unit stride.
+enum class GeluWay { none, forward, backward };
+
+// Whether the GELU epilogues may run (MANTISSA_GELU_EPILOGUE=off: the product, then the GELU's kernels:
+// gpu-check's kernels part times the step both ways).
+bool gelu_epilogue_by_environment() {
+  const char* v = std::getenv("MANTISSA_GELU_EPILOGUE");
+  return v == nullptr || std::string(v) != "off";
+}
+
+cublasLtEpilogue_t lt_epilogue(Epilogue e) {
+  switch (e) {
+    case Epilogue::bias: return CUBLASLT_EPILOGUE_BIAS;
+    case Epilogue::row_sums: return CUBLASLT_EPILOGUE_BGRADB;  // the sums over k of cuBLASLt's B, which is a
+    case Epilogue::gelu: return CUBLASLT_EPILOGUE_GELU_AUX;
+    case Epilogue::gelu_bias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case Epilogue::gelu_gradient: return CUBLASLT_EPILOGUE_DGELU;
+    case Epilogue::none: break;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+void set_aux(cublasLtMatmulDesc_t op, const void* aux) {
+  check_lt(cublaslt().MatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux), "aux");
+}
 
 // What a product multiplies its sums by: `host`, or, where `device` is set, the f32 there (and beta the
 // f32 after it), which cuBLASLt reads when the product runs: a scaled product's factors are multiplied
@@ -181,16 +209,27 @@ struct Alpha {
 
 // out = alpha (a . w) + bias (+ out, accumulating), alpha and the bias applied in f32 before the one
 // rounding; with row_sums (one matrix, no bias) also row_sums[m] = sum_k a[m, k], by cuBLASLt's
-// bias-gradient epilogue. Returns false, having done nothing, only where row sums (or alpha on the
-// device) were asked for and cuBLASLt has no algorithm for them (or, for row sums, K is 0).
+// bias-gradient epilogue; with a GELU way, the GELU's epilogue (GeluWay) on one matrix with `aux`.
+// Returns false, having done nothing, only where row sums, a GELU (or alpha on the device) were asked
+// for and cuBLASLt has no algorithm for them (or the call does not suit the epilogue: K is 0, a batch,
+// an output or aux it cannot write directly).
 bool product(const Tensor& a_in, const Tensor& w_in, Alpha alpha, const Tensor& bias_in, const Tensor& out,
-             bool accumulate = false, const Tensor& row_sums = Tensor()) {
-  if (alpha.device != nullptr && (accumulate || row_sums.defined())) {
+             bool accumulate = false, const Tensor& row_sums = Tensor(), GeluWay gelu = GeluWay::none,
+             const Tensor& aux = Tensor()) {
+  const bool extra = row_sums.defined() || gelu != GeluWay::none;
+  if (alpha.device != nullptr && (accumulate || extra)) {
     throw std::logic_error("matmul: alpha on the device is for scaled products alone");
   }
   for (const Tensor* t : {&a_in, &w_in, &bias_in, &out}) refuse_f64("matmul", *t);
   const std::int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a_in.size(2);
-  if (row_sums.defined() && (k == 0 || batch != 1)) return false;
+  if (extra && (k == 0 || m == 0 || batch != 1)) return false;
+  // The GELU's aux matrix as D's: its dtype, rows of unit stride; a leading dimension of a multiple of 8
+  // and 16-byte alignment, as cuBLASLt's epilogues read and write it.
+  if (gelu != GeluWay::none &&
+      (aux.dtype() != out.dtype() || aux.shape() != out.shape() || aux.strides()[2] != 1 || aux.strides()[1] % 8 != 0 ||
+       reinterpret_cast<std::uintptr_t>(aux.data()) % 16 != 0 || (gelu == GeluWay::backward && bias_in.defined()))) {
+    return false;
+  }
   if (out.numel() == 0) return true;
   if (batch > INT32_MAX) throw std::invalid_argument("matmul: too many batches for cuBLASLt");
   // Operands in one dtype (f32 when a and w differ), read where they lie with cuBLASLt's transpose
@@ -202,6 +241,7 @@ bool product(const Tensor& a_in, const Tensor& w_in, Alpha alpha, const Tensor& 
   const Tensor a = readable(a_in, in, !given.copy_a);
   const Tensor w = readable(w_in, in, !given.copy_w);
   const bool direct = (out.dtype() == in || out.dtype() == DType::f32) && !given.copy_out;
+  if (gelu != GeluWay::none && !direct) return false;
   const Tensor d = direct ? out : Tensor::empty(out.shape(), DType::f32, out.device());
   if (accumulate && !direct) copy(out, d);
   Tensor bias = bias_in;
@@ -228,7 +268,12 @@ bool product(const Tensor& a_in, const Tensor& w_in, Alpha alpha, const Tensor& 
                              reinterpret_cast<std::uintptr_t>(row_sums.data()) % 16 != 0)) {
     sums = Tensor::empty(row_sums.shape(), d.dtype(), d.device());
   }
-  const Epilogue epilogue = sums.defined() ? Epilogue::row_sums : bias.defined() ? Epilogue::bias : Epilogue::none;
+  const Epilogue epilogue = gelu == GeluWay::forward    ? (bias.defined() ? Epilogue::gelu_bias : Epilogue::gelu)
+                            : gelu == GeluWay::backward ? Epilogue::gelu_gradient
+                            : sums.defined()            ? Epilogue::row_sums
+                            : bias.defined()            ? Epilogue::bias
+                                                        : Epilogue::none;
+  const std::int64_t aux_ld = gelu != GeluWay::none ? aux.strides()[1] : 0;
 
   const bool tf32 = in == DType::f32 && cuda_allow_tf32();
   const bool batched = g.batch > 1;
@@ -238,7 +283,7 @@ bool product(const Tensor& a_in, const Tensor& w_in, Alpha alpha, const Tensor& 
   const PlanKey key{static_cast<int>(in), static_cast<int>(d.dtype()), static_cast<int>(epilogue), tf32, accumulate,
                     g.m, g.n, g.k, g.batch,
                     {g.w.transposed, g.w.ld, g.w.batch_stride, g.a.transposed, g.a.ld, g.a.batch_stride, g.d.ld,
-                     g.d.batch_stride, align_w, align_a, align_d, alpha.device != nullptr}};
+                     g.d.batch_stride, align_w, align_a, align_d, alpha.device != nullptr, aux_ld}};
   std::lock_guard lock(plans_mutex);
   const Plan& plan = plan_for(key, align_w, align_a, align_d, [&](Descriptors& desc) {
     check_lt(cublaslt().MatmulDescCreate(&desc.op, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F),
@@ -251,25 +296,30 @@ bool product(const Tensor& a_in, const Tensor& w_in, Alpha alpha, const Tensor& 
       check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &mode, sizeof mode), "pointer mode");
     }
     if (epilogue != Epilogue::none) {
-      // BGRADB: the sums over k of cuBLASLt's B, which is a (read transposed: a = g^T lies as g).
-      const cublasLtEpilogue_t e = epilogue == Epilogue::bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB;
+      const cublasLtEpilogue_t e = lt_epilogue(epilogue);
       check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e), "epilogue");
-      const void* vector = epilogue == Epilogue::bias ? bias.data() : sums.data();  // set again on every call
-      check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vector, sizeof vector),
-               "bias");
+    }
+    if (const void* vector = sums.defined() ? sums.data() : bias.defined() ? bias.data() : nullptr) {
+      set_vector_of(desc.op, vector);  // set again on every call
+    }
+    if (gelu != GeluWay::none) {
+      set_aux(desc.op, aux.data());  // set again on every call
+      check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld),
+               "aux leading dimension");
     }
     const auto b32 = static_cast<std::int32_t>(g.batch);
     desc.a = layout(in, g.w.rows, g.w.cols, g.w.ld, b32, g.w.batch_stride);
     desc.b = layout(in, g.a.rows, g.a.cols, g.a.ld, b32, g.a.batch_stride);
     desc.d = layout(d.dtype(), g.d.rows, g.d.cols, g.d.ld, b32, g.d.batch_stride);
   });
-  if (!plan.algo && (epilogue == Epilogue::row_sums || alpha.device != nullptr)) return false;
+  if (!plan.algo && (extra || alpha.device != nullptr)) return false;
   if (!plan.algo) {
     throw std::runtime_error("matmul: cuBLASLt has no algorithm for " + std::string(dtype_name(in)) + " -> " +
                              std::string(dtype_name(d.dtype())) + " [" + std::to_string(batch) + ", " + std::to_string(m) +
                              ", " + std::to_string(k) + "] x [" + std::to_string(k) + ", " + std::to_string(n) + "]");
   }
-  if (epilogue != Epilogue::none) set_vector(plan, epilogue == Epilogue::bias ? bias.data() : sums.data());
+  if (sums.defined() || bias.defined()) set_vector(plan, sums.defined() ? sums.data() : bias.data());
+  if (gelu != GeluWay::none) set_aux(plan.desc.op, aux.data());
   const float beta = accumulate ? 1.0f : 0.0f;  // C is D: beta = 1 adds the product into it
   const bool on_device = alpha.device != nullptr;
   const void* alpha_at = on_device ? static_cast<const void*>(alpha.device) : &alpha.host;
@@ -343,9 +393,7 @@ bool fp8_product(const Tensor& a, const Tensor& w, Alpha alpha, const Tensor& bi
       const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
       check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue),
                "epilogue");
-      const void* bias_ptr = bias.data();  // set again on every call
-      check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr),
-               "bias");
+      set_vector_of(desc.op, bias.data());  // set again on every call
     }
     if (alpha.device != nullptr) {
       const void* scale = alpha.device;  // set again on every call
@@ -413,6 +461,28 @@ void matmul_row_sums(const Tensor& a, const Tensor& w, const Tensor& out, const 
   const std::int64_t m = a.size(1), k = a.size(2);
   const Tensor ones = Tensor::full({1, k, 1}, 1, a.dtype(), a.device());
   product(a, ones, Alpha{}, Tensor(), make_view(sums, {1, m, 1}, {m * sums.strides()[0], sums.strides()[0], 1}, sums.offset()));
+}
+
+// GPT-2's MLP's first product and GELU: by the GELU_AUX(_BIAS) epilogue where cuBLASLt has it for the
+// call; else the product in f32 (into pre itself where pre is f32), the GELU of it into out, the product
+// rounded into pre.
+void matmul_gelu(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& pre, const Tensor& out) {
+  static const bool epilogue = gelu_epilogue_by_environment();
+  if (epilogue && product(a, w, Alpha{}, bias, out, false, Tensor(), GeluWay::forward, pre)) return;
+  const Tensor sum = pre.dtype() == DType::f32 ? pre : Tensor::empty(pre.shape(), DType::f32, pre.device());
+  product(a, w, Alpha{}, bias, sum);
+  unary(UnaryOp::gelu_tanh, 0, sum, out);
+  if (sum.data() != pre.data()) copy(sum, pre);
+}
+
+// The product the GELU's gradient follows: by the DGELU epilogue where cuBLASLt has it for the call;
+// else the product in f32, then times the GELU's gradient at pre.
+void matmul_gelu_backward(const Tensor& a, const Tensor& w, const Tensor& pre, const Tensor& out) {
+  static const bool epilogue = gelu_epilogue_by_environment();
+  if (epilogue && product(a, w, Alpha{}, Tensor(), out, false, Tensor(), GeluWay::backward, pre)) return;
+  const Tensor sum = Tensor::empty(out.shape(), DType::f32, out.device());
+  product(a, w, Alpha{}, Tensor(), sum);
+  unary_backward(UnaryOp::gelu_tanh, 0, pre, sum, out);
 }
 
 // FP8's product: on fp8 tensor cores where the operands lie on fp8 grids and the GPU has them; otherwise

@@ -87,6 +87,30 @@ void matmul_row_sums_kernel(const Tensor& a, const Tensor& w, const Tensor& out,
   }
 }
 
+// The sums in double, the bias added; pre their rounding, out the GELU of the sum itself, rounded.
+void matmul_gelu_kernel(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& pre, const Tensor& out) {
+  const Shape &sp = pre.strides(), &so = out.strides();
+  for (std::int64_t i = 0; i < pre.size(1); ++i) {
+    for (std::int64_t j = 0; j < pre.size(2); ++j) {
+      double s = product_at(a, w, 0, i, j);
+      if (bias.defined()) s += load_element(bias.dtype(), bias.data(), j * bias.strides()[0]);
+      store_element(pre.dtype(), pre.data(), i * sp[1] + j * sp[2], s);
+      store_element(out.dtype(), out.data(), i * so[1] + j * so[2], reference::unary(UnaryOp::gelu_tanh, s, 0));
+    }
+  }
+}
+
+void matmul_gelu_backward_kernel(const Tensor& a, const Tensor& w, const Tensor& pre, const Tensor& out) {
+  const Shape &sp = pre.strides(), &so = out.strides();
+  for (std::int64_t i = 0; i < out.size(1); ++i) {
+    for (std::int64_t j = 0; j < out.size(2); ++j) {
+      const double x = load_element(pre.dtype(), pre.data(), i * sp[1] + j * sp[2]);
+      store_element(out.dtype(), out.data(), i * so[1] + j * so[2],
+                    reference::unary_gradient(UnaryOp::gelu_tanh, x, product_at(a, w, 0, i, j), 0));
+    }
+  }
+}
+
 void matmul_accumulate_kernel(const Tensor& a, const Tensor& w, const Tensor& out) {
   const std::int64_t batch = out.size(0), m = out.size(1), n = out.size(2);
   const Shape& so = out.strides();
@@ -308,6 +332,8 @@ void register_reference_kernels() {
   register_kernel<kernel::Matmul>(Impl::reference, matmul_kernel);
   register_kernel<kernel::MatmulAccumulate>(Impl::reference, matmul_accumulate_kernel);
   register_kernel<kernel::MatmulRowSums>(Impl::reference, matmul_row_sums_kernel);
+  register_kernel<kernel::MatmulGelu>(Impl::reference, matmul_gelu_kernel);
+  register_kernel<kernel::MatmulGeluBackward>(Impl::reference, matmul_gelu_backward_kernel);
   register_kernel<kernel::Softmax>(Impl::reference, softmax_kernel);
   register_kernel<kernel::SoftmaxBackward>(Impl::reference, softmax_backward_kernel);
   register_kernel<kernel::AttentionSoftmax>(Impl::reference, attention_softmax_kernel);
