@@ -9,8 +9,9 @@
 #   4. fp16 (both), tf32 and fp32 (mantissa), then the table and where mantissa's step goes on the GPU's
 #      own clock;
 #   5. PyTorch bf16 with torch.compile; the char GPT's quality on the GPU; fp8 (tensor cores, emulated, current);
-#   6. kernels: mantissa's bf16 step by each kernel (MANTISSA_KERNEL_TIMES=kernel), and Nsight Systems'
-#      summary of the GPU's kernels where the machine has nsys.
+#   6. kernels: mantissa's bf16 step by each kernel (MANTISSA_KERNEL_TIMES=kernel), against it the step
+#      with GPT-2's tanh GELU (its MLP as one op, GELU epilogues) and the step with the other ways, and
+#      Nsight Systems' summary of the GPU's kernels where the machine has nsys.
 # --parts LIST runs only the parts named (machine always; headline, correctness, precisions, compile,
 # quality, fp8, kernels), comma-separated: a second slice of GPU time for what the first one left open.
 # A part starts only if its own time limit fits in what is left of the budget (else: "not run"), so the
@@ -43,7 +44,7 @@ while [ $# -gt 0 ]; do
     --parts=*) parts=${1#--parts=}; shift ;;
     --dry-run) dry=1; shift ;;
     --bin-dir) bin_dir=${2:?--bin-dir needs a folder}; shift 2 ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     -*) echo "gpu-check: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) carry=$1; shift ;;
   esac
@@ -227,6 +228,12 @@ if want kernels; then
   section "kernels: mantissa's bf16 step by kernel on the GPU's clock, then Nsight Systems' summary where there is nsys"
   MANTISSA_KERNEL_TIMES=kernel part 45 mantissa-bf16-kernels "${menv[@]}" "$bin/mantissa" "${gpt2[@]}" --precision bf16
   report kernels "$results" mantissa-bf16-kernels
+  # GPT-2's own GELU (tanh), whose MLP runs as one op with cuBLASLt's GELU epilogues (matmul_gelu,
+  # matmul_gelu_backward): against the erf step above, the unary and unary_backward lines should go and
+  # the two products cost about what the plain ones did.
+  MANTISSA_KERNEL_TIMES=kernel part 45 mantissa-bf16-gelu-tanh-kernels "${menv[@]}" "$bin/mantissa" "${gpt2[@]}" \
+    --precision bf16 --gelu tanh
+  report against "$results" mantissa-bf16-kernels mantissa-bf16-gelu-tanh-kernels
   # The other ways, in one run: the bias gradients as their own products beside plain weight-gradient
   # products (no BGRADB epilogue), and layer norm's backward in two passes. Its matmul_row_sums and
   # layer_norm_backward against the lines above say which way is faster.
