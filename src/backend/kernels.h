@@ -382,6 +382,23 @@ struct LayerNorm {
   using Fn = void(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
                   const Tensor& mean, const Tensor& rstd);
 };
+// The residual stream's sum and its layer norm in one pass: s = x + r, rounded into s's dtype, then
+// LayerNorm of s exactly (the statistics of the rounded sums: the bits of the two kernels in a row). x,
+// r, s and y [R, C]. A GPT block's layer norms each follow a residual add, which wrote s for the norm to
+// read it back.
+struct AddLayerNorm {
+  static constexpr const char *name = "add_layer_norm", *family = "norm";
+  using Fn = void(const Tensor& x, const Tensor& r, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& s,
+                  const Tensor& y, const Tensor& mean, const Tensor& rstd);
+};
+// AddLayerNorm as the add and then the layer norm, for a backend without a fused kernel (or a call its
+// fused kernel does not take): Add and Norm are the backend's Binary and LayerNorm kernels.
+template <auto Add, auto Norm>
+void add_then_layer_norm(const Tensor& x, const Tensor& r, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& s,
+                         const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+  Add(BinaryOp::add, x, r, s);
+  Norm(s, gamma, beta, eps, y, mean, rstd);
+}
 // grad_x [R, C]; grad_gamma, grad_beta [C] f32 (summed over rows); eps as in the forward.
 struct LayerNormBackward {
   static constexpr const char *name = "layer_norm_backward", *family = "norm";

@@ -36,7 +36,8 @@ DType Linear::reads(DType x) const {
 
 Tensor Linear::forward_gelu_tanh_into(const Linear& next, const Tensor& x) const {
   const bool one_op = !fp8_active() && !next.fp8_active() && current_layer_tap() == nullptr && !trace_nonfinite() &&
-                      reads(DType::f32) == next.reads(DType::f32) && reads(DType::bf16) == next.reads(DType::bf16);
+                      weight_.dtype() == next.weight_.dtype() && reads(DType::f32) == next.reads(DType::f32) &&
+                      reads(DType::bf16) == next.reads(DType::bf16);
   if (!one_op) return next.forward(gelu_tanh(forward(x)));
   const auto scope = forward_scope();
   return gelu_mlp(x, weight_, bias_, next.weight_, next.bias_);
@@ -104,6 +105,22 @@ Tensor LayerNorm::forward_for(const Tensor& x, const std::function<DType(DType)>
   const DType out = reads(own);  // asked in the caller's region (the product's layer enters its own)
   const auto scope = forward_scope();
   return layer_norm(x, gamma_, beta_, eps_, out);
+}
+
+std::pair<Tensor, Tensor> LayerNorm::forward_for(const Tensor& x, const Tensor& r,
+                                                 const std::function<DType(DType)>& reads) const {
+  if (trace_nonfinite()) {
+    const Tensor sum = add(x, r);
+    return {sum, forward_for(sum, reads)};
+  }
+  DType own;  // what forward(x + r) would make
+  {
+    const auto scope = forward_scope();
+    own = layer_norm_output_dtype(x.dtype(), r.dtype());
+  }
+  const DType out = reads(own);
+  const auto scope = forward_scope();
+  return add_layer_norm(x, r, gamma_, beta_, eps_, out);
 }
 
 Embedding::Embedding(std::int64_t vocab, std::int64_t dim, std::uint64_t seed, double stddev)

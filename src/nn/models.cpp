@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 namespace mantissa::nn {
 
@@ -120,19 +121,29 @@ Tensor Gpt::hidden(std::span<const std::int64_t> ids, std::int64_t batch, std::i
   const std::int64_t c = c_.n_embd, h = c_.n_head;
   std::vector<std::int64_t> positions(static_cast<std::size_t>(t));
   for (std::int64_t i = 0; i < t; ++i) positions[static_cast<std::size_t>(i)] = i;
+  // The residual stream is x + r, r the branch a block's attention or MLP made and the next layer norm adds
+  // in its own pass (LayerNorm::forward_for with r). The layer norms' outputs are made in the dtype the
+  // products after them read.
   Tensor x = add(wte_->forward(ids, {batch, t}), wpe_->forward(positions, {t}));
+  Tensor r;
+  const auto norm = [&x, &r](const LayerNorm& ln, const std::function<DType(DType)>& reads) {
+    if (!r.defined()) return ln.forward_for(x, reads);
+    Tensor y;
+    std::tie(x, y) = ln.forward_for(x, r, reads);
+    r = Tensor();
+    return y;
+  };
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
     const Block& b = blocks_[i];
     const LayerScope part = part_scope("blocks." + std::to_string(i));  // attention, GELU, the residual sums
-    // Causal self-attention on the fused q, k, v projection, heads read and written in place. The layer
-    // norms' outputs are made in the dtype the products after them read (LayerNorm::forward_for).
-    const Tensor qkv = b.qkv->forward(b.ln1->forward_for(x, [&b](DType d) { return b.qkv->reads(d); }));
-    x = add(x, b.proj->forward(self_attention(qkv, h)));
-    const Tensor ln2 = b.ln2->forward_for(x, [&b](DType d) { return b.fc->reads(d); });
-    x = add(x, c_.gelu_tanh ? b.fc->forward_gelu_tanh_into(*b.fc_proj, ln2) : b.fc_proj->forward(gelu(b.fc->forward(ln2))));
+    // Causal self-attention on the fused q, k, v projection, heads read and written in place.
+    const Tensor qkv = b.qkv->forward(norm(*b.ln1, [&b](DType d) { return b.qkv->reads(d); }));
+    r = b.proj->forward(self_attention(qkv, h));
+    const Tensor ln2 = norm(*b.ln2, [&b](DType d) { return b.fc->reads(d); });
+    r = c_.gelu_tanh ? b.fc->forward_gelu_tanh_into(*b.fc_proj, ln2) : b.fc_proj->forward(gelu(b.fc->forward(ln2)));
   }
   // The head (matmul or linear_cross_entropy, in this region) reads its input as a matmul.
-  return reshape(ln_f_->forward_for(x, matmul_input_dtype), {batch * t, c});
+  return reshape(norm(*ln_f_, matmul_input_dtype), {batch * t, c});
 }
 
 LstmLm::LstmLm(const LstmConfig& c) : c_(c) {

@@ -107,6 +107,14 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
 
 }  // namespace
 
+namespace detail {
+
+void record_add(const Tensor& out, const Tensor& a, const Tensor& b) {
+  if (needs_grad({&a, &b})) record(out, std::make_shared<BinaryNode>(BinaryOp::add, a, b), {&a, &b});
+}
+
+}  // namespace detail
+
 Tensor add(const Tensor& a, const Tensor& b) { return binary(BinaryOp::add, a, b, "add"); }
 Tensor sub(const Tensor& a, const Tensor& b) { return binary(BinaryOp::sub, a, b, "sub"); }
 Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinaryOp::mul, a, b, "mul"); }

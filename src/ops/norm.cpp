@@ -59,6 +59,7 @@ class BatchNormNode final : public Node {
 }  // namespace
 
 DType layer_norm_output_dtype(DType x) { return detail::autocast_input_dtype(x, AutocastOp::layer_norm); }
+DType layer_norm_output_dtype(DType x, DType r) { return layer_norm_output_dtype(detail::promote(x, r)); }
 
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps) {
   // Under autocast's f32 policy the result is f32, but the kernel reads a bf16 or f16 input as it is (it
@@ -94,6 +95,43 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, doub
     record(y, std::make_shared<LayerNormNode>(x2.detach(), gamma, mean, rstd, eps, y_dtype), {&x, &gamma, &beta});
   }
   return y;
+}
+
+std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& r, const Tensor& gamma, const Tensor& beta, double eps,
+                                         DType y_dtype) {
+  detail::check_computable(x, "add_layer_norm");
+  detail::check_computable(r, "add_layer_norm");
+  if (r.shape() != x.shape()) {  // a broadcast residual: the two ops
+    const Tensor s = add(x, r);
+    return {s, layer_norm(s, gamma, beta, eps, y_dtype)};
+  }
+  if (is_storage_only(y_dtype)) {
+    throw std::invalid_argument("add_layer_norm: the output dtype must be f32, f64, bf16 or f16, not " +
+                                std::string(dtype_name(y_dtype)));
+  }
+  detail::check_computable(gamma, "add_layer_norm");
+  detail::check_computable(beta, "add_layer_norm");
+  const std::int64_t c = x.size(-1);
+  if (gamma.shape() != Shape{c} || beta.shape() != Shape{c}) {
+    throw std::invalid_argument("add_layer_norm: gamma and beta must be [" + std::to_string(c) + "], got " +
+                                shape_str(gamma.shape()) + " and " + shape_str(beta.shape()));
+  }
+  const Tensor x2 = reshape(contiguous(x), {-1, c}), r2 = reshape(contiguous(r), {-1, c});
+  const std::int64_t rows = x2.size(0);
+  const Tensor s = Tensor::empty(x.shape(), detail::promote(x.dtype(), r.dtype()), x.device());
+  const Tensor y = Tensor::empty(x.shape(), y_dtype, x.device());
+  const DType stats = s.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  const Tensor mean = Tensor::empty({rows}, stats, x.device()), rstd = Tensor::empty({rows}, stats, x.device());
+  const Tensor s2 = reshape(s, {-1, c});
+  {
+    NoGradGuard no_grad;
+    run_kernel_on<kernel::AddLayerNorm>(x, x2.detach(), r2.detach(), gamma, beta, eps, s2, reshape(y, {-1, c}), mean, rstd);
+  }
+  detail::record_add(s, x, r);  // the history add() and layer_norm() would give: an add, then a norm of its sum
+  if (needs_grad({&s, &gamma, &beta})) {
+    record(y, std::make_shared<LayerNormNode>(s2.detach(), gamma, mean, rstd, eps, y_dtype), {&s, &gamma, &beta});
+  }
+  return {s, y};
 }
 
 Tensor batch_norm(const Tensor& x_in, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,

@@ -33,6 +33,9 @@ std::int64_t window_out_size(std::int64_t in, std::int64_t kernel, std::int64_t 
 Tensor batched_product(const Tensor& a, const Tensor& b, const Tensor& bias, DType out_dtype);
 // A matrix [M, N] as a batch of one [1, M, N] view, for the product kernels (src/ops/matmul.cpp).
 Tensor one_batch(const Tensor& m);
+// Records out = a + b (a and b of out's shape), computed by a kernel that did more, as add() records it:
+// the history of a sum made inside a fused kernel (src/ops/elementwise.cpp).
+void record_add(const Tensor& out, const Tensor& a, const Tensor& b);
 // A linear layer's parameter gradients from its output gradient g2 [R, out] and input x2 [R, in]: dW =
 // g2^T x2 [out, in] where `weight`, db = g2's column sums [out] where `bias` (both in one pass over g2
 // where the device can), each undefined where not asked for (src/ops/matmul.cpp).

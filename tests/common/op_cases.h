@@ -160,6 +160,11 @@ inline std::vector<Case> op_cases() {
                }, 24, 2, N});
   c.push_back({"mse", {{{3, 4}}, {{3, 4}, T}}, [](V x) { return mse_loss(x[0], x[1]); }, 12, 1, N});
   c.push_back({"layer_norm", {{{2, 3, 6}}, {{6}}, {{6}}}, [](V x) { return layer_norm(x[0], x[1], x[2]); }, 12, 2, N});
+  // The residual sum and its norm in one pass, both outputs used (each gets its own gradient).
+  c.push_back({"add_layer_norm", {{{2, 3, 6}}, {{2, 3, 6}, T}, {{6}}, {{6}}}, [](V x) {
+                 const auto [sum, norm] = add_layer_norm(x[0], x[1], x[2], x[3], 1e-5, x[0].dtype());
+                 return add(sum, norm);
+               }, 12, 3, N});
   c.push_back({"layer_norm_strided", {{{4, 5}, S}, {{5}}, {{5}}}, [](V x) { return layer_norm(x[0], x[1], x[2]); },
                10, 2, N});
   c.push_back({"embedding", {{{5, 3}}}, [](V x) {

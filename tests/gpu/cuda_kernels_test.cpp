@@ -211,6 +211,39 @@ TEST_F(CudaKernels, ALayerNormMadeForAProductIsTheCastOfItsF32Output) {
   }
 }
 
+// On the GPU a residual added in the norm's own pass (add_layer_norm: the packed kernel with the add
+// inside) gives the add's and the norm's bits, forward and backward: an f32 stream with a bf16 branch and
+// output (a GPT block's under autocast) and one dtype throughout, 768 columns (packed) and 100 (the two
+// kernels).
+TEST_F(CudaKernels, AResidualAddedInTheNormsPassIsTheAddThenTheNorm) {
+  for (const auto& [stream, branch] : {std::pair{DType::f32, DType::bf16}, std::pair{DType::bf16, DType::bf16}}) {
+    for (const std::int64_t cols : {768, 100}) {
+      SCOPED_TRACE(std::string(dtype_name(stream)) + " + " + std::string(dtype_name(branch)) + ", " + std::to_string(cols));
+      const Tensor x = Tensor::randn({300, cols}, stream, 41, 3.0, 2.0).to(kGpu).set_requires_grad();
+      const Tensor r = Tensor::randn({300, cols}, branch, 42).to(kGpu).set_requires_grad();
+      const Tensor gamma = Tensor::randn({cols}, DType::f32, 43, 1.0, 0.3).to(kGpu).set_requires_grad();
+      const Tensor beta = Tensor::randn({cols}, DType::f32, 44, 0.0, 0.3).to(kGpu).set_requires_grad();
+      const Tensor gs = Tensor::randn({300, cols}, stream, 45).to(kGpu), gy = Tensor::randn({300, cols}, branch, 46).to(kGpu);
+      const auto run = [&](bool fused) {
+        Tensor sum, y;
+        if (fused) {
+          std::tie(sum, y) = add_layer_norm(x, r, gamma, beta, 1e-5, branch);
+        } else {
+          sum = add(x, r);
+          y = layer_norm(sum, gamma, beta, 1e-5, branch);
+        }
+        for (const Tensor* t : {&x, &r, &gamma, &beta}) t->zero_grad();
+        add(mul(sum, gs), cast(mul(y, gy), sum.dtype())).backward(Tensor::full(sum.shape(), 1, sum.dtype(), kGpu));
+        return std::vector<Tensor>{sum, y, x.grad(), r.grad(), gamma.grad(), beta.grad()};
+      };
+      const std::vector<Tensor> fused = run(true), composed = run(false);
+      for (std::size_t i = 0; i < fused.size(); ++i) {
+        EXPECT_TRUE(same_bytes(fused[i], composed[i])) << "sum, norm, x, r, gamma, beta: " << i;
+      }
+    }
+  }
+}
+
 // A scaled product whose factors the quantizers left on the GPU (current scaling, NVFP4) multiplies by
 // them there, on fp8 tensor cores (as the scale of cuBLASLt's A) and on the bf16 path (alpha by device
 // pointer), a shape of each kind: the bits of the product given alpha * a's * w's from the host, and

@@ -238,6 +238,21 @@ std::vector<Case> large_cases() {
     c.push_back({"layer_norm_for_a_product_" + std::to_string(cols), {{{9, cols}, testing::Layout::contiguous, 50, 52}, {{cols}}, {{cols}}},
                  [](V x) { return layer_norm(cast(x[0], DType::f32), x[1], x[2], 1e-5, x[0].dtype()); }, 2 * cols, 2, Bound::normwise});
   }
+  // The residual sum and its norm in one pass (a GPT block's norms): in the test's dtype (1024 columns: the
+  // GPU's packed kernel at 4 packs a lane), and an f32 stream with the branch and the output in the test's
+  // dtype (768: packed; 100: the add, then the norm). Both outputs used.
+  c.push_back({"add_layer_norm_1024_columns", {{{9, 1024}, testing::Layout::contiguous, 50, 52}, {{9, 1024}}, {{1024}}, {{1024}}},
+               [](V x) {
+                 const auto [sum, norm] = add_layer_norm(x[0], x[1], x[2], x[3], 1e-5, x[0].dtype());
+                 return add(sum, norm);
+               }, 2 * 1024, 3, Bound::normwise});
+  for (const std::int64_t cols : {768, 100}) {
+    c.push_back({"add_layer_norm_for_a_product_" + std::to_string(cols),
+                 {{{9, cols}, testing::Layout::contiguous, 50, 52}, {{9, cols}}, {{cols}}, {{cols}}}, [](V x) {
+                   const auto [sum, norm] = add_layer_norm(cast(x[0], DType::f32), x[1], x[2], x[3], 1e-5, x[1].dtype());
+                   return add(cast(sum, x[1].dtype()), norm);
+                 }, 2 * cols, 3, Bound::normwise});
+  }
   // More rows than the GPU's fused layer norm backward has warps (512 blocks of 4): a warp adds a second
   // row into its share of grad_gamma and grad_beta, sums over 2051 rows.
   c.push_back({"layer_norm_many_rows", {{{2051, 40}}, {{40}}, {{40}}}, [](V x) { return layer_norm(x[0], x[1], x[2]); },

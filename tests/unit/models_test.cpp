@@ -64,6 +64,14 @@ void recording_layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& be
   g_layer_norm(x, gamma, beta, eps, y, mean, rstd);
 }
 
+// The same for the layer norm that adds a residual first.
+detail::kernel::AddLayerNorm::Fn* g_add_layer_norm = nullptr;
+void recording_add_layer_norm(const Tensor& x, const Tensor& r, const Tensor& gamma, const Tensor& beta, double eps,
+                              const Tensor& s, const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+  g_layer_norm_outputs.push_back(y.dtype());
+  g_add_layer_norm(x, r, gamma, beta, eps, s, y, mean, rstd);
+}
+
 // A GPT block's layer norms write their outputs in the dtype the products after them read
 // (LayerNorm::forward_for): bf16 under a bf16 region, where the products' own casts would make it; f32
 // outside autocast, and where the product after one is kept in f32. In call order: each block's ln1
@@ -72,6 +80,8 @@ TEST(Gpt, LayerNormsWriteWhatTheProductsAfterThemRead) {
   (void)detail::impl_for(Device::cpu());  // every backend's kernels registered
   auto& slot = detail::KernelTable<detail::kernel::LayerNorm>::fn[static_cast<std::size_t>(detail::Impl::cpu)];
   g_layer_norm = std::exchange(slot, &recording_layer_norm);
+  auto& add_slot = detail::KernelTable<detail::kernel::AddLayerNorm>::fn[static_cast<std::size_t>(detail::Impl::cpu)];
+  g_add_layer_norm = std::exchange(add_slot, &recording_add_layer_norm);
   Gpt gpt({.n_layer = 2, .n_head = 2, .n_embd = 16, .block_size = 8, .vocab = 32, .seed = 4});
   const std::vector<std::int64_t> ids = {1, 5, 9, 2, 7, 3, 30, 11}, targets = {5, 9, 2, 7, 3, 30, 11, 4};
   const auto outputs = [&] {
@@ -93,6 +103,35 @@ TEST(Gpt, LayerNormsWriteWhatTheProductsAfterThemRead) {
     EXPECT_EQ(outputs(), (std::vector<DType>{bf16, bf16, bf16, f32, bf16}));
   }
   slot = g_layer_norm;
+  add_slot = g_add_layer_norm;
+}
+
+// Every layer norm of a GPT but the first adds the residual branch before it in its own pass
+// (add_layer_norm); under the non-finite tracer, where the add must be an op of its own, none does. The
+// values are the add's and the norm's, bit for bit (the two kernels in a row, on the CPU).
+TEST(Gpt, LayerNormsAddTheResidualBeforeThemInTheirOwnPass) {
+  (void)detail::impl_for(Device::cpu());
+  auto& add_slot = detail::KernelTable<detail::kernel::AddLayerNorm>::fn[static_cast<std::size_t>(detail::Impl::cpu)];
+  g_add_layer_norm = std::exchange(add_slot, &recording_add_layer_norm);
+  Gpt gpt({.n_layer = 2, .n_head = 2, .n_embd = 16, .block_size = 8, .vocab = 32, .seed = 4});
+  const std::vector<std::int64_t> ids = {1, 5, 9, 2, 7, 3, 30, 11}, targets = {5, 9, 2, 7, 3, 30, 11, 4};
+  std::vector<double> loss[2];
+  std::vector<std::vector<double>> grads[2];
+  for (const bool traced : {false, true}) {
+    set_trace_nonfinite(traced);
+    g_layer_norm_outputs.clear();
+    for (const auto& [name, p] : gpt.named_parameters()) p.zero_grad();
+    const Autocast region(DType::bf16);
+    const Tensor l = gpt.loss(ids, 1, 8, targets);
+    l.backward();
+    EXPECT_EQ(g_layer_norm_outputs.size(), traced ? 0U : 4U);  // ln2, ln1 of block 1, ln2, ln_f
+    loss[traced] = l.to_doubles();
+    for (const auto& [name, p] : gpt.named_parameters()) grads[traced].push_back(p.grad().to_doubles());
+    set_trace_nonfinite(false);
+  }
+  EXPECT_EQ(loss[0], loss[1]);
+  EXPECT_EQ(grads[0], grads[1]);
+  add_slot = g_add_layer_norm;
 }
 
 // The CPU's fused GELU product, wrapped to count its calls.

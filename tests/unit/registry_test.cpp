@@ -33,7 +33,7 @@ TEST(KernelRegistry, TheReferenceAndTheCpuBackendRegisterEveryKernel) {
     using namespace kernel;
     expect_registered<Copy, Binary, Unary, UnaryBackward, Reduce, Matmul, MatmulAccumulate, MatmulRowSums, MatmulGelu, MatmulGeluBackward, Softmax, SoftmaxBackward, CrossEntropy,
                       CrossEntropyBackward, AttentionSoftmax, AttentionSoftmaxBackward, ScaleAndCheck, SgdUpdate,
-                      AdamUpdate, RoundInto, LayerNorm, LayerNormBackward, BatchNorm, BatchNormBackward, Embedding,
+                      AdamUpdate, RoundInto, LayerNorm, AddLayerNorm, LayerNormBackward, BatchNorm, BatchNormBackward, Embedding,
                       EmbeddingBackward, Conv2d, Conv2dBackwardData, Conv2dBackwardWeights, Pool2d, Pool2dBackward,
                       Fp8Amax, Fp8QuantizeCurrent, Fp8Quantize, BlockQuantize, HadamardRows, ScaledMatmul>(impl);
   }
@@ -47,7 +47,7 @@ TEST(KernelRegistry, TheCudaBackendRegistersEveryKernelWhereItIsBuilt) {
   using namespace kernel;
   expect_registered<Copy, Binary, Unary, UnaryBackward, Reduce, Matmul, MatmulAccumulate, MatmulRowSums, MatmulGelu, MatmulGeluBackward, Softmax, SoftmaxBackward, CrossEntropy,
                     CrossEntropyBackward, AttentionSoftmax, AttentionSoftmaxBackward, ScaleAndCheck, SgdUpdate, AdamUpdate,
-                    RoundInto, LayerNorm, LayerNormBackward, BatchNorm, BatchNormBackward, Embedding, EmbeddingBackward,
+                    RoundInto, LayerNorm, AddLayerNorm, LayerNormBackward, BatchNorm, BatchNormBackward, Embedding, EmbeddingBackward,
                     Pool2d, Pool2dBackward, LstmCell, LstmCellBackward, Numerics, Fp8Amax, Fp8QuantizeCurrent, Fp8Quantize,
                     BlockQuantize, HadamardRows, ScaledMatmul>(Impl::cuda);
   bool cudnn = false;

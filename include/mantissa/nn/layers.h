@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <utility>
 
 #include "mantissa/nn/module.h"
 #include "mantissa/ops/fp8.h"
@@ -21,8 +22,9 @@ class Linear : public Module {
   // The dtype this layer's product reads an input of dtype x in (its own autocast region and FP8 plan).
   DType reads(DType x) const;
   // next.forward(gelu_tanh(forward(x))), GPT-2's MLP: as one op (gelu_mlp: the GELU inside the products,
-  // both ways) where both layers run their products alike (the same autocast region, no FP8) and no one
-  // watches a layer's own output (the telemetry's taps, the non-finite tracer); else as the three ops.
+  // both ways) where both layers run their products alike (weights of one dtype, the same autocast
+  // region, no FP8) and no one watches a layer's own output (the telemetry's taps, the non-finite
+  // tracer); else as the three ops.
   Tensor forward_gelu_tanh_into(const Linear& next, const Tensor& x) const;
   Tensor& weight() { return weight_; }  // [out, in]
   Tensor& bias() { return bias_; }
@@ -79,6 +81,10 @@ class LayerNorm : public Module {
   // that is the product's low-precision copy itself, the same bits as its own cast of the f32 output,
   // without the f32 output written and read back or the cast's pass in either direction.
   Tensor forward_for(const Tensor& x, const std::function<DType(DType)>& reads) const;
+  // The same for the sum x + r (a residual add before the norm): {x + r, its norm}, the add inside the
+  // norm's pass (add_layer_norm); under the non-finite tracer the two ops, the add in the caller's scope
+  // (where the tracer names it).
+  std::pair<Tensor, Tensor> forward_for(const Tensor& x, const Tensor& r, const std::function<DType(DType)>& reads) const;
 
  private:
   Tensor& gamma_;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "mantissa/core/tensor.h"
@@ -146,6 +147,13 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, doub
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, DType out_dtype);
 // The dtype layer_norm(x, ...) makes of an x of dtype `x`, under the current autocast region.
 DType layer_norm_output_dtype(DType x);
+// A residual sum and the layer norm of it, {add(x, r), layer_norm(add(x, r), gamma, beta, eps, out_dtype)}:
+// the same values and history, the sum written and normalized in one pass (a GPT block's norms follow
+// its residual adds). A residual that broadcasts into x runs as the two ops.
+std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& r, const Tensor& gamma, const Tensor& beta, double eps,
+                                         DType out_dtype);
+// The dtype layer_norm would make of the sum x + r by itself (layer_norm_output_dtype of the sum's).
+DType layer_norm_output_dtype(DType x, DType r);
 // Rows of weight [V, D] picked by ids (each in [0, V)); the result has shape ids_shape + [D].
 Tensor embedding(const Tensor& weight, std::span<const std::int64_t> ids, const Shape& ids_shape);
 // Zeroes each element with probability p and scales the rest by 1 / (1 - p); the mask comes from

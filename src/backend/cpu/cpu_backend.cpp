@@ -76,6 +76,7 @@ void register_cpu_kernels() {
   register_kernel<kernel::AdamUpdate>(cpu, cpu_adam_update);
   register_kernel<kernel::RoundInto>(cpu, cpu_round_into);
   register_kernel<kernel::LayerNorm>(cpu, layer_norm);
+  register_kernel<kernel::AddLayerNorm>(cpu, kernel::add_then_layer_norm<cpu_binary, layer_norm>);
   register_kernel<kernel::LayerNormBackward>(cpu, layer_norm_backward);
   register_kernel<kernel::BatchNorm>(cpu, cpu_batch_norm);
   register_kernel<kernel::BatchNormBackward>(cpu, cpu_batch_norm_backward);

@@ -29,6 +29,7 @@ void register_cuda_kernels() {
   register_kernel<kernel::CrossEntropy>(Impl::cuda, cuda::cross_entropy);
   register_kernel<kernel::CrossEntropyBackward>(Impl::cuda, cuda::cross_entropy_backward);
   register_kernel<kernel::LayerNorm>(Impl::cuda, cuda::layer_norm);
+  register_kernel<kernel::AddLayerNorm>(Impl::cuda, cuda::add_layer_norm);
   register_kernel<kernel::LayerNormBackward>(Impl::cuda, cuda::layer_norm_backward);
   register_kernel<kernel::Reduce>(Impl::cuda, cuda::reduce);
   register_kernel<kernel::Embedding>(Impl::cuda, cuda::embedding);

@@ -35,6 +35,8 @@ void cross_entropy_backward(const Tensor& logits, std::span<const std::int64_t> 
                             const Tensor& losses);
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y, const Tensor& mean,
                 const Tensor& rstd);
+void add_layer_norm(const Tensor& x, const Tensor& r, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& s,
+                    const Tensor& y, const Tensor& mean, const Tensor& rstd);
 void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd, const Tensor& grad_y,
                          const Tensor& grad_x, const Tensor& grad_gamma, const Tensor& grad_beta, double eps);
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <type_traits>
 
+#include "../cpu/unary_math.h"
 #include "cuda_kernels.h"
 #include "cuda_support.cuh"
 #include "flat_types.cuh"
@@ -112,20 +113,46 @@ __global__ void layer_norm_warp_kernel(std::int64_t rows, Rows x, ElementType tx
 // makes 24, each with its own index arithmetic). The pointers are __restrict__, so the loads of gamma and
 // beta may go ahead of y's stores (above they wait for each store before them: y might alias them). The
 // statistics add the values in another order than above's: the same function, not the same bits.
-template <int kPacks, class X, class Y>
+// With a residual (Residual's pointer set: kernel::AddLayerNorm), the rows normalized are x + r, rounded
+// into X and written to s as the add kernel would write them, then normalized as read back.
+template <class R, class X>
+struct Residual {
+  const R* __restrict__ r = nullptr;
+  std::int64_t r_row = 0;
+  ElementType tr{};
+  X* __restrict__ s = nullptr;
+  std::int64_t s_row = 0;
+};
+
+template <int kPacks, class X, class R, class Y>
 __global__ void layer_norm_packed_kernel(std::int64_t rows, std::int64_t cols, ElementType tx, const X* __restrict__ xp,
-                                         std::int64_t x_row, const float* __restrict__ gamma, const float* __restrict__ beta,
-                                         float eps, ElementType ty, Y* __restrict__ yp, std::int64_t y_row, ElementType tm,
-                                         void* mean, std::int64_t ms, ElementType tr, void* rstd, std::int64_t rs) {
+                                         std::int64_t x_row, Residual<R, X> res, const float* __restrict__ gamma,
+                                         const float* __restrict__ beta, float eps, ElementType ty, Y* __restrict__ yp,
+                                         std::int64_t y_row, ElementType tm, void* mean, std::int64_t ms, ElementType tr,
+                                         void* rstd, std::int64_t rs) {
   const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kRowsPerWarpBlock + threadIdx.x / 32;
   if (r >= rows) return;
   const int lane = static_cast<int>(threadIdx.x & 31);
   const std::int64_t packs = cols / kPack;
   const Pack<X>* in = reinterpret_cast<const Pack<X>*>(xp + r * x_row);
   Pack<X> raw[kPacks];
+  Pack<R> raw_r[kPacks];
 #pragma unroll
   for (int k = 0; k < kPacks; ++k) {  // every load issued before any is used
     if (lane + 32 * k < packs) raw[k] = in[lane + 32 * k];
+    if (res.r != nullptr && lane + 32 * k < packs) raw_r[k] = reinterpret_cast<const Pack<R>*>(res.r + r * res.r_row)[lane + 32 * k];
+  }
+  if (res.r != nullptr) {
+    Pack<X>* sum_out = reinterpret_cast<Pack<X>*>(res.s + r * res.s_row);
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k) {
+      if (lane + 32 * k >= packs) continue;
+#pragma unroll
+      for (int e = 0; e < kPack; ++e) {
+        raw[k].v[e] = from_f32<X>(binary_value(BinaryOp::add, to_f32(raw[k].v[e], tx), to_f32(raw_r[k].v[e], res.tr)), tx);
+      }
+      sum_out[lane + 32 * k] = raw[k];
+    }
   }
   float v[kPacks][kPack];
   float sum = 0;
@@ -416,30 +443,46 @@ __global__ void layer_norm_params_total_kernel(std::int64_t cols, std::int64_t s
 bool packed_param(const Tensor& p) { return !p.defined() || (p.dtype() == DType::f32 && p.strides()[0] == 1 && packable({p.data()})); }
 
 // Layer norm by layer_norm_packed_kernel where its rows and parameters qualify (per_lane: warp_row_lanes'
-// choice); false, having launched nothing, where they do not.
+// choice); false, having launched nothing, where they do not. With r and s defined, of s = x + r
+// (kernel::AddLayerNorm), where s has x's dtype and r has x's or y's.
 bool layer_norm_packed(int per_lane, const Tensor& x, const Tensor& gamma32, const Tensor& beta32, double eps, const Tensor& y,
-                       const Tensor& mean, const Tensor& rstd) {
+                       const Tensor& mean, const Tensor& rstd, const Tensor& r = Tensor(), const Tensor& s = Tensor()) {
   // One dtype, or an f32 input normalized into a narrower output (a layer norm feeding a product).
   if ((x.dtype() != y.dtype() && x.dtype() != DType::f32) || !packed_param(gamma32) || !packed_param(beta32)) return false;
+  if (r.defined() && (s.dtype() != x.dtype() || (r.dtype() != x.dtype() && r.dtype() != y.dtype()))) return false;
   bool launched = false;
   with_out_type(x.dtype(), y.dtype(), [&](auto* x_type, auto* y_type) {
     using X = std::remove_pointer_t<decltype(x_type)>;
     using Y = std::remove_pointer_t<decltype(y_type)>;
     if (!packed_rows<X>(x) || !packed_rows<Y>(y)) return;
-    const auto launch = [&](auto packs) {
+    if (r.defined() && (!packed_rows<X>(s) || !(r.dtype() == x.dtype() ? packed_rows<X>(r) : packed_rows<Y>(r)))) return;
+    const auto launch = [&](auto packs, auto* r_type) {
+      using R = std::remove_pointer_t<decltype(r_type)>;
+      Residual<R, X> res;
+      if (r.defined()) {
+        res = {static_cast<const R*>(r.data()), r.strides()[0], element_type(r.dtype()), static_cast<X*>(s.data()), s.strides()[0]};
+      }
       const auto blocks = static_cast<unsigned>((x.size(0) + kRowsPerWarpBlock - 1) / kRowsPerWarpBlock);
-      layer_norm_packed_kernel<packs(), X, Y><<<blocks, 32 * kRowsPerWarpBlock, 0, stream()>>>(
-          x.size(0), x.size(1), element_type(x.dtype()), static_cast<const X*>(x.data()), x.strides()[0],
+      layer_norm_packed_kernel<packs(), X, R, Y><<<blocks, 32 * kRowsPerWarpBlock, 0, stream()>>>(
+          x.size(0), x.size(1), element_type(x.dtype()), static_cast<const X*>(x.data()), x.strides()[0], res,
           gamma32.defined() ? gamma32.data_as<float>() : nullptr, beta32.defined() ? beta32.data_as<float>() : nullptr,
           static_cast<float>(eps), element_type(y.dtype()), static_cast<Y*>(y.data()), y.strides()[0],
           element_type(mean.dtype()), mean.data(), mean.strides()[0], element_type(rstd.dtype()), rstd.data(),
           rstd.strides()[0]);
     };
+    // The residual in x's dtype, or (an f32 stream feeding a product) in y's: no other instances.
+    const auto with_residual = [&](auto packs) {
+      if (!r.defined() || r.dtype() == x.dtype()) {
+        launch(packs, static_cast<X*>(nullptr));
+      } else {
+        launch(packs, static_cast<Y*>(nullptr));
+      }
+    };
     switch (per_lane / kPack) {  // 8, 16, 24 or 32 values a lane
-      case 1: launch(std::integral_constant<int, 1>{}); break;
-      case 2: launch(std::integral_constant<int, 2>{}); break;
-      case 3: launch(std::integral_constant<int, 3>{}); break;
-      default: launch(std::integral_constant<int, 4>{}); break;
+      case 1: with_residual(std::integral_constant<int, 1>{}); break;
+      case 2: with_residual(std::integral_constant<int, 2>{}); break;
+      case 3: with_residual(std::integral_constant<int, 3>{}); break;
+      default: with_residual(std::integral_constant<int, 4>{}); break;
     }
     launched = true;
   });
@@ -474,6 +517,19 @@ void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double
         element_type(rstd.dtype()), rstd.data(), rstd.strides()[0]);
   }
   check_launch("layer_norm");
+}
+
+// The packed kernel with the add inside where the rows and dtypes qualify; else the add, then the norm.
+void add_layer_norm(const Tensor& x, const Tensor& r, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& s,
+                    const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+  for (const Tensor* t : {&x, &r, &s, &gamma, &beta, &y, &mean, &rstd}) refuse_f64("add_layer_norm", *t);
+  if (x.size(0) == 0) return;
+  const int per_lane = warp_row_lanes(x.size(0), x.size(1));
+  if (per_lane != 0 && layer_norm_packed(per_lane, x, as_f32(gamma), as_f32(beta), eps, y, mean, rstd, r, s)) {
+    check_launch("add_layer_norm");
+    return;
+  }
+  kernel::add_then_layer_norm<binary, layer_norm>(x, r, gamma, beta, eps, s, y, mean, rstd);
 }
 
 namespace {

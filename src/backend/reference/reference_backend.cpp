@@ -344,6 +344,7 @@ void register_reference_kernels() {
   register_kernel<kernel::AdamUpdate>(Impl::reference, adam_update_kernel);
   register_kernel<kernel::RoundInto>(Impl::reference, round_into_kernel);
   register_kernel<kernel::LayerNorm>(Impl::reference, layer_norm_kernel);
+  register_kernel<kernel::AddLayerNorm>(Impl::reference, kernel::add_then_layer_norm<binary_kernel, layer_norm_kernel>);
   register_kernel<kernel::LayerNormBackward>(Impl::reference, layer_norm_backward_kernel);
   register_kernel<kernel::CrossEntropy>(Impl::reference, cross_entropy_kernel);
   register_kernel<kernel::LstmCell>(Impl::reference, reference_lstm_cell);
