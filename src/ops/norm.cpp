@@ -56,6 +56,25 @@ class BatchNormNode final : public Node {
   DType y_dtype_;  // the output's, which its gradient comes in
 };
 
+// What both layer norm ops take: x with values, an output dtype with values, gamma and beta [C].
+void check_layer_norm(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& beta, DType y_dtype) {
+  detail::check_computable(x, op);
+  if (is_storage_only(y_dtype)) {
+    throw std::invalid_argument(std::string(op) + ": the output dtype must be f32, f64, bf16 or f16, not " +
+                                std::string(dtype_name(y_dtype)));
+  }
+  detail::check_computable(gamma, op);
+  detail::check_computable(beta, op);
+  const std::int64_t c = x.size(-1);
+  if (gamma.shape() != Shape{c} || beta.shape() != Shape{c}) {
+    throw std::invalid_argument(std::string(op) + ": gamma and beta must be [" + std::to_string(c) + "], got " +
+                                shape_str(gamma.shape()) + " and " + shape_str(beta.shape()));
+  }
+}
+
+// Statistics in f32, or f64 for f64 data (f32 statistics would limit the backward's precision there).
+DType statistics_dtype(DType x) { return x == DType::f64 ? DType::f64 : DType::f32; }
+
 }  // namespace
 
 DType layer_norm_output_dtype(DType x) { return detail::autocast_input_dtype(x, AutocastOp::layer_norm); }
@@ -69,22 +88,12 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, doub
 }
 
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, DType y_dtype) {
-  detail::check_computable(x, "layer_norm");
-  if (is_storage_only(y_dtype)) {
-    throw std::invalid_argument("layer_norm: the output dtype must be f32, f64, bf16 or f16, not " + std::string(dtype_name(y_dtype)));
-  }
-  detail::check_computable(gamma, "layer_norm");
-  detail::check_computable(beta, "layer_norm");
+  check_layer_norm("layer_norm", x, gamma, beta, y_dtype);
   const std::int64_t c = x.size(-1);
-  if (gamma.shape() != Shape{c} || beta.shape() != Shape{c}) {
-    throw std::invalid_argument("layer_norm: gamma and beta must be [" + std::to_string(c) + "], got " +
-                                shape_str(gamma.shape()) + " and " + shape_str(beta.shape()));
-  }
   const Tensor x2 = reshape(contiguous(x), {-1, c});
   const std::int64_t rows = x2.size(0);
   Tensor y = Tensor::empty(x.shape(), y_dtype, x.device());
-  // Statistics in f32, or f64 for f64 data (f32 statistics would limit the backward's precision there).
-  const DType stats = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  const DType stats = statistics_dtype(x.dtype());
   Tensor mean = Tensor::empty({rows}, stats, x.device());
   Tensor rstd = Tensor::empty({rows}, stats, x.device());
   {
@@ -105,22 +114,13 @@ std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& r, const
     const Tensor s = add(x, r);
     return {s, layer_norm(s, gamma, beta, eps, y_dtype)};
   }
-  if (is_storage_only(y_dtype)) {
-    throw std::invalid_argument("add_layer_norm: the output dtype must be f32, f64, bf16 or f16, not " +
-                                std::string(dtype_name(y_dtype)));
-  }
-  detail::check_computable(gamma, "add_layer_norm");
-  detail::check_computable(beta, "add_layer_norm");
+  check_layer_norm("add_layer_norm", x, gamma, beta, y_dtype);
   const std::int64_t c = x.size(-1);
-  if (gamma.shape() != Shape{c} || beta.shape() != Shape{c}) {
-    throw std::invalid_argument("add_layer_norm: gamma and beta must be [" + std::to_string(c) + "], got " +
-                                shape_str(gamma.shape()) + " and " + shape_str(beta.shape()));
-  }
   const Tensor x2 = reshape(contiguous(x), {-1, c}), r2 = reshape(contiguous(r), {-1, c});
   const std::int64_t rows = x2.size(0);
   const Tensor s = Tensor::empty(x.shape(), detail::promote(x.dtype(), r.dtype()), x.device());
   const Tensor y = Tensor::empty(x.shape(), y_dtype, x.device());
-  const DType stats = s.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  const DType stats = statistics_dtype(s.dtype());
   const Tensor mean = Tensor::empty({rows}, stats, x.device()), rstd = Tensor::empty({rows}, stats, x.device());
   const Tensor s2 = reshape(s, {-1, c});
   {
