@@ -121,11 +121,13 @@ __global__ void unary_backward_flat_kernel(std::int64_t n, bool packed, UnaryOp 
 }
 
 // launch(std::integral_constant<int, op>) for the ops compiled as constants where every tensor has one
-// dtype (same_dtype), else launch(std::integral_constant<int, kAnyOp>).
-template <class Launch>
-void with_unary_op(UnaryOp op, bool same_dtype, Launch&& launch) {
-  if (same_dtype && op == UnaryOp::gelu) return launch(std::integral_constant<int, static_cast<int>(UnaryOp::gelu)>{});
-  if (same_dtype && op == UnaryOp::gelu_tanh) return launch(std::integral_constant<int, static_cast<int>(UnaryOp::gelu_tanh)>{});
+// dtype (kSameDtype: only those kernels are instantiated), else launch(std::integral_constant<int, kAnyOp>).
+template <bool kSameDtype, class Launch>
+void with_unary_op(UnaryOp op, Launch&& launch) {
+  if constexpr (kSameDtype) {
+    if (op == UnaryOp::gelu) return launch(std::integral_constant<int, static_cast<int>(UnaryOp::gelu)>{});
+    if (op == UnaryOp::gelu_tanh) return launch(std::integral_constant<int, static_cast<int>(UnaryOp::gelu_tanh)>{});
+  }
   launch(std::integral_constant<int, kAnyOp>{});
 }
 
@@ -291,10 +293,8 @@ void unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out) {
     using X = std::remove_cv_t<std::remove_pointer_t<decltype(px)>>;
     using O = std::remove_pointer_t<decltype(po)>;
     const bool packed = packable({px, po});
-    with_unary_op(op, std::is_same_v<X, O>, [&](auto k) {
-      if constexpr (k() == kAnyOp || std::is_same_v<X, O>) {
-        unary_flat_kernel<X, O, k()><<<flat_blocks(n, packed), kThreads, 0, stream()>>>(n, packed, op, a, tx, px, tout, po);
-      }
+    with_unary_op<std::is_same_v<X, O>>(op, [&](auto k) {
+      unary_flat_kernel<X, O, k()><<<flat_blocks(n, packed), kThreads, 0, stream()>>>(n, packed, op, a, tx, px, tout, po);
     });
   });
   if (!flat) unary_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(it, n, op, a, tx, x.data(), tout, out.data());
@@ -315,11 +315,9 @@ void unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& gra
     using O = std::remove_pointer_t<decltype(pgx)>;
     constexpr bool same = std::is_same_v<X, G> && std::is_same_v<X, O>;
     const bool packed = packable({px, pg, pgx});
-    with_unary_op(op, same, [&](auto k) {
-      if constexpr (k() == kAnyOp || same) {
-        unary_backward_flat_kernel<X, G, O, k()>
-            <<<flat_blocks(n, packed), kThreads, 0, stream()>>>(n, packed, op, a, tx, px, tg, pg, tgx, pgx);
-      }
+    with_unary_op<same>(op, [&](auto k) {
+      unary_backward_flat_kernel<X, G, O, k()>
+          <<<flat_blocks(n, packed), kThreads, 0, stream()>>>(n, packed, op, a, tx, px, tg, pg, tgx, pgx);
     });
   });
   if (!flat) {
