@@ -2,16 +2,17 @@
 # The device check of the CUDA backend, for a short slice of a lent GPU machine: the headline first,
 # then the rest by what it is worth, inside a time budget (default 360 s). Parts, in order:
 #   1. the machine and `mantissa info`;
-#   2. the headline: GPT-2 124M (batch 16 x 1024, AdamW) in bf16 autocast, mantissa then PyTorch eager,
-#      each printed as one line the moment it ends (ms/step, tokens/s, TFLOP/s, peak memory, host waits);
+#   2. the headline: GPT-2 124M (batch 16 x 1024, AdamW, GPT-2's tanh GELU) in bf16 autocast, mantissa
+#      then PyTorch eager, each printed as one line the moment it ends (ms/step, tokens/s, TFLOP/s, peak
+#      memory, host waits);
 #   3. correctness: cuDNN's fused attention alone, the GPU test cases (NCCL's among them), parity of
 #      every op on cuda against the reference;
 #   4. fp16 (both), tf32 and fp32 (mantissa), then the table and where mantissa's step goes on the GPU's
 #      own clock;
 #   5. PyTorch bf16 with torch.compile; the char GPT's quality on the GPU; fp8 (tensor cores, emulated, current);
 #   6. kernels: mantissa's bf16 step by each kernel (MANTISSA_KERNEL_TIMES=kernel), against it the step
-#      with GPT-2's tanh GELU (its MLP as one op, GELU epilogues) and the step with the other ways, and
-#      Nsight Systems' summary of the GPU's kernels where the machine has nsys.
+#      without cuBLASLt's GELU epilogues and the step with the other ways, and Nsight Systems' summary
+#      of the GPU's kernels where the machine has nsys.
 # --parts LIST runs only the parts named (machine always; headline, correctness, precisions, compile,
 # quality, fp8, kernels), comma-separated: a second slice of GPU time for what the first one left open.
 # A part starts only if its own time limit fits in what is left of the budget (else: "not run"), so the
@@ -44,7 +45,7 @@ while [ $# -gt 0 ]; do
     --parts=*) parts=${1#--parts=}; shift ;;
     --dry-run) dry=1; shift ;;
     --bin-dir) bin_dir=${2:?--bin-dir needs a folder}; shift 2 ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     -*) echo "gpu-check: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) carry=$1; shift ;;
   esac
@@ -146,8 +147,9 @@ py=$(command -v python3 || true)
 if [ "$dry" = 0 ] && [ -n "$py" ] && ! "$py" -c 'import torch' 2>/dev/null; then py=""; fi
 [ -z "$py" ] && echo "no python with torch here: PyTorch's side is not timed"
 report() { python3 scripts/gpu_report.py "$@"; }
-gpt2=(bench --model gpt2-124m --device cuda --mode autocast --steps 5 --warmup 2 --json)
-torch_gpt2=(bench/pytorch/bench.py --model gpt2-124m --device cuda --steps 5 --warmup 2)
+# GPT-2's own GELU, the tanh form, on both sides (runs 1-3 timed the erf form: PyTorch's 47.7 and 34.0).
+gpt2=(bench --model gpt2-124m --device cuda --mode autocast --steps 5 --warmup 2 --gelu tanh --json)
+torch_gpt2=(bench/pytorch/bench.py --model gpt2-124m --device cuda --steps 5 --warmup 2 --gelu tanh)
 # pair LIMIT PRECISION: GPT-2 in mantissa, then in PyTorch (where there is one), a line each as it ends.
 pair() {
   part "$1" "mantissa-$2" "${menv[@]}" "$bin/mantissa" "${gpt2[@]}" --precision "$2"
@@ -159,7 +161,7 @@ pair() {
 }
 
 if want headline; then
-  section "headline: GPT-2 124M bf16 autocast, batch 16 x 1024 (target <= 38 ms; PyTorch eager measured 47.7, compiled 34.0)"
+  section "headline: GPT-2 124M bf16 autocast, batch 16 x 1024 (target <= 38 ms; PyTorch eager measured 47.7, compiled 34.0, erf GELU)"
   pair 45 bf16
 fi
 
@@ -228,12 +230,12 @@ if want kernels; then
   section "kernels: mantissa's bf16 step by kernel on the GPU's clock, then Nsight Systems' summary where there is nsys"
   MANTISSA_KERNEL_TIMES=kernel part 45 mantissa-bf16-kernels "${menv[@]}" "$bin/mantissa" "${gpt2[@]}" --precision bf16
   report kernels "$results" mantissa-bf16-kernels
-  # GPT-2's own GELU (tanh), whose MLP runs as one op with cuBLASLt's GELU epilogues (matmul_gelu,
-  # matmul_gelu_backward): against the erf step above, the unary and unary_backward lines should go and
-  # the two products cost about what the plain ones did.
-  MANTISSA_KERNEL_TIMES=kernel part 45 mantissa-bf16-gelu-tanh-kernels "${menv[@]}" "$bin/mantissa" "${gpt2[@]}" \
-    --precision bf16 --gelu tanh
-  report against "$results" mantissa-bf16-kernels mantissa-bf16-gelu-tanh-kernels
+  # The MLP's GELU without cuBLASLt's epilogues (the product, then the GELU kernels): against the step
+  # above, matmul_gelu and matmul_gelu_backward should cost about what plain products do there, and the
+  # unary and unary_backward lines here are what the epilogues save.
+  MANTISSA_GELU_EPILOGUE=off MANTISSA_KERNEL_TIMES=kernel part 45 mantissa-bf16-gelu-kernels "${menv[@]}" "$bin/mantissa" \
+    "${gpt2[@]}" --precision bf16
+  report against "$results" mantissa-bf16-kernels mantissa-bf16-gelu-kernels
   # The other ways, in one run: the bias gradients as their own products beside plain weight-gradient
   # products (no BGRADB epilogue), and layer norm's backward in two passes. Its matmul_row_sums and
   # layer_norm_backward against the lines above say which way is faster.
