@@ -310,6 +310,17 @@ void cpu_unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out) {
   });
 }
 
+void cpu_unary_keeping_input(UnaryOp op, double alpha, const Tensor& x, const Tensor& out, const Tensor& kept) {
+  const std::array<const Tensor*, 3> ops{&x, &out, &kept};
+  const auto a = static_cast<float>(alpha);
+  for_segments(x.shape(), ops, [&](const std::int64_t* off, const std::int64_t* inner, std::int64_t n, auto& buf) {
+    load_f32(x, off[0], inner[0], n, buf[0]);
+    store_f32(kept, off[2], inner[2], n, buf[0]);
+    run_unary(op, buf[0], buf[1], n, a);
+    store_f32(out, off[1], inner[1], n, buf[1]);
+  });
+}
+
 void cpu_unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& grad_y, const Tensor& grad_x) {
   if (op == UnaryOp::relu && x.dtype() == grad_y.dtype() && x.dtype() == grad_x.dtype() && x.is_contiguous() &&
       grad_y.is_contiguous() && grad_x.is_contiguous()) {

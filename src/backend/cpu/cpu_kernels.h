@@ -15,6 +15,8 @@ namespace mantissa::detail {
 void cpu_copy(const Tensor& src, const Tensor& dst);
 void cpu_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
 void cpu_unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out);
+// cpu_unary and x rounded into `kept` in the same pass (one read of x).
+void cpu_unary_keeping_input(UnaryOp op, double alpha, const Tensor& x, const Tensor& out, const Tensor& kept);
 void cpu_unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& grad_y, const Tensor& grad_x);
 
 // cpu_onednn_eltwise.cpp: oneDNN for contiguous f32/bf16 operands of one dtype; false when not taken.

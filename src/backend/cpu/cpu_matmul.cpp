@@ -292,13 +292,17 @@ void cpu_matmul_row_sums(const Tensor& a, const Tensor& w, const Tensor& out, co
   cpu_matmul(a, ones, Tensor(), make_view(sums, {1, m, 1}, {m * s, s, 1}, sums.offset()));
 }
 
-// The f32 product with its bias (into pre itself where pre is f32), the GELU of it rounded into out, the
-// product rounded into pre.
+// The f32 product with its bias (into pre itself where pre is f32), then in one pass over it the GELU
+// rounded into out and the sum rounded into pre.
 void cpu_matmul_gelu(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& pre, const Tensor& out) {
-  const Tensor sum = pre.dtype() == DType::f32 ? pre : Tensor::empty(pre.shape(), DType::f32, pre.device());
+  if (pre.dtype() == DType::f32) {
+    cpu_matmul(a, w, bias, pre);
+    cpu_unary(UnaryOp::gelu_tanh, 0, pre, out);
+    return;
+  }
+  const Tensor sum = Tensor::empty(pre.shape(), DType::f32, pre.device());
   cpu_matmul(a, w, bias, sum);
-  cpu_unary(UnaryOp::gelu_tanh, 0, sum, out);
-  if (sum.data() != pre.data()) cpu_copy(sum, pre);
+  cpu_unary_keeping_input(UnaryOp::gelu_tanh, 0, sum, out, pre);
 }
 
 // The f32 product, then times the GELU's gradient at pre, rounded once into out.
