@@ -292,6 +292,26 @@ void cpu_matmul_row_sums(const Tensor& a, const Tensor& w, const Tensor& out, co
   cpu_matmul(a, ones, Tensor(), make_view(sums, {1, m, 1}, {m * s, s, 1}, sums.offset()));
 }
 
+namespace {
+
+// The fused GELU products go a block of rows at a time, so their f32 products are a block's (1 MiB), not
+// a temporary the size of the layer's widest activation held at the top of the step's memory.
+constexpr std::int64_t kGeluBlockElements = std::int64_t{1} << 18;
+
+// Rows [first, first + count) of a one-matrix [1, M, X] view.
+Tensor row_block(const Tensor& t, std::int64_t first, std::int64_t count) {
+  return make_view(t, {1, count, t.size(2)}, t.strides(), t.offset() + first * t.strides()[1]);
+}
+
+// f(first, count) over blocks of rows of an [1, M, N] output.
+template <class F>
+void for_row_blocks(std::int64_t m, std::int64_t n, F&& f) {
+  const std::int64_t rows = std::max<std::int64_t>(1, kGeluBlockElements / std::max<std::int64_t>(n, 1));
+  for (std::int64_t first = 0; first < m; first += rows) f(first, std::min(rows, m - first));
+}
+
+}  // namespace
+
 // The f32 product with its bias (into pre itself where pre is f32), then in one pass over it the GELU
 // rounded into out and the sum rounded into pre.
 void cpu_matmul_gelu(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& pre, const Tensor& out) {
@@ -300,16 +320,20 @@ void cpu_matmul_gelu(const Tensor& a, const Tensor& w, const Tensor& bias, const
     cpu_unary(UnaryOp::gelu_tanh, 0, pre, out);
     return;
   }
-  const Tensor sum = Tensor::empty(pre.shape(), DType::f32, pre.device());
-  cpu_matmul(a, w, bias, sum);
-  cpu_unary_keeping_input(UnaryOp::gelu_tanh, 0, sum, out, pre);
+  for_row_blocks(pre.size(1), pre.size(2), [&](std::int64_t first, std::int64_t count) {
+    const Tensor sum = Tensor::empty({1, count, pre.size(2)}, DType::f32, pre.device());
+    cpu_matmul(row_block(a, first, count), w, bias, sum);
+    cpu_unary_keeping_input(UnaryOp::gelu_tanh, 0, sum, row_block(out, first, count), row_block(pre, first, count));
+  });
 }
 
 // The f32 product, then times the GELU's gradient at pre, rounded once into out.
 void cpu_matmul_gelu_backward(const Tensor& a, const Tensor& w, const Tensor& pre, const Tensor& out) {
-  const Tensor product = Tensor::empty(out.shape(), DType::f32, out.device());
-  cpu_matmul(a, w, Tensor(), product);
-  cpu_unary_backward(UnaryOp::gelu_tanh, 0, pre, product, out);
+  for_row_blocks(out.size(1), out.size(2), [&](std::int64_t first, std::int64_t count) {
+    const Tensor product = Tensor::empty({1, count, out.size(2)}, DType::f32, out.device());
+    cpu_matmul(row_block(a, first, count), w, Tensor(), product);
+    cpu_unary_backward(UnaryOp::gelu_tanh, 0, row_block(pre, first, count), product, row_block(out, first, count));
+  });
 }
 
 // The f32 product, then added to out in f32 and rounded once: the contract's order exactly (oneDNN's sum
