@@ -3,7 +3,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build demo test sanitize fuzz bench install clean
+.PHONY: all deps configure build demo test sanitize fuzz-build fuzz-check fuzz bench install clean
 
 all: build
 
@@ -27,10 +27,11 @@ demo: build
 	@$(BUILD)/bin/mantissa compare --model cnn --steps 150 --batch-size 128 --lr 3e-3 --warmup 20 --eval-every 150 \
 	  --plot mantissa-compare.svg
 
-# Every test, then a short run of each fuzz target (FUZZ_SECONDS each; `make fuzz` alone runs longer).
+# Every test, then the fuzz check: each fuzz target from a fixed seed for a fixed number of inputs, so a
+# commit always passes or always fails (`make fuzz`, with random seeds, is the search for new findings).
 test: build
 	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
-	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
+	@$(MAKE) --no-print-directory fuzz-check
 
 # The whole suite built with AddressSanitizer and UndefinedBehaviorSanitizer in build-asan/; any finding,
 # leaks included, fails the case. CI runs it after `make test`. The AVX2-capped variant runs here only for the
@@ -56,16 +57,23 @@ sanitize: deps
 	@ctest --test-dir build-asan --output-on-failure -j $(JOBS) -R $(ASAN_AVX2)
 
 # The fuzz targets (fuzz/) built as libFuzzer programs with clang, ASan and UBSan in build-fuzz/ (at -O1
-# with line tables, as the sanitizer build), each run for FUZZ_SECONDS from its seed corpus; a finding
-# fails the run and is saved in build-fuzz/findings/.
+# with line tables, as the sanitizer build). `make fuzz-check` runs each from its seed corpus with a fixed
+# seed and number of inputs (deterministic: part of `make test`); `make fuzz` is discovery, FUZZ_SECONDS
+# each from a random seed it prints (FUZZ_TARGETS picks some). A finding fails the run and is saved in
+# build-fuzz/findings/.
 FUZZ_SECONDS ?= 60
-TEST_FUZZ_SECONDS ?= 8
+FUZZ_TARGETS ?=
 FUZZ_FLAGS := -fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=undefined -fno-omit-frame-pointer -Wno-pass-failed
-fuzz: deps
+fuzz-build: deps
 	@CXX=clang++-14 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" -DMANTISSA_BUILD_TESTS=OFF \
 	  -DMANTISSA_BUILD_BENCHMARKS=OFF -DMANTISSA_WITH_CUDA=OFF -DMANTISSA_BUILD_PYTHON=OFF -DMANTISSA_LIBFUZZER=ON -DCMAKE_CXX_FLAGS="$(FUZZ_FLAGS)" >/dev/null
 	@cmake --build build-fuzz -j $(JOBS) --target fuzz_idx fuzz_safetensors fuzz_cast fuzz_text >/dev/null
-	@scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS)
+
+fuzz-check: fuzz-build
+	@scripts/fuzz.sh build-fuzz check
+
+fuzz: fuzz-build
+	@scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 bench: build
 	@$(BUILD)/bin/bench_convert

@@ -26,18 +26,22 @@ inline void require(bool ok, const char* what) {
   }
 }
 
-// A directory of this process's own under the system's temporary directory, removed at exit.
+// A directory of this process's own under the system's temporary directory, removed at exit. Its name
+// has the same length whatever the process id (zero-padded): the paths in the readers' error messages
+// then take the same code paths on every run, which the fuzz check's fixed seed relies on.
+inline std::filesystem::path scratch_path() {
+  char name[40];
+  std::snprintf(name, sizeof name, "mantissa-fuzz-%010ld", static_cast<long>(::getpid()));
+  return std::filesystem::temp_directory_path() / name;
+}
 inline const std::filesystem::path& scratch_dir() {
   static const std::filesystem::path dir = [] {
-    auto d = std::filesystem::temp_directory_path() / ("mantissa-fuzz-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(d);
+    std::filesystem::create_directories(scratch_path());
     std::atexit([] {
       std::error_code ec;
-      std::filesystem::remove_all(std::filesystem::temp_directory_path() /
-                                      ("mantissa-fuzz-" + std::to_string(::getpid())),
-                                  ec);
+      std::filesystem::remove_all(scratch_path(), ec);  // (not dir: it is destroyed before this runs)
     });
-    return d;
+    return scratch_path();
   }();
   return dir;
 }

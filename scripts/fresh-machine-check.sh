@@ -21,9 +21,24 @@ log=$PWD/fresh-machine-check.log
 command -v debootstrap >/dev/null || { apt-get update -q && apt-get install -y -q debootstrap; }
 
 mounted=()
+# Mount points under the root, deepest first: ours (proc, sys, dev) and what the tests left there (the
+# data-parallel test's `ip netns add` makes the root's run/netns a mount of its own).
+mounts_under_root() { awk -v r="$root/" 'index($2, r) == 1 { print $2 }' /proc/self/mounts | sort -r; }
+# The script's status is the checks', whatever is left to tidy: a check that fails after passing is as
+# bad as one that passes by luck. A root that still holds a mount is never removed (rm -rf would go
+# through it into the machine's own /dev or /sys); it is named instead.
 cleanup() {
+  local status=$?
   for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[$i]}" 2>/dev/null || true; done
-  if [ -z "${KEEP_ROOT:-}" ]; then rm -rf "$root"; fi
+  mounts_under_root | while read -r mp; do umount -l "$mp" 2>/dev/null || true; done
+  if [ -z "${KEEP_ROOT:-}" ]; then
+    if [ -n "$(mounts_under_root)" ]; then
+      echo "fresh-machine-check: $root still holds mounts ($(mounts_under_root | tr '\n' ' ')); left in place" >&2
+    else
+      rm -rf "$root" || echo "fresh-machine-check: could not remove all of $root" >&2
+    fi
+  fi
+  exit "$status"
 }
 trap cleanup EXIT
 

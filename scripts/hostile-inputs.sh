@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The hostile-input probe (issue 33): what a new user, or an attacker with write access to a shared
+# The hostile-input probe (issues 33 and 54): what a new user, or an attacker with write access to a shared
 # directory, hands mantissa, in the seven families of the one-mechanism-each design: files to read, files
 # to write, numbers, settings that contradict each other or do nothing, checkpoints, data-parallel
 # ranks, telemetry. Each case runs the command with a time limit and checks what a careful user expects:
@@ -184,7 +184,10 @@ done <"$work/number-cases"
 # Values finite but meaningless.
 for args in "--lr 0" "--lr -1" "--precision fp16 --min-scale 1e-300" "--precision fp16 --init-scale 1e39" "--weight-decay -0.1" "--loss-weight 0" "--momentum 1" "--clip -1" "--threads 100000" \
             "--batch-size -5" "--hidden -1" "--steps 0" "--precision fp16 --backoff-factor 1" "--precision fp16 --growth-factor 1" \
-            "--precision fp16 --init-scale 1e-300" "--loss-scale static:1e-300" "--loss-scale static:0" "--seed -1"; do
+            "--precision fp16 --init-scale 1e-300" "--loss-scale static:1e-300" "--loss-scale static:0" "--seed -1" \
+            "--lr 1e300" "--lr 11" "--weight-decay 1e300" "--weight-decay 2" "--loss-weight 1e300" "--loss-weight 1e-300" \
+            "--clip 1e300" "--precision fp16 --backoff-factor 1e-300" "--precision fp16 --growth-factor 1e300" \
+            "--checkpoint-minutes 1e300" "--bucket-mb 1e300" "--dist-timeout 1e300"; do
   # shellcheck disable=SC2086
   expect 2 10 "meaningless $args" -- "$m" train --model mlp $args
 done
@@ -193,6 +196,21 @@ for command in "bench --model gpt-small" "bench matmul" "bench mlp" "train --mod
     # shellcheck disable=SC2086
     expect 2 10 "threads $command $t" -- "$m" $command --threads $t
   done
+done
+# Thread counts within the documented bound, where the address space cannot hold their stacks: refused,
+# naming the cap (OpenMP aborted the process before).
+for command in "train --model mlp --steps 1" "bench matmul" "bench mlp"; do
+  # shellcheck disable=SC2086
+  expect 2 20 "threads under ulimit -v $command" -- prlimit --as=8589934592 "$m" $command --threads 4096
+  says "at most"
+done
+# Empty texts where a value is expected: never taken as the default.
+for args in "train --data" "train --loss-scale" "train --precision" "train --model" "train --fp32-layers" "train --metrics" \
+            "compare --precisions" "paper --quick --models" "paper --suite" "bench --model gpt-small --precisions" \
+            "cast --to" "export $work/none.safetensors --to pytorch"; do
+  # shellcheck disable=SC2086
+  expect 2 10 "empty $args" -- "$m" $args ''
+  says "empty"
 done
 for flag in --n-layer --n-head --n-embd --block-size --batch-size --width; do
   for v in 0 -1; do expect 2 10 "bench size $flag $v" -- "$m" bench --model gpt-small "$flag" "$v"; done
@@ -247,6 +265,8 @@ set-meta fp8 delayed
 set-meta loss_scaler 'not json'
 set-meta loss_scaler '$(scaler 1e39 0 10 0 1)'
 set-meta loss_scaler '$(scaler 0 0 10 0 1)'
+set-meta loss_scaler '$(scaler 1e-300 0 10 0 1)'
+set-meta loss_scaler '$(scaler 1e-40 0 10 0 1)'
 set-meta loss_scaler '$(scaler -4 0 10 0 1)'
 set-meta loss_scaler '$(scaler nan 0 10 0 1)'
 set-meta loss_scaler '$(scaler 1 11 10 0 1)'

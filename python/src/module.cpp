@@ -19,7 +19,10 @@ PYBIND11_MODULE(_mantissa, m) {
   m.doc() = "mantissa: mixed-precision training and number formats (the C++ library's Python module)";
   m.attr("__version__") = mantissa::cli::version();
   // Bad data and bad checkpoints are bad values (ValueError), as a missing file is an OSError; a run that
-  // stalled is its own error. std::invalid_argument is ValueError by pybind11's own rule.
+  // stalled is its own error. mantissa's other errors (mantissa/base/errors.h) are mantissa.Error, a
+  // RuntimeError; UsageError is a std::invalid_argument, ValueError by pybind11's own rule. (The base
+  // first: pybind11 tries the translators registered last first.)
+  py::register_exception<mantissa::Error>(m, "Error", PyExc_RuntimeError);
   py::register_exception<mantissa::DataError>(m, "DataError", PyExc_ValueError);
   py::register_exception<mantissa::CheckpointError>(m, "CheckpointError", PyExc_ValueError);
   py::register_exception<mantissa::InputFileError>(m, "InputFileError", PyExc_OSError);

@@ -13,6 +13,13 @@ import pytest
 SOURCE_DIR = Path(os.environ.get("MANTISSA_SOURCE_DIR", Path(__file__).resolve().parents[2]))
 
 
+def seeded_rng():
+    """The tests' random generator: from a fixed seed, so that a commit's tests give the same result on
+    every run; MANTISSA_TEST_SEED=N replays another seed, =random draws a fresh one (as the C++ tests)."""
+    seed = os.environ.get("MANTISSA_TEST_SEED", "")
+    return np.random.default_rng(None if seed == "random" else int(seed) if seed else 20261205)
+
+
 @pytest.fixture(scope="session")
 def cli():
     """The `mantissa` command's path."""

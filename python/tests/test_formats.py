@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import mantissa
-from conftest import SOURCE_DIR, read_safetensors
+from conftest import SOURCE_DIR, read_safetensors, seeded_rng
 
 FORMATS = ["fp32", "fp16", "bf16", "e4m3", "e5m2", "e2m1", "e3m2", "e2m3", "e6m9"]
 
@@ -34,7 +34,7 @@ def cli_cast(cli, values, fmt, *args):
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("rounding", [[], ["--round", "stochastic", "--seed", "7"], ["--round", "zero"], ["--saturate"]])
 def test_encode_gives_the_commands_bits(cli, fmt, rounding):
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     x = fresh_values(rng, 400)
     kwargs = {}
     if "--round" in rounding:
@@ -62,7 +62,7 @@ def test_every_code_decodes_and_encodes_back(fmt):
 
 
 def test_storage_width_and_shape():
-    x = np.random.default_rng().standard_normal((3, 5)).astype(np.float32)
+    x = seeded_rng().standard_normal((3, 5)).astype(np.float32)
     assert mantissa.encode(x, "e4m3").dtype == np.uint8
     assert mantissa.encode(x, "bf16").dtype == np.uint16
     assert mantissa.encode(x, "fp32").dtype == np.uint32
@@ -84,7 +84,7 @@ class DLPackOnly:
 
 
 def test_dlpack_numpy_strided_and_lists_read_the_same_values():
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     x = rng.standard_normal((6, 7)).astype(np.float32)
     want = mantissa.cast(x, "e5m2")
     np.testing.assert_array_equal(mantissa.cast(DLPackOnly(x), "e5m2"), want)
@@ -95,7 +95,7 @@ def test_dlpack_numpy_strided_and_lists_read_the_same_values():
 
 def test_a_torch_tensor_is_read_in_place_bit_for_bit_as_the_command_reads_its_values(cli):
     torch = pytest.importorskip("torch")  # (Debian's python3-torch where CI has it)
-    x = torch.from_numpy(fresh_values(np.random.default_rng(), 200))
+    x = torch.from_numpy(fresh_values(seeded_rng(), 200))
     for fmt in ("bf16", "e4m3", "e2m1"):
         np.testing.assert_array_equal(mantissa.encode(x, fmt).astype(np.uint64), cli_cast(cli, x.numpy(), fmt))
     y = torch.randn(64, 32)
@@ -160,7 +160,7 @@ def test_nvfp4_matches_torchaos_golden_vectors():
 
 
 def test_quantize_values_and_overrides():
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     x = rng.standard_normal((2, 3, 64)).astype(np.float32)
     q = mantissa.quantize(x, "mxfp8")
     assert q.codes.shape == (6, 64) and q.scales.shape == (6, 2)
@@ -189,7 +189,7 @@ def test_quantize_values_and_overrides():
 
 
 def test_fp4_packing_round_trips():
-    codes = np.random.default_rng().integers(0, 16, 101).astype(np.uint8)
+    codes = seeded_rng().integers(0, 16, 101).astype(np.uint8)
     packed = mantissa.pack_fp4(codes)
     assert packed.shape == (51,) and packed[0] == codes[0] | (codes[1] << 4)
     np.testing.assert_array_equal(mantissa.unpack_fp4(packed, 101), codes)

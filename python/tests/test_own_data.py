@@ -8,6 +8,7 @@ import subprocess
 import numpy as np
 
 from test_trainer import separable_images
+from conftest import seeded_rng
 
 
 def write_idx(path, array):
@@ -26,7 +27,7 @@ def said(mean, std, whose="the training set's"):
 
 
 def test_numpy_pairs_in_a_directory_under_both_usual_names(cli, tmp_path):
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     (tx, ty), (vx, vy) = separable_images(rng, 1024), separable_images(rng, 256)
     for names in (["train_images", "train_labels", "test_images", "test_labels"], ["x_train", "y_train", "x_test", "y_test"]):
         d = tmp_path / names[0]
@@ -41,7 +42,7 @@ def test_numpy_pairs_in_a_directory_under_both_usual_names(cli, tmp_path):
 
 
 def test_the_four_files_one_by_one_any_names_and_a_given_normalization(cli, tmp_path):
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     (tx, ty), (vx, vy) = separable_images(rng, 512), separable_images(rng, 128)
     files = [tmp_path / "pixels.bin.gz", tmp_path / "classes.npy", tmp_path / "held_out.npy", tmp_path / "held_out_labels"]
     write_idx(files[0], tx)
@@ -61,7 +62,7 @@ def test_the_four_files_one_by_one_any_names_and_a_given_normalization(cli, tmp_
 
 
 def test_mistakes_get_one_line(cli, tmp_path):
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     x, y = separable_images(rng, 64)
     np.save(tmp_path / "x.npy", x)
     np.save(tmp_path / "y.npy", y)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import mantissa
+from conftest import seeded_rng
 
 
 def test_the_cnn_trains_on_fashion_mnist_in_bf16_for_50_steps():
@@ -54,7 +55,7 @@ def separable_images(rng, n, classes=4, side=12):
 
 
 def test_trains_on_numpy_arrays_normalized_by_their_own_statistics():
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     train_x, train_y = separable_images(rng, 2048)
     test_x, test_y = separable_images(rng, 512)
     trainer = mantissa.Trainer("mlp", train_images=train_x, train_labels=train_y, test_images=test_x,
@@ -67,7 +68,7 @@ def test_trains_on_numpy_arrays_normalized_by_their_own_statistics():
 
 
 def test_image_files_by_path_are_the_commands_flags(tmp_path):
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     (tx, ty), (vx, vy) = separable_images(rng, 256), separable_images(rng, 64)
     paths = [tmp_path / f"{n}.npy" for n in ("a", "b", "c", "d")]
     for path, array in zip(paths, (tx, ty, vx, vy)):
@@ -79,7 +80,7 @@ def test_image_files_by_path_are_the_commands_flags(tmp_path):
 
 
 def test_bad_arrays_get_one_clear_error():
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     x, y = separable_images(rng, 64)
     with pytest.raises(TypeError, match="train_images: uint8 pixels"):
         mantissa.Trainer("mlp", train_images=x.astype(np.float32), train_labels=y, test_images=x, test_labels=y)

@@ -61,10 +61,14 @@ LossScalerOptions LossScalerOptions::deepspeed() {
 }
 
 LossScaler::LossScaler(LossScalerOptions options) : options_(options) {
+  // The ranges the command's flags are checked against too (loss_scale_ranges), so a scaler made in
+  // code refuses what the flags refuse.
+  const auto in_range = [](const ValueRange& range, const char* name, double v) {
+    if (std::string problem = range.problem(name, v); !problem.empty()) throw UsageError("loss scaler: " + problem);
+  };
   if (options_.kind == LossScaling::dynamic) {
-    if (!(options_.growth_factor > 1) || !(options_.backoff_factor > 0 && options_.backoff_factor < 1)) {
-      throw std::invalid_argument("loss scaler: growth factor must exceed 1 and backoff factor lie in (0, 1)");
-    }
+    in_range(loss_scale_ranges::kGrowthFactor, "the growth factor", options_.growth_factor);
+    in_range(loss_scale_ranges::kBackoffFactor, "the backoff factor", options_.backoff_factor);
     if (options_.growth_interval < 1 || options_.hysteresis < 1) {
       throw std::invalid_argument("loss scaler: growth interval and hysteresis must be at least 1");
     }
@@ -72,9 +76,7 @@ LossScaler::LossScaler(LossScalerOptions options) : options_(options) {
       throw std::invalid_argument("loss scaler: need 0 <= min scale <= max scale, min scale finite");
     }
   }
-  if (options_.kind != LossScaling::none && !(options_.init_scale > 0 && std::isfinite(options_.init_scale))) {
-    throw std::invalid_argument("loss scaler: the initial scale must be positive and finite");
-  }
+  if (options_.kind != LossScaling::none) in_range(loss_scale_ranges::kScale, "the initial scale", options_.init_scale);
   state_.scale = options_.kind == LossScaling::none ? 1.0 : options_.init_scale;
   if (options_.kind == LossScaling::dynamic) {
     state_.scale = std::min(std::max(state_.scale, options_.min_scale), options_.max_scale);
@@ -193,8 +195,8 @@ void LossScaler::load_state(const LossScalerState& state) {
     std::snprintf(buf, sizeof buf, "%.9g", v);
     return std::string(buf);
   };
-  if (!(state.scale > 0) || !(state.scale <= std::numeric_limits<float>::max())) {
-    refuse("scale " + number(state.scale) + " is not a positive number f32 holds");
+  if (!loss_scale_ranges::kScale.contains(state.scale)) {  // (1e-300 is 0 in f32; 1e-40 loses bits)
+    refuse("scale " + number(state.scale) + " is not a positive number f32 holds as a normal number");
   }
   if (options_.kind == LossScaling::dynamic && (state.scale < options_.min_scale || state.scale > options_.max_scale)) {
     refuse("scale " + number(state.scale) + " is outside this scaler's bounds [" + number(options_.min_scale) + ", " +

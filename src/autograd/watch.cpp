@@ -61,7 +61,7 @@ std::string NonFiniteReport::str() const {
   return s + "; loss scale " + number(loss_scale);
 }
 
-NonFiniteError::NonFiniteError(NonFiniteReport report) : std::runtime_error(report.str()), report_(std::move(report)) {}
+NonFiniteError::NonFiniteError(NonFiniteReport report) : Error(report.str()), report_(std::move(report)) {}
 
 void set_trace_nonfinite(bool on) { g_trace.store(on, std::memory_order_relaxed); }
 bool trace_nonfinite() { return g_trace.load(std::memory_order_relaxed); }

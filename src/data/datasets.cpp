@@ -146,11 +146,13 @@ std::vector<std::uint8_t> read_bytes(const std::filesystem::path& path, std::uin
 
 }  // namespace
 
-ImageDataset load_mnist_format(const std::filesystem::path& dir, bool train, double mean, double stddev) {
+ImageDataset load_mnist_format(const std::filesystem::path& dir, bool train, double mean, double stddev) try {
   if (!std::filesystem::is_directory(dir)) throw DataError(dir.string() + ": not a directory");
   const std::filesystem::path image_path = find_part(dir, train, "images");
   const std::filesystem::path label_path = find_part(dir, train, "labels");
   return image_dataset(read_array(image_path), read_array(label_path), image_path.string(), label_path.string(), mean, stddev);
+} catch (...) {
+  rethrow_as<DataError>(dir.string());
 }
 
 ImageDataset image_dataset(const IdxArray& images, const IdxArray& labels, const std::string& image_name,
@@ -257,7 +259,7 @@ void BatchOrder::seek(std::int64_t epoch, std::int64_t position) {
   reshuffle();
 }
 
-TextCorpus TextCorpus::load(const std::filesystem::path& path, double validation_fraction) {
+TextCorpus TextCorpus::load(const std::filesystem::path& path, double validation_fraction) try {
   std::vector<std::uint8_t> all;
   if (std::filesystem::is_directory(path)) {
     std::vector<std::filesystem::path> files;
@@ -287,6 +289,8 @@ TextCorpus TextCorpus::load(const std::filesystem::path& path, double validation
     throw DataError(path.string() + ": no such file or directory");
   }
   return split(std::move(all), path.string(), validation_fraction);
+} catch (...) {
+  rethrow_as<DataError>(path.string());
 }
 
 TextCorpus TextCorpus::from_bytes(std::vector<std::uint8_t> bytes, const std::string& where, double validation_fraction) {

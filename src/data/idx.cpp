@@ -91,8 +91,10 @@ class GzFile {
 
 }  // namespace
 
-IdxArray read_idx(const std::filesystem::path& path) {
+IdxArray read_idx(const std::filesystem::path& path) try {
   return detail::read_idx(detail::open_array_file(path, "an IDX file"));
+} catch (...) {
+  rethrow_as<DataError>(path.string());
 }
 
 InputFile detail::open_array_file(const std::filesystem::path& path, std::string_view kind) {

@@ -91,8 +91,10 @@ NpyHeader parse_header(std::string_view h, const std::filesystem::path& path) {
 
 }  // namespace
 
-IdxArray read_npy(const std::filesystem::path& path) {
+IdxArray read_npy(const std::filesystem::path& path) try {
   return detail::read_npy(detail::open_array_file(path, "a NumPy .npy file"));
+} catch (...) {
+  rethrow_as<DataError>(path.string());
 }
 
 IdxArray detail::read_npy(InputFile&& in) {
@@ -149,7 +151,7 @@ IdxArray detail::read_npy(InputFile&& in) {
   return a;
 }
 
-IdxArray read_array(const std::filesystem::path& path) {
+IdxArray read_array(const std::filesystem::path& path) try {
   InputFile in = detail::open_array_file(path, "an array file");
   // Its first bytes, read where they lie (the reader then starts at the beginning): a file too short
   // for them is no .npy file, and read_idx says what it lacks.
@@ -161,6 +163,8 @@ IdxArray read_array(const std::filesystem::path& path) {
   }
   if (std::memcmp(head, kMagic.data(), kMagic.size()) == 0) return detail::read_npy(std::move(in));
   return detail::read_idx(std::move(in));
+} catch (...) {
+  rethrow_as<DataError>(path.string());
 }
 
 }  // namespace mantissa

@@ -102,7 +102,7 @@ void save_checkpoint(const std::filesystem::path& path, const nn::Module& model,
 }
 
 CheckpointState load_checkpoint(const std::filesystem::path& path, nn::Module& model, Optimizer& optimizer,
-                                const std::function<void(const std::map<std::string, std::string>&)>& check) {
+                                const std::function<void(const std::map<std::string, std::string>&)>& check) try {
   const Safetensors f = read_safetensors(path);
   if (check) check(f.metadata);
   const auto fail = [&](const std::string& what) { throw CheckpointError(path.string() + ": " + what); };
@@ -151,6 +151,8 @@ CheckpointState load_checkpoint(const std::filesystem::path& path, nn::Module& m
   }
   state.extra = f.metadata;
   return state;
+} catch (...) {
+  rethrow_as<CheckpointError>(path.string());
 }
 
 }  // namespace mantissa

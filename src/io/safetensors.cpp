@@ -102,7 +102,7 @@ void read_part(InputFile& f, std::uint64_t offset, void* out, std::uint64_t n, c
 
 }  // namespace
 
-Safetensors read_safetensors(const std::filesystem::path& path, bool skip_unsupported_dtypes) {
+Safetensors read_safetensors(const std::filesystem::path& path, bool skip_unsupported_dtypes) try {
   std::optional<InputFile> opened;
   try {
     opened.emplace(path, "a safetensors file", kMaxSafetensorsBytes);
@@ -185,6 +185,8 @@ Safetensors read_safetensors(const std::filesystem::path& path, bool skip_unsupp
   }
   out.tensors = std::move(sorted);
   return out;
+} catch (...) {
+  rethrow_as<CheckpointError>(path.string());
 }
 
 }  // namespace mantissa

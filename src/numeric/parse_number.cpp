@@ -14,6 +14,8 @@
 #include <system_error>
 #include <type_traits>
 
+#include "mantissa/base/errors.h"
+
 namespace mantissa {
 namespace {
 
@@ -156,7 +158,7 @@ T parse_number(std::string_view text, std::string_view what) {
   T out{};
   int error = 0;
   if (convert(text, out, error)) return out;
-  throw std::invalid_argument(std::string(what) + ": " + number_problem<T>(text));
+  throw UsageError(std::string(what) + ": " + number_problem<T>(text));
 }
 
 template <class T>

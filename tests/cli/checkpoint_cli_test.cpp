@@ -9,6 +9,7 @@
 #include <random>
 #include <sstream>
 
+#include "../common/test_seed.h"
 #include "cli_support.h"
 
 namespace {
@@ -44,7 +45,7 @@ std::map<std::int64_t, double> losses(const std::string& metrics) {
 
 TEST(NeverLoseARun, SigintAtARandomStepLeavesACheckpointThatResumesBitIdentically) {
   Scratch s;
-  std::mt19937 pick(std::random_device{}());
+  std::mt19937 pick(static_cast<std::mt19937::result_type>(mantissa::testing::test_seed()));
   const int after = std::uniform_int_distribution<int>(2, 30)(pick);
   SCOPED_TRACE("SIGINT after " + std::to_string(after) + " metrics lines");
   const std::string dir = " --checkpoint-dir " + s.path("ckpt");

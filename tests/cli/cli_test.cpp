@@ -1,6 +1,7 @@
 // The mantissa command as a user runs it: output format, exit statuses, and one-line errors.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/test_seed.h"
 #include "cli_support.h"
 
 namespace {
@@ -406,9 +408,8 @@ TEST(TrainCommand, KilledAtRandomMomentsWhileCheckpointingItResumesBitIdenticall
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(run(flags + s.path("whole")).status, 0);
   const double whole = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const char* replay = std::getenv("MANTISSA_TEST_SEED");
-  const std::uint64_t seed = replay != nullptr ? std::strtoull(replay, nullptr, 10) : std::random_device{}();
-  std::printf("kill timings seed %llu (MANTISSA_TEST_SEED replays it)\n", static_cast<unsigned long long>(seed));
+  const std::uint64_t seed = mantissa::testing::test_seed();
+  std::printf("kill timings seed %llu (MANTISSA_TEST_SEED=N replays one, =random draws one)\n", static_cast<unsigned long long>(seed));
   std::mt19937_64 rng(seed);
   const std::string killed = s.path("killed");
   const auto has_checkpoint = [&] {
@@ -618,6 +619,9 @@ TEST(TrainCommand, OutOfRangeValuesAreOneLineErrorsNeverCrashesOrSilentResults) 
                            "train --lr inf", "train --weight-decay nan", "train --momentum 1",
                            "train --model gpt --eval-batches 0", "train --model gpt --block-size 0",
                            "train --threads -3", "train --precision fp16 --loss-scale static:1e300",
+                           "train --lr 1e300", "train --weight-decay 1e300", "train --loss-weight 1e300",
+                           "train --precision fp16 --backoff-factor 1e-300", "train --data ''", "train --loss-scale ''",
+                           "paper --quick --models ''",
                            "train --model gpt --n-head 3", "train --resume-allow hidden",
                            "bench matmul --m 4611686018427387904"}) {
     const Result r = run(std::string(args) + " --steps 1");
@@ -649,7 +653,7 @@ TEST(NumberFlags, EveryNumericFlagOfEveryCommandIsReadAsADecimal) {
     for (std::string line, flag, type; std::getline(lines_of, line);) {
       if (!numeric_flag(line, flag, type)) continue;
       ++flags;
-      std::vector<std::string> bad = {"0x10", "5abc", "''"};
+      std::vector<std::string> bad = {"0x10", "5abc"};  // (an empty text: Flags.AnEmptyValueIsRefusedByEveryOption)
       bad.push_back(type == "FLOAT" ? "0x1p-3" : "1.5");
       if (type == "UINT") bad.push_back("-1");
       if (type == "FLOAT") bad.push_back("nan");
@@ -667,6 +671,77 @@ TEST(NumberFlags, EveryNumericFlagOfEveryCommandIsReadAsADecimal) {
   const Result ten = run("train --model mlp --steps 010 --eval-every 100 --json");
   ASSERT_EQ(ten.status, 0) << ten.err;
   EXPECT_NE(ten.out.find("\"steps\":10"), std::string::npos) << ten.out;
+}
+
+// The options of `command`'s help that take a value, with its type: "  --steps INT=500  ..." gives
+// ("--steps", "INT"), "  --data TEXT  ..." ("--data", "TEXT"); flags without a value are left out.
+namespace {
+std::vector<std::pair<std::string, std::string>> value_options(const std::string& command) {
+  const Result help = run(command + " --help");
+  EXPECT_EQ(help.status, 0) << command;
+  std::vector<std::pair<std::string, std::string>> out;
+  std::istringstream lines_of(help.out);
+  for (std::string line, flag, value; std::getline(lines_of, line);) {
+    std::istringstream words(line);
+    if (line.rfind("  --", 0) != 0 || !(words >> flag >> value)) continue;
+    const std::string type = value.substr(0, value.find_first_of("=:"));
+    const auto upper = [](char c) { return std::isupper(static_cast<unsigned char>(c)) || c == '_'; };
+    if (!type.empty() && std::all_of(type.begin(), type.end(), upper)) out.emplace_back(flag, type);
+  }
+  return out;
+}
+}  // namespace
+
+// Every real-valued flag of the training commands has a declared range (mantissa/train/setting_ranges.h,
+// tools/mantissa/training.cpp's real_settings): a finite value that cannot train, 1e300, is refused in one
+// line naming the flag. A FLOAT flag added without a range fails here.
+TEST(Flags, EveryRealFlagOfTheTrainingCommandsHasARange) {
+  int reals = 0;
+  for (const std::string command : {"train", "compare"}) {
+    for (const auto& [flag, type] : value_options(command)) {
+      if (type != "FLOAT") continue;
+      ++reals;
+      const Result r = run(command + " --model mlp --steps 1 " + flag + " 1e300");
+      EXPECT_EQ(r.status, 2) << command << " " << flag << ": " << r.err;
+      EXPECT_EQ(lines(r.err), 1) << command << " " << flag << ": " << r.err;
+      EXPECT_NE(r.err.find(flag), std::string::npos) << command << " " << flag << ": " << r.err;
+    }
+  }
+  EXPECT_GT(reals, 20);  // the help's format changed if none were found
+}
+
+// An empty text where a value is expected is refused, by every option of every command (the routing in
+// number_flags.cpp), never taken as the default: `--data ''` trained on Fashion-MNIST, `paper --models ''`
+// ran the whole suite.
+TEST(Flags, AnEmptyValueIsRefusedByEveryOption) {
+  int options = 0;
+  for (const std::string command : {"train", "compare", "paper", "inspect x.jsonl", "cast --to bf16", "formats", "info",
+                                    "bench", "bench matmul", "bench mlp", "export x.safetensors --to pytorch y.safetensors"}) {
+    for (const auto& [flag, type] : value_options(command)) {
+      ++options;
+      const Result r = run(command + " " + flag + " ''");
+      EXPECT_EQ(r.status, 2) << command << " " << flag << ": " << r.err;
+      EXPECT_EQ(lines(r.err), 1) << command << " " << flag << ": " << r.err;
+      EXPECT_NE(r.err.find("empty"), std::string::npos) << command << " " << flag << ": " << r.err;
+    }
+  }
+  EXPECT_GT(options, 150);
+}
+
+// A thread count inside the documented bound that the address space cannot hold stacks for is refused,
+// naming the cap (OpenMP aborted the process: "Thread creation failed").
+TEST(Flags, ThreadCountsAreCappedByWhatTheProcessCanStart) {
+  Scratch s;
+  for (const std::string command : {"train --model mlp --steps 1", "bench matmul", "bench mlp"}) {
+    const std::string cmd = "prlimit --as=8589934592 " + std::string(MANTISSA_CLI) + " " + command +
+                            " --threads 4096 >/dev/null 2>" + s.path("err");
+    const int raw = std::system(cmd.c_str());
+    const std::string err = slurp(s.path("err"));
+    EXPECT_EQ(WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, 2) << command << ": " << err;
+    EXPECT_EQ(lines(err), 1) << command << ": " << err;
+    EXPECT_NE(err.find("at most"), std::string::npos) << command << ": " << err;
+    EXPECT_NE(err.find("address space limit"), std::string::npos) << command << ": " << err;
+  }
 }
 
 TEST(Output, AFailedWriteToStandardOutputIsAnError) {

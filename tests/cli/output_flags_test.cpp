@@ -82,7 +82,7 @@ TEST(OutputFlags, EveryOutputFlagIsCheckedAtStartAndNeverWrittenThroughALink) {
                               : f.command == "paper"  ? "--models nosuch"
                                                       : "--model nosuch";
     const std::string base = f.command + " " + guard + " " + f.flag + " ";
-    expect_refused(base + "''", {f.flag, "an empty path"});
+    expect_refused(base + "''", {f.flag, "an empty value"});  // (route_number_flags refuses any empty value)
     expect_refused(base + victim + "/sub/out", {f.flag, f.kind == "OUT_DIR" ? "cannot make the directory" : "is not a directory"});
     if (f.kind != "OUT_PREFIX") expect_refused(base + fifo, {f.flag, f.kind == "OUT_DIR" ? "not a directory (a FIFO)" : "(a FIFO)"});
     if (f.kind == "OUT_FILE" || f.kind == "APPEND_FILE") {

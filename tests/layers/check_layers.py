@@ -13,7 +13,7 @@ import re
 import sys
 
 # Lowest first.
-ORDER = ["numeric", "core", "backend", "autograd", "ops", "optim", "amp", "nn", "data", "io", "dist", "train"]
+ORDER = ["base", "numeric", "core", "backend", "autograd", "ops", "optim", "amp", "nn", "data", "io", "dist", "train"]
 
 KNOWN: set = set()
 

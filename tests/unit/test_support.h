@@ -1,5 +1,6 @@
-// Shared by the number-format tests: the formats every test runs over, a fresh random seed per run
-// (printed, and fixed by MANTISSA_TEST_SEED to replay a failure), and fp32 sample generators.
+// Shared by the number-format tests: the formats every test runs over, the seed of their random inputs
+// (fixed; MANTISSA_TEST_SEED replays another or draws a fresh one: ../common/test_seed.h), and fp32
+// sample generators.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 
 #include "mantissa/numeric/format.h"
 #include "reference_format.h"
+#include "../common/test_seed.h"
 
 namespace mantissa {
 // Test names and messages show a format by its name.
@@ -45,18 +47,9 @@ inline std::string format_label(const ::testing::TestParamInfo<Format>& info) {
   return name;
 }
 
-inline std::uint64_t test_seed() {
-  static const std::uint64_t seed = [] {
-    if (const char* s = std::getenv("MANTISSA_TEST_SEED")) return std::uint64_t{std::strtoull(s, nullptr, 10)};
-    std::random_device device;
-    return (std::uint64_t{device()} << 32) | std::uint64_t{device()};
-  }();
-  return seed;
-}
-
 #define MANTISSA_TRACE_SEED() \
   SCOPED_TRACE("random seed " + std::to_string(::mantissa::testing::test_seed()) + \
-               " (set MANTISSA_TEST_SEED to replay)")
+               " (MANTISSA_TEST_SEED=N replays a seed, =random draws one)")
 
 // n fp32 values: a third any bit pattern (NaNs, infinities, subnormals included), the rest
 // log-uniform across the format's range and a little past it, with random signs.

@@ -58,7 +58,7 @@ int run_compare(const CompareArgs& a) {
     names.push_back(p);
   }
   if (names.empty()) throw std::invalid_argument("--precisions: no precision given");
-  std::vector<PrecisionRun> runs;
+  std::vector<TrainConfig> configs;
   for (const std::string& name : names) {
     TrainConfig c = base;
     set_precision(c, name);
@@ -66,6 +66,13 @@ int run_compare(const CompareArgs& a) {
     if (c.precision.compute == DType::f32) c.precision.mode = train::PrecisionMode::autocast;
     // Each precision's checkpoints in a directory of its own (DIR/fp32, DIR/bf16, ...).
     if (!c.checkpoint_dir.empty()) c.checkpoint_dir = (std::filesystem::path(base.checkpoint_dir) / name).string();
+    check_config(c);  // every run's settings, before the first one starts
+    configs.push_back(std::move(c));
+  }
+  std::vector<PrecisionRun> runs;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::string& name = names[i];
+    const TrainConfig& c = configs[i];
     progress("== %s\n", name.c_str());
     TrainCallbacks cb;
     const std::int64_t every = std::max<std::int64_t>(1, c.steps / 5);

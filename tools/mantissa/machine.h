@@ -12,6 +12,15 @@ std::string cpu_name();
 std::string utc_now(const char* format = "%Y-%m-%dT%H:%M:%SZ");
 // Seconds since the Unix epoch, to the microsecond (a metrics record's wall_time).
 double unix_time();
+// The most threads --threads may ask for here, and why (empty when it is the fixed bound, 4096): a
+// process whose address space is limited (ulimit -v) cannot map a stack for each of thousands of
+// threads, and OpenMP aborts the process when one fails; so the cap leaves half of what the limit
+// leaves free to the stacks (the default thread stack size, OMP_STACKSIZE aside).
+struct ThreadCap {
+  int threads;
+  std::string why;  // "the address space limit (8 GiB) holds 512 stacks of 8 MiB"
+};
+ThreadCap thread_cap();
 // "0.1.0", from the project's version.
 const char* version();
 

@@ -1,9 +1,10 @@
-// route_number_flags (number_flags.h): a CLI11 transform on every numeric option.
+// route_number_flags (number_flags.h): CLI11 transforms on every option that takes a value.
 #include "number_flags.h"
 
 #include <charconv>
 #include <string>
 
+#include "machine.h"
 #include "mantissa/numeric/parse_number.h"
 
 namespace mantissa::cli {
@@ -48,14 +49,29 @@ std::string canonical(Kind kind, std::string& text) {
 
 }  // namespace
 
+std::string thread_count_problem(long long threads) {
+  if (threads < 0) return "must be 0 (all of this machine's cores) or more, got " + std::to_string(threads);
+  const ThreadCap cap = thread_cap();
+  if (threads <= cap.threads) return {};
+  return std::to_string(threads) + " threads are more than this process can start: at most " + std::to_string(cap.threads) +
+         (cap.why.empty() ? "" : " (" + cap.why + ")");
+}
+
 void route_number_flags(CLI::App& app) {
   for (CLI::Option* opt : app.get_options()) {
-    const Kind kind = kind_of(*opt);
-    if (kind == Kind::none || opt->get_expected_max() == 0) continue;  // text, or a flag without a value
-    // No description: the help keeps its type names (INT, FLOAT).
-    opt->transform(CLI::Validator([kind](std::string& text) { return canonical(kind, text); }, "", "decimal number"));
+    if (opt->get_expected_max() == 0) continue;  // a flag without a value
+    // (A transform goes in front of what the option has; so the last one added runs first.)
+    if (const Kind kind = kind_of(*opt); kind != Kind::none) {
+      // No description: the help keeps its type names (INT, FLOAT).
+      opt->transform(CLI::Validator([kind](std::string& text) { return canonical(kind, text); }, "", "decimal number"));
+    }
+    opt->transform(CLI::Validator(
+        [](std::string& text) { return text.empty() ? std::string("an empty value (give one, or leave the option out)") : ""; },
+        "", "non-empty"));
     // Every thread count has one bound, whichever command asks (a huge one ran OpenMP out of stacks).
-    if (opt->get_name() == "--threads") opt->check(CLI::Range(0, kMaxThreads));
+    if (opt->get_name() == "--threads") {
+      opt->check(CLI::Validator([](std::string& text) { return thread_count_problem(parse_number<long long>(text, "--threads")); }, "", "thread count"));
+    }
   }
   for (CLI::App* sub : app.get_subcommands({})) route_number_flags(*sub);
 }

@@ -13,8 +13,11 @@ namespace mantissa::cli {
 // (FLOAT): the text is checked by parse_number (decimal, no trailing text, within 64 bits or f64's
 // finite range) and handed on in canonical decimal, which CLI11 then converts into the flag's own type
 // (its range errors remain, with the flag's name).
-// Every --threads is also bounded: 0 (all of this machine's) to kMaxThreads.
+// Every --threads is also bounded: 0 (all of this machine's) to what this process can start
+// (thread_cap(), machine.h). And every option that takes a value refuses an empty one ("--data ''"
+// would otherwise mean the default, silently).
 void route_number_flags(CLI::App& app);
-inline constexpr int kMaxThreads = 4096;
+// --threads N checked against thread_cap(): empty where N can run, else the refusal naming the cap.
+std::string thread_count_problem(long long threads);
 
 }  // namespace mantissa::cli

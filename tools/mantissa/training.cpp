@@ -33,6 +33,7 @@
 #include "mantissa/io/weights.h"
 #include "mantissa/numeric/parse_number.h"
 #include "mantissa/train/builders.h"
+#include "mantissa/train/setting_ranges.h"
 
 namespace mantissa::cli {
 namespace {
@@ -67,10 +68,33 @@ train::OptimizerConfig optimizer_config(const TrainConfig& c) {
   return o;
 }
 
+}  // namespace
+
+// The real-valued flags and their ranges (mantissa/train/setting_ranges.h): one declaration each.
+const std::vector<RealSetting>& real_settings() {
+  namespace r = train::ranges;
+  namespace s = loss_scale_ranges;
+  static const std::vector<RealSetting> settings = {
+      {"--lr", &TrainConfig::lr, r::kLearningRate},
+      {"--weight-decay", &TrainConfig::weight_decay, r::kWeightDecay},
+      {"--momentum", &TrainConfig::momentum, r::kMomentum},
+      {"--clip", &TrainConfig::clip, r::kClip},
+      {"--loss-weight", &TrainConfig::loss_weight, r::kLossWeight},
+      {"--init-scale", &TrainConfig::init_scale, s::kScale},
+      {"--growth-factor", &TrainConfig::growth_factor, s::kGrowthFactor},
+      {"--backoff-factor", &TrainConfig::backoff_factor, s::kBackoffFactor},
+      {"--min-scale", &TrainConfig::min_scale, s::kMinScale},
+      {"--checkpoint-minutes", &TrainConfig::checkpoint_minutes, r::kCheckpointMinutes},
+      {"--bucket-mb", &TrainConfig::bucket_mb, r::kBucketMiB},
+      {"--dist-timeout", &TrainConfig::dist_timeout, r::kDistTimeout},
+  };
+  return settings;
+}
+
 // Every setting in its range, so that no value is silently wrong or crashes the run later: counts within
 // bounds that cannot overflow (a value past the type's range saturates when parsed, so the bounds also
-// catch those), finite real numbers.
-void check(const TrainConfig& c) {
+// catch those), real numbers within what each means.
+void check_config(const TrainConfig& c) {
   const auto in_range = [](std::int64_t v, std::int64_t lo, std::int64_t hi, const char* flag) {
     if (v < lo || v > hi) {
       throw std::invalid_argument(std::string(flag) + " must be in " + std::to_string(lo) + ".." + std::to_string(hi) +
@@ -87,7 +111,7 @@ void check(const TrainConfig& c) {
   in_range(c.eval_batches, 1, kMaxSize, "--eval-batches");
   in_range(c.checkpoint_every, 0, kMaxSteps, "--checkpoint-every");
   in_range(c.keep, 1, 1 << 20, "--keep");
-  in_range(c.threads, 0, kMaxThreads, "--threads");
+  if (std::string problem = thread_count_problem(c.threads); !problem.empty()) throw UsageError("--threads: " + problem);
   // An image set file by file: all four, for an image model, instead of --data.
   const std::vector<std::pair<const char*, const std::string*>> files = {
       {"--train-images", &c.train_images}, {"--train-labels", &c.train_labels}, {"--test-images", &c.test_images}, {"--test-labels", &c.test_labels}};
@@ -120,24 +144,9 @@ void check(const TrainConfig& c) {
   in_range(c.skip_patience, 1, 1 << 20, "--skip-patience");
   in_range(c.update_stats_every, 0, kMaxSteps, "--update-stats-every");
   if (c.telemetry) in_range(c.telemetry->every, 1, kMaxSteps, "--telemetry-every");
-  const auto real = [](double v, bool ok, const char* flag, const char* what) {
-    if (!std::isfinite(v) || !ok) throw std::invalid_argument(std::string(flag) + " must be " + what + ", got " + exact_number(v));
-  };
-  real(c.lr, c.lr > 0, "--lr", "a finite positive number");
-  real(c.checkpoint_minutes, c.checkpoint_minutes >= 0 && c.checkpoint_minutes <= 1e6, "--checkpoint-minutes",
-       "at least 0 (0: by steps only) and at most 1e6");
-  real(c.weight_decay, c.weight_decay >= 0, "--weight-decay", "finite and at least 0");
-  real(c.momentum, c.momentum >= 0 && c.momentum < 1, "--momentum", "in [0, 1)");
-  real(c.clip, c.clip >= 0, "--clip", "finite and at least 0 (0: no clipping)");
-  real(c.loss_weight, c.loss_weight > 0, "--loss-weight", "a finite positive number");
-  // Loss scales multiply f32 losses: a scale f32 holds as a normal number (1e-300 would be 0).
-  constexpr double kSmallest = std::numeric_limits<float>::min(), kLargest = std::numeric_limits<float>::max();
-  real(c.init_scale, c.init_scale >= kSmallest && c.init_scale <= kLargest, "--init-scale",
-       "a positive normal f32 number (1.17549435e-38 .. 3.40282347e+38)");
-  real(c.growth_factor, c.growth_factor > 1, "--growth-factor", "above 1");
-  real(c.backoff_factor, c.backoff_factor > 0 && c.backoff_factor < 1, "--backoff-factor", "in (0, 1)");
-  real(c.min_scale, c.min_scale == 0 || (c.min_scale >= kSmallest && c.min_scale <= kLargest), "--min-scale",
-       "0 (no floor) or a positive normal f32 number (1.17549435e-38 .. 3.40282347e+38)");
+  for (const RealSetting& r : real_settings()) {
+    if (std::string problem = r.range.problem(r.flag, c.*r.value); !problem.empty()) throw UsageError(problem);
+  }
   if (c.model != "mlp" && c.model != "cnn" && c.model != "gpt" && c.model != "segment" && c.model != "lstm") {
     throw std::invalid_argument("--model: '" + c.model + "' is not mlp, cnn, segment, gpt or lstm");
   }
@@ -148,8 +157,6 @@ void check(const TrainConfig& c) {
   }
   in_range(c.checksum_every, 0, kMaxSteps, "--checksum-every");
   in_range(c.inject_rank, -1, 1 << 20, "--inject-rank");
-  real(c.bucket_mb, c.bucket_mb > 0 && c.bucket_mb <= 1 << 20, "--bucket-mb", "positive (MiB)");
-  real(c.dist_timeout, c.dist_timeout >= 0, "--dist-timeout", "finite and at least 0 (0: wait forever)");
   if (!c.master_weights && !c.precision.low_precision_model()) {
     throw std::invalid_argument("--master-weights off updates bf16/fp16 parameters in place: give --mode "
                                 "low-precision-model with it (in autocast mode the f32 parameters are the master weights)");
@@ -177,6 +184,8 @@ void check(const TrainConfig& c) {
   scaler_options(c);  // --loss-scale's own checks
   optimizer_config(c);
 }
+
+namespace {
 
 // --precision-plan FILE: the plan, which must be in the run's 16-bit format (which it sets when
 // --precision was left at fp32).
@@ -447,7 +456,7 @@ PreparedRun prepare_run(const TrainConfig& config, std::optional<train::Dataset>
   TrainConfig& c = r.config;
   std::optional<train::PrecisionPlan> plan;
   if (!c.precision_plan.empty() && !c.adaptive) plan = read_plan(c.precision_plan, c.precision.compute);
-  check(c);
+  check_config(c);
   const std::shared_ptr<dist::ProcessGroup> group = process_group();
   if (group->size() > 1) {
     if (c.batch_size % group->size() != 0) {

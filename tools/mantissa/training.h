@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "mantissa/core/dtype.h"
+#include "mantissa/base/value_range.h"
 #include "mantissa/dist/process_group.h"
 #include "mantissa/train/builders.h"
 #include "mantissa/train/trainer.h"
@@ -95,6 +96,19 @@ using train::TrainResult;
 void set_precision(TrainConfig& c, const std::string& name);
 // The name set_precision() took: "fp32", "bf16", "fp16", "fp8" or "adaptive".
 std::string precision_label(const TrainConfig& c);
+
+// Every setting of c in its range and consistent with the rest (a run's first check; compare checks
+// each precision's before the first runs): throws UsageError or std::invalid_argument naming the flag.
+void check_config(const TrainConfig& c);
+
+// A real-valued flag, the field it sets and its range (mantissa/train/setting_ranges.h); a run's check
+// refuses a value outside, in one line naming the flag and the range.
+struct RealSetting {
+  const char* flag;
+  double TrainConfig::*value;
+  ValueRange range;
+};
+const std::vector<RealSetting>& real_settings();
 
 // The images' normalization --normalize says: (mean, std), both kOwnStatistics for "auto"; throws
 // std::invalid_argument for anything but auto or two numbers MEAN,STD with STD > 0.

@@ -21,6 +21,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "mantissa/base/errors.h"
+#include "mantissa/base/value_range.h"
 #include "mantissa/core/batched_reads.h"
 #include "mantissa/core/tensor.h"
 
@@ -31,6 +33,21 @@ enum class LossScaling : std::uint8_t {
   fixed,    // a constant scale (Apex's static scaling)
   dynamic,  // grows after good runs, backs off on overflow
 };
+
+// The allowed values of the scaler's settings and of a resumed scale, by what they mean: one declaration
+// each, which LossScaler, the checkpoint reader and the command's flags (--init-scale, --min-scale,
+// --growth-factor, --backoff-factor; mantissa/train/setting_ranges.h) all check against.
+namespace loss_scale_ranges {
+inline constexpr double kF32Min = std::numeric_limits<float>::min(), kF32Max = std::numeric_limits<float>::max();
+// Scales multiply f32 losses and divide f32 gradients: a normal f32 (1e-300 would be 0).
+inline constexpr ValueRange kScale{kF32Min, kF32Max, false, false, false,
+                                   "a positive normal f32 number (1.17549435e-38 .. 3.40282347e+38)"};
+inline constexpr ValueRange kMinScale{kF32Min, kF32Max, false, false, true,
+                                      "0 (no floor) or a positive normal f32 number (1.17549435e-38 .. 3.40282347e+38)"};
+inline constexpr ValueRange kGrowthFactor{1, 0x1p16, true, false, false, "above 1 and at most 65536"};
+// Below 2^-24 one backoff takes fp16's largest scale under its smallest gradient.
+inline constexpr ValueRange kBackoffFactor{0x1p-24, 1, false, true, false, "in [2^-24, 1)"};
+}  // namespace loss_scale_ranges
 
 struct LossScalerOptions {
   LossScaling kind = LossScaling::dynamic;
@@ -83,9 +100,9 @@ struct LossScalerState {
   friend bool operator==(const LossScalerState&, const LossScalerState&) = default;
 };
 
-class LossScaleCollapse : public std::runtime_error {
+class LossScaleCollapse : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  using Error::Error;
 };
 
 class LossScaler {

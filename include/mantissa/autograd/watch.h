@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "mantissa/base/errors.h"
 #include "mantissa/core/tensor.h"
 
 namespace mantissa {
@@ -96,7 +97,7 @@ struct NonFiniteReport {
   std::string str() const;
 };
 
-class NonFiniteError : public std::runtime_error {
+class NonFiniteError : public Error {
  public:
   explicit NonFiniteError(NonFiniteReport report);
   const NonFiniteReport& report() const { return report_; }

@@ -13,12 +13,14 @@
 #include <string_view>
 #include <vector>
 
+#include "mantissa/base/errors.h"
+
 namespace mantissa {
 
 // A refusal: "<path>: not a regular file (a FIFO)", "<path>: 3 GiB, more than a text corpus may be (1 GiB)".
-class InputFileError : public std::runtime_error {
+class InputFileError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  using Error::Error;
 };
 
 class InputFile {

@@ -15,18 +15,20 @@
 #include <string>
 #include <string_view>
 
+#include "mantissa/base/errors.h"
+
 namespace mantissa {
 
 // A path that cannot be written (empty, a link or a special file where a file should be, a directory
 // that does not exist or takes no new file): the caller named a bad output. "<what> <path>: <why>".
-class OutputPathError : public std::invalid_argument {
+class OutputPathError : public UsageError {
  public:
-  using std::invalid_argument::invalid_argument;
+  using UsageError::UsageError;
 };
 // A write that failed on its way (a full disk, an I/O error); the target is left as it was.
-class OutputWriteError : public std::runtime_error {
+class OutputWriteError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  using Error::Error;
 };
 
 // `what` names the output in errors (a flag, "the checkpoint directory").

@@ -11,14 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "mantissa/base/errors.h"
 #include "mantissa/core/tensor.h"
 
 namespace mantissa {
 
 // A data file that is missing, unreadable or malformed: "PATH: what is wrong".
-class DataError : public std::runtime_error {
+class DataError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  using Error::Error;
 };
 
 // An IDX array of unsigned bytes (type 0x08), the type MNIST and Fashion-MNIST use.

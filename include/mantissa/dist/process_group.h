@@ -20,14 +20,16 @@
 #include <stdexcept>
 #include <string>
 
+#include "mantissa/base/errors.h"
+
 namespace mantissa::dist {
 
 enum class ReduceOp { sum, max, min };
 
 // A collective failed or timed out.
-class DistributedError : public std::runtime_error {
+class DistributedError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  using Error::Error;
 };
 
 class ProcessGroup {

@@ -15,13 +15,14 @@
 #include <utility>
 #include <vector>
 
+#include "mantissa/base/errors.h"
 #include "mantissa/core/tensor.h"
 
 namespace mantissa {
 
-class CheckpointError : public std::runtime_error {
+class CheckpointError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  using Error::Error;
 };
 
 struct Safetensors {

@@ -7,8 +7,9 @@
 // - reals are [sign] digits [. digits] [e [sign] digits] and finite ("inf" and "nan" are errors);
 // - the value must fit the type it is parsed into: an int64 past 2^63, or an f32 of 1e-300 (which would
 //   be 0) or 1e39 (which would be inf), is an error saying the range.
-// Errors are std::invalid_argument: "<what>: '<text>' is not a decimal number" (or "... is out of range
-// for <type> (<min> to <max>)").
+// Errors are UsageError (mantissa/base/errors.h, a std::invalid_argument): "<what>: '<text>' is not a
+// decimal number" (or "... is out of range for <type> (<min> to <max>)"). A reader that parses a number
+// out of a file turns that into its own kind, naming the file (errors_as).
 #pragma once
 
 #include <cstdint>

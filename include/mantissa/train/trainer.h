@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "mantissa/amp/loss_scaler.h"
+#include "mantissa/base/errors.h"
 #include "mantissa/dist/grad_reducer.h"
 #include "mantissa/dist/process_group.h"
 #include "mantissa/optim/optimizer.h"
@@ -118,9 +119,9 @@ struct TrainerOptions {
 };
 
 // Thrown by a step when stop_on_stall is set and the run has stalled; what() is the explanation.
-class TrainingStalled : public std::runtime_error {
+class TrainingStalled : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  using Error::Error;
 };
 
 struct StepRecord {
