@@ -26,13 +26,13 @@ inline void require(bool ok, const char* what) {
   }
 }
 
-// A directory of this process's own under the system's temporary directory, removed at exit. Its name
-// has the same length whatever the process id (zero-padded): the paths in the readers' error messages
-// then take the same code paths on every run, which the fuzz check's fixed seed relies on.
+// A directory of this process's own under the system's temporary directory, removed at exit; or the one
+// MANTISSA_FUZZ_SCRATCH names. The fuzz check (scripts/fuzz.sh BUILD check) names one that is the same on
+// every run: the readers' error messages hold the path, libFuzzer learns the bytes they compare with,
+// and a path that held the process id made two runs from one seed mutate differently.
 inline std::filesystem::path scratch_path() {
-  char name[40];
-  std::snprintf(name, sizeof name, "mantissa-fuzz-%010ld", static_cast<long>(::getpid()));
-  return std::filesystem::temp_directory_path() / name;
+  if (const char* fixed = std::getenv("MANTISSA_FUZZ_SCRATCH"); fixed != nullptr && *fixed != '\0') return fixed;
+  return std::filesystem::temp_directory_path() / ("mantissa-fuzz-" + std::to_string(::getpid()));
 }
 inline const std::filesystem::path& scratch_dir() {
   static const std::filesystem::path dir = [] {

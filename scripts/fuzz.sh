@@ -23,10 +23,24 @@ targets=("$@")
 declare -A check_runs=([idx]=6000 [safetensors]=25000 [cast]=150000 [text]=25000)
 readonly check_seed=20261205
 
+# The check runs the same inputs on every run and every machine: libFuzzer's mutations follow the seed,
+# and also what the target did with the inputs before (the bytes it compared, which go into its
+# dictionary, and the coverage). So everything the target sees is made the same: one thread (OpenMP's
+# threads would add coverage in a varying order), no address randomization (kernels take aligned or
+# unaligned paths by address), no reloading of the corpus on a timer, and a scratch directory with one
+# path (the readers' messages quote it). One check at a time on a machine: the lock.
+steady=()
 if [ "$mode" = check ]; then
-  export TMPDIR=/tmp  # the scratch paths, and so the error texts, have one length on every machine
   # The timeout only has to catch a runaway: a slow machine must not turn a slow input into a finding.
-  limits=(-seed=$check_seed -timeout=120)
+  limits=(-seed=$check_seed -timeout=120 -reload=0)
+  export OMP_NUM_THREADS=1
+  if setarch "$(uname -m)" -R true 2>/dev/null; then
+    steady=(setarch "$(uname -m)" -R)
+  else
+    echo "fuzz: setarch -R is refused here, so addresses are random and runs may differ" >&2
+  fi
+  exec 9>/tmp/mantissa-fuzz-check.lock
+  flock 9
 elif [[ "$mode" =~ ^[0-9]+$ ]] && [ "$mode" -gt 0 ]; then
   limits=(-seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ') -max_total_time="$mode" -timeout=10)
 else
@@ -47,7 +61,11 @@ for name in "${targets[@]}"; do
   [ "$mode" = check ] && run+=(-runs="${check_runs[$name]}")
   mkdir -p "$scratch/$name"
   log="$build/findings/$name.log"
-  if "$build/bin/fuzz_$name" "$scratch/$name" "fuzz/corpus/$name" "${run[@]}" \
+  if [ "$mode" = check ]; then
+    export MANTISSA_FUZZ_SCRATCH=/tmp/mantissa-fuzz-check/$name
+    rm -rf "$MANTISSA_FUZZ_SCRATCH"
+  fi
+  if "${steady[@]}" "$build/bin/fuzz_$name" "$scratch/$name" "fuzz/corpus/$name" "${run[@]}" \
       -rss_limit_mb=2048 -malloc_limit_mb=512 -print_final_stats=1 \
       -artifact_prefix="$build/findings/$name-" >"$log" 2>&1; then
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")

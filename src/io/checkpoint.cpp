@@ -101,10 +101,10 @@ void save_checkpoint(const std::filesystem::path& path, const nn::Module& model,
   write_safetensors(path, tensors, meta);
 }
 
-CheckpointState load_checkpoint(const std::filesystem::path& path, nn::Module& model, Optimizer& optimizer,
-                                const std::function<void(const std::map<std::string, std::string>&)>& check) try {
-  const Safetensors f = read_safetensors(path);
-  if (check) check(f.metadata);
+namespace {
+
+// The checkpoint's tensors into the model and the optimizer, and its state back, checked.
+CheckpointState restore(const std::filesystem::path& path, const Safetensors& f, nn::Module& model, Optimizer& optimizer) try {
   const auto fail = [&](const std::string& what) { throw CheckpointError(path.string() + ": " + what); };
   const auto load_into = [&](const std::string& key, const Tensor& target) {
     const Tensor* t = f.find(key);
@@ -153,6 +153,15 @@ CheckpointState load_checkpoint(const std::filesystem::path& path, nn::Module& m
   return state;
 } catch (...) {
   rethrow_as<CheckpointError>(path.string());
+}
+
+}  // namespace
+
+CheckpointState load_checkpoint(const std::filesystem::path& path, nn::Module& model, Optimizer& optimizer,
+                                const std::function<void(const std::map<std::string, std::string>&)>& check) {
+  const Safetensors f = read_safetensors(path);
+  if (check) check(f.metadata);  // the caller's agreement check: what it throws is its own
+  return restore(path, f, model, optimizer);
 }
 
 }  // namespace mantissa

@@ -50,7 +50,7 @@ std::vector<std::pair<std::string, Tensor>> model_weights(const nn::Module& mode
   return out;
 }
 
-void load_weights(nn::Module& model, const std::filesystem::path& path) {
+void load_weights(nn::Module& model, const std::filesystem::path& path) try {
   const Safetensors f = read_safetensors(path, /*skip_unsupported_dtypes=*/true);
   for (const auto& [name, dtype] : f.skipped) {
     if (!ends_with(name, "num_batches_tracked")) {
@@ -58,6 +58,8 @@ void load_weights(nn::Module& model, const std::filesystem::path& path) {
     }
   }
   load_weights(model, f.tensors, path.string());
+} catch (...) {
+  rethrow_as<CheckpointError>(path.string());
 }
 
 void load_weights(nn::Module& model, const std::vector<std::pair<std::string, Tensor>>& weights, const std::string& where) {
