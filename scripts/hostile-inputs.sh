@@ -187,7 +187,8 @@ for args in "--lr 0" "--lr -1" "--precision fp16 --min-scale 1e-300" "--precisio
             "--precision fp16 --init-scale 1e-300" "--loss-scale static:1e-300" "--loss-scale static:0" "--seed -1" \
             "--lr 1e300" "--lr 11" "--weight-decay 1e300" "--weight-decay 2" "--loss-weight 1e300" "--loss-weight 1e-300" \
             "--clip 1e300" "--precision fp16 --backoff-factor 1e-300" "--precision fp16 --growth-factor 1e300" \
-            "--checkpoint-minutes 1e300" "--bucket-mb 1e300" "--dist-timeout 1e300"; do
+            "--checkpoint-minutes 1e300" "--bucket-mb 1e300" "--dist-timeout 1e300" "--normalize 0.5,1e-300" \
+            "--normalize 1e300,0.5"; do
   # shellcheck disable=SC2086
   expect 2 10 "meaningless $args" -- "$m" train --model mlp $args
 done

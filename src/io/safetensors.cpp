@@ -12,6 +12,7 @@
 
 #include "mantissa/core/input_file.h"
 #include "mantissa/core/output_file.h"
+#include "mantissa/io/json_number.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/ops/ops.h"
 
@@ -150,8 +151,15 @@ Safetensors read_safetensors(const std::filesystem::path& path, bool skip_unsupp
     }
     try {
       const DType t = dtype_of(path, entry["dtype"].get<std::string>());
-      const Shape shape = entry["shape"].get<Shape>();
-      const auto offsets = entry["data_offsets"].get<std::vector<std::uint64_t>>();
+      const auto numbers = [&]<class T>(const char* key, T) {
+        const nlohmann::json& list = entry[key];
+        if (!list.is_array()) fail(path, "tensor '" + name + "': " + key + " is not a list");
+        std::vector<T> values;
+        for (const nlohmann::json& v : list) values.push_back(json_value<T>(v, "tensor '" + name + "': " + key));
+        return values;
+      };
+      const Shape shape = numbers("shape", std::int64_t{});
+      const std::vector<std::uint64_t> offsets = numbers("data_offsets", std::uint64_t{});
       // The element count, bounded by the file's data as it is multiplied out (a shape whose count would
       // wrap, such as 2^62 + 1 elements, is refused before anything is allocated).
       std::uint64_t count = 1;

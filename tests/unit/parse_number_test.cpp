@@ -104,13 +104,14 @@ TEST(ParseNumber, NoOtherParserOfNumbersInTheSources) {
       true, {"src/numeric/parse_number.cpp"});
   EXPECT_GT(scan.files, 100);
   for (const std::string& m : scan.matches) ADD_FAILURE() << m << " (parse through parse_number)";
-  // Numbers in JSON documents read back: through json_number, never nlohmann's get<T>() of a number.
+  // Numbers in JSON documents read back: through json_number, never nlohmann's get<T>() of a number. An
+  // allow-list (strings and booleans), since a list of the numeric types missed get<Shape> and
+  // get<std::vector<std::uint64_t>> in the safetensors reader, where a data offset of 2e54 was cast.
   const testing::SourceScan json = testing::scan_sources({"get"}, false, {"include/mantissa/io/json_number.h"}, [](std::string_view s) {
-    for (const char* type : {"get<int", "get<std::int", "get<std::uint", "get<unsigned", "get<long", "get<double", "get<float",
-                             "get<std::size_t", "get<std::vector<std::int", "get<std::vector<double"}) {
-      if (s.substr(0, std::string_view(type).size()) == type) return true;
-    }
-    return false;
+    // nlohmann's get<T>() takes no arguments (a kernel's get<X>(ptr, i) is another function).
+    const std::size_t args = s.find(">(");
+    if (s.substr(0, 4) != "get<" || args == std::string_view::npos || s.substr(args, 3) != ">()") return false;
+    return s.substr(0, 16) != "get<std::string>" && s.substr(0, 9) != "get<bool>";
   });
   for (const std::string& m : json.matches) ADD_FAILURE() << m << " (read JSON numbers through json_number)";
 }

@@ -201,6 +201,28 @@ TEST(ReaderErrors, SafetensorsFilesThrowOnlyCheckpointError) {
                                [&] { (void)read_safetensors(path); }, path.string());
 }
 
+// Found by the fuzz check (issue 54): a data offset written as a JSON float, 2e54, was cast to uint64
+// (undefined; UBSan stopped the reader). Numbers in JSON are read through json_value, which refuses it.
+TEST(ReaderErrors, ASafetensorsOffsetThatIsNoIntegerIsACheckpointErrorNamingTheFile) {
+  Scratch dir("reader-errors-offset");
+  const std::filesystem::path path = dir.path() / "w.safetensors";
+  for (const std::string offsets : {"[0,2e54]", "[0,12.5]", "[-4,12]", "[0,18446744073709551616]"}) {
+    std::string header = R"({"w":{"dtype":"F32","shape":[3],"data_offsets":)" + offsets + "}}";
+    header.append(8 - header.size() % 8, ' ');
+    std::string file(8, '\0');
+    for (int i = 0; i < 8; ++i) file[static_cast<std::size_t>(i)] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+    file += header + std::string(12, '\0');
+    write_bytes(path, Bytes(file.begin(), file.end()));
+    try {
+      (void)read_safetensors(path);
+      ADD_FAILURE() << offsets << " was read";
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("data_offsets"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(ReaderErrors, CheckpointsThrowOnlyCheckpointError) {
   Scratch dir("reader-errors-checkpoint");
   const std::filesystem::path path = dir.path() / "ckpt-3.safetensors";

@@ -18,7 +18,7 @@ double unix_time();
 // leaves free to the stacks (the default thread stack size, OMP_STACKSIZE aside).
 struct ThreadCap {
   int threads;
-  std::string why;  // "the address space limit (8 GiB) holds 512 stacks of 8 MiB"
+  std::string why;  // "the address space limit (8 GiB) leaves room for 450 more stacks of 8 MiB"
 };
 ThreadCap thread_cap();
 // "0.1.0", from the project's version.

@@ -60,7 +60,8 @@ std::string thread_count_problem(long long threads) {
 void route_number_flags(CLI::App& app) {
   for (CLI::Option* opt : app.get_options()) {
     if (opt->get_expected_max() == 0) continue;  // a flag without a value
-    // (A transform goes in front of what the option has; so the last one added runs first.)
+    // transform() puts a validator in front of the option's others: the empty check, added last, runs
+    // first, then the number's, then the option's own checks.
     if (const Kind kind = kind_of(*opt); kind != Kind::none) {
       // No description: the help keeps its type names (INT, FLOAT).
       opt->transform(CLI::Validator([kind](std::string& text) { return canonical(kind, text); }, "", "decimal number"));
@@ -70,7 +71,8 @@ void route_number_flags(CLI::App& app) {
         "", "non-empty"));
     // Every thread count has one bound, whichever command asks (a huge one ran OpenMP out of stacks).
     if (opt->get_name() == "--threads") {
-      opt->check(CLI::Validator([](std::string& text) { return thread_count_problem(parse_number<long long>(text, "--threads")); }, "", "thread count"));
+      const auto problem = [](std::string& text) { return thread_count_problem(parse_number<long long>(text, "--threads")); };
+      opt->check(CLI::Validator(problem, "", "thread count"));
     }
   }
   for (CLI::App* sub : app.get_subcommands({})) route_number_flags(*sub);

@@ -17,6 +17,7 @@
 #include <functional>
 #include <iterator>
 #include <stdexcept>
+#include <tuple>
 
 #include "interrupt.h"
 #include "machine.h"
@@ -381,6 +382,10 @@ std::pair<double, double> normalization(const TrainConfig& c) {
   const double mean = parse_number<double>(c.normalize.substr(0, comma), "--normalize");
   const double stddev = parse_number<double>(c.normalize.substr(comma + 1), "--normalize");
   if (!(stddev > 0)) throw bad();
+  for (const auto& [range, name, v] : {std::tuple{train::ranges::kPixelMean, "--normalize's mean", mean},
+                                       std::tuple{train::ranges::kPixelStd, "--normalize's standard deviation", stddev}}) {
+    if (std::string problem = range.problem(name, v); !problem.empty()) throw UsageError(problem);
+  }
   return {mean, stddev};
 }
 

@@ -8,7 +8,8 @@
 //     InputFileError    a file named to be read is not one (a FIFO, too large, missing)
 //     DataError         a data file's content is malformed
 //     CheckpointError   a checkpoint or safetensors file cannot be used
-//     ...               (OutputWriteError, DistributedError, NonFiniteError, LossScaleCollapse)
+//     ...               (OutputWriteError, DistributedError, NonFiniteError, LossScaleCollapse,
+//                       train::TrainingStalled)
 //
 // A reader's public function ends in rethrow_as<ItsKind>(path), the one place where anything else that
 // escapes becomes the reader's kind, with the file named (tests/unit/reader_errors_test.cpp feeds every

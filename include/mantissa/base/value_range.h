@@ -1,6 +1,7 @@
 // The allowed values of a real-valued setting, stated by what it means ("in (0, 10]", "a normal f32"),
-// declared once per setting (mantissa/train/setting_ranges.h) and checked by every door that takes it:
-// the command's flags, the Python module's keywords, a checkpoint's fields.
+// declared once per setting (mantissa/train/setting_ranges.h; the loss scaler's in mantissa/amp/loss_scaler.h)
+// and checked by every door that takes it: the command's flags, the Python module's keywords, a
+// checkpoint's fields.
 #pragma once
 
 #include <charconv>

@@ -9,7 +9,7 @@
 //   be 0) or 1e39 (which would be inf), is an error saying the range.
 // Errors are UsageError (mantissa/base/errors.h, a std::invalid_argument): "<what>: '<text>' is not a
 // decimal number" (or "... is out of range for <type> (<min> to <max>)"). A reader that parses a number
-// out of a file turns that into its own kind, naming the file (errors_as).
+// out of a file turns that into its own kind, naming the file (rethrow_as).
 #pragma once
 
 #include <cstdint>

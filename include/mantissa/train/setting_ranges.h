@@ -14,6 +14,9 @@ inline constexpr ValueRange kWeightDecay{0, 1, false, false, false, "in [0, 1]"}
 inline constexpr ValueRange kMomentum{0, 1, false, true, false, "in [0, 1)"};
 inline constexpr ValueRange kClip{0x1p-40, 0x1p40, false, false, true, "0 (no clipping) or in [2^-40, 2^40]"};
 inline constexpr ValueRange kLossWeight{0x1p-40, 0x1p40, false, false, false, "in [2^-40, 2^40]"};
+// --normalize MEAN,STD: of pixels on a 0..1 scale, so both within it (a std of 1e-300 made every input inf).
+inline constexpr ValueRange kPixelMean{0, 1, false, false, false, "in [0, 1] (pixels on a 0..1 scale)"};
+inline constexpr ValueRange kPixelStd{0x1p-10, 1, false, false, false, "in [2^-10, 1] (pixels on a 0..1 scale)"};
 inline constexpr ValueRange kCheckpointMinutes{0, 1e6, false, false, false, "at least 0 (0: by steps only) and at most 1e6"};
 inline constexpr ValueRange kBucketMiB{0, 1 << 20, true, false, false, "positive (MiB) and at most 2^20"};
 inline constexpr ValueRange kDistTimeout{0, 1e9, false, false, false, "at least 0 (0: wait forever) and at most 1e9 seconds"};
