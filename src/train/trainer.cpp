@@ -310,7 +310,7 @@ Telemetry* Trainer::begin_step(std::int64_t step) {
   // Held on skipped steps, the schedule counts only the steps that updated the weights.
   const std::int64_t held = options_.hold_lr_on_skip ? scaler_.state().skipped : 0;
   optimizer_->set_lr(schedule_.at(step - 1 - held));
-  if (options_.precision.fp8) {
+  if (quantizes()) {
     reset_fp8_counters();
     nn::reset_fp8_layer_counters(model_.module());
   }
@@ -404,8 +404,12 @@ Trainer::Update Trainer::update_weights(std::int64_t step, const Pass& pass, Tel
   return u;
 }
 
+bool Trainer::quantizes() const {
+  return std::any_of(plan_.layers.begin(), plan_.layers.end(), [](const auto& l) { return l.second == LayerPrecision::fp8; });
+}
+
 void Trainer::end_fp8_step() {
-  if (!options_.precision.fp8) return;
+  if (!quantizes()) return;
   if (group_) {
     // Every rank's amaxes, the largest taken: the same histories and scales on every rank.
     std::vector<double> amax = nn::fp8_step_amaxes(model_.module());
@@ -426,7 +430,7 @@ StepRecord Trainer::record_step(std::int64_t step, Pass pass, const Update& u, d
   StepRecord record{step, pass.loss, optimizer_->lr(), rep.scale, rep.grad_norm, rep.underflow_fraction,
                     static_cast<double>(pass.items) / seconds, rep.skipped, rep.nonfinite, peaks(options_.device),
                     seconds_since(*start_), rep.warning};
-  if (options_.precision.fp8) {
+  if (quantizes()) {
     record.fp8 = fp8_counters();
     record.fp8_layers = nn::fp8_layer_counters(model_.module());
   }

@@ -277,6 +277,10 @@ class Trainer {
   void agree_on_pass(Pass& pass) const;  // loss, items, whether to skip and to stop, of all ranks
   Update update_weights(std::int64_t step, const Pass& pass, Telemetry* telemetry, BatchedReads& reads);  // or skip
   void end_fp8_step();  // delayed scaling's histories and scales (amaxes agreed over the ranks)
+  // Whether a layer quantizes its products now (fp8 or a block-scaled format), by the plan: the per-step
+  // quantizer bookkeeping (counters, amax histories, the records' counters) follows from the plan's
+  // layers, which a plan file, the policy and the adaptive controller all set, never from a run-wide flag.
+  bool quantizes() const;
   void check_replicas(std::int64_t step) const;  // data parallel: the weights' checksums, when due
   StepRecord record_step(std::int64_t step, Pass pass, const Update& update, double seconds, Telemetry* telemetry);
   void adapt_precision(StepRecord& record, bool skipped);  // the adaptive controller's decisions
