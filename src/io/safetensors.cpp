@@ -101,6 +101,15 @@ void read_part(InputFile& f, std::uint64_t offset, void* out, std::uint64_t n, c
   }
 }
 
+// A JSON list of integers of type T, each through json_value (named `what` in errors).
+template <class T>
+std::vector<T> json_list(const nlohmann::json& list, const std::string& what) {
+  if (!list.is_array()) throw std::invalid_argument(what + " is not a list");
+  std::vector<T> values;
+  for (const nlohmann::json& v : list) values.push_back(json_value<T>(v, what));
+  return values;
+}
+
 }  // namespace
 
 Safetensors read_safetensors(const std::filesystem::path& path, bool skip_unsupported_dtypes) try {
@@ -151,15 +160,8 @@ Safetensors read_safetensors(const std::filesystem::path& path, bool skip_unsupp
     }
     try {
       const DType t = dtype_of(path, entry["dtype"].get<std::string>());
-      const auto numbers = [&]<class T>(const char* key, T) {
-        const nlohmann::json& list = entry[key];
-        if (!list.is_array()) fail(path, "tensor '" + name + "': " + key + " is not a list");
-        std::vector<T> values;
-        for (const nlohmann::json& v : list) values.push_back(json_value<T>(v, "tensor '" + name + "': " + key));
-        return values;
-      };
-      const Shape shape = numbers("shape", std::int64_t{});
-      const std::vector<std::uint64_t> offsets = numbers("data_offsets", std::uint64_t{});
+      const Shape shape = json_list<std::int64_t>(entry["shape"], "tensor '" + name + "': shape");
+      const auto offsets = json_list<std::uint64_t>(entry["data_offsets"], "tensor '" + name + "': data_offsets");
       // The element count, bounded by the file's data as it is multiplied out (a shape whose count would
       // wrap, such as 2^62 + 1 elements, is refused before anything is allocated).
       std::uint64_t count = 1;
