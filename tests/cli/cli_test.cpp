@@ -212,6 +212,36 @@ TEST(BenchCommand, ModelStepsReportEveryFigureForEachPrecisionAndMode) {
   }
 }
 
+// A precision name means in bench what it means in train (issue 49): mxfp8, mxfp4 and nvfp4 time steps
+// in that recipe (bench read them as bf16 and timed "bf16 autocast" twice), and a recipe that would
+// quantize no layer of the model (the CNN's one linear layer is its head, kept bf16) is refused in one
+// line before anything is timed, never run as bf16 under its name.
+TEST(BenchCommand, EveryPrecisionNameRunsItsRecipeOrIsRefused) {
+  Scratch s;
+  const std::string tiny = "bench --model gpt-small --data " + s.text("pack my box with five dozen liquor jugs", 200) +
+                           " --n-layer 2 --n-head 2 --n-embd 32 --block-size 16 --batch-size 4 --steps 1 --warmup 0 --json"
+                           " --mode autocast --precisions ";
+  for (const std::string name : {"mxfp8", "mxfp4", "nvfp4"}) {
+    const Result r = run(tiny + name);
+    ASSERT_EQ(r.status, 0) << name << ": " << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out).at("precision"), "fp8-" + name) << r.out.substr(0, 300);
+  }
+  const Result two = run(tiny + "bf16,mxfp8");
+  ASSERT_EQ(two.status, 0) << two.err;
+  const nlohmann::json runs = nlohmann::json::parse(two.out).at("runs");
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].at("precision"), "bf16");
+  EXPECT_EQ(runs[1].at("precision"), "fp8-mxfp8");
+  for (const char* name : {"mxfp8", "nvfp4", "fp8"}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const Result r = run(std::string("bench --model cnn --steps 1 --precisions bf16,") + name);
+    EXPECT_EQ(r.status, 2) << name << ": " << r.err;
+    EXPECT_EQ(lines(r.err), 1) << name << ": " << r.err;
+    EXPECT_NE(r.err.find("quantizes no layer of this model"), std::string::npos) << r.err;
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30)) << name << ": timed something first?";
+  }
+}
+
 // --device: what cannot run is refused in one line before any data is read: a name that is no device
 // (status 2), and cuda where no GPU can be used, with the reason `info` gives (status 1). Where a GPU is
 // usable, tests/gpu trains on it instead.

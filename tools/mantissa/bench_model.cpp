@@ -97,8 +97,13 @@ std::vector<Variant> variants(const ModelBenchArgs& a) {
     DType d = DType::f32;
     std::vector<std::optional<Fp8Recipe>> recipes{std::nullopt};
     try {
-      d = train::parse_precision_policy(p).compute;
-      if (p == "fp8") {
+      // The library's one reading of a precision name: mxfp8, mxfp4 and nvfp4 are bf16 with that recipe
+      // (bench read them as bf16 and timed no quantized step); fp8 takes its recipes from --fp8-recipe.
+      const train::PrecisionPolicy policy = train::parse_precision_policy(p);
+      d = policy.compute;
+      if (policy.fp8 && policy.fp8->block_scaled()) {
+        recipes = {policy.fp8->recipe};
+      } else if (policy.fp8) {
         recipes.clear();
         for (const std::string& r : split(a.fp8_recipe)) recipes.emplace_back(parse_fp8_recipe(r));
         Fp8Options{.format = parse_fp8_format(a.fp8_format), .amax_history = a.amax_history, .margin = a.fp8_margin}.check();
@@ -134,6 +139,30 @@ std::vector<Variant> variants(const ModelBenchArgs& a) {
 // The model kind a bench model is built as (its sizes set apart): "gpt" or "cnn".
 std::string_view model_kind(const ModelBenchArgs& a) { return a.model == "cnn" ? "cnn" : "gpt"; }
 
+// The bench's model, as the data shapes it.
+std::unique_ptr<train::Model> make_bench_model(const ModelBenchArgs& a, const train::Dataset& data) {
+  const std::string_view kind = model_kind(a);
+  return train::make_model(kind,
+                           {.width = a.width, .n_layer = a.n_layer, .n_head = a.n_head, .n_embd = a.n_embd,
+                            .block_size = a.block_size, .vocab = a.vocab, .gelu_tanh = a.gelu == "tanh"},
+                           train::data_shape(kind, data), a.seed);
+}
+
+// A quantized variant whose plan quantizes no layer of the model would time a bf16 step under another
+// name: refused, before anything is timed (the CNN's one linear layer is its head, which stays bf16).
+void check_quantizes(const ModelBenchArgs& a, const std::vector<Variant>& vs, const train::Dataset& data) {
+  for (const Variant& v : vs) {
+    if (!v.fp8) continue;
+    const std::unique_ptr<train::Model> model = make_bench_model(a, data);
+    const train::PrecisionPolicy policy{DType::bf16, train::PrecisionMode::autocast, Fp8Options{.recipe = *v.fp8}};
+    const train::PrecisionPlan plan = train::plan_precision(model->module(), policy);
+    if (std::none_of(plan.layers.begin(), plan.layers.end(), [](const auto& l) { return l.second == train::LayerPrecision::fp8; })) {
+      throw std::invalid_argument("bench --model " + a.model + ": " + v.name() + " quantizes no layer of this model (only linear "
+                                  "layers are, and the first and the last stay bf16), so its step would be bf16's");
+    }
+  }
+}
+
 // One model in one precision, trained by the library's Trainer, and the batch it trains on: drawn from
 // the real data set and prepared (cast to the model's input dtype) before the step is timed.
 class Bench {
@@ -142,10 +171,7 @@ class Bench {
   // path is the only thing reported; each variant draws its batches from a copy of it.)
   Bench(const ModelBenchArgs& a, const Variant& v, const train::Dataset& data) : a_(a), v_(v), text_(a.model != "cnn") {
     const std::string_view kind = model_kind(a);
-    model_ = train::make_model(kind,
-                               {.width = a.width, .n_layer = a.n_layer, .n_head = a.n_head, .n_embd = a.n_embd,
-                                .block_size = a.block_size, .vocab = a.vocab, .gelu_tanh = a.gelu == "tanh"},
-                               train::data_shape(kind, data), a.seed);
+    model_ = make_bench_model(a, data);
     // Data parallel: each rank its batch_size rows of a global batch ranks times as large.
     const auto group = process_group();
     ranks_ = group->size();
@@ -546,6 +572,7 @@ int run_model_bench(ModelBenchArgs a) {
   set_cuda_allow_tf32(a.tf32);
   const int threads = a.threads > 0 ? a.threads : omp_get_max_threads();
   omp_set_num_threads(threads);
+  check_quantizes(a, vs, data);
   std::vector<Result> results;
   for (const Variant& v : vs) {
     if (!a.json) fmt::print(stderr, "timing {} ...\n", v.label());
