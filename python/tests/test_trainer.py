@@ -170,3 +170,14 @@ def test_an_exception_in_a_callback_ends_the_run_and_is_raised():
     with pytest.raises(RuntimeError, match="stop here"):
         t.run(on_step=on_step)
     assert t.next_step == 4
+
+
+@pytest.mark.parametrize("name", ["fp32", "bf16", "fp16", "fp8", "mxfp8", "mxfp4", "nvfp4", "adaptive"])
+def test_every_precision_name_is_the_plan_the_command_makes_of_it(cli, name):
+    """The Python door resolves a precision name to the plan `mantissa train` makes of it (issue 49)."""
+    t = mantissa.Trainer("mlp", precision=name, steps=1, batch_size=16, quiet=True)
+    r = subprocess.run([cli, "train", "--model", "mlp", "--precision", name, "--steps", "1", "--eval-every", "1",
+                        "--batch-size", "16", "--json", "--quiet"], capture_output=True, text=True, check=True)
+    assert t.plan == json.loads(r.stdout)["precision_plan"]
+    levels = t.plan["layers"]
+    assert levels["fc1"] == {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "adaptive": "bf16"}.get(name, "fp8")

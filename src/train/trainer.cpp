@@ -663,6 +663,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
     result.evals.push_back(evaluate(true));
     result.evals.back().step = options_.steps;
   }
+  result.plan = plan_;
   if (controller_) {
     result.final_plan = plan_;
     for (const auto& [p, share] : controller_->product_shares()) {

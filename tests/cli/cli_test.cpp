@@ -613,6 +613,44 @@ TEST(TrainCommand, APlanFilesLayerRunsBitForBitAsTheFlagsSameLayerForEveryRecipe
   }
 }
 
+// Every precision name, through each door that takes it, runs what was asked (issue 49): the plan each
+// door records (train's and compare's --json) holds the levels and the recipe the name means, and the
+// two doors record the same plan; bench times a step under the same name. A door that read a name as
+// something else (bench read mxfp8 as bf16) fails here. The MLP: fc0, fc1, fc2; a quantized recipe puts
+// fc1 in it (the first and the last stay bf16).
+TEST(Doors, EveryPrecisionNameRunsWhatItNamesThroughEveryDoor) {
+  const std::string mlp = " --model mlp --steps 1 --eval-every 1 --batch-size 16 --json --quiet";
+  for (const std::string name : {"fp32", "bf16", "fp16", "fp8", "mxfp8", "mxfp4", "nvfp4", "adaptive"}) {
+    const Result trained = run("train --precision " + name + mlp);
+    ASSERT_EQ(trained.status, 0) << name << ": " << trained.err;
+    const nlohmann::json plan = nlohmann::json::parse(trained.out).at("precision_plan");
+    const nlohmann::json& layers = plan.at("layers");
+    const bool quantized = name == "fp8" || name == "mxfp8" || name == "mxfp4" || name == "nvfp4";
+    const std::string low = name == "fp16" ? "fp16" : "bf16";
+    EXPECT_EQ(plan.at("low"), low) << name;
+    EXPECT_EQ(layers.at("fc0"), name == "fp32" ? "fp32" : low) << name;
+    EXPECT_EQ(layers.at("fc1"), name == "fp32" ? "fp32" : quantized ? "fp8" : low) << name;
+    EXPECT_EQ(layers.at("fc2"), name == "fp32" ? "fp32" : low) << name;
+    if (quantized) {
+      EXPECT_EQ(plan.at("fp8").at("recipe"), name == "fp8" ? "delayed" : name) << name;
+    }
+    const Result compared = run("compare --no-plot --precisions " + name + mlp);
+    ASSERT_EQ(compared.status, 0) << name << ": " << compared.err;
+    EXPECT_EQ(nlohmann::json::parse(compared.out).at("runs").at(0).at("precision_plan"), plan) << name;
+  }
+  Scratch s;
+  const std::string bench = "bench --model gpt-small --data " + s.text("pack my box with five dozen liquor jugs", 200) +
+                            " --n-layer 2 --n-head 2 --n-embd 32 --block-size 16 --batch-size 4 --steps 1 --warmup 0 --json"
+                            " --mode autocast --fp8-recipe delayed --precisions ";
+  for (const std::string name : {"fp32", "bf16", "fp16", "fp8", "mxfp8", "mxfp4", "nvfp4"}) {
+    const Result r = run(bench + name);
+    ASSERT_EQ(r.status, 0) << name << ": " << r.err;
+    const bool recipe = name == "mxfp8" || name == "mxfp4" || name == "nvfp4";
+    const std::string want = name == "fp8" ? "fp8-delayed" : recipe ? "fp8-" + name : name;
+    EXPECT_EQ(nlohmann::json::parse(r.out).at("precision"), want) << name;
+  }
+}
+
 // A misspelled command or flag gets the nearest name the command has, in the one line that refuses it.
 TEST(Cli, MisspelledCommandsAndFlagsGetTheNearestName) {
   expect_refused("trian --steps 1", {"'trian' is not a command (did you mean train?)", "the commands: formats, cast, train"});

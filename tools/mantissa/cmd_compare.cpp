@@ -114,6 +114,7 @@ int run_compare(const CompareArgs& a) {
                        {"throughput", tp}, {"throughput_ratio", tp / ref_tp}, {"peak_bytes", training_peak(r.result)},
                        {"peak_ratio", mem / ref_mem}, {"skipped_steps", r.result.skipped_steps},
                        {"wall_seconds", r.result.wall_seconds}});
+    summary.back()["precision_plan"] = nlohmann::json::parse(r.result.plan.json());
     if (r.result.final_plan) summary.back()["product_shares"] = r.result.product_shares;
     if (!a.json) {
       fmt::print("{:<10} {:>12.4f} {:>+9.4f} {:>14.0f} {:>7.2f} {:>11.1f} {:>7.2f} {:>8}\n", r.name, m, m - metric(ref.result),

@@ -156,6 +156,7 @@ int run_train(TrainRunArgs& a) {
                         {"steps", std::max<std::int64_t>(0, result.total_steps - result.first_step + 1)}, {"skipped_steps", result.skipped_steps},
                         {"peak_bytes", peak_json(result.peak_bytes)}};
     j["final_val_accuracy"] = last.val_accuracy ? nlohmann::json(*last.val_accuracy) : nlohmann::json(nullptr);
+    j["precision_plan"] = nlohmann::json::parse(result.plan.json());
     if (result.final_plan) {
       j["product_shares"] = result.product_shares;
       j["final_plan"] = nlohmann::json::parse(result.final_plan->json());

@@ -175,6 +175,9 @@ struct TrainResult {
   // Adaptive precision: the final plan, and the share of the product layers' multiply-adds run at each
   // level over the run ("fp8", "bf16", "fp32").
   std::optional<PrecisionPlan> final_plan = std::nullopt;
+  // The plan the run computed in, as it ended (any run): what each door records, so that a test can hold
+  // it against what was asked.
+  PrecisionPlan plan;
   std::map<std::string, double> product_shares;
 };
 
