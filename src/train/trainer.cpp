@@ -206,6 +206,14 @@ Trainer::Trainer(Model& model, DataSource& data, TrainerOptions options)
     controller_ = std::make_unique<PrecisionController>(model_.module(), *options_.adaptive, plan_);
   } else {
     plan_ = options_.plan ? *options_.plan : plan_precision(model_.module(), options_.precision);
+    // A run asked for quantized products computes in them, or is refused: never bf16 under its name.
+    if (options_.precision.fp8 && !quantizes()) {
+      const Fp8Options& fp8 = *options_.precision.fp8;
+      const std::string recipe(fp8_recipe_name(fp8.recipe));
+      throw std::invalid_argument((fp8.block_scaled() ? recipe : "fp8 (" + recipe + " scaling)") +
+                                  " puts no layer of this model in it: only linear layers are quantized, and the first and "
+                                  "the last stay bf16 (--fp8-first-last fp8 or --fp8-layers put them in)");
+    }
     apply_precision_plan(model_.module(), plan_);
   }
   if (options_.telemetry || controller_) {

@@ -638,6 +638,15 @@ TEST(Doors, EveryPrecisionNameRunsWhatItNamesThroughEveryDoor) {
     ASSERT_EQ(compared.status, 0) << name << ": " << compared.err;
     EXPECT_EQ(nlohmann::json::parse(compared.out).at("runs").at(0).at("precision_plan"), plan) << name;
   }
+  // A recipe that would put no layer of the model in it is refused, never run as bf16 under its name (the
+  // CNN's one linear layer is its head, which stays bf16), unless a flag puts the head in it.
+  for (const std::string name : {"fp8", "mxfp8", "nvfp4"}) {
+    const Result r = run("train --model cnn --steps 1 --width 4 --batch-size 8 --precision " + name);
+    EXPECT_EQ(r.status, 2) << name << ": " << r.err;
+    EXPECT_EQ(lines(r.err), 1) << name << ": " << r.err;
+    EXPECT_NE(r.err.find("puts no layer of this model in it"), std::string::npos) << name << ": " << r.err;
+  }
+  EXPECT_EQ(run("train --model cnn --steps 1 --width 4 --batch-size 8 --eval-every 1 --precision mxfp8 --fp8-first-last fp8").status, 0);
   Scratch s;
   const std::string bench = "bench --model gpt-small --data " + s.text("pack my box with five dozen liquor jugs", 200) +
                             " --n-layer 2 --n-head 2 --n-embd 32 --block-size 16 --batch-size 4 --steps 1 --warmup 0 --json"
