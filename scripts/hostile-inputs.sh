@@ -205,6 +205,10 @@ for command in "train --model mlp --steps 1" "bench matmul" "bench mlp"; do
   expect 2 20 "threads under ulimit -v $command" -- prlimit --as=8589934592 "$m" $command --threads 4096
   says "at most"
 done
+expect 2 20 "threads under ulimit -v OMP_NUM_THREADS" -- env OMP_NUM_THREADS=4096 prlimit --as=8589934592 "$m" train --model mlp --steps 1
+says "OMP_NUM_THREADS"
+expect 2 10 "isa cap naming none" -- env MANTISSA_ISA=avx3 "$m" train --model mlp --steps 1
+says "MANTISSA_ISA"
 # Empty texts where a value is expected: never taken as the default.
 for args in "train --data" "train --loss-scale" "train --precision" "train --model" "train --fp32-layers" "train --metrics" \
             "compare --precisions" "paper --quick --models" "paper --suite" "bench --model gpt-small --precisions" \

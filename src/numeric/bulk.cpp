@@ -63,6 +63,21 @@ Isa initial_isa() {
   return isa;
 }
 
+}  // namespace
+
+std::string isa_setting_problem() {
+  const char* env = std::getenv("MANTISSA_ISA");
+  if (env == nullptr) return {};
+  std::string names;
+  for (Isa level : {Isa::portable, Isa::avx2, Isa::avx512, Isa::avx512_bf16}) {
+    if (isa_name(level) == env) return {};
+    names += (names.empty() ? "" : ", ") + std::string(isa_name(level));
+  }
+  return "MANTISSA_ISA: '" + std::string(env) + "' is not one of " + names + " (the most the kernels may use)";
+}
+
+namespace {
+
 std::atomic<Isa>& isa_state() {
   static std::atomic<Isa> state{initial_isa()};
   return state;

@@ -865,6 +865,22 @@ TEST(Flags, ThreadCountsAreCappedByWhatTheProcessCanStart) {
     EXPECT_NE(err.find("at most"), std::string::npos) << command << ": " << err;
     EXPECT_NE(err.find("address space limit"), std::string::npos) << command << ": " << err;
   }
+  // OMP_NUM_THREADS is the same count by another door (the one OpenMP takes when --threads is not given).
+  const int raw = std::system(("OMP_NUM_THREADS=4096 prlimit --as=8589934592 " + std::string(MANTISSA_CLI) +
+                               " train --model mlp --steps 1 >/dev/null 2>" + s.path("err")).c_str());
+  const std::string err = slurp(s.path("err"));
+  EXPECT_EQ(WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, 2) << err;
+  EXPECT_EQ(lines(err), 1) << err;
+  EXPECT_NE(err.find("OMP_NUM_THREADS"), std::string::npos) << err;
+}
+
+// The environment the kernels read is checked as the flags are: a cap that names no instruction set
+// (a typo) left the kernels uncapped, silently.
+TEST(Flags, AnInstructionSetCapThatNamesNoneIsRefused) {
+  const Result r = run("train --model mlp --steps 1", "", "MANTISSA_ISA=avx3");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("MANTISSA_ISA: 'avx3' is not one of portable, avx2, avx512, avx512_bf16"), std::string::npos) << r.err;
 }
 
 TEST(Output, AFailedWriteToStandardOutputIsAnError) {

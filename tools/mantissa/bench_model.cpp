@@ -6,6 +6,7 @@
 // preparation is timed apart and not counted in a step. (On the GPU, where the time goes is timed on the
 // GPU's own clock, over two more steps: the kernels run asynchronously.)
 #include "bench_model.h"
+#include "number_flags.h"
 
 #include <fmt/format.h>
 #include <omp.h>
@@ -570,8 +571,7 @@ int run_model_bench(ModelBenchArgs a) {
   const Device device = device_option(a.device);
   if (a.tf32 && device.type != DeviceType::cuda) throw std::invalid_argument("bench --tf32: only with --device cuda");
   set_cuda_allow_tf32(a.tf32);
-  const int threads = a.threads > 0 ? a.threads : omp_get_max_threads();
-  omp_set_num_threads(threads);
+  const int threads = use_threads(a.threads);
   check_quantizes(a, vs, data);
   std::vector<Result> results;
   for (const Variant& v : vs) {

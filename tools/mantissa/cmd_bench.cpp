@@ -12,6 +12,7 @@
 
 #include "bench_model.h"
 #include "commands.h"
+#include "number_flags.h"
 #include "spelling.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/memory.h"
@@ -60,8 +61,7 @@ int run_matmul(const MatmulArgs& a) {
   if (a.m <= 0 || a.k <= 0 || a.n <= 0 || a.repeat <= 0) {
     throw std::invalid_argument("bench matmul: --m, --k, --n and --repeat must be positive");
   }
-  const int threads = a.threads > 0 ? a.threads : omp_get_max_threads();
-  omp_set_num_threads(threads);
+  const int threads = use_threads(a.threads);
 
   // The peak this dtype's matmul can reach: bf16 runs on AMX tiles where the CPU has them (oneDNN picks
   // them), else on vdpbf16ps; f16 (and bf16 without either) is computed in f32. The vector bf16 peak is
@@ -136,8 +136,7 @@ int run_mlp(const MlpArgs& a) {
   if (a.layers <= 0 || a.width <= 0 || a.batch <= 0 || a.steps <= 0) {
     throw std::invalid_argument("bench mlp: --layers, --width, --batch and --steps must be positive");
   }
-  const int threads = a.threads > 0 ? a.threads : omp_get_max_threads();
-  omp_set_num_threads(threads);
+  const int threads = use_threads(a.threads);
   std::vector<Tensor> weights, biases;
   {
     MemoryCategoryScope params(MemoryCategory::parameters);

@@ -18,6 +18,7 @@
 #include "mantissa/core/input_file.h"
 #include "mantissa/data/datasets.h"
 #include "mantissa/io/safetensors.h"
+#include "mantissa/numeric/bulk.h"
 #include "number_flags.h"
 #include "output_flags.h"
 #include "training.h"
@@ -73,6 +74,11 @@ int main(int argc, char** argv) {
     // Subcommand help comes through here too, with exit code 0.
     if (e.get_exit_code() == 0) return app.exit(e);
     std::fprintf(stderr, "mantissa: %s\n", mantissa::cli::explain_parse_error(app, e, argc, argv).c_str());
+    return mantissa::cli::kBadInput;
+  }
+  // The environment the kernels read, as the flags are: a cap on the instruction sets that names none.
+  if (const std::string problem = mantissa::isa_setting_problem(); !problem.empty()) {
+    std::fprintf(stderr, "mantissa: %s\n", problem.c_str());
     return mantissa::cli::kBadInput;
   }
   // What a command printed must have reached standard output (a full disk, a closed pipe): else fail.

@@ -1,10 +1,13 @@
 // route_number_flags (number_flags.h): CLI11 transforms on every option that takes a value.
 #include "number_flags.h"
 
+#include <omp.h>
+
 #include <charconv>
 #include <string>
 
 #include "machine.h"
+#include "mantissa/base/errors.h"
 #include "mantissa/numeric/parse_number.h"
 
 namespace mantissa::cli {
@@ -55,6 +58,15 @@ std::string thread_count_problem(long long threads) {
   if (threads <= cap.threads) return {};
   return std::to_string(threads) + " threads are more than this process can start: at most " + std::to_string(cap.threads) +
          (cap.why.empty() ? "" : " (" + cap.why + ")");
+}
+
+int use_threads(int requested) {
+  const int threads = requested > 0 ? requested : omp_get_max_threads();
+  if (std::string problem = thread_count_problem(threads); !problem.empty()) {
+    throw UsageError(requested > 0 ? "--threads: " + problem : "the count OpenMP takes when --threads is not given (OMP_NUM_THREADS, else the cores): " + problem);
+  }
+  omp_set_num_threads(threads);
+  return threads;
 }
 
 void route_number_flags(CLI::App& app) {

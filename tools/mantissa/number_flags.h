@@ -19,5 +19,9 @@ namespace mantissa::cli {
 void route_number_flags(CLI::App& app);
 // --threads N checked against thread_cap(): empty where N can run, else the refusal naming the cap.
 std::string thread_count_problem(long long threads);
+// The one place a command sets its thread count: --threads N, or with 0 OpenMP's own (OMP_NUM_THREADS,
+// else the cores), each checked against thread_cap() (a UsageError naming where the count came from).
+// Returns the count.
+int use_threads(int requested);
 
 }  // namespace mantissa::cli

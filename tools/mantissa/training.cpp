@@ -485,7 +485,7 @@ PreparedRun prepare_run(const TrainConfig& config, std::optional<train::Dataset>
   if (!c.init_from.empty() && (c.resume || !c.resume_from.empty())) {
     throw std::invalid_argument("--init-from starts a new run from weights; --resume continues one from its checkpoint: give one");
   }
-  if (c.threads > 0) omp_set_num_threads(c.threads);
+  use_threads(c.threads);
   const Device device = device_option(c.device);
   if (device.type == DeviceType::cuda && group->size() > 1) {
     const dist::NcclInfo nccl = dist::nccl_info();

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "mantissa/numeric/format.h"
@@ -30,6 +31,9 @@ bool isa_supported(Isa isa);
 // The level the bulk conversions use: the best supported one, or lower if set_isa() or the
 // environment variable MANTISSA_ISA (portable, avx2, avx512, avx512_bf16) asks for less.
 Isa active_isa();
+// What is wrong with MANTISSA_ISA, empty when it is unset or a level's name. A name that is none (a typo)
+// would otherwise leave the kernels uncapped, silently; the command refuses to run with it.
+std::string isa_setting_problem();
 // Caps the level (tests run every kernel on one machine this way); throws std::invalid_argument if the
 // CPU does not support it. Not meant to be changed while conversions run on other threads.
 void set_isa(Isa isa);
