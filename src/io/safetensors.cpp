@@ -23,6 +23,10 @@ namespace {
   throw CheckpointError(p.string() + ": " + what);
 }
 
+// A name the writer gives a tensor, and so the only kind the reader takes: one a file written by mantissa
+// can hold, read back the same (an empty name was read, then refused when written back).
+bool tensor_name_ok(const std::string& name) { return !name.empty() && name != "__metadata__"; }
+
 DType dtype_of(const std::filesystem::path& p, const std::string& name) {
   for (DType t : kAllDTypes) {
     if (safetensors_dtype(t) == name) return t;
@@ -63,7 +67,7 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<std:
   std::vector<Tensor> data;
   std::uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
-    if (name.empty() || name == "__metadata__" || header.contains(name)) fail(path, "bad or repeated tensor name '" + name + "'");
+    if (!tensor_name_ok(name) || header.contains(name)) fail(path, "bad or repeated tensor name '" + name + "'");
     const Tensor c = t.device() == Device::cpu() ? contiguous(t) : t.to(Device::cpu());  // written from host memory
     const std::uint64_t bytes = static_cast<std::uint64_t>(c.numel()) * dtype_size(c.dtype());
     header[name] = {{"dtype", safetensors_dtype(c.dtype())}, {"shape", c.shape()}, {"data_offsets", {offset, offset + bytes}}};
@@ -71,7 +75,7 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<std:
     data.push_back(c);
   }
   for (const auto& [name, t] : raw) {
-    if (name.empty() || name == "__metadata__" || header.contains(name)) fail(path, "bad or repeated tensor name '" + name + "'");
+    if (!tensor_name_ok(name) || header.contains(name)) fail(path, "bad or repeated tensor name '" + name + "'");
     header[name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
     offset += t.bytes.size();
   }
@@ -148,6 +152,7 @@ Safetensors read_safetensors(const std::filesystem::path& path, bool skip_unsupp
       }
       continue;
     }
+    if (!tensor_name_ok(name)) fail(path, "a tensor has an empty name");
     if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets")) {
       fail(path, "tensor '" + name + "' lacks dtype, shape or data_offsets");
     }
