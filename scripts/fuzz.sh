@@ -26,16 +26,17 @@ readonly check_seed=20261205
 # The check runs the same inputs on every run and every machine: libFuzzer's mutations follow the seed,
 # and also what the target did with the inputs before (the bytes it compared, which go into its
 # dictionary, and the coverage). So everything the target sees is made the same: one thread (OpenMP's
-# threads would add coverage in a varying order), no address randomization (kernels take aligned or
-# unaligned paths by address), no reloading of the corpus on a timer, and a scratch directory with one
-# path (the readers' messages quote it). One check at a time on a machine: the lock.
-steady=()
+# threads would add coverage in a varying order), no address randomization and one environment (kernels
+# take aligned or unaligned paths by address, and the environment's size moves the stack: 500 more bytes
+# of it changed fuzz_cast's coverage), no reloading of the corpus on a timer, and a scratch directory
+# with one path (the readers' messages quote it). One check at a time on a machine: the lock.
+fixed_env=() no_aslr=()
 if [ "$mode" = check ]; then
   # The timeout only has to catch a runaway: a slow machine must not turn a slow input into a finding.
   limits=(-seed=$check_seed -timeout=120 -reload=0)
-  export OMP_NUM_THREADS=1
+  fixed_env=(env -i PATH=/usr/bin:/bin HOME=/tmp TMPDIR=/tmp LC_ALL=C OMP_NUM_THREADS=1)
   if setarch "$(uname -m)" -R true 2>/dev/null; then
-    steady=(setarch "$(uname -m)" -R)
+    no_aslr=(setarch "$(uname -m)" -R)
   else
     echo "fuzz: setarch -R is refused here, so addresses are random and runs may differ" >&2
   fi
@@ -61,11 +62,12 @@ for name in "${targets[@]}"; do
   [ "$mode" = check ] && run+=(-runs="${check_runs[$name]}")
   mkdir -p "$scratch/$name"
   log="$build/findings/$name.log"
+  scratch_env=()
   if [ "$mode" = check ]; then
-    export MANTISSA_FUZZ_SCRATCH=/tmp/mantissa-fuzz-check/$name
-    rm -rf "$MANTISSA_FUZZ_SCRATCH"
+    scratch_env=(MANTISSA_FUZZ_SCRATCH=/tmp/mantissa-fuzz-check/$name)
+    rm -rf "/tmp/mantissa-fuzz-check/$name"
   fi
-  if "${steady[@]}" "$build/bin/fuzz_$name" "$scratch/$name" "fuzz/corpus/$name" "${run[@]}" \
+  if "${fixed_env[@]}" "${scratch_env[@]}" "${no_aslr[@]}" "$build/bin/fuzz_$name" "$scratch/$name" "fuzz/corpus/$name" "${run[@]}" \
       -rss_limit_mb=2048 -malloc_limit_mb=512 -print_final_stats=1 \
       -artifact_prefix="$build/findings/$name-" >"$log" 2>&1; then
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
