@@ -64,7 +64,10 @@ sanitize: deps
 # build-fuzz/findings/.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
-FUZZ_FLAGS := -fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=undefined -fno-omit-frame-pointer -Wno-pass-failed
+# -ffile-prefix-map: __FILE__ and the debug information hold no path of the checkout (the sanitizers'
+# own metadata still does: a clone at another path can reach other coverage from the check's seed).
+FUZZ_FLAGS := -fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=undefined -fno-omit-frame-pointer -Wno-pass-failed \
+  -ffile-prefix-map=$(CURDIR)=.
 fuzz-build: deps
 	@CXX=clang++-14 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" -DMANTISSA_BUILD_TESTS=OFF \
 	  -DMANTISSA_BUILD_BENCHMARKS=OFF -DMANTISSA_WITH_CUDA=OFF -DMANTISSA_BUILD_PYTHON=OFF -DMANTISSA_LIBFUZZER=ON -DCMAKE_CXX_FLAGS="$(FUZZ_FLAGS)" >/dev/null
