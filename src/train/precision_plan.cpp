@@ -93,6 +93,10 @@ Fp8Options parse_recipe(const nlohmann::json& j) {
 
 }  // namespace
 
+bool PrecisionPlan::quantizes() const {
+  return std::any_of(layers.begin(), layers.end(), [](const auto& l) { return l.second == LayerPrecision::fp8; });
+}
+
 const Fp8Options& PrecisionPlan::recipe_of(const std::string& path) const {
   const auto own = recipes.find(path);
   return own == recipes.end() ? fp8 : own->second;

@@ -207,7 +207,7 @@ Trainer::Trainer(Model& model, DataSource& data, TrainerOptions options)
   } else {
     plan_ = options_.plan ? *options_.plan : plan_precision(model_.module(), options_.precision);
     // A run asked for quantized products computes in them, or is refused: never bf16 under its name.
-    if (options_.precision.fp8 && !quantizes()) {
+    if (options_.precision.fp8 && !plan_.quantizes()) {
       const Fp8Options& fp8 = *options_.precision.fp8;
       const std::string recipe(fp8_recipe_name(fp8.recipe));
       throw std::invalid_argument((fp8.block_scaled() ? recipe : "fp8 (" + recipe + " scaling)") +
@@ -318,7 +318,7 @@ Telemetry* Trainer::begin_step(std::int64_t step) {
   // Held on skipped steps, the schedule counts only the steps that updated the weights.
   const std::int64_t held = options_.hold_lr_on_skip ? scaler_.state().skipped : 0;
   optimizer_->set_lr(schedule_.at(step - 1 - held));
-  if (quantizes()) {
+  if (plan_.quantizes()) {
     reset_fp8_counters();
     nn::reset_fp8_layer_counters(model_.module());
   }
@@ -412,12 +412,8 @@ Trainer::Update Trainer::update_weights(std::int64_t step, const Pass& pass, Tel
   return u;
 }
 
-bool Trainer::quantizes() const {
-  return std::any_of(plan_.layers.begin(), plan_.layers.end(), [](const auto& l) { return l.second == LayerPrecision::fp8; });
-}
-
 void Trainer::end_fp8_step() {
-  if (!quantizes()) return;
+  if (!plan_.quantizes()) return;
   if (group_) {
     // Every rank's amaxes, the largest taken: the same histories and scales on every rank.
     std::vector<double> amax = nn::fp8_step_amaxes(model_.module());
@@ -438,7 +434,7 @@ StepRecord Trainer::record_step(std::int64_t step, Pass pass, const Update& u, d
   StepRecord record{step, pass.loss, optimizer_->lr(), rep.scale, rep.grad_norm, rep.underflow_fraction,
                     static_cast<double>(pass.items) / seconds, rep.skipped, rep.nonfinite, peaks(options_.device),
                     seconds_since(*start_), rep.warning};
-  if (quantizes()) {
+  if (plan_.quantizes()) {
     record.fp8 = fp8_counters();
     record.fp8_layers = nn::fp8_layer_counters(model_.module());
   }
@@ -673,7 +669,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
   }
   result.plan = plan_;
   if (controller_) {
-    result.final_plan = plan_;
+    result.adaptive = true;
     for (const auto& [p, share] : controller_->product_shares()) {
       result.product_shares[layer_precision_name(p, plan_.low)] = share;
     }

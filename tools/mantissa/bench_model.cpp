@@ -6,7 +6,6 @@
 // preparation is timed apart and not counted in a step. (On the GPU, where the time goes is timed on the
 // GPU's own clock, over two more steps: the kernels run asynchronously.)
 #include "bench_model.h"
-#include "number_flags.h"
 
 #include <fmt/format.h>
 #include <omp.h>
@@ -31,6 +30,7 @@
 #include "mantissa/train/builders.h"
 #include "mantissa/train/trainer.h"
 #include "copy_rate.h"
+#include "number_flags.h"
 #include "peak_flops.h"
 #include "training.h"
 
@@ -157,7 +157,7 @@ void check_quantizes(const ModelBenchArgs& a, const std::vector<Variant>& vs, co
     const std::unique_ptr<train::Model> model = make_bench_model(a, data);
     const train::PrecisionPolicy policy{DType::bf16, train::PrecisionMode::autocast, Fp8Options{.recipe = *v.fp8}};
     const train::PrecisionPlan plan = train::plan_precision(model->module(), policy);
-    if (std::none_of(plan.layers.begin(), plan.layers.end(), [](const auto& l) { return l.second == train::LayerPrecision::fp8; })) {
+    if (!plan.quantizes()) {
       throw std::invalid_argument("bench --model " + a.model + ": " + v.name() + " quantizes no layer of this model (only linear "
                                   "layers are, and the first and the last stay bf16), so its step would be bf16's");
     }

@@ -115,7 +115,7 @@ int run_compare(const CompareArgs& a) {
                        {"peak_ratio", mem / ref_mem}, {"skipped_steps", r.result.skipped_steps},
                        {"wall_seconds", r.result.wall_seconds}});
     summary.back()["precision_plan"] = nlohmann::json::parse(r.result.plan.json());
-    if (r.result.final_plan) summary.back()["product_shares"] = r.result.product_shares;
+    if (r.result.adaptive) summary.back()["product_shares"] = r.result.product_shares;
     if (!a.json) {
       fmt::print("{:<10} {:>12.4f} {:>+9.4f} {:>14.0f} {:>7.2f} {:>11.1f} {:>7.2f} {:>8}\n", r.name, m, m - metric(ref.result),
                  tp, tp / ref_tp, mem / (1 << 20), mem / ref_mem, r.result.skipped_steps);
@@ -123,10 +123,10 @@ int run_compare(const CompareArgs& a) {
   }
 
   for (const PrecisionRun& r : runs) {
-    if (!r.result.final_plan || a.json) continue;
+    if (!r.result.adaptive || a.json) continue;
     std::string shares;
     for (const auto& [level, share] : r.result.product_shares) shares += fmt::format("{}{} {:.1f}%", shares.empty() ? "" : ", ", level, 100 * share);
-    fmt::print("{}: products by level {}; final plan {}\n", r.name, shares, r.result.final_plan->str());
+    fmt::print("{}: products by level {}; final plan {}\n", r.name, shares, r.result.plan.str());
   }
   if (!a.no_plot) {
     static const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"};

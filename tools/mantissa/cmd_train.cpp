@@ -143,12 +143,12 @@ int run_train(TrainRunArgs& a) {
 
   TrainResult result = train(c, writer ? cb : TrainCallbacks{}, [&](const std::string& run) { metrics.write_line(run); });
   end_skips();
-  if (result.final_plan) {
+  if (result.adaptive) {
     std::string shares;
     for (const auto& [level, share] : result.product_shares) shares += fmt::format("{}{} {:.1f}%", shares.empty() ? "" : ", ", level, 100 * share);
     progress("adaptive precision: products by level over the run: %s; final plan: %s\n", shares.c_str(),
-             result.final_plan->str().c_str());
-    if (!a.plan_out.empty()) write_output(a.plan_out, result.final_plan->json() + "\n", "--plan-out");
+             result.plan.str().c_str());
+    if (!a.plan_out.empty()) write_output(a.plan_out, result.plan.json() + "\n", "--plan-out");
   }
   const EvalRecord& last = result.evals.back();
   if (a.json) {
@@ -157,9 +157,9 @@ int run_train(TrainRunArgs& a) {
                         {"peak_bytes", peak_json(result.peak_bytes)}};
     j["final_val_accuracy"] = last.val_accuracy ? nlohmann::json(*last.val_accuracy) : nlohmann::json(nullptr);
     j["precision_plan"] = nlohmann::json::parse(result.plan.json());
-    if (result.final_plan) {
+    if (result.adaptive) {
       j["product_shares"] = result.product_shares;
-      j["final_plan"] = nlohmann::json::parse(result.final_plan->json());
+      j["final_plan"] = nlohmann::json::parse(result.plan.json());
     }
     fmt::print("{}\n", j.dump());
   } else {

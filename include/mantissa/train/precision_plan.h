@@ -32,6 +32,9 @@ struct PrecisionPlan {
   Fp8Options fp8 = {.recipe = Fp8Recipe::current};  // the recipe of the fp8 layers
   std::map<std::string, Fp8Options> recipes;         // fp8 layers with a recipe of their own
 
+  // Whether a layer runs its products quantized (fp8 or a microscaled recipe): what the trainer's per-step
+  // quantizer bookkeeping and the refusals of a quantized run that quantizes nothing ask.
+  bool quantizes() const;
   // The recipe layer `path` quantizes by (its own, else the run's).
   const Fp8Options& recipe_of(const std::string& path) const;
   // What a plan file holds and a checkpoint saves, without reasons:

@@ -172,11 +172,11 @@ struct TrainResult {
   std::vector<std::string> warnings;
   std::int64_t first_step = 1;  // after a resume, the step after the checkpoint's
   std::int64_t stopped_at = 0;  // the step after which should_stop() ended the run early; 0: it ran to the end
-  // Adaptive precision: the final plan, and the share of the product layers' multiply-adds run at each
-  // level over the run ("fp8", "bf16", "fp32").
-  std::optional<PrecisionPlan> final_plan = std::nullopt;
-  // The plan the run computed in, as it ended (any run): what each door records, so that a test can hold
-  // it against what was asked.
+  // Adaptive precision: whether the run was one, and the share of the product layers' multiply-adds run
+  // at each level over the run ("fp8", "bf16", "fp32").
+  bool adaptive = false;
+  // The plan the run computed in, as it ended (an adaptive run's final plan): what each door records, so
+  // that a test can hold it against what was asked.
   PrecisionPlan plan;
   std::map<std::string, double> product_shares;
 };
@@ -280,10 +280,6 @@ class Trainer {
   void agree_on_pass(Pass& pass) const;  // loss, items, whether to skip and to stop, of all ranks
   Update update_weights(std::int64_t step, const Pass& pass, Telemetry* telemetry, BatchedReads& reads);  // or skip
   void end_fp8_step();  // delayed scaling's histories and scales (amaxes agreed over the ranks)
-  // Whether a layer quantizes its products now (fp8 or a block-scaled format), by the plan: the per-step
-  // quantizer bookkeeping (counters, amax histories, the records' counters) follows from the plan's
-  // layers, which a plan file, the policy and the adaptive controller all set, never from a run-wide flag.
-  bool quantizes() const;
   void check_replicas(std::int64_t step) const;  // data parallel: the weights' checksums, when due
   StepRecord record_step(std::int64_t step, Pass pass, const Update& update, double seconds, Telemetry* telemetry);
   void adapt_precision(StepRecord& record, bool skipped);  // the adaptive controller's decisions
