@@ -4,7 +4,7 @@ Two things, both the C++ library's own code, bit for bit what the `mantissa` com
 
 * Number formats and recipes on NumPy arrays and torch tensors (read in place through DLPack):
   ``cast``, ``encode``, ``decode`` in fp32, fp16, bf16, e4m3, e5m2, e2m1 or any eXmY, with nearest-even,
-  stochastic or toward-zero rounding; ``quantize`` by the block-scaled recipes (mxfp8, mxfp4, nvfp4).
+  stochastic or toward-zero rounding; ``quantize`` by the block-scaled recipes (``recipes()``).
 * ``Trainer``: mantissa's built-in models (mlp, cnn, segment, gpt, lstm) trained on files or NumPy arrays
   in fp32, bf16, fp16, fp8 or a microscaled recipe, with a callback per step, checkpoints, and the weights
   as NumPy arrays under PyTorch's names.
@@ -34,6 +34,7 @@ from ._mantissa import (  # noqa: F401 (the package's API)
     pack_fp4,
     quantize,
     read_telemetry,
+    recipes,
     unpack_fp4,
 )
 from . import _mantissa
@@ -41,7 +42,7 @@ from . import _mantissa
 __all__ = [
     "CheckpointError", "DataError", "InputFileError", "LossScaleCollapse", "Quantized", "Trainer", "TrainingStalled",
     "__version__", "cast", "decode", "encode", "format_info", "formats", "isa", "pack_fp4", "quantize", "read_telemetry",
-    "unpack_fp4",
+    "recipes", "unpack_fp4",
 ]
 
 # The command's flags whose values are on or off: a Python bool says which.

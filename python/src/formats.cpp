@@ -1,6 +1,6 @@
 // Number formats and block-scaled recipes for Python: cast, encode and decode arrays in any format the
 // command's `cast` takes (bit for bit the same: one library call, the same counter per element), and
-// quantize them by the recipes training uses (mxfp8, mxfp4, nvfp4, or a spec of one's own).
+// quantize them by the recipes training uses (the recipe table's, or a spec of one's own).
 #include <optional>
 #include <type_traits>
 #include <string>
@@ -10,6 +10,7 @@
 #include "mantissa/numeric/convert.h"
 #include "mantissa/numeric/format.h"
 #include "mantissa/numeric/microscale.h"
+#include "mantissa/numeric/recipes.h"
 
 namespace mantissa::python {
 namespace {
@@ -120,6 +121,24 @@ void bind_formats(py::module_& m) {
     return names;
   }, "The formats with well-known names (any eXmY is taken too).");
 
+  m.def("recipes", [] {
+    py::list out;
+    for (const QuantRecipe r : QuantRecipe::all()) {
+      const RecipeInfo& i = r.info();
+      py::dict d("name"_a = std::string(i.name), "summary"_a = std::string(i.summary), "microscaled"_a = i.microscaled(),
+                 "precision"_a = i.microscaled());  // (a microscaled recipe's name is also a precision)
+      if (i.microscaled()) {
+        d["forward"] = i.forward.name();
+        d["gradient"] = i.gradient.name();
+        d["block"] = i.block;
+        d["scale"] = i.scale == ScaleFormat::e8m0 ? "e8m0" : "e4m3";  // (f32 scales are FP8's per-tensor ones)
+      }
+      out.append(d);
+    }
+    return out;
+  }, "The quantization recipes of the products, as `mantissa formats` lists them: name, summary, and for a "
+     "microscaled one (also a precision name) its elements (forward operands, output gradient), block and scale format.");
+
   m.def("format_info", [](const std::string& name) {
     const FormatTraits t = traits(Format::parse(name));
     return py::dict("name"_a = t.name, "bits"_a = t.bits, "exp_bits"_a = t.exp_bits, "man_bits"_a = t.man_bits, "bias"_a = t.bias,
@@ -181,7 +200,7 @@ void bind_formats(py::module_& m) {
     return out;
   }, "x"_a, "recipe"_a = "mxfp8", py::kw_only(), "seed"_a = 0, "element"_a = py::none(), "block"_a = py::none(),
         "scale"_a = py::none(), "rule"_a = py::none(), "rounding"_a = py::none(),
-        "x quantized by a recipe (mxfp8, mxfp8-rceil, mxfp4, nvfp4), any of its values replaced: element format, "
+        "x quantized by a microscaled recipe (a name of recipes() such as mxfp8 or nvfp4; an E8M0 one with -rceil), any of its values replaced: element format, "
         "block (rows, cols), scale (e8m0, e4m3), rule (floor, even, rceil), rounding (nearest, stochastic). The "
         "last dimension is the columns, the others the rows. Stochastic rounding draws element i's bits from (seed, i).");
 

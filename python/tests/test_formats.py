@@ -139,15 +139,36 @@ def codes_outside_nan_blocks(codes, scales, block):
     return np.where(mask, codes, 0)
 
 
-@pytest.mark.parametrize("recipe", ["mxfp8", "mxfp8-rceil", "mxfp4"])
-def test_mx_recipes_match_torchaos_golden_vectors(recipe):
+def mx_golden_cases():
+    """Each MX recipe of the table (E8M0 scales) with each of its elements and both rules a run chooses
+    from: a recipe added to the table is compared here unasked."""
+    return sorted({(r["name"], element, rule) for r in mantissa.recipes() if r.get("scale") == "e8m0"
+                   for element in (r["forward"], r["gradient"]) for rule in ("floor", "rceil")})
+
+
+@pytest.mark.parametrize("recipe,element,rule", mx_golden_cases())
+def test_mx_recipes_match_torchaos_golden_vectors(recipe, element, rule):
     g = golden()
-    q = mantissa.quantize(g["mx.input"], recipe)
-    np.testing.assert_array_equal(q.scales, g[recipe + ".scales"])
-    codes = q.codes if recipe != "mxfp4" else mantissa.pack_fp4(q.codes.ravel()).reshape(q.codes.shape[0], -1)
-    block = 32 if recipe != "mxfp4" else 16  # packed: two codes a byte
+    key = f"mx.{element}.{rule}"
+    assert key + ".codes" in g, f"no golden vectors for {key}: run tests/golden/make_microscale_golden.py"
+    q = mantissa.quantize(g["mx.input"], recipe, element=element, rule=rule)
+    np.testing.assert_array_equal(q.scales, g[key + ".scales"])
+    fp4 = element == "e2m1"
+    codes = q.codes if not fp4 else mantissa.pack_fp4(q.codes.ravel()).reshape(q.codes.shape[0], -1)
+    block = 32 if not fp4 else 16  # packed: two codes a byte
     np.testing.assert_array_equal(codes_outside_nan_blocks(codes, q.scales, block),
-                                  codes_outside_nan_blocks(g[recipe + ".codes"], q.scales, block))
+                                  codes_outside_nan_blocks(g[key + ".codes"], q.scales, block))
+
+
+def test_the_recipes_are_the_commands(cli):
+    """mantissa.recipes() is the table `mantissa formats` prints, row for row."""
+    out = subprocess.run([cli, "formats"], capture_output=True, text=True, check=True).stdout
+    rows = [row for row in out.split("\n\n", 1)[1].splitlines()[1:] if " run on " not in row]
+    recipes = mantissa.recipes()
+    assert len(rows) == len(recipes)
+    for row, r in zip(rows, recipes):
+        assert row.split()[0] == r["name"] and row.endswith(r["summary"]), (row, r)
+        assert r["precision"] == r["microscaled"]
 
 
 def test_nvfp4_matches_torchaos_golden_vectors():

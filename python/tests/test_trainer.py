@@ -172,7 +172,12 @@ def test_an_exception_in_a_callback_ends_the_run_and_is_raised():
     assert t.next_step == 4
 
 
-@pytest.mark.parametrize("name", ["fp32", "bf16", "fp16", "fp8", "mxfp8", "mxfp4", "nvfp4", "adaptive"])
+# Every --precision name: the 16-bit ones, fp8, every microscaled recipe of the table, adaptive.
+PRECISION_NAMES = (["fp32", "bf16", "fp16", "fp8"] + [r["name"] for r in mantissa.recipes() if r["precision"]] +
+                   ["adaptive"])
+
+
+@pytest.mark.parametrize("name", PRECISION_NAMES)
 def test_every_precision_name_is_the_plan_the_command_makes_of_it(cli, name):
     """The Python door resolves a precision name to the plan `mantissa train` makes of it (issue 49)."""
     t = mantissa.Trainer("mlp", precision=name, steps=1, batch_size=16, quiet=True)

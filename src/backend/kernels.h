@@ -514,8 +514,9 @@ struct Fp8Quantize {
 // The one quantizer the ops call, every recipe a QuantSpec (mantissa/numeric/microscale.h):
 // out [R, C] bf16 = x [R, C] (f32 or bf16) block-quantized as `spec` says and scaled back by its block
 // scales, not by the tensor scale (returned in the stats: a product applies it to its result). bf16
-// holds every such value exactly: an e4m3, e5m2 or e2m1 value times a power of 2, or an e2m1 value times
-// an e4m3 scale; per-tensor f32 scales leave the values on the fp8 grid. Stochastic rounding draws from
+// holds every such value exactly: an element (fp8, fp6 or fp4: at most 4 significant bits) times a power
+// of 2, or an fp4 or fp6 element times an e4m3 scale (at most 8); per-tensor f32 scales leave the values
+// on the fp8 grid. Stochastic rounding draws from
 // (seed, element index). given_scale: for a per-tensor spec, the scale to use (the delayed recipe's)
 // instead of one fitted to x's amax; 0 for none. The fit rule runs as Fp8QuantizeCurrent / Fp8Quantize
 // say (fit_quantize.h), the others as numeric/microscale.cpp defines them. counts: undefined (the stats

@@ -46,7 +46,7 @@ Tensor Linear::forward_gelu_tanh_into(const Linear& next, const Tensor& x) const
 void Linear::enable_fp8(const Fp8Options& options) {
   if (fp8_) throw std::logic_error("Linear::enable_fp8: FP8 is already enabled for this layer");
   fp8_ = std::make_shared<Fp8State>(options);
-  if (options.recipe == Fp8Recipe::delayed) {
+  if (options.recipe == QuantRecipe::delayed) {
     // On the host on every device: the recipe reads and rolls them there each step.
     register_buffer("fp8_amax_history", fp8_->amax_history(), /*on_host=*/true);
     register_buffer("fp8_scale", fp8_->scale(), /*on_host=*/true);

@@ -17,8 +17,8 @@ namespace mantissa {
 namespace {
 
 constexpr std::array kNamed = {Format::fp32(), Format::fp16(), Format::bf16(), Format::e4m3(),
-                               Format::e5m2(), Format::e2m1()};
-constexpr std::array<std::string_view, kNamed.size()> kNames = {"fp32", "fp16", "bf16", "e4m3", "e5m2", "e2m1"};
+                               Format::e5m2(), Format::e2m1(), Format::e2m3(), Format::e3m2()};
+constexpr std::array<std::string_view, kNamed.size()> kNames = {"fp32", "fp16", "bf16", "e4m3", "e5m2", "e2m1", "e2m3", "e3m2"};
 
 bool parse_int(std::string_view s, int& out) {
   if (s.empty() || s.size() > 2 || s.front() == '+' || s.front() == '-' || !is_number<int>(s)) return false;
@@ -51,6 +51,8 @@ Format Format::parse(std::string_view name) {
       parse_int(name.substr(1, m - 1), e) && parse_int(name.substr(m + 1), mb)) {
     if (e == 4 && mb == 3) return e4m3();
     if (e == 2 && mb == 1) return e2m1();
+    if (e == 2 && mb == 3) return e2m3();
+    if (e == 3 && mb == 2) return e3m2();
     try {
       return emulated(e, mb);
     } catch (const std::invalid_argument& error) {
@@ -58,7 +60,7 @@ Format Format::parse(std::string_view name) {
     }
   }
   throw std::invalid_argument("unknown format '" + std::string(name) +
-                              "' (expected fp32, fp16, bf16, e4m3, e5m2, e2m1 or eXmY)");
+                              "' (expected fp32, fp16, bf16, e4m3, e5m2, e2m1, e2m3, e3m2 or eXmY)");
 }
 
 std::string Format::name() const {

@@ -18,6 +18,7 @@
 #include "vector_clones.h"
 #include "mantissa/numeric/convert.h"
 #include "mantissa/numeric/parse_number.h"
+#include "mantissa/numeric/recipes.h"
 
 namespace mantissa {
 namespace {
@@ -299,8 +300,9 @@ QuantSpec QuantSpec::parse(std::string_view text) {
 }
 
 void QuantSpec::check() const {
-  if (!(element == Format::e4m3() || element == Format::e5m2() || element == Format::e2m1())) {
-    throw std::invalid_argument("block quantization: element format " + element.name() + " is not e4m3, e5m2 or e2m1");
+  const bool fp8 = element == Format::e4m3() || element == Format::e5m2();
+  if (!fp8 && !(element == Format::e2m1() || element == Format::e2m3() || element == Format::e3m2())) {
+    throw std::invalid_argument("block quantization: element format " + element.name() + " is not e4m3, e5m2, e2m1, e2m3 or e3m2");
   }
   if (scale == ScaleFormat::f32 ? !per_tensor() : per_tensor()) {
     throw std::invalid_argument("block quantization: f32 scales are one per tensor (block \"tensor\"), and only they are");
@@ -316,7 +318,7 @@ void QuantSpec::check() const {
   if (scale == ScaleFormat::f32 && rule != ScaleRule::fit) {
     throw std::invalid_argument("block quantization: f32 scales are fitted by the fit rule only");
   }
-  if (rule == ScaleRule::fit && (element == Format::e2m1() || rounding != Rounding::nearest_even)) {
+  if (rule == ScaleRule::fit && (!fp8 || rounding != Rounding::nearest_even)) {
     throw std::invalid_argument("block quantization: the fit rule is FP8's: e4m3 or e5m2 elements, rounded to nearest");
   }
   if (margin != 0 && rule != ScaleRule::fit) throw std::invalid_argument("block quantization: only the fit rule has a margin");
@@ -344,12 +346,17 @@ ScaleRule parse_scale_rule(std::string_view name) {
   throw std::invalid_argument("'" + std::string(name) + "' is not a scale rule (floor, even, rceil or fit)");
 }
 
-QuantSpec quant_spec(std::string_view recipe) {
-  if (recipe == "mxfp8") return QuantSpec{};
-  if (recipe == "mxfp8-rceil") return QuantSpec{.rule = ScaleRule::rceil};
-  if (recipe == "mxfp4") return QuantSpec{.element = Format::e2m1()};
-  if (recipe == "nvfp4") return QuantSpec{.element = Format::e2m1(), .block_cols = 16, .scale = ScaleFormat::e4m3};
-  throw std::invalid_argument("'" + std::string(recipe) + "' is not a block-scaled recipe (mxfp8, mxfp8-rceil, mxfp4, nvfp4)");
+QuantSpec quant_spec(std::string_view name) {
+  // A microscaled recipe's name, with "-rceil" for rceil scales where they are E8M0.
+  const bool rceil = name.ends_with("-rceil");
+  const QuantRecipe* recipe = QuantRecipe::find(rceil ? name.substr(0, name.size() - 6) : name);
+  if (recipe != nullptr && recipe->info().microscaled() && (!rceil || recipe->info().scale_rule_choice())) {
+    QuantSpec s = recipe->info().element_spec(recipe->info().forward);
+    if (rceil) s.rule = ScaleRule::rceil;
+    return s;
+  }
+  throw std::invalid_argument("'" + std::string(name) + "' is not a block-scaled recipe (" + recipe_names(is_microscaled, ", ") +
+                              "; an E8M0 one with -rceil)");
 }
 
 QuantizedBlocks quantize_blocks(std::span<const float> x, std::int64_t rows, std::int64_t cols, const QuantSpec& spec,

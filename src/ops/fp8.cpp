@@ -73,7 +73,7 @@ Quantized quantize_operand(const Tensor& x, QuantSpec spec, bool inner_is_rows, 
   if (inner_is_rows) std::swap(spec.block_rows, spec.block_cols);
   Tensor q = Tensor::empty({x.size(0), x.size(1)}, DType::bf16, x.device());
   if (x.numel() == 0) return {q, Tensor()};  // no blocks, no scales
-  const bool delayed = state.options().recipe == Fp8Recipe::delayed && spec.per_tensor();
+  const bool delayed = state.options().recipe == QuantRecipe::delayed && spec.per_tensor();
   const float given = delayed ? state.delayed_scale(role).value_or(0.0f) : 0.0f;  // none yet: x's own amax
   const std::uint64_t seed = spec.rounding == Rounding::stochastic ? state.next_rounding_seed() : 0;
   // What the quantizer saw (its counts, x's amax for the history) goes where it is needed once the host
@@ -186,44 +186,49 @@ class Fp8LinearNode final : public Node {
 
 QuantSpec Fp8Options::spec(Fp8Operand operand) const {
   if (const auto& own = specs[static_cast<std::size_t>(operand)]) return *own;
-  const Format element = operand == Fp8Operand::grad_output ? backward_format() : forward_format();
-  if (recipe == Fp8Recipe::delayed || recipe == Fp8Recipe::current) {
-    return {.element = element, .block_rows = 0, .block_cols = 0, .scale = ScaleFormat::f32, .rule = ScaleRule::fit, .margin = margin};
+  const RecipeInfo& r = recipe.info();
+  const bool gradient = operand == Fp8Operand::grad_output;
+  const Format element = gradient ? backward_format() : forward_format();
+  switch (r.scaling) {
+    case RecipeScaling::history:
+    case RecipeScaling::this_step:
+      return {.element = element, .block_rows = 0, .block_cols = 0, .scale = ScaleFormat::f32, .rule = ScaleRule::fit, .margin = margin};
+    case RecipeScaling::fp8_blocks:
+      return {.element = element, .block_rows = operand == Fp8Operand::weight ? block : 1, .block_cols = block,
+              .scale = ScaleFormat::e8m0, .rule = ScaleRule::fit, .margin = margin};
+    case RecipeScaling::microscaled: break;
   }
-  if (recipe == Fp8Recipe::block) {
-    return {.element = element, .block_rows = operand == Fp8Operand::weight ? block : 1, .block_cols = block,
-            .scale = ScaleFormat::e8m0, .rule = ScaleRule::fit, .margin = margin};
-  }
-  QuantSpec s = quant_spec(fp8_recipe_name(recipe));
-  if (s.scale == ScaleFormat::e8m0) s.rule = mx_rule;
-  if (recipe == Fp8Recipe::nvfp4) {
+  QuantSpec s = r.element_spec(gradient ? r.gradient : r.forward);
+  if (r.scale_rule_choice()) s.rule = mx_rule;
+  if (r.nvfp4_parts) {
     if (operand == Fp8Operand::weight && nvfp4_2d_weights) s.block_rows = s.block_cols;
-    if (operand == Fp8Operand::grad_output && nvfp4_sr) s.rounding = Rounding::stochastic;
+    if (gradient && nvfp4_sr) s.rounding = Rounding::stochastic;
   }
   return s;
 }
 
 bool Fp8Options::keeps_rounding_count() const {
-  if (block_scaled()) return true;
+  if (microscaled()) return true;
   return std::any_of(specs.begin(), specs.end(), [](const auto& s) { return s && s->rounding == Rounding::stochastic; });
 }
 
 std::string Fp8Options::str() const {
-  std::string s = std::string(fp8_recipe_name(recipe)) + " (";
-  if (block_scaled()) {
+  std::string s = std::string(recipe.name()) + " (";
+  if (microscaled()) {
     Fp8Options own = *this;  // the recipe's input spec, whatever a plan set
     own.specs = {};
     s += own.spec(Fp8Operand::input).str();
-    if (recipe == Fp8Recipe::nvfp4) {
+    if (recipe.info().gradient != recipe.info().forward) s += "; gradients " + own.spec(Fp8Operand::grad_output).element.name();
+    if (recipe.info().nvfp4_parts) {
       s += std::string("; weights ") + (nvfp4_2d_weights ? "16x16" : "1x16") + ", RHT " + (nvfp4_rht ? "on" : "off") +
            ", gradients " + (nvfp4_sr ? "stochastic" : "nearest");
     }
   } else {
     s += std::string(fp8_format_name(format));
-    if (recipe == Fp8Recipe::delayed) {
+    if (recipe == QuantRecipe::delayed) {
       s += ", history " + std::to_string(amax_history) + ", " + std::string(amax_reduction_name(reduction));
     }
-    if (recipe == Fp8Recipe::block) {
+    if (recipe == QuantRecipe::block) {
       const std::string b = std::to_string(block);
       s += ", blocks 1x" + b + " and " + b + "x" + b;
     }
@@ -246,25 +251,6 @@ void Fp8Options::check() const {
   }
 }
 
-constexpr std::array<std::pair<Fp8Recipe, std::string_view>, 6> kRecipes = {{{Fp8Recipe::delayed, "delayed"},
-                                                                             {Fp8Recipe::current, "current"},
-                                                                             {Fp8Recipe::block, "block"},
-                                                                             {Fp8Recipe::mxfp8, "mxfp8"},
-                                                                             {Fp8Recipe::mxfp4, "mxfp4"},
-                                                                             {Fp8Recipe::nvfp4, "nvfp4"}}};
-
-Fp8Recipe parse_fp8_recipe(std::string_view n) {
-  for (const auto& [r, name] : kRecipes) {
-    if (n == name) return r;
-  }
-  throw std::invalid_argument("'" + std::string(n) + "' is not an fp8 recipe (delayed, current, block, mxfp8, mxfp4 or nvfp4)");
-}
-std::string_view fp8_recipe_name(Fp8Recipe r) {
-  for (const auto& [recipe, name] : kRecipes) {
-    if (r == recipe) return name;
-  }
-  return "?";
-}
 Fp8Format parse_fp8_format(std::string_view n) {
   if (n == "hybrid") return Fp8Format::hybrid;
   if (n == "e4m3") return Fp8Format::e4m3;
@@ -289,7 +275,7 @@ std::optional<Fp8Operand> parse_fp8_operand(std::string_view name) {
 
 Fp8State::Fp8State(const Fp8Options& options) : options_(options) {
   options_.check();
-  if (options_.recipe == Fp8Recipe::delayed) {
+  if (options_.recipe == QuantRecipe::delayed) {
     amax_history_ = Tensor::zeros({options_.amax_history, static_cast<std::int64_t>(kFp8Operands)}, DType::f32);
     scale_ = Tensor::full({static_cast<std::int64_t>(kFp8Operands)}, 1.0, DType::f32);
   }
@@ -343,7 +329,7 @@ void Fp8State::set_step_amax(const std::array<double, kFp8Operands>& amax) {
 }
 
 std::int64_t Fp8State::end_step() {
-  if (options_.recipe != Fp8Recipe::delayed) return 0;
+  if (options_.recipe != QuantRecipe::delayed) return 0;
   const auto cols = static_cast<std::int64_t>(kFp8Operands);
   float* h = amax_history_.data_as<float>();
   float* scale = scale_.data_as<float>();
@@ -377,7 +363,7 @@ void Fp8State::validate() const {
       throw std::invalid_argument("fp8 stochastic-rounding count " + std::to_string(n) + " is not a whole number in 0..2^40");
     }
   }
-  if (options_.recipe != Fp8Recipe::delayed) return;
+  if (options_.recipe != QuantRecipe::delayed) return;
   const float* h = amax_history_.data_as<const float>();
   for (std::int64_t i = 0; i < amax_history_.numel(); ++i) {
     if (!(h[i] >= 0) || !std::isfinite(h[i])) {

@@ -51,15 +51,15 @@ PrecisionPolicy parse_precision_policy(std::string_view given, const Fp8Options&
   const std::string canonical = canonical_precision(given);
   const std::string_view name = canonical;
   if (name == "fp8") return PrecisionPolicy{DType::bf16, PrecisionMode::autocast, fp8};
-  if (name == "mxfp8" || name == "mxfp4" || name == "nvfp4") {
+  if (const QuantRecipe* recipe = QuantRecipe::find(name); recipe != nullptr && recipe->info().microscaled()) {
     Fp8Options o = fp8;
-    o.recipe = parse_fp8_recipe(name);
+    o.recipe = *recipe;
     return PrecisionPolicy{DType::bf16, PrecisionMode::autocast, o};
   }
   try {
     return PrecisionPolicy{parse_precision(name)};
   } catch (const std::invalid_argument&) {
-    throw std::invalid_argument("precision '" + std::string(given) + "' is not fp32, bf16, fp16, fp8, mxfp8, mxfp4 or nvfp4");
+    throw std::invalid_argument("precision '" + std::string(given) + "' is not fp32, bf16, fp16, fp8, " + recipe_names(is_microscaled));
   }
 }
 

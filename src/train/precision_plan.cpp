@@ -35,17 +35,14 @@ namespace {
 // A recipe as a plan holds it: its name, the parameters that recipe reads, and the operands' own specs
 // ("input", "weight", "grad_output": QuantSpec::str's words) where the plan gives them.
 nlohmann::json recipe_json(const Fp8Options& o) {
-  nlohmann::json j = {{"recipe", fp8_recipe_name(o.recipe)}};
-  if (o.block_scaled()) {
-    if (o.recipe == Fp8Recipe::nvfp4) {
-      j.update({{"rht", o.nvfp4_rht}, {"sr", o.nvfp4_sr}, {"2d_weights", o.nvfp4_2d_weights}});
-    } else {
-      j["mx_scale"] = scale_rule_name(o.mx_rule);
-    }
+  nlohmann::json j = {{"recipe", o.recipe.name()}};
+  if (o.microscaled()) {
+    if (o.recipe.info().nvfp4_parts) j.update({{"rht", o.nvfp4_rht}, {"sr", o.nvfp4_sr}, {"2d_weights", o.nvfp4_2d_weights}});
+    if (o.recipe.info().scale_rule_choice()) j["mx_scale"] = scale_rule_name(o.mx_rule);
   } else {
     j.update({{"format", fp8_format_name(o.format)}, {"margin", o.margin}});
-    if (o.recipe == Fp8Recipe::delayed) j.update({{"history", o.amax_history}, {"reduction", amax_reduction_name(o.reduction)}});
-    if (o.recipe == Fp8Recipe::block) j["block"] = o.block;
+    if (o.recipe == QuantRecipe::delayed) j.update({{"history", o.amax_history}, {"reduction", amax_reduction_name(o.reduction)}});
+    if (o.recipe == QuantRecipe::block) j["block"] = o.block;
   }
   if (o.keeps_rounding_count()) j["seed"] = o.seed;
   for (std::size_t i = 0; i < kFp8Operands; ++i) {
@@ -59,10 +56,10 @@ nlohmann::json recipe_json(const Fp8Options& o) {
 Fp8Options parse_recipe(const nlohmann::json& j) {
   Fp8Options o;
   if (j.is_string()) {
-    o.recipe = parse_fp8_recipe(j.get<std::string>());
+    o.recipe = QuantRecipe::parse(j.get<std::string>());
     return o;
   }
-  o.recipe = parse_fp8_recipe(j.at("recipe").get<std::string>());
+  o.recipe = QuantRecipe::parse(j.at("recipe").get<std::string>());
   const nlohmann::json known = recipe_json(o);
   for (const auto& [key, value] : j.items()) {
     if (const std::optional<Fp8Operand> operand = parse_fp8_operand(key)) {
@@ -70,7 +67,7 @@ Fp8Options parse_recipe(const nlohmann::json& j) {
       continue;
     }
     if (!known.contains(key) && key != "seed") {
-      throw std::invalid_argument("the " + std::string(fp8_recipe_name(o.recipe)) + " recipe has no parameter \"" + key + "\"");
+      throw std::invalid_argument("the " + std::string(o.recipe.name()) + " recipe has no parameter \"" + key + "\"");
     }
     if (key == "rht") o.nvfp4_rht = value.get<bool>();
     if (key == "sr") o.nvfp4_sr = value.get<bool>();
@@ -84,7 +81,7 @@ Fp8Options parse_recipe(const nlohmann::json& j) {
     if (key == "block") o.block = json_value<std::int64_t>(value, key);
   }
   if (j.contains("seed") && !o.keeps_rounding_count()) {
-    throw std::invalid_argument("the " + std::string(fp8_recipe_name(o.recipe)) +
+    throw std::invalid_argument("the " + std::string(o.recipe.name()) +
                                 " recipe has no parameter \"seed\" (no operand of it rounds stochastically)");
   }
   o.check();
@@ -157,7 +154,7 @@ std::string PrecisionPlan::str(bool every_layer) const {
     const auto own = recipes.find(path);
     std::string name = path;
     if (why != reasons.end()) name.append(" (").append(why->second).append(")");
-    if (own != recipes.end()) name.append(" [").append(fp8_recipe_name(own->second.recipe)).append("]");
+    if (own != recipes.end()) name.append(" [").append(own->second.recipe.name()).append("]");
     return name;
   };
   std::string s;
@@ -172,7 +169,7 @@ std::string PrecisionPlan::str(bool every_layer) const {
     const bool first = s.empty();  // the first level says of how many
     s += (first ? "" : "; ") + layer_precision_name(p, low) + " in " + std::to_string(all.size());
     if (first) s += " of " + std::to_string(layers.size()) + " layers";
-    if (p == LayerPrecision::fp8) s.append(" (").append(fp8_recipe_name(fp8.recipe)).append(")");
+    if (p == LayerPrecision::fp8) s.append(" (").append(fp8.recipe.name()).append(")");
     const std::vector<std::string>& shown = all.size() <= 4 ? all : explained;
     for (std::size_t i = 0; i < shown.size() && i < 4; ++i) s += (i == 0 ? ": " : ", ") + shown[i];
     if (shown.size() > 4) s += " and " + std::to_string(shown.size() - 4) + " more";

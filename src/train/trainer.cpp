@@ -209,8 +209,8 @@ Trainer::Trainer(Model& model, DataSource& data, TrainerOptions options)
     // A run asked for quantized products computes in them, or is refused: never bf16 under its name.
     if (options_.precision.fp8 && !plan_.quantizes()) {
       const Fp8Options& fp8 = *options_.precision.fp8;
-      const std::string recipe(fp8_recipe_name(fp8.recipe));
-      throw std::invalid_argument((fp8.block_scaled() ? recipe : "fp8 (" + recipe + " scaling)") +
+      const std::string recipe(fp8.recipe.name());
+      throw std::invalid_argument((fp8.microscaled() ? recipe : "fp8 (" + recipe + " scaling)") +
                                   " puts no layer of this model in it: only linear layers are quantized, and the first and "
                                   "the last stay bf16 (--fp8-first-last fp8 or --fp8-layers put them in)");
     }
@@ -570,7 +570,7 @@ void Trainer::resume(const std::filesystem::path& path,
     // for a fixed plan.)
     const auto plan = meta.find("precision_plan");
     const auto same_plan = [&](const std::string& saved) {
-      const bool old_fixed_recipe = !options_.plan || (plan_.recipes.empty() && plan_.fp8 == Fp8Options{.recipe = Fp8Recipe::current});
+      const bool old_fixed_recipe = !options_.plan || (plan_.recipes.empty() && plan_.fp8 == Fp8Options{.recipe = QuantRecipe::current});
       return saved == plan_.json() || (saved == plan_.levels_json() && old_fixed_recipe);
     };
     if (!controller_ && (plan != meta.end() ? !same_plan(plan->second) : options_.plan.has_value())) {

@@ -17,6 +17,9 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/test_seed.h"
+#include "mantissa/numeric/format.h"
+#include "mantissa/numeric/recipes.h"
+#include "mantissa/ops/fp8.h"
 #include "cli_support.h"
 
 namespace {
@@ -95,11 +98,20 @@ TEST(CastCommand, BadFlagsGiveOneLineAndStatusTwo) {
 TEST(FormatsCommand, ListsEveryFormatWithItsNumbers) {
   const Result r = run("formats e3m4");
   EXPECT_EQ(r.status, 0);
-  for (const char* s : {"fp32", "fp16", "bf16", "e4m3", "e5m2", "e2m1", "e3m4", "65504", "448", "57344",
-                        "3.38953e+38", "S.1111.111"}) {
+  for (const char* s : {"fp32", "fp16", "bf16", "e4m3", "e5m2", "e2m1", "e2m3", "e3m2", "e3m4", "65504", "448", "57344",
+                        "3.38953e+38", "S.1111.111", "7.5", "28"}) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
   }
-  EXPECT_EQ(lines(r.out), 8);
+  // The formats (a header, the named ones, the one asked for), then the recipe table's every row with the
+  // spec of its operands as the products take them.
+  const std::string formats = r.out.substr(0, r.out.find("\n\n") + 1);
+  EXPECT_EQ(lines(formats), 1 + static_cast<int>(mantissa::named_formats().size()) + 1) << r.out;
+  for (const mantissa::QuantRecipe recipe : mantissa::QuantRecipe::all()) {
+    const mantissa::Fp8Options o{.recipe = recipe};
+    const std::string row = std::string(recipe.name()) + std::string(8 - recipe.name().size() + 1, ' ') +
+                            o.spec(mantissa::Fp8Operand::input).str();
+    EXPECT_NE(r.out.find("\n" + row), std::string::npos) << row << "\n" << r.out;
+  }
 }
 
 TEST(InfoCommand, ReportsKernelsAndThePathOfEachFamilyAndDtype) {
@@ -570,6 +582,23 @@ TEST(TrainCommand, APlanFileCarriesTheRecipesAndResumeKeepsThem) {
   EXPECT_NE(typo.err.find("layer \"fc1\""), std::string::npos) << typo.err;
 }
 
+// Every name --precision takes, from the recipe table (a recipe added to it is tested here unasked), and
+// whether it quantizes products.
+namespace {
+std::vector<std::string> precision_names() {
+  std::vector<std::string> names{"fp32", "bf16", "fp16", "fp8"};
+  for (const mantissa::QuantRecipe r : mantissa::QuantRecipe::all()) {
+    if (r.info().microscaled()) names.emplace_back(r.name());
+  }
+  names.emplace_back("adaptive");
+  return names;
+}
+bool quantizes(const std::string& precision) {
+  const mantissa::QuantRecipe* r = mantissa::QuantRecipe::find(precision);
+  return precision == "fp8" || (r != nullptr && r->info().microscaled());
+}
+}  // namespace
+
 // The step records of a --metrics file that say what a run computed: each step's loss, loss scale,
 // gradient norm and quantizer counters (wall times and throughput left out).
 namespace {
@@ -597,7 +626,8 @@ std::vector<std::string> computed_steps(const std::string& metrics) {
 TEST(TrainCommand, APlanFilesLayerRunsBitForBitAsTheFlagsSameLayerForEveryRecipe) {
   Scratch s;
   const std::string common = "train --model mlp --steps 6 --eval-every 6 --batch-size 32 --metrics ";
-  for (const std::string recipe : {"delayed", "current", "block", "mxfp8", "mxfp4", "nvfp4"}) {
+  for (const mantissa::QuantRecipe r : mantissa::QuantRecipe::all()) {
+    const std::string recipe(r.name());
     const std::string plan = s.path(recipe + ".json");
     std::ofstream(plan) << R"({"low": "bf16", "fp8": {"recipe": ")" << recipe
                         << R"("}, "layers": {"fc0": "bf16", "fc1": "fp8", "fc2": "bf16"}})";
@@ -620,12 +650,12 @@ TEST(TrainCommand, APlanFilesLayerRunsBitForBitAsTheFlagsSameLayerForEveryRecipe
 // fc1 in it (the first and the last stay bf16).
 TEST(Doors, EveryPrecisionNameRunsWhatItNamesThroughEveryDoor) {
   const std::string mlp = " --model mlp --steps 1 --eval-every 1 --batch-size 16 --json --quiet";
-  for (const std::string name : {"fp32", "bf16", "fp16", "fp8", "mxfp8", "mxfp4", "nvfp4", "adaptive"}) {
+  for (const std::string& name : precision_names()) {
     const Result trained = run("train --precision " + name + mlp);
     ASSERT_EQ(trained.status, 0) << name << ": " << trained.err;
     const nlohmann::json plan = nlohmann::json::parse(trained.out).at("precision_plan");
     const nlohmann::json& layers = plan.at("layers");
-    const bool quantized = name == "fp8" || name == "mxfp8" || name == "mxfp4" || name == "nvfp4";
+    const bool quantized = quantizes(name);
     const std::string low = name == "fp16" ? "fp16" : "bf16";
     EXPECT_EQ(plan.at("low"), low) << name;
     EXPECT_EQ(layers.at("fc0"), name == "fp32" ? "fp32" : low) << name;
@@ -651,11 +681,11 @@ TEST(Doors, EveryPrecisionNameRunsWhatItNamesThroughEveryDoor) {
   const std::string bench = "bench --model gpt-small --data " + s.text("pack my box with five dozen liquor jugs", 200) +
                             " --n-layer 2 --n-head 2 --n-embd 32 --block-size 16 --batch-size 4 --steps 1 --warmup 0 --json"
                             " --mode autocast --fp8-recipe delayed --precisions ";
-  for (const std::string name : {"fp32", "bf16", "fp16", "fp8", "mxfp8", "mxfp4", "nvfp4"}) {
+  for (const std::string& name : precision_names()) {
+    if (name == "adaptive") continue;  // (bench times fixed precisions)
     const Result r = run(bench + name);
     ASSERT_EQ(r.status, 0) << name << ": " << r.err;
-    const bool recipe = name == "mxfp8" || name == "mxfp4" || name == "nvfp4";
-    const std::string want = name == "fp8" ? "fp8-delayed" : recipe ? "fp8-" + name : name;
+    const std::string want = name == "fp8" ? "fp8-delayed" : quantizes(name) ? "fp8-" + name : name;
     EXPECT_EQ(nlohmann::json::parse(r.out).at("precision"), want) << name;
   }
 }

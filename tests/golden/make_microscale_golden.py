@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Golden vectors for mantissa's block-scaled quantization (tests/unit/microscale_test.cpp), made by
-torchao's reference quantizers on the CPU: MXFP8 (e4m3 and e5m2 elements, FLOOR and RCEIL scales),
-MXFP4 (FLOOR) and NVFP4 (two-level scales). The inputs hold what the recipes must get right: zeros,
+torchao's reference quantizers on the CPU: MX blocks (E8M0 scales per 32) of every element format
+mantissa's MX recipes use, with FLOOR and RCEIL scales (and EVEN for e4m3), and NVFP4 (two-level scales). The inputs hold what the recipes must get right: zeros,
 f32 subnormals, the largest finite f32, inf and NaN (MX only: one NaN or inf makes NVFP4's tensor
 scale meaningless), all-zero blocks, blocks of one outlier, powers of 2 and their neighbours, values
 at the element formats' edges, and ordinary values over 2^-140..2^120. Written to
@@ -21,6 +21,9 @@ from torchao.prototype.mx_formats.mx_tensor import to_mx
 from torchao.prototype.mx_formats.nvfp4_tensor import nvfp4_quantize, per_tensor_amax_to_scale
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The MX element formats by mantissa's names, as torchao's to_mx takes them.
+ELEMENTS = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2, "e2m1": torch.float4_e2m1fn_x2}
+RULES = {"floor": ScaleCalculationMode.FLOOR, "rceil": ScaleCalculationMode.RCEIL, "even": ScaleCalculationMode.EVEN}
 ROWS, COLS = 512, 256  # 131072 values per MX recipe; NVFP4: 8 tensors of 64 x 256
 
 
@@ -91,17 +94,13 @@ def main():
     g = torch.Generator().manual_seed(20261203)
     tensors, x = {}, mx_input(g)
     tensors["mx.input"] = x
-    cases = {
-        "mxfp8": (torch.float8_e4m3fn, ScaleCalculationMode.FLOOR),
-        "mxfp8-rceil": (torch.float8_e4m3fn, ScaleCalculationMode.RCEIL),
-        "mxfp8-e5m2": (torch.float8_e5m2, ScaleCalculationMode.FLOOR),
-        "mxfp8-even": (torch.float8_e4m3fn, ScaleCalculationMode.EVEN),
-        "mxfp4": (torch.float4_e2m1fn_x2, ScaleCalculationMode.FLOOR),
-    }
-    for name, (elem, mode) in cases.items():
-        scale, data = to_mx(x.clone(), elem, 32, mode)
-        tensors[name + ".scales"] = scale.view(torch.uint8)
-        tensors[name + ".codes"] = data.view(torch.uint8)  # fp4: packed two a byte
+    # Each element format with each E8M0 rule mantissa's recipes use, under "mx.ELEMENT.RULE" (the test
+    # reads the cases its recipe table needs), and EVEN once.
+    cases = [(element, rule) for element in ELEMENTS for rule in ("floor", "rceil")] + [("e4m3", "even")]
+    for element, rule in cases:
+        scale, data = to_mx(x.clone(), ELEMENTS[element], 32, RULES[rule])
+        tensors[f"mx.{element}.{rule}.scales"] = scale.view(torch.uint8)
+        tensors[f"mx.{element}.{rule}.codes"] = data.view(torch.uint8)  # fp4: packed two a byte
     xs = nvfp4_inputs(g)
     tensors["nvfp4.input"] = xs
     codes, scales, tscales = [], [], []

@@ -427,7 +427,7 @@ TEST_F(Cuda, TheCnnTrainsOnTheGpuAlongTheCpusCurve) {
 // the GPU's loss curve follows the CPU's, and delayed scaling's state stays on the host, where the
 // recipe updates it (and checkpoints read it).
 TEST_F(Cuda, Fp8TrainsOnTheGpuAlongTheCpusCurve) {
-  for (Fp8Recipe recipe : {Fp8Recipe::delayed, Fp8Recipe::current, Fp8Recipe::block}) {
+  for (QuantRecipe recipe : {QuantRecipe::delayed, QuantRecipe::current, QuantRecipe::block}) {
     const auto options = [&](Device device) {
       train::TrainerOptions o = run_options(DType::bf16, device, 20);
       o.precision.fp8 = Fp8Options{.recipe = recipe, .block = 32};
@@ -440,7 +440,7 @@ TEST_F(Cuda, Fp8TrainsOnTheGpuAlongTheCpusCurve) {
     train::Trainer cpu(cpu_model, cpu_data, options(Device::cpu())), gpu(gpu_model, gpu_data, options(kGpu));
     for (int s = 0; s < 20; ++s) {
       const train::StepRecord a = cpu.step(), b = gpu.step();
-      ASSERT_NEAR(b.loss, a.loss, 0.03 * a.loss) << fp8_recipe_name(recipe) << " step " << s + 1;
+      ASSERT_NEAR(b.loss, a.loss, 0.03 * a.loss) << recipe.name() << " step " << s + 1;
     }
     for (const auto& [name, b] : gpu_model.module().named_buffers()) {
       if (name.find("fp8_") != std::string::npos) {

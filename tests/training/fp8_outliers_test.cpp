@@ -41,7 +41,7 @@ struct Outcome {
   std::int64_t underflowed, quantized;
 };
 
-Outcome train_with(std::optional<Fp8Recipe> recipe) {
+Outcome train_with(std::optional<QuantRecipe> recipe) {
   static const ImageDataset train_set = load_mnist_format(kFashionMnistDir, true);
   static const ImageDataset test_set = load_mnist_format(kFashionMnistDir, false);
   train::ModuleModel<SinkMlp> model;
@@ -63,8 +63,8 @@ Outcome train_with(std::optional<Fp8Recipe> recipe) {
 
 TEST(Fp8Outliers, OneScalePerTensorLosesAccuracyThatBlockScalingKeeps) {
   const Outcome bf16 = train_with(std::nullopt);
-  const Outcome delayed = train_with(Fp8Recipe::delayed);
-  const Outcome block = train_with(Fp8Recipe::block);
+  const Outcome delayed = train_with(QuantRecipe::delayed);
+  const Outcome block = train_with(QuantRecipe::block);
   for (const auto& [name, r] : {std::pair{"bf16", bf16}, {"fp8 delayed", delayed}, {"fp8 block", block}}) {
     std::printf("%-12s test accuracy %.2f%%, underflowed %.1f%% of the values quantized\n", name, 100 * r.accuracy,
                 r.quantized ? 100.0 * static_cast<double>(r.underflowed) / static_cast<double>(r.quantized) : 0.0);

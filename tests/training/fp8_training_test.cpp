@@ -55,13 +55,13 @@ struct MlpRun {
 
 TEST(Fp8Training, EveryRecipeTrainsAsFarAsBf16) {
   const double bf16 = MlpRun(std::nullopt).train_loss(40);
-  for (Fp8Recipe r : {Fp8Recipe::delayed, Fp8Recipe::current, Fp8Recipe::block}) {
+  for (QuantRecipe r : {QuantRecipe::delayed, QuantRecipe::current, QuantRecipe::block}) {
     MlpRun run(Fp8Options{.recipe = r});
     ASSERT_EQ(run.trainer.precision_plan().str(),
-              "fp8 in 2 of 4 layers (" + std::string(fp8_recipe_name(r)) + "): fc1, fc2; bf16 in 2: fc0 (first layer), fc3 (last layer)");
+              "fp8 in 2 of 4 layers (" + std::string(r.name()) + "): fc1, fc2; bf16 in 2: fc0 (first layer), fc3 (last layer)");
     const double fp8 = run.train_loss(40);
-    EXPECT_NEAR(fp8, bf16, 0.05 * bf16) << fp8_recipe_name(r);
-    EXPECT_LT(fp8, 1.0) << fp8_recipe_name(r);  // it learned (the first steps' loss is about 2.3)
+    EXPECT_NEAR(fp8, bf16, 0.05 * bf16) << r.name();
+    EXPECT_LT(fp8, 1.0) << r.name();  // it learned (the first steps' loss is about 2.3)
   }
 }
 
@@ -69,30 +69,30 @@ TEST(Fp8Training, EveryRecipeTrainsAsFarAsBf16) {
 // margin (4-bit values lose more; still far below the first steps' 2.3).
 TEST(Fp8Training, TheMicroscaledRecipesTrainNearBf16) {
   const double bf16 = MlpRun(std::nullopt).train_loss(40);
-  for (const auto& [r, margin] : {std::pair{Fp8Recipe::mxfp8, 0.05}, {Fp8Recipe::mxfp4, 0.25}, {Fp8Recipe::nvfp4, 0.25}}) {
+  for (const auto& [r, margin] : {std::pair{QuantRecipe::mxfp8, 0.05}, {QuantRecipe::mxfp4, 0.25}, {QuantRecipe::nvfp4, 0.25}}) {
     MlpRun run(Fp8Options{.recipe = r});
     const double loss = run.train_loss(40);
-    EXPECT_NEAR(loss, bf16, margin * bf16) << fp8_recipe_name(r);
-    EXPECT_LT(loss, 1.2) << fp8_recipe_name(r);
+    EXPECT_NEAR(loss, bf16, margin * bf16) << r.name();
+    EXPECT_LT(loss, 1.2) << r.name();
   }
 }
 
 // Each recipe's counts per layer: the FP8 layers' shares add up to the step's total.
 TEST(Fp8Training, EachLayerReportsItsShareOfTheQuantizationCounts) {
-  for (Fp8Recipe r : {Fp8Recipe::delayed, Fp8Recipe::mxfp4, Fp8Recipe::nvfp4}) {
+  for (QuantRecipe r : {QuantRecipe::delayed, QuantRecipe::mxfp4, QuantRecipe::nvfp4}) {
     MlpRun run(Fp8Options{.recipe = r});
     run.trainer.step();
     const train::StepRecord rec = run.trainer.step();
     ASSERT_TRUE(rec.fp8.has_value());
-    ASSERT_EQ(rec.fp8_layers.size(), 2u) << fp8_recipe_name(r);
+    ASSERT_EQ(rec.fp8_layers.size(), 2u) << r.name();
     std::int64_t quantized = 0, underflowed = 0;
     for (const auto& [path, c] : rec.fp8_layers) {
       EXPECT_GT(c.quantized, 0) << path;
       quantized += c.quantized;
       underflowed += c.underflowed;
     }
-    EXPECT_EQ(quantized, rec.fp8->quantized) << fp8_recipe_name(r);
-    EXPECT_EQ(underflowed, rec.fp8->underflowed) << fp8_recipe_name(r);
+    EXPECT_EQ(quantized, rec.fp8->quantized) << r.name();
+    EXPECT_EQ(underflowed, rec.fp8->underflowed) << r.name();
   }
 }
 
@@ -117,20 +117,20 @@ TEST(Fp8Training, InAStepEveryQuantizerLeavesItsCountsForTheStepsOneRead) {
   (void)detail::impl_for(Device::cpu());  // every backend's kernels registered
   auto& fn = detail::KernelTable<detail::kernel::BlockQuantize>::fn[static_cast<std::size_t>(detail::Impl::cpu)];
   g_block_quantize = std::exchange(fn, &counting_block_quantize);
-  for (Fp8Recipe r : {Fp8Recipe::delayed, Fp8Recipe::current, Fp8Recipe::block, Fp8Recipe::mxfp8, Fp8Recipe::nvfp4}) {
+  for (QuantRecipe r : {QuantRecipe::delayed, QuantRecipe::current, QuantRecipe::block, QuantRecipe::mxfp8, QuantRecipe::nvfp4}) {
     MlpRun run(Fp8Options{.recipe = r});
     g_with_counts = g_without_counts = g_without_factor = 0;
     for (int i = 0; i < 2; ++i) run.trainer.step();
-    EXPECT_GE(g_with_counts, 2 * 2 * 3) << fp8_recipe_name(r);  // two steps, two FP8 layers, three products
-    EXPECT_EQ(g_without_counts, 0) << fp8_recipe_name(r);
-    EXPECT_EQ(g_without_factor, 0) << fp8_recipe_name(r);
+    EXPECT_GE(g_with_counts, 2 * 2 * 3) << r.name();  // two steps, two FP8 layers, three products
+    EXPECT_EQ(g_without_counts, 0) << r.name();
+    EXPECT_EQ(g_without_factor, 0) << r.name();
     const train::StepRecord rec = run.trainer.step();
     ASSERT_TRUE(rec.fp8.has_value());
-    EXPECT_GT(rec.fp8->quantized, 0) << fp8_recipe_name(r);
+    EXPECT_GT(rec.fp8->quantized, 0) << r.name();
     g_with_counts = g_without_counts = 0;
     (void)run.trainer.evaluate(false);
-    EXPECT_EQ(g_with_counts, 0) << fp8_recipe_name(r);
-    EXPECT_GT(g_without_counts, 0) << fp8_recipe_name(r);
+    EXPECT_EQ(g_with_counts, 0) << r.name();
+    EXPECT_GT(g_without_counts, 0) << r.name();
   }
   fn = g_block_quantize;
 }
@@ -165,7 +165,7 @@ Safetensors expect_resume_bit_identical(const Fp8Options& o, int n, const std::s
 // NVFP4's stochastic rounding draws from a count each layer keeps; checkpoints carry it, so a resumed
 // run rounds as the uninterrupted one did, bit for bit.
 TEST(Fp8Training, Nvfp4StochasticRoundingResumesBitIdentically) {
-  const Safetensors a = expect_resume_bit_identical(Fp8Options{.recipe = Fp8Recipe::nvfp4}, 2, "nvfp4_resume");
+  const Safetensors a = expect_resume_bit_identical(Fp8Options{.recipe = QuantRecipe::nvfp4}, 2, "nvfp4_resume");
   // Two draws a step in each FP8 layer (the data- and the weight-gradient products' gradients).
   const Tensor* calls = a.find("model/fc1.fp8_rounding_calls");
   ASSERT_NE(calls, nullptr);
@@ -175,10 +175,10 @@ TEST(Fp8Training, Nvfp4StochasticRoundingResumesBitIdentically) {
 // The other recipes keep no state but a stochastic-rounding count: each resumes bit for bit too, and so
 // does a recipe given a stochastic spec of its own (its count travels in the checkpoint).
 TEST(Fp8Training, EveryOtherRecipeResumesBitIdentically) {
-  Fp8Options own{.recipe = Fp8Recipe::current};
+  Fp8Options own{.recipe = QuantRecipe::current};
   own.specs[static_cast<std::size_t>(Fp8Operand::grad_output)] = QuantSpec::parse("e5m2 1x32 e8m0 rceil stochastic");
-  for (const Fp8Options& o : {Fp8Options{.recipe = Fp8Recipe::current}, Fp8Options{.recipe = Fp8Recipe::block, .block = 16},
-                              Fp8Options{.recipe = Fp8Recipe::mxfp8}, Fp8Options{.recipe = Fp8Recipe::mxfp4}, own}) {
+  for (const Fp8Options& o : {Fp8Options{.recipe = QuantRecipe::current}, Fp8Options{.recipe = QuantRecipe::block, .block = 16},
+                              Fp8Options{.recipe = QuantRecipe::mxfp8}, Fp8Options{.recipe = QuantRecipe::mxfp4}, own}) {
     SCOPED_TRACE(o.str());
     const Safetensors a = expect_resume_bit_identical(o, 2, "recipe_resume");
     const Tensor* calls = a.find("model/fc1.fp8_rounding_calls");
@@ -191,7 +191,7 @@ TEST(Fp8Training, EveryOtherRecipeResumesBitIdentically) {
 }
 
 TEST(Fp8Training, TheDelayedRecipesStateResumesBitIdentically) {
-  const Safetensors a = expect_resume_bit_identical(Fp8Options{.recipe = Fp8Recipe::delayed, .amax_history = 4}, 3, "fp8_resume");
+  const Safetensors a = expect_resume_bit_identical(Fp8Options{.recipe = QuantRecipe::delayed, .amax_history = 4}, 3, "fp8_resume");
   int fp8_tensors = 0;
   for (const auto& [name, t] : a.tensors) fp8_tensors += name.find("fp8_") != std::string::npos ? 1 : 0;
   EXPECT_EQ(fp8_tensors, 4);  // history and scales of the two FP8 layers
@@ -205,11 +205,11 @@ TEST(Fp8Training, TheDelayedRecipesStateResumesBitIdentically) {
 TEST(Fp8Training, ACheckpointOfAnotherRecipeOrWithAnImpossibleHistoryIsRefused) {
   const fs::path dir = testing::scratch_dir("fp8_refuse");
   {
-    MlpRun run(Fp8Options{.recipe = Fp8Recipe::delayed});
+    MlpRun run(Fp8Options{.recipe = QuantRecipe::delayed});
     run.trainer.step();
     run.trainer.save(dir / "delayed.safetensors");
   }
-  MlpRun block(Fp8Options{.recipe = Fp8Recipe::block});
+  MlpRun block(Fp8Options{.recipe = QuantRecipe::block});
   try {
     block.trainer.resume(dir / "delayed.safetensors");
     FAIL() << "resumed a delayed-scaling checkpoint with block scaling";
@@ -226,7 +226,7 @@ TEST(Fp8Training, ACheckpointOfAnotherRecipeOrWithAnImpossibleHistoryIsRefused) 
     if (name == "model/fc1.fp8_amax_history") t.data_as<float>()[0] = -1;
   }
   write_safetensors(dir / "tampered.safetensors", tensors, f.metadata);
-  MlpRun delayed(Fp8Options{.recipe = Fp8Recipe::delayed});
+  MlpRun delayed(Fp8Options{.recipe = QuantRecipe::delayed});
   try {
     delayed.trainer.resume(dir / "tampered.safetensors");
     FAIL() << "resumed a history with a negative amax";

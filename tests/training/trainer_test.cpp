@@ -216,7 +216,7 @@ TEST(Trainer, OptionsOutOfRangeAreRefused) {
   for (const char* bf16 : {"bf16", "BF16", "bfloat16", "BFloat16"}) EXPECT_EQ(train::parse_precision(bf16), DType::bf16) << bf16;
   for (const char* f16 : {"fp16", "FP16", "f16", "float16", "half"}) EXPECT_EQ(train::parse_precision(f16), DType::f16) << f16;
   for (const char* f32 : {"fp32", "f32", "float32", "Float"}) EXPECT_EQ(train::parse_precision(f32), DType::f32) << f32;
-  EXPECT_EQ(train::parse_precision_policy("NVFP4").fp8->recipe, Fp8Recipe::nvfp4);
+  EXPECT_EQ(train::parse_precision_policy("NVFP4").fp8->recipe, QuantRecipe::nvfp4);
   EXPECT_THROW(train::parse_loss_scaling("static:0", DType::f16), std::invalid_argument);
   EXPECT_EQ(train::parse_loss_scaling("", DType::f16).kind, LossScaling::dynamic);
   EXPECT_EQ(train::parse_loss_scaling("", DType::bf16).kind, LossScaling::none);

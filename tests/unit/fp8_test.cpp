@@ -295,7 +295,7 @@ void expect_within(const Tensor& got, const std::vector<double>& want, const std
   }
 }
 
-class Fp8LinearOracle : public ::testing::TestWithParam<Fp8Recipe> {};
+class Fp8LinearOracle : public ::testing::TestWithParam<QuantRecipe> {};
 
 TEST_P(Fp8LinearOracle, ForwardAndBackwardAreTheQuantizedProductsOfTheDefinition) {
   MANTISSA_TRACE_SEED();
@@ -324,7 +324,7 @@ TEST_P(Fp8LinearOracle, ForwardAndBackwardAreTheQuantizedProductsOfTheDefinition
     ASSERT_EQ(y.dtype(), DType::bf16);
     y.backward(cast(g, DType::bf16));
 
-    const bool block = o.recipe == Fp8Recipe::block;
+    const bool block = o.recipe == QuantRecipe::block;
     const Format e4 = Format::e4m3(), e5 = o.backward_format();
     const std::vector<double> xv = x.to_doubles(), wv = w.to_doubles(), bv = b.to_doubles();
     const std::vector<double> gv = cast(cast(g, DType::bf16), DType::f32).to_doubles();
@@ -351,8 +351,8 @@ TEST_P(Fp8LinearOracle, ForwardAndBackwardAreTheQuantizedProductsOfTheDefinition
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Recipes, Fp8LinearOracle, ::testing::Values(Fp8Recipe::delayed, Fp8Recipe::current, Fp8Recipe::block),
-                         [](const auto& param_info) { return std::string(fp8_recipe_name(param_info.param)); });
+INSTANTIATE_TEST_SUITE_P(Recipes, Fp8LinearOracle, ::testing::Values(QuantRecipe::delayed, QuantRecipe::current, QuantRecipe::block),
+                         [](const auto& param_info) { return std::string(param_info.param.name()); });
 
 // The microscaled recipes' layer against its definition: each operand of each product quantized from the
 // high-precision tensor (by quantize_blocks, itself checked against torchao's in microscale_test.cpp) in
@@ -369,7 +369,7 @@ std::vector<double> block_quantized(const std::vector<double>& v, std::int64_t r
   return {back.begin(), back.end()};
 }
 
-class BlockScaledLinearOracle : public ::testing::TestWithParam<Fp8Recipe> {};
+class BlockScaledLinearOracle : public ::testing::TestWithParam<QuantRecipe> {};
 
 TEST_P(BlockScaledLinearOracle, ForwardAndBackwardAreTheQuantizedProductsOfTheDefinition) {
   MANTISSA_TRACE_SEED();
@@ -393,7 +393,7 @@ TEST_P(BlockScaledLinearOracle, ForwardAndBackwardAreTheQuantizedProductsOfTheDe
   const std::vector<double> gv = cast(cast(g, DType::bf16), DType::f32).to_doubles();
   const QuantSpec xs = o.spec(Fp8Operand::input), ws = o.spec(Fp8Operand::weight);
   const QuantSpec gs = o.spec(Fp8Operand::grad_output);
-  const bool nv = o.recipe == Fp8Recipe::nvfp4;
+  const bool nv = o.recipe == QuantRecipe::nvfp4;
   EXPECT_EQ(ws.block_rows, nv ? 16 : 1);
   std::vector<double> want, mag;
   product(block_quantized(xv, m, k, xs, false, false), block_quantized(wv, n, k, ws, false, false), m, n, k, want, mag);
@@ -410,24 +410,24 @@ TEST_P(BlockScaledLinearOracle, ForwardAndBackwardAreTheQuantizedProductsOfTheDe
   EXPECT_EQ(state->rounding_calls().to_doubles(), std::vector<double>{0.0});
 }
 
-INSTANTIATE_TEST_SUITE_P(Recipes, BlockScaledLinearOracle, ::testing::Values(Fp8Recipe::mxfp8, Fp8Recipe::mxfp4, Fp8Recipe::nvfp4),
-                         [](const auto& param_info) { return std::string(fp8_recipe_name(param_info.param)); });
+INSTANTIATE_TEST_SUITE_P(Recipes, BlockScaledLinearOracle, ::testing::Values(QuantRecipe::mxfp8, QuantRecipe::mxfp4, QuantRecipe::nvfp4),
+                         [](const auto& param_info) { return std::string(param_info.param.name()); });
 
 TEST(Fp8Options, TheMicroscaledRecipesSayWhatTheyRun) {
-  EXPECT_EQ(Fp8Options{.recipe = Fp8Recipe::mxfp8}.str(), "mxfp8 (e4m3 1x32 e8m0 rceil nearest)");
-  const Fp8Options floor{.recipe = Fp8Recipe::mxfp4, .mx_rule = ScaleRule::floor};
+  EXPECT_EQ(Fp8Options{.recipe = QuantRecipe::mxfp8}.str(), "mxfp8 (e4m3 1x32 e8m0 rceil nearest)");
+  const Fp8Options floor{.recipe = QuantRecipe::mxfp4, .mx_rule = ScaleRule::floor};
   EXPECT_EQ(floor.str(), "mxfp4 (e2m1 1x32 e8m0 floor nearest)");
-  EXPECT_EQ(Fp8Options{.recipe = Fp8Recipe::nvfp4}.str(),
+  EXPECT_EQ(Fp8Options{.recipe = QuantRecipe::nvfp4}.str(),
             "nvfp4 (e2m1 1x16 e4m3*f32 nearest; weights 16x16, RHT on, gradients stochastic)");
-  const Fp8Options ablated{.recipe = Fp8Recipe::nvfp4, .nvfp4_rht = false, .nvfp4_sr = false, .nvfp4_2d_weights = false};
+  const Fp8Options ablated{.recipe = QuantRecipe::nvfp4, .nvfp4_rht = false, .nvfp4_sr = false, .nvfp4_2d_weights = false};
   EXPECT_EQ(ablated.spec(Fp8Operand::weight).block_rows, 1);
   EXPECT_EQ(ablated.spec(Fp8Operand::grad_output).rounding, Rounding::nearest_even);
-  EXPECT_EQ(Fp8Options{.recipe = Fp8Recipe::nvfp4}.spec(Fp8Operand::grad_output).rounding, Rounding::stochastic);
-  EXPECT_EQ(parse_fp8_recipe("nvfp4"), Fp8Recipe::nvfp4);
+  EXPECT_EQ(Fp8Options{.recipe = QuantRecipe::nvfp4}.spec(Fp8Operand::grad_output).rounding, Rounding::stochastic);
+  EXPECT_EQ(QuantRecipe::parse("nvfp4"), QuantRecipe::nvfp4);
 }
 
 TEST(Fp8Linear, AnEmptyBatchAndMisfitShapes) {
-  for (Fp8Recipe r : {Fp8Recipe::delayed, Fp8Recipe::current, Fp8Recipe::block}) {
+  for (QuantRecipe r : {QuantRecipe::delayed, QuantRecipe::current, QuantRecipe::block}) {
     const auto state = std::make_shared<Fp8State>(Fp8Options{.recipe = r});
     Tensor w = Tensor::randn({3, 5}, DType::f32, 1);
     w.set_requires_grad();
@@ -489,9 +489,9 @@ TEST(Fp8State, TheStepsAmaxesGoOutAndComeBackBeforeEndStep) {
 }
 
 TEST(Fp8Options, ParseNamesAndRefuseTheRest) {
-  EXPECT_EQ(parse_fp8_recipe("block"), Fp8Recipe::block);
+  EXPECT_EQ(QuantRecipe::parse("block"), QuantRecipe::block);
   EXPECT_EQ(parse_fp8_format("e4m3"), Fp8Format::e4m3);
-  EXPECT_THROW(parse_fp8_recipe("tensorwise"), std::invalid_argument);
+  EXPECT_THROW(QuantRecipe::parse("tensorwise"), std::invalid_argument);
   EXPECT_THROW(parse_fp8_format("e5m2"), std::invalid_argument);
   Fp8Options o;
   o.amax_history = 0;
@@ -547,8 +547,8 @@ TEST(Fp8Policy, KeepsTheFirstAndLastLinearLayersInBf16UnlessTold) {
 // its recipe reads; they survive the plan's JSON, reach the layers, and print.
 TEST(PrecisionPlan, RecipesTravelInItsJsonAndALayerCanHaveItsOwn) {
   using train::LayerPrecision;
-  for (const Fp8Recipe r : {Fp8Recipe::delayed, Fp8Recipe::current, Fp8Recipe::block, Fp8Recipe::mxfp8, Fp8Recipe::mxfp4, Fp8Recipe::nvfp4}) {
-    SCOPED_TRACE(std::string(fp8_recipe_name(r)));
+  for (const QuantRecipe r : {QuantRecipe::delayed, QuantRecipe::current, QuantRecipe::block, QuantRecipe::mxfp8, QuantRecipe::mxfp4, QuantRecipe::nvfp4}) {
+    SCOPED_TRACE(std::string(r.name()));
     train::PrecisionPlan plan;
     plan.layers = {{"fc0", LayerPrecision::fp8}, {"fc1", LayerPrecision::fp8}};
     // Every parameter away from its default, that the JSON must carry.
@@ -559,8 +559,8 @@ TEST(PrecisionPlan, RecipesTravelInItsJsonAndALayerCanHaveItsOwn) {
     EXPECT_EQ(back.json(), plan.json());
     EXPECT_EQ(back.fp8.recipe, r);
     EXPECT_EQ(back.fp8.str(), plan.fp8.str());
-    plan.recipes["fc1"] = {.recipe = Fp8Recipe::nvfp4};
-    EXPECT_TRUE(train::PrecisionPlan::parse(plan.json()).recipes.at("fc1") == Fp8Options{.recipe = Fp8Recipe::nvfp4});
+    plan.recipes["fc1"] = {.recipe = QuantRecipe::nvfp4};
+    EXPECT_TRUE(train::PrecisionPlan::parse(plan.json()).recipes.at("fc1") == Fp8Options{.recipe = QuantRecipe::nvfp4});
   }
 
   const train::PrecisionPlan plan = train::PrecisionPlan::parse(
@@ -583,9 +583,9 @@ TEST(PrecisionPlan, RecipesTravelInItsJsonAndALayerCanHaveItsOwn) {
   };
   ASSERT_TRUE(state("fc1") && state("fc2"));
   EXPECT_FALSE(state("fc0"));
-  EXPECT_EQ(state("fc1")->options().recipe, Fp8Recipe::nvfp4);
+  EXPECT_EQ(state("fc1")->options().recipe, QuantRecipe::nvfp4);
   EXPECT_EQ(state("fc1")->options().seed, 2u);  // the second linear layer's stream
-  EXPECT_EQ(state("fc2")->options().recipe, Fp8Recipe::mxfp8);
+  EXPECT_EQ(state("fc2")->options().recipe, QuantRecipe::mxfp8);
   EXPECT_EQ(state("fc2")->options().mx_rule, ScaleRule::floor);
   {
     Autocast bf16(DType::bf16);
@@ -617,7 +617,7 @@ TEST(PrecisionPlan, RecipesTravelInItsJsonAndALayerCanHaveItsOwn) {
 
 TEST(Fp8Policy, ALayerKeptInF32DoesNotRunInFp8) {
   nn::Linear layer(16, 8, 1);
-  layer.enable_fp8({.recipe = Fp8Recipe::current});
+  layer.enable_fp8({.recipe = QuantRecipe::current});
   const Tensor x = Tensor::randn({4, 16}, DType::f32, 2);
   reset_fp8_counters();
   {
@@ -691,9 +691,9 @@ TEST(Fp8Linear, ProductsAreToldTheFp8GridsTheirOperandsLieOn) {
   auto& slot = detail::KernelTable<detail::kernel::ScaledMatmul>::fn[static_cast<std::size_t>(detail::Impl::cpu)];
   g_real_scaled_matmul = slot;
   slot = spy_scaled_matmul;
-  for (const Fp8Recipe recipe : {Fp8Recipe::delayed, Fp8Recipe::current, Fp8Recipe::block}) {
+  for (const QuantRecipe recipe : {QuantRecipe::delayed, QuantRecipe::current, QuantRecipe::block}) {
     for (const Fp8Format format : {Fp8Format::hybrid, Fp8Format::e4m3}) {
-      SCOPED_TRACE(std::string(fp8_recipe_name(recipe)) + " " + std::string(fp8_format_name(format)));
+      SCOPED_TRACE(std::string(recipe.name()) + " " + std::string(fp8_format_name(format)));
       Fp8Options o;
       o.recipe = recipe;
       o.format = format;
@@ -708,10 +708,10 @@ TEST(Fp8Linear, ProductsAreToldTheFp8GridsTheirOperandsLieOn) {
           y = fp8_linear(x, w, Tensor(), state);
         }
         y.backward(Tensor::randn({32, 48}, DType::bf16, 9, 0, 1e-3));
-        if (recipe == Fp8Recipe::delayed) state->end_step();
+        if (recipe == QuantRecipe::delayed) state->end_step();
         ASSERT_EQ(g_seen.size(), 3U) << "step " << step;  // y, dx, dw
         const DType grad = format == Fp8Format::hybrid ? DType::e5m2 : DType::e4m3;
-        const bool block = recipe == Fp8Recipe::block;
+        const bool block = recipe == QuantRecipe::block;
         const DType want[3][2] = {{DType::e4m3, DType::e4m3}, {grad, DType::e4m3}, {grad, DType::e4m3}};
         for (std::size_t p = 0; p < 3; ++p) {
           EXPECT_EQ(g_seen[p].a, block ? DType::bf16 : want[p][0]) << "product " << p << " step " << step;

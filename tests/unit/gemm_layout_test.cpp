@@ -278,7 +278,7 @@ TEST(GemmLayout, EveryProductOfAnLstmAndOfBatchedMatmulsNeedsNoCopy) {
 
 TEST(GemmLayout, EveryProductOfAnFp8LinearNeedsNoCopy) {
   const ProductSpies spies;
-  for (const Fp8Recipe recipe : {Fp8Recipe::delayed, Fp8Recipe::current, Fp8Recipe::block}) {
+  for (const QuantRecipe recipe : {QuantRecipe::delayed, QuantRecipe::current, QuantRecipe::block}) {
     Fp8Options o;
     o.recipe = recipe;
     const auto state = std::make_shared<Fp8State>(o);
@@ -290,7 +290,7 @@ TEST(GemmLayout, EveryProductOfAnFp8LinearNeedsNoCopy) {
       y = fp8_linear(x, w, Tensor(), state);
     }
     y.backward(Tensor::randn({2, 16, 48}, DType::bf16, 9, 0, 1e-3));
-    expect_no_copies(fp8_recipe_name(recipe).data());
+    expect_no_copies(recipe.name().data());
   }
 }
 

@@ -181,11 +181,11 @@ TEST(HostDeviceTraffic, ATrainingStepOnADeviceReadsFromItOnce) {
   images.images = Tensor::uniform({96, 1, 4, 4}, DType::f32, 5, 0, 1);
   for (std::int64_t i = 0; i < 96; ++i) images.labels.push_back(i % 4);
   images.classes = 4;
-  const std::vector<std::optional<Fp8Recipe>> recipes = {std::nullopt,       Fp8Recipe::delayed, Fp8Recipe::current,
-                                                         Fp8Recipe::block,   Fp8Recipe::mxfp8,   Fp8Recipe::mxfp4,
-                                                         Fp8Recipe::nvfp4};
-  for (const std::optional<Fp8Recipe> recipe : recipes) {
-    SCOPED_TRACE(recipe ? "mlp, fp8 " + std::string(fp8_recipe_name(*recipe)) : std::string("mlp, bf16 autocast"));
+  const std::vector<std::optional<QuantRecipe>> recipes = {std::nullopt,       QuantRecipe::delayed, QuantRecipe::current,
+                                                         QuantRecipe::block,   QuantRecipe::mxfp8,   QuantRecipe::mxfp4,
+                                                         QuantRecipe::nvfp4};
+  for (const std::optional<QuantRecipe> recipe : recipes) {
+    SCOPED_TRACE(recipe ? "mlp, fp8 " + std::string(recipe->name()) : std::string("mlp, bf16 autocast"));
     train::ModuleModel<nn::Mlp> mlp{nn::MlpConfig{.in = 16, .hidden = 32, .layers = 3, .classes = 4, .seed = 3}};
     train::ClassificationData data{images, images, 32, 5};
     expect_one_read_a_step(mlp, data, {DType::bf16, train::PrecisionMode::autocast,

@@ -25,13 +25,13 @@ namespace {
 
 std::vector<Fp8Options> every_recipe() {
   std::vector<Fp8Options> out;
-  for (Fp8Recipe r : {Fp8Recipe::delayed, Fp8Recipe::current, Fp8Recipe::block, Fp8Recipe::mxfp8, Fp8Recipe::mxfp4, Fp8Recipe::nvfp4}) {
+  for (QuantRecipe r : {QuantRecipe::delayed, QuantRecipe::current, QuantRecipe::block, QuantRecipe::mxfp8, QuantRecipe::mxfp4, QuantRecipe::nvfp4}) {
     out.push_back({.recipe = r});
   }
-  out.push_back({.recipe = Fp8Recipe::current, .format = Fp8Format::e4m3, .margin = 2});
-  out.push_back({.recipe = Fp8Recipe::block, .margin = 1, .block = 64});
-  out.push_back({.recipe = Fp8Recipe::nvfp4, .nvfp4_sr = false, .nvfp4_2d_weights = false});
-  out.push_back({.recipe = Fp8Recipe::mxfp8, .mx_rule = ScaleRule::floor});
+  out.push_back({.recipe = QuantRecipe::current, .format = Fp8Format::e4m3, .margin = 2});
+  out.push_back({.recipe = QuantRecipe::block, .margin = 1, .block = 64});
+  out.push_back({.recipe = QuantRecipe::nvfp4, .nvfp4_sr = false, .nvfp4_2d_weights = false});
+  out.push_back({.recipe = QuantRecipe::mxfp8, .mx_rule = ScaleRule::floor});
   return out;
 }
 
@@ -44,7 +44,7 @@ TEST(QuantSpec, EveryRecipesSpecsReadBackFromTheirWords) {
     }
   }
   EXPECT_EQ(Fp8Options{}.spec(Fp8Operand::grad_output).str(), "e5m2 tensor f32 fit nearest");
-  EXPECT_EQ((Fp8Options{.recipe = Fp8Recipe::block, .margin = 1}.spec(Fp8Operand::weight).str()), "e4m3 128x128 e8m0 fit nearest margin 1");
+  EXPECT_EQ((Fp8Options{.recipe = QuantRecipe::block, .margin = 1}.spec(Fp8Operand::weight).str()), "e4m3 128x128 e8m0 fit nearest margin 1");
   EXPECT_EQ(QuantSpec::parse("e2m1 16x16 e4m3*f32 stochastic"),
             (QuantSpec{.element = Format::e2m1(), .block_rows = 16, .block_cols = 16, .scale = ScaleFormat::e4m3,
                        .rounding = Rounding::stochastic}));
@@ -119,11 +119,11 @@ TEST(QuantSpec, ARecipeGivenAnothersSpecsRunsIt) {
     return host;
   };
   const std::vector<std::pair<Fp8Options, Fp8Options>> pairs = {
-      {{.recipe = Fp8Recipe::current}, {.recipe = Fp8Recipe::mxfp8}},
-      {{.recipe = Fp8Recipe::block, .margin = 1}, {.recipe = Fp8Recipe::current}},
-      {{.recipe = Fp8Recipe::mxfp4}, {.recipe = Fp8Recipe::block}},
-      {{.recipe = Fp8Recipe::nvfp4, .nvfp4_rht = false}, {.recipe = Fp8Recipe::mxfp8}},
-      {{.recipe = Fp8Recipe::current, .format = Fp8Format::e4m3}, {.recipe = Fp8Recipe::nvfp4, .nvfp4_rht = false}},
+      {{.recipe = QuantRecipe::current}, {.recipe = QuantRecipe::mxfp8}},
+      {{.recipe = QuantRecipe::block, .margin = 1}, {.recipe = QuantRecipe::current}},
+      {{.recipe = QuantRecipe::mxfp4}, {.recipe = QuantRecipe::block}},
+      {{.recipe = QuantRecipe::nvfp4, .nvfp4_rht = false}, {.recipe = QuantRecipe::mxfp8}},
+      {{.recipe = QuantRecipe::current, .format = Fp8Format::e4m3}, {.recipe = QuantRecipe::nvfp4, .nvfp4_rht = false}},
   };
   for (const auto& [recipe, host] : pairs) {
     const std::vector<std::uint32_t> want = run_layer(recipe, seed);

@@ -78,10 +78,10 @@ std::string precision_name(DType d) { return std::string(train::precision_name(d
 struct Variant {
   DType precision;
   bool low_precision_model;
-  std::optional<Fp8Recipe> fp8 = std::nullopt;  // bf16 with FP8 products by this recipe
+  std::optional<QuantRecipe> fp8 = std::nullopt;  // bf16 with FP8 products by this recipe
   std::string numerics = "off";                 // the tracer ("trace") or telemetry every step ("telemetry")
   std::string name() const {
-    return fp8 ? "fp8-" + std::string(fp8_recipe_name(*fp8)) : precision_name(precision);
+    return fp8 ? "fp8-" + std::string(fp8->name()) : precision_name(precision);
   }
   std::string label() const {
     return name() + (precision == DType::f32 ? "" : low_precision_model ? " lpm" : " autocast") +
@@ -96,17 +96,17 @@ std::vector<Variant> variants(const ModelBenchArgs& a) {
   std::vector<Variant> out;
   for (const std::string& p : split(a.precision)) {
     DType d = DType::f32;
-    std::vector<std::optional<Fp8Recipe>> recipes{std::nullopt};
+    std::vector<std::optional<QuantRecipe>> recipes{std::nullopt};
     try {
-      // The library's one reading of a precision name: mxfp8, mxfp4 and nvfp4 are bf16 with that recipe
+      // The library's one reading of a precision name: a microscaled recipe's is bf16 with that recipe
       // (bench read them as bf16 and timed no quantized step); fp8 takes its recipes from --fp8-recipe.
       const train::PrecisionPolicy policy = train::parse_precision_policy(p);
       d = policy.compute;
-      if (policy.fp8 && policy.fp8->block_scaled()) {
+      if (policy.fp8 && policy.fp8->microscaled()) {
         recipes = {policy.fp8->recipe};
       } else if (policy.fp8) {
         recipes.clear();
-        for (const std::string& r : split(a.fp8_recipe)) recipes.emplace_back(parse_fp8_recipe(r));
+        for (const std::string& r : split(a.fp8_recipe)) recipes.emplace_back(QuantRecipe::parse(r));
         Fp8Options{.format = parse_fp8_format(a.fp8_format), .amax_history = a.amax_history, .margin = a.fp8_margin}.check();
       }
     } catch (const std::invalid_argument& e) {

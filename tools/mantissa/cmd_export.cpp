@@ -1,6 +1,7 @@
 // `mantissa export CHECKPOINT --to pytorch OUT.safetensors`: a checkpoint's weights as a PyTorch
 // state_dict (safetensors, PyTorch's names), for the PyTorch twins or a user's own model of the same
-// shape; docs/interop.md. In fp32 or bf16; or quantized (--dtype mxfp8, mxfp4, nvfp4): the weights of the
+// shape; docs/interop.md. In fp32 or bf16; or quantized (--dtype mxfp8, nvfp4, ...: a microscaled recipe of
+// mantissa/numeric/recipes.h whose elements safetensors has a dtype for): the weights of the
 // layers the run trained in fp8 or a microscaled recipe written as the recipe stores them (FP4 packed two a
 // byte, FP8 elements, E8M0 or E4M3 block scales, NVFP4's f32 scale per tensor), under the names NVIDIA's
 // ModelOpt checkpoints use (weight, weight_scale, weight_scale_2), the rest in bf16.
@@ -14,6 +15,7 @@
 #include "mantissa/io/safetensors.h"
 #include "mantissa/io/weights.h"
 #include "mantissa/numeric/microscale.h"
+#include "mantissa/numeric/recipes.h"
 #include "mantissa/ops/ops.h"
 #include "mantissa/train/precision_plan.h"
 #include "output_flags.h"
@@ -42,13 +44,13 @@ std::set<std::string> fp8_layers(const Safetensors& f, const std::string& checkp
   return out;
 }
 
-// The safetensors dtype of a recipe's elements and block scales.
-std::string element_dtype(const QuantSpec& spec) {
-  return spec.element == Format::e2m1() ? "F4" : spec.element == Format::e5m2() ? "F8_E5M2" : "F8_E4M3";
-}
-
-int export_quantized(const ExportArgs& a) {
+int export_quantized(const ExportArgs& a, const RecipeInfo& recipe) {
+  if (recipe.export_dtype.empty()) {
+    throw std::invalid_argument("--dtype " + a.dtype + ": PyTorch has no dtype for its " + recipe.forward.name() +
+                                " elements, so no state_dict holds them (export bf16, or a recipe with fp8 or fp4 elements)");
+  }
   const QuantSpec spec = quant_spec(a.dtype);  // the recipe's 1-D blocks along a row: what inference kernels take
+  const bool fp4 = recipe.export_dtype == "F4";  // stored two a byte
   const Safetensors checkpoint = read_safetensors(a.checkpoint);  // read once: its plan, then its weights
   const std::set<std::string> layers = fp8_layers(checkpoint, a.checkpoint);
   if (layers.empty()) {
@@ -60,7 +62,7 @@ int export_quantized(const ExportArgs& a) {
   std::vector<std::string> quantized, kept;
   for (const auto& [name, t] : checkpoint_weights(checkpoint, a.checkpoint, DType::f32)) {
     const std::string layer = name.size() > 7 && name.ends_with(".weight") ? name.substr(0, name.size() - 7) : "";
-    const bool packs = t.dim() == 2 && (spec.element != Format::e2m1() || t.size(1) % 2 == 0);
+    const bool packs = t.dim() == 2 && (!fp4 || t.size(1) % 2 == 0);
     if (layers.count(layer) == 0 || !packs) {
       if (layers.count(layer) != 0) kept.push_back(layer);
       tensors.emplace_back(name, cast(t, DType::bf16));
@@ -68,7 +70,7 @@ int export_quantized(const ExportArgs& a) {
     }
     const std::int64_t rows = t.size(0), cols = t.size(1);
     const QuantizedBlocks q = quantize_blocks({t.data_as<float>(), static_cast<std::size_t>(t.numel())}, rows, cols, spec);
-    raw.emplace_back(name, RawTensor{element_dtype(spec), {rows, cols}, spec.element == Format::e2m1() ? pack_fp4(q.codes) : q.codes});
+    raw.emplace_back(name, RawTensor{std::string(recipe.export_dtype), {rows, cols}, fp4 ? pack_fp4(q.codes) : q.codes});
     const std::int64_t blocks = (cols + spec.block_cols - 1) / spec.block_cols;
     raw.emplace_back(layer + ".weight_scale", RawTensor{spec.scale == ScaleFormat::e8m0 ? "F8_E8M0" : "F8_E4M3", {rows, blocks}, q.scale_codes});
     if (spec.scale == ScaleFormat::e4m3) {  // NVFP4's second level: one f32 per tensor
@@ -87,8 +89,12 @@ int export_quantized(const ExportArgs& a) {
 
 int run_export(const ExportArgs& a) {
   if (a.to != "pytorch") throw std::invalid_argument("--to: '" + a.to + "' is not a format mantissa exports to (pytorch)");
-  if (a.dtype == "mxfp8" || a.dtype == "mxfp4" || a.dtype == "nvfp4") return export_quantized(a);
-  if (a.dtype != "fp32" && a.dtype != "bf16") throw std::invalid_argument("--dtype: '" + a.dtype + "' is not fp32, bf16, mxfp8, mxfp4 or nvfp4");
+  if (const QuantRecipe* recipe = QuantRecipe::find(a.dtype); recipe != nullptr && recipe->info().microscaled()) {
+    return export_quantized(a, recipe->info());
+  }
+  if (a.dtype != "fp32" && a.dtype != "bf16") {
+    throw std::invalid_argument("--dtype: '" + a.dtype + "' is not fp32, bf16, " + recipe_names(is_microscaled));
+  }
   const auto weights = checkpoint_weights(a.checkpoint, a.dtype == "bf16" ? DType::bf16 : DType::f32);
   // {"format": "pt"}: what safetensors.torch.save_file writes, so its load_file takes it as PyTorch's.
   write_safetensors(a.out, weights, {{"format", "pt"}, {"source", a.checkpoint}});
@@ -103,7 +109,7 @@ Run add_export(CLI::App& app) {
   app.add_option("checkpoint", a->checkpoint, "A checkpoint (ckpt-N.safetensors) of mantissa train")->required();
   app.add_option("--to", a->to, "The format: pytorch (a state_dict in safetensors)")->capture_default_str();
   add_output_file(app, "out,--out", a->out, "Where to write it (OUT.safetensors)")->required();
-  app.add_option("--dtype", a->dtype, "fp32 or bf16; or mxfp8, mxfp4, nvfp4: the weights of the layers the run trained in fp8 "
+  app.add_option("--dtype", a->dtype, "fp32 or bf16; or " + recipe_names(is_microscaled) + ": the weights of the layers the run trained in fp8 "
                                       "or a microscaled recipe quantized by it (the rest bf16)")
       ->capture_default_str();
   return [a] { return run_export(*a); };

@@ -1,12 +1,17 @@
-// `mantissa formats`: the properties of every named format (and of any eXmY given), side by side.
+// `mantissa formats`: the properties of every named format (and of any eXmY given), side by side, and
+// the quantization recipes of the products (mantissa/numeric/recipes.h's table), each operand's spec as
+// the products take it.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "commands.h"
 #include "mantissa/numeric/format.h"
+#include "mantissa/numeric/recipes.h"
+#include "mantissa/ops/fp8.h"
 
 namespace mantissa::cli {
 namespace {
@@ -26,6 +31,22 @@ int print_table(const std::vector<std::string>& extra) {
                t.exp_bits, t.man_bits, t.bias, number(t.max_finite), number(t.min_normal),
                number(t.min_subnormal), number(t.epsilon), t.has_inf ? "yes" : "no", t.nan_encoding);
   }
+  // The recipes with their defaults (--fp8-format hybrid, --mx-scale rceil), as the products run them,
+  // then what each needs of the machine.
+  fmt::print("\n{:<8} {:<30} {:<30} {:<30} {}\n", "recipe", "input", "weight", "output gradient", "what it is");
+  std::vector<std::pair<std::string_view, std::string>> needs;  // a need, the recipes with it
+  for (const QuantRecipe r : QuantRecipe::all()) {
+    const Fp8Options o{.recipe = r};
+    fmt::print("{:<8} {:<30} {:<30} {:<30} {}\n", r.name(), o.spec(Fp8Operand::input).str(), o.spec(Fp8Operand::weight).str(),
+               o.spec(Fp8Operand::grad_output).str(), r.info().summary);
+    const auto same = std::find_if(needs.begin(), needs.end(), [&](const auto& n) { return n.first == r.info().needs; });
+    if (same == needs.end()) {
+      needs.emplace_back(r.info().needs, r.name());
+    } else {
+      same->second.append(", ").append(r.name());
+    }
+  }
+  for (const auto& [need, names] : needs) fmt::print("{} run on {}\n", names, need);
   return 0;
 }
 

@@ -19,6 +19,7 @@
 #include "output_flags.h"
 #include "mantissa/core/dtype.h"
 #include "mantissa/numeric/parse_number.h"
+#include "mantissa/numeric/recipes.h"
 #include "machine.h"
 #include "mantissa/train/builders.h"
 #include "records.h"
@@ -178,7 +179,7 @@ int run_train(TrainRunArgs& a) {
 TrainConfig resolve(const TrainArgs& a) {
   TrainConfig c = a.config;
   try {
-    c.fp8_options.recipe = parse_fp8_recipe(a.fp8_recipe);
+    c.fp8_options.recipe = QuantRecipe::parse(a.fp8_recipe);
     c.fp8_options.format = parse_fp8_format(a.fp8_format);
     c.fp8_options.nvfp4_rht = !a.nvfp4_no_rht;
     c.fp8_options.nvfp4_sr = !a.nvfp4_no_sr;
@@ -260,9 +261,10 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
   app.add_option("--normalize", c.normalize, "Image models: auto (by the training set's own pixel mean and std) or MEAN,STD "
                                              "(of pixels on a 0..1 scale, as 0.2860,0.3530)")
       ->capture_default_str();
-  app.add_option("--precision", a.precision, "fp32, bf16, fp16, fp8 (bf16 with FP8 products in the linear layers), "
-                                            "mxfp8, mxfp4, nvfp4 (the same with that microscaled recipe), or "
-                                            "adaptive (each layer's precision chosen as it trains)")
+  app.add_option("--precision", a.precision, "fp32, bf16, fp16, fp8 (bf16 with FP8 products in the linear layers), " +
+                                                recipe_names(is_microscaled, ", ") +
+                                                " (the same with that microscaled recipe), or "
+                                                "adaptive (each layer's precision chosen as it trains)")
       ->capture_default_str();
   app.add_option("--adaptive-dtype", a.adaptive_dtype, "adaptive: the 16-bit format between fp32 and fp8 (bf16 or fp16)")
       ->capture_default_str();
@@ -272,13 +274,13 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
       ->capture_default_str();
   app.add_option("--precision-plan", c.precision_plan, "Run a fixed per-layer plan (JSON, as --plan-out writes it)");
   app.add_option("--fp8-recipe", a.fp8_recipe, "fp8 scaling: delayed (amax history), current (this step's amax), "
-                                               "block (power-of-2 scales per 1x128 / 128x128 block), or mxfp8, "
-                                               "mxfp4, nvfp4 (microscaled; as --precision with that name)")
+                                               "block (power-of-2 scales per 1x128 / 128x128 block), or " +
+                                                   recipe_names(is_microscaled) + " (microscaled; as --precision with that name)")
       ->capture_default_str();
   app.add_flag("--nvfp4-no-rht", a.nvfp4_no_rht, "nvfp4 ablation: no Hadamard transform on the weight-gradient operands");
   app.add_flag("--nvfp4-no-sr", a.nvfp4_no_sr, "nvfp4 ablation: gradients rounded to nearest, not stochastically");
   app.add_flag("--nvfp4-1d-weights", a.nvfp4_1d_weights, "nvfp4 ablation: 1x16 weight blocks instead of 16x16");
-  app.add_option("--mx-scale", a.mx_scale, "mxfp8/mxfp4 E8M0 scales: rceil (amax / max rounded up: never clips; TE's), "
+  app.add_option("--mx-scale", a.mx_scale, recipe_names([](const RecipeInfo& r) { return r.scale_rule_choice(); }) + ": E8M0 scales: rceil (amax / max rounded up: never clips; TE's), "
                                            "floor (OCP MX 1.0's: may clip by up to 1/8) or even (torchao's EVEN)")
       ->capture_default_str();
   app.add_option("--fp8-format", a.fp8_format, "fp8 formats: hybrid (e4m3 forward, e5m2 gradients) or e4m3")

@@ -36,7 +36,7 @@ struct TrainArgs {
   std::string master_weights = "on", fp32_ops = "default";
   std::string grad_reduce = "f32", overlap = "on";
   bool nvfp4_no_rht = false, nvfp4_no_sr = false, nvfp4_1d_weights = false;  // nvfp4's ablations
-  std::string mx_scale = "rceil";                                               // mxfp8, mxfp4
+  std::string mx_scale = "rceil";                                               // the microscaled recipes with E8M0 scales
 };
 void add_train_options(CLI::App& app, TrainArgs& args);
 TrainConfig resolve(const TrainArgs& args);

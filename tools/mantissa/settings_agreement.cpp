@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "mantissa/numeric/recipes.h"
 #include "mantissa/train/builders.h"
 
 namespace mantissa::cli {
@@ -72,16 +73,19 @@ std::vector<std::string> check_agreement(const TrainConfig& c, const RunFacts& r
   };
   const bool adaptive = any_run([](const TrainConfig& o) { return o.adaptive; });
   const bool fp8 = any_run([](const TrainConfig& o) { return o.precision.fp8 || (o.adaptive && o.adaptive_options.fp8); });
-  const bool mx = any_run([](const TrainConfig& o) {
-    return o.precision.fp8 && (o.precision.fp8->recipe == Fp8Recipe::mxfp8 || o.precision.fp8->recipe == Fp8Recipe::mxfp4);
-  });
-  const bool nvfp4 = any_run([](const TrainConfig& o) { return o.precision.fp8 && o.precision.fp8->recipe == Fp8Recipe::nvfp4; });
+  // A recipe's own flags, for the recipes whose row of the table has what they set.
+  constexpr auto has_scale_rule = [](const RecipeInfo& r) { return r.scale_rule_choice(); };
+  constexpr auto has_nvfp4_parts = [](const RecipeInfo& r) { return r.nvfp4_parts; };
+  const auto recipe_run = [&](bool (*has)(const RecipeInfo&)) {
+    return any_run([has](const TrainConfig& o) { return o.precision.fp8 && has(o.precision.fp8->recipe.info()); });
+  };
   const std::vector<AppliesOnly> rows = {
       {{"--adaptive-dtype", "--adaptive-fp8", "--adaptive-every", "--adaptive-warmup"}, adaptive, "--precision adaptive", ""},
       {{"--fp8-recipe", "--fp8-format", "--amax-history", "--fp8-margin", "--fp8-first-last", "--fp8-bf16-layers", "--fp8-layers"},
        fp8, "--precision fp8 (or adaptive)", ""},
-      {{"--nvfp4-no-rht", "--nvfp4-no-sr", "--nvfp4-1d-weights"}, nvfp4, "--precision nvfp4", ""},
-      {{"--mx-scale"}, mx, "--precision mxfp8 or mxfp4", ""},
+      {{"--nvfp4-no-rht", "--nvfp4-no-sr", "--nvfp4-1d-weights"}, recipe_run(has_nvfp4_parts),
+       "--precision " + recipe_names(has_nvfp4_parts), ""},
+      {{"--mx-scale"}, recipe_run(has_scale_rule), "--precision " + recipe_names(has_scale_rule), ""},
       {{"--init-scale", "--growth-interval", "--growth-factor", "--backoff-factor", "--hysteresis", "--min-scale"},
        run.dynamic_scaling, "--loss-scale dynamic (fp16's default)",
        c.loss_scale.empty() ? "no loss scaling" : "--loss-scale " + c.loss_scale},

@@ -365,7 +365,7 @@ void set_precision(TrainConfig& c, const std::string& name) {
   try {
     const train::PrecisionPolicy p = train::parse_precision_policy(name, c.fp8_options);
     c.precision.compute = p.compute;
-    c.precision.fp8 = p.fp8;  // the FP8 flags' options, with the recipe mxfp8, mxfp4 or nvfp4 name
+    c.precision.fp8 = p.fp8;  // the FP8 flags' options, with the microscaled recipe the name says
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string(e.what()) + " (or adaptive)");
   }
@@ -391,7 +391,7 @@ std::pair<double, double> normalization(const TrainConfig& c) {
 
 std::string precision_label(const TrainConfig& c) {
   if (c.adaptive) return "adaptive";
-  if (c.precision.fp8) return c.precision.fp8->block_scaled() ? std::string(fp8_recipe_name(c.precision.fp8->recipe)) : "fp8";
+  if (c.precision.fp8) return c.precision.fp8->microscaled() ? std::string(c.precision.fp8->recipe.name()) : "fp8";
   return std::string(train::precision_name(c.precision.compute));
 }
 

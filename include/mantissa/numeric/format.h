@@ -32,13 +32,17 @@ class Format {
   // OCP MX FP4: 1 sign, 2 exponent, 1 mantissa bit; values 0, 0.5, 1, 1.5, 2, 3, 4, 6; no inf or NaN.
   // Stored one value per byte (low nibble) in memory, packed two per byte in files (pack_fp4()).
   static constexpr Format e2m1() { return Format(2, 1, Specials::none); }
+  // OCP MX FP6, the same kind: E2M3 (max 7.5) and E3M2 (max 28), no inf or NaN; one value per byte.
+  static constexpr Format e2m3() { return Format(2, 3, Specials::none); }
+  static constexpr Format e3m2() { return Format(3, 2, Specials::none); }
 
   // An IEEE-style format with 1..8 exponent bits and 0..23 mantissa bits (throws std::invalid_argument
   // outside that range). e5m10 is fp16, e8m7 is bf16, e5m2 is fp8 e5m2, e8m23 is fp32.
   static Format emulated(int exp_bits, int man_bits);
 
-  // "fp32", "fp16", "bf16", "e4m3", "e5m2", "e2m1" or "eXmY"; throws std::invalid_argument with a message
-  // that names the problem. "e4m3" is always OCP E4M3 (no infinity, max 448), "e2m1" OCP FP4 (max 6).
+  // "fp32", "fp16", "bf16", "e4m3", "e5m2", "e2m1", "e2m3", "e3m2" or "eXmY"; throws std::invalid_argument
+  // with a message that names the problem. "e4m3" is always OCP E4M3 (no infinity, max 448), "e2m1" OCP
+  // FP4 (max 6), "e2m3" and "e3m2" OCP FP6 (max 7.5 and 28); another eXmY is IEEE-style (emulated()).
   static Format parse(std::string_view name);
 
   constexpr int exp_bits() const { return exp_bits_; }

@@ -57,9 +57,9 @@ struct QuantSpec {
   // The spec str() wrote (words in that order; "margin N" optional). Throws std::invalid_argument naming
   // the word it could not read, or what check() refuses.
   static QuantSpec parse(std::string_view text);
-  // Throws std::invalid_argument for an element format other than e4m3, e5m2, e2m1, a block side below
+  // Throws std::invalid_argument for an element format other than e4m3, e5m2, e2m1, e2m3, e3m2, a block side below
   // 1 or above 65536 (but 0 x 0 with f32 scales, which need it), e4m3 scales with a rule other than
-  // floor, the fit rule with e4m3 scales, an fp4 element or stochastic rounding, a margin outside 0..30
+  // floor, the fit rule with e4m3 scales, an element other than fp8's or stochastic rounding, a margin outside 0..30
   // or without the fit rule, or rounding toward zero.
   void check() const;
   // The whole tensor as one block (0 x 0).
@@ -70,9 +70,10 @@ struct QuantSpec {
   friend bool operator==(const QuantSpec&, const QuantSpec&) = default;
 };
 
-// The recipes by name: "mxfp8" (e4m3, 1x32, e8m0, floor), "mxfp8-rceil", "mxfp4" (e2m1, 1x32, e8m0,
-// floor), "nvfp4" (e2m1, 1x16, e4m3 under an f32 tensor scale). Throws std::invalid_argument.
-QuantSpec quant_spec(std::string_view recipe);
+// A microscaled recipe's forward spec by the recipe table's name (mantissa/numeric/recipes.h): "mxfp8"
+// is e4m3 1x32 e8m0 floor (OCP's rule), "nvfp4" e2m1 1x16 e4m3*f32; an E8M0 one with "-rceil"
+// ("mxfp8-rceil") for rceil scales. Throws std::invalid_argument.
+QuantSpec quant_spec(std::string_view name);
 
 // A tensor quantized: element codes (one per value, in the element format's low bits), one scale code
 // per block ([ceil(R / block_rows), ceil(C / block_cols)], row-major), and the tensor scale (1 but for

@@ -12,14 +12,12 @@
 //            dimension, so the wgrad product quantizes them again column-wise) and per 128 x 128 block
 //            of weights (DeepSeek-V3's recipe, TE's Float8BlockScaling).
 // The microscaled recipes quantize every operand of each product from the high-precision tensor, in
-// blocks along that product's inner dimension (mantissa/numeric/microscale.h has the rules):
-//   mxfp8    e4m3 values, an E8M0 scale per 32 (OCP MX; TE's MXFP8BlockScaling, torchao's MXFP8),
-//            fitted by rounding amax / 448 up to a power of 2 (rceil, TE's rule; floor as an option);
-//   mxfp4    e2m1 values, an E8M0 scale per 32 (the same rules);
-//   nvfp4    e2m1 values, an E4M3 scale per 16 under an f32 scale per tensor, as NVIDIA's NVFP4
-//            pretraining recipe: 16 x 16 weight blocks (one quantized weight serves both products),
-//            stochastic rounding of the output gradients, the 16-point random Hadamard transform on the
-//            weight-gradient product's operands; each part can be turned off to measure what it buys.
+// blocks along that product's inner dimension, as their row of the recipe table says
+// (mantissa/numeric/recipes.h: mxfp8, mxfp4, nvfp4, ...; mantissa/numeric/microscale.h has the rules).
+// E8M0 scales are fitted by rounding amax / max(element) up to a power of 2 (rceil, TE's rule; floor as
+// an option). NVFP4 follows NVIDIA's pretraining recipe: 16 x 16 weight blocks (one quantized weight
+// serves both products), stochastic rounding of the output gradients, the 16-point random Hadamard
+// transform on the weight-gradient product's operands; each part can be turned off to measure it.
 // Each recipe is a QuantSpec per operand (Fp8Options::spec; a plan file may set any operand's own), and
 // one path runs them all through the one quantizer kernel (BlockQuantize).
 // On the CPU this is exact emulation: the quantized values are held in bf16, which holds every fp8 value,
@@ -38,10 +36,10 @@
 
 #include "mantissa/core/tensor.h"
 #include "mantissa/numeric/microscale.h"
+#include "mantissa/numeric/recipes.h"
 
 namespace mantissa {
 
-enum class Fp8Recipe : std::uint8_t { delayed, current, block, mxfp8, mxfp4, nvfp4 };
 enum class Fp8Format : std::uint8_t { hybrid, e4m3 };  // hybrid: e4m3 forward, e5m2 gradients
 enum class AmaxReduction : std::uint8_t { max, most_recent };
 
@@ -50,7 +48,7 @@ enum class Fp8Operand : std::uint8_t { input, weight, grad_output };
 inline constexpr std::size_t kFp8Operands = 3;
 
 struct Fp8Options {
-  Fp8Recipe recipe = Fp8Recipe::delayed;
+  QuantRecipe recipe = QuantRecipe::delayed;
   Fp8Format format = Fp8Format::hybrid;
   std::int64_t amax_history = 1024;               // delayed: steps remembered
   AmaxReduction reduction = AmaxReduction::max;   // delayed: how the history becomes one amax
@@ -60,7 +58,7 @@ struct Fp8Options {
   bool nvfp4_rht = true;         // the Hadamard transform on the weight-gradient product's operands
   bool nvfp4_sr = true;          // stochastic rounding of the output gradients
   bool nvfp4_2d_weights = true;  // 16 x 16 weight blocks (else 1 x 16, each product quantizing its own)
-  // mxfp8 and mxfp4: how the E8M0 scales are fitted. rceil (TE's and cuBLAS's, torchao's RCEIL) never
+  // The microscaled recipes with E8M0 scales (mxfp8, ...): how the scales are fitted. rceil (TE's and cuBLAS's, torchao's RCEIL) never
   // clips; floor (OCP MX 1.0's) clips a block's largest values by up to 1/8 (e4m3), which biases the
   // gradients: a GPT on the fortunes trained visibly worse with it (docs/microscaling.md).
   ScaleRule mx_rule = ScaleRule::rceil;
@@ -73,8 +71,8 @@ struct Fp8Options {
   // "grad_output"): the recipe's other choices (the delayed history, NVFP4's transform) stay.
   std::array<std::optional<QuantSpec>, kFp8Operands> specs{};
 
-  // mxfp8, mxfp4 or nvfp4: every operand block-quantized from the high-precision tensor.
-  bool block_scaled() const { return recipe == Fp8Recipe::mxfp8 || recipe == Fp8Recipe::mxfp4 || recipe == Fp8Recipe::nvfp4; }
+  // A microscaled recipe (mantissa/numeric/recipes.h): every operand block-quantized from the high-precision tensor.
+  bool microscaled() const { return recipe.info().microscaled(); }
   // How the recipe quantizes an operand, as a value the one quantizer takes: blocks along the rows of its
   // [R, C] view (1 x N), which a product whose inner dimension is the operand's rows turns. delayed and
   // current: one f32 scale per tensor (the fit rule; delayed's from the history); block: 1 x block
@@ -83,7 +81,7 @@ struct Fp8Options {
   // stochastic rounding. A plan's own spec (specs) wins.
   QuantSpec spec(Fp8Operand operand) const;
   // NVFP4's Hadamard transform of the weight-gradient product's operands is on.
-  bool hadamard_wgrad() const { return recipe == Fp8Recipe::nvfp4 && nvfp4_rht; }
+  bool hadamard_wgrad() const { return recipe.info().nvfp4_parts && nvfp4_rht; }
   // The layer keeps a count of stochastic roundings (a block-scaled recipe, or a stochastic spec).
   bool keeps_rounding_count() const;
   // "delayed (hybrid, history 1024, max, margin 0)", "nvfp4 (e2m1 1x16 e4m3*f32; 16x16 weights, RHT, SR)"
@@ -94,10 +92,8 @@ struct Fp8Options {
   friend bool operator==(const Fp8Options&, const Fp8Options&) = default;
 };
 
-// "delayed", "current", "block", "mxfp8", "mxfp4", "nvfp4"; "hybrid", "e4m3"; "max", "most_recent".
+// "hybrid", "e4m3"; "max", "most_recent" (the recipes' names are mantissa/numeric/recipes.h's).
 // Throw std::invalid_argument.
-Fp8Recipe parse_fp8_recipe(std::string_view name);
-std::string_view fp8_recipe_name(Fp8Recipe recipe);
 Fp8Format parse_fp8_format(std::string_view name);
 std::string_view fp8_format_name(Fp8Format format);
 AmaxReduction parse_amax_reduction(std::string_view name);

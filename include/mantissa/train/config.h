@@ -46,8 +46,8 @@ struct PrecisionPolicy {
 
 // "fp32", "bf16", "fp16" (also "f32", "f16") -> the compute dtype.
 DType parse_precision(std::string_view name);
-// The same names and "fp8": bf16 compute with FP8 products as `fp8` says (autocast mode); "mxfp8",
-// "mxfp4", "nvfp4": the same with that block-scaled recipe.
+// The same names and "fp8": bf16 compute with FP8 products as `fp8` says (autocast mode); a microscaled
+// recipe's name (mantissa/numeric/recipes.h: "mxfp8", "nvfp4", ...): the same with that recipe.
 PrecisionPolicy parse_precision_policy(std::string_view name, const Fp8Options& fp8 = {});
 // The name parse_precision() takes: "fp32", "bf16", "fp16".
 std::string_view precision_name(DType compute);

@@ -29,7 +29,7 @@ struct PrecisionPlan {
   DType low = DType::bf16;                        // the 16-bit format of the run (its autocast dtype)
   std::map<std::string, LayerPrecision> layers;  // by module path
   std::map<std::string, std::string> reasons;    // why a layer has its level, where not by default
-  Fp8Options fp8 = {.recipe = Fp8Recipe::current};  // the recipe of the fp8 layers
+  Fp8Options fp8 = {.recipe = QuantRecipe::current};  // the recipe of the fp8 layers
   std::map<std::string, Fp8Options> recipes;         // fp8 layers with a recipe of their own
 
   // Whether a layer runs its products quantized (fp8 or a microscaled recipe): what the trainer's per-step
