@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/test_seed.h"
+#include "mantissa/io/safetensors.h"
 #include "mantissa/numeric/format.h"
 #include "mantissa/numeric/recipes.h"
 #include "mantissa/ops/fp8.h"
@@ -677,6 +678,12 @@ TEST(Doors, EveryPrecisionNameRunsWhatItNamesThroughEveryDoor) {
     EXPECT_NE(r.err.find("puts no layer of this model in it"), std::string::npos) << name << ": " << r.err;
   }
   EXPECT_EQ(run("train --model cnn --steps 1 --width 4 --batch-size 8 --eval-every 1 --precision mxfp8 --fp8-first-last fp8").status, 0);
+  // compare refuses it before its first run, naming itself and the precision.
+  const Result compared = run("compare --model cnn --steps 1 --width 4 --batch-size 8 --no-plot --precisions bf16,mxfp8");
+  EXPECT_EQ(compared.status, 2) << compared.err;
+  EXPECT_EQ(lines(compared.err), 1) << compared.err;
+  EXPECT_EQ(compared.err.find("== bf16"), std::string::npos) << compared.err;
+  EXPECT_NE(compared.err.find("compare --precisions mxfp8: mxfp8 puts no layer of this model in it"), std::string::npos) << compared.err;
   Scratch s;
   const std::string bench = "bench --model gpt-small --data " + s.text("pack my box with five dozen liquor jugs", 200) +
                             " --n-layer 2 --n-head 2 --n-embd 32 --block-size 16 --batch-size 4 --steps 1 --warmup 0 --json"
@@ -687,6 +694,28 @@ TEST(Doors, EveryPrecisionNameRunsWhatItNamesThroughEveryDoor) {
     ASSERT_EQ(r.status, 0) << name << ": " << r.err;
     const std::string want = name == "fp8" ? "fp8-delayed" : quantizes(name) ? "fp8-" + name : name;
     EXPECT_EQ(nlohmann::json::parse(r.out).at("precision"), want) << name;
+  }
+}
+
+// The checkpoint door: every precision name's checkpoint records the plan its run recorded, and a resume
+// from it runs and records that same plan (issue 49: a resume resolves its precision from the flags and
+// the checkpoint alike, or is refused).
+TEST(Doors, AResumeRunsAndRecordsThePlanItsCheckpointWasSavedWith) {
+  Scratch s;
+  for (const std::string& name : precision_names()) {
+    const std::string dir = s.path("ck-" + name);
+    const std::string mlp = " --model mlp --batch-size 16 --eval-every 1 --json --quiet --precision " + name + " --checkpoint-dir " + dir;
+    const Result first = run("train --steps 1" + mlp);
+    ASSERT_EQ(first.status, 0) << name << ": " << first.err;
+    const nlohmann::json plan = nlohmann::json::parse(first.out).at("precision_plan");
+    const mantissa::Safetensors ckpt = mantissa::read_safetensors(dir + "/ckpt-00000001.safetensors");
+    // (An adaptive run's plan is its controller's, saved with the controller's state.)
+    const nlohmann::json saved = name == "adaptive" ? nlohmann::json::parse(ckpt.metadata.at("adaptive_precision")).at("plan")
+                                                    : nlohmann::json::parse(ckpt.metadata.at("precision_plan"));
+    EXPECT_EQ(saved, plan) << name;
+    const Result resumed = run("train --steps 2 --resume" + mlp);
+    ASSERT_EQ(resumed.status, 0) << name << ": " << resumed.err;
+    EXPECT_EQ(nlohmann::json::parse(resumed.out).at("precision_plan"), plan) << name;
   }
 }
 
