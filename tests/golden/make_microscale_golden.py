@@ -17,12 +17,14 @@ import struct
 import torch
 import torchao
 from torchao.prototype.mx_formats.config import ScaleCalculationMode
+from torchao.prototype.mx_formats.constants import DTYPE_FP6_E2M3, DTYPE_FP6_E3M2
 from torchao.prototype.mx_formats.mx_tensor import to_mx
 from torchao.prototype.mx_formats.nvfp4_tensor import nvfp4_quantize, per_tensor_amax_to_scale
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The MX element formats by mantissa's names, as torchao's to_mx takes them.
-ELEMENTS = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2, "e2m1": torch.float4_e2m1fn_x2}
+ELEMENTS = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2, "e2m1": torch.float4_e2m1fn_x2,
+            "e2m3": DTYPE_FP6_E2M3, "e3m2": DTYPE_FP6_E3M2}  # fp6: one code a byte, the sign in bit 5
 RULES = {"floor": ScaleCalculationMode.FLOOR, "rceil": ScaleCalculationMode.RCEIL, "even": ScaleCalculationMode.EVEN}
 ROWS, COLS = 512, 256  # 131072 values per MX recipe; NVFP4: 8 tensors of 64 x 256
 
