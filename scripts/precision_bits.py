@@ -39,6 +39,7 @@ CASES = [
     ("mlp mxfp8", MLP + ALL_FP8 + ["--precision", "mxfp8"]),
     ("mlp mxfp8 floor", MLP + ALL_FP8 + ["--precision", "mxfp8", "--mx-scale", "floor"]),
     ("mlp mxfp4", MLP + ALL_FP8 + ["--precision", "mxfp4"]),
+    ("mlp mxfp6", MLP + ALL_FP8 + ["--precision", "mxfp6"]),
     ("mlp nvfp4", MLP + ALL_FP8 + ["--precision", "nvfp4"]),
     ("mlp nvfp4 none of the parts", MLP + ALL_FP8 + ["--precision", "nvfp4", "--nvfp4-no-rht", "--nvfp4-no-sr",
                                                     "--nvfp4-1d-weights"]),
@@ -51,6 +52,7 @@ CASES = [
     ("gpt fp8", GPT + ["--precision", "fp8"]),
     ("gpt mxfp8", GPT + ["--precision", "mxfp8"]),
     ("gpt mxfp4", GPT + ["--precision", "mxfp4"]),
+    ("gpt mxfp6", GPT + ["--precision", "mxfp6"]),
     ("gpt nvfp4", GPT + ["--precision", "nvfp4"]),
 ]
 

@@ -393,7 +393,7 @@ TEST_P(BlockScaledLinearOracle, ForwardAndBackwardAreTheQuantizedProductsOfTheDe
   const std::vector<double> gv = cast(cast(g, DType::bf16), DType::f32).to_doubles();
   const QuantSpec xs = o.spec(Fp8Operand::input), ws = o.spec(Fp8Operand::weight);
   const QuantSpec gs = o.spec(Fp8Operand::grad_output);
-  const bool nv = o.recipe == QuantRecipe::nvfp4;
+  const bool nv = o.recipe.info().nvfp4_parts;
   EXPECT_EQ(ws.block_rows, nv ? 16 : 1);
   std::vector<double> want, mag;
   product(block_quantized(xv, m, k, xs, false, false), block_quantized(wv, n, k, ws, false, false), m, n, k, want, mag);
@@ -410,7 +410,16 @@ TEST_P(BlockScaledLinearOracle, ForwardAndBackwardAreTheQuantizedProductsOfTheDe
   EXPECT_EQ(state->rounding_calls().to_doubles(), std::vector<double>{0.0});
 }
 
-INSTANTIATE_TEST_SUITE_P(Recipes, BlockScaledLinearOracle, ::testing::Values(QuantRecipe::mxfp8, QuantRecipe::mxfp4, QuantRecipe::nvfp4),
+// Every microscaled row of the recipe table.
+std::vector<QuantRecipe> microscaled_recipes() {
+  std::vector<QuantRecipe> out;
+  for (const QuantRecipe r : QuantRecipe::all()) {
+    if (r.info().microscaled()) out.push_back(r);
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Recipes, BlockScaledLinearOracle, ::testing::ValuesIn(microscaled_recipes()),
                          [](const auto& param_info) { return std::string(param_info.param.name()); });
 
 TEST(Fp8Options, TheMicroscaledRecipesSayWhatTheyRun) {
@@ -547,7 +556,7 @@ TEST(Fp8Policy, KeepsTheFirstAndLastLinearLayersInBf16UnlessTold) {
 // its recipe reads; they survive the plan's JSON, reach the layers, and print.
 TEST(PrecisionPlan, RecipesTravelInItsJsonAndALayerCanHaveItsOwn) {
   using train::LayerPrecision;
-  for (const QuantRecipe r : {QuantRecipe::delayed, QuantRecipe::current, QuantRecipe::block, QuantRecipe::mxfp8, QuantRecipe::mxfp4, QuantRecipe::nvfp4}) {
+  for (const QuantRecipe r : QuantRecipe::all()) {
     SCOPED_TRACE(std::string(r.name()));
     train::PrecisionPlan plan;
     plan.layers = {{"fc0", LayerPrecision::fp8}, {"fc1", LayerPrecision::fp8}};

@@ -25,7 +25,7 @@ namespace {
 
 std::vector<Fp8Options> every_recipe() {
   std::vector<Fp8Options> out;
-  for (QuantRecipe r : {QuantRecipe::delayed, QuantRecipe::current, QuantRecipe::block, QuantRecipe::mxfp8, QuantRecipe::mxfp4, QuantRecipe::nvfp4}) {
+  for (const QuantRecipe r : QuantRecipe::all()) {  // every row of the table
     out.push_back({.recipe = r});
   }
   out.push_back({.recipe = QuantRecipe::current, .format = Fp8Format::e4m3, .margin = 2});
