@@ -81,6 +81,7 @@ int run_compare(const CompareArgs& a) {
       throw std::invalid_argument("compare --precisions " + names[i] + ": " + e.what());
     }
   }
+  set_quiet(base.quiet);  // (prepare_run set it for the probes)
   std::vector<PrecisionRun> runs;
   for (std::size_t i = 0; i < names.size(); ++i) {
     const std::string& name = names[i];

@@ -44,6 +44,9 @@ std::set<std::string> fp8_layers(const Safetensors& f, const std::string& checkp
   return out;
 }
 
+// A microscaled recipe whose elements PyTorch has a dtype for.
+bool exportable(const RecipeInfo& r) { return r.microscaled() && !r.export_dtype.empty(); }
+
 int export_quantized(const ExportArgs& a, const RecipeInfo& recipe) {
   if (recipe.export_dtype.empty()) {
     throw std::invalid_argument("--dtype " + a.dtype + ": PyTorch has no dtype for its " + recipe.forward.name() +
@@ -93,7 +96,7 @@ int run_export(const ExportArgs& a) {
     return export_quantized(a, recipe->info());
   }
   if (a.dtype != "fp32" && a.dtype != "bf16") {
-    throw std::invalid_argument("--dtype: '" + a.dtype + "' is not fp32, bf16, " + recipe_names(is_microscaled));
+    throw std::invalid_argument("--dtype: '" + a.dtype + "' is not fp32, bf16, " + recipe_names(exportable));
   }
   const auto weights = checkpoint_weights(a.checkpoint, a.dtype == "bf16" ? DType::bf16 : DType::f32);
   // {"format": "pt"}: what safetensors.torch.save_file writes, so its load_file takes it as PyTorch's.
@@ -109,7 +112,7 @@ Run add_export(CLI::App& app) {
   app.add_option("checkpoint", a->checkpoint, "A checkpoint (ckpt-N.safetensors) of mantissa train")->required();
   app.add_option("--to", a->to, "The format: pytorch (a state_dict in safetensors)")->capture_default_str();
   add_output_file(app, "out,--out", a->out, "Where to write it (OUT.safetensors)")->required();
-  app.add_option("--dtype", a->dtype, "fp32 or bf16; or " + recipe_names(is_microscaled) + ": the weights of the layers the run trained in fp8 "
+  app.add_option("--dtype", a->dtype, "fp32 or bf16; or " + recipe_names(exportable) + ": the weights of the layers the run trained in fp8 "
                                       "or a microscaled recipe quantized by it (the rest bf16)")
       ->capture_default_str();
   return [a] { return run_export(*a); };
