@@ -201,7 +201,7 @@ void bind_formats(py::module_& m) {
   }, "x"_a, "recipe"_a = "mxfp8", py::kw_only(), "seed"_a = 0, "element"_a = py::none(), "block"_a = py::none(),
         "scale"_a = py::none(), "rule"_a = py::none(), "rounding"_a = py::none(),
         "x quantized by a microscaled recipe (a name of recipes() such as mxfp8 or nvfp4; an E8M0 one with -rceil), any of its values replaced: element format, "
-        "block (rows, cols), scale (e8m0, e4m3), rule (floor, even, rceil), rounding (nearest, stochastic). The "
+        "block (rows, cols), scale (e8m0, e4m3), rule (floor, even, rceil; for e4m3 scales floor, torchao's, or te, Transformer Engine's), rounding (nearest, stochastic). The "
         "last dimension is the columns, the others the rows. Stochastic rounding draws element i's bits from (seed, i).");
 
   m.def("pack_fp4", [](const py::array& codes) {

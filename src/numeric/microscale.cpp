@@ -122,7 +122,8 @@ namespace {
 // out, then each row encoded and handed on. (Column blocks, N x 1, cost no more than row blocks this way.)
 template <Rounding R>
 void quantize_strips(std::int64_t rows, std::int64_t cols, const QuantSpec& s, std::uint64_t seed, const detail::BlockRows& io,
-                     QuantizedBlocks& q) {
+                     float tensor_amax, QuantizedBlocks& q) {
+  const bool te = s.rule == ScaleRule::te;
   const std::int64_t br = s.block_rows, bc = s.block_cols;
   const std::int64_t nbr = (rows + br - 1) / br, nbc = (cols + bc - 1) / bc;
   const detail::EncodeParams p = detail::make_encode_params(s.element, CastOptions{.rounding = R, .saturate = true});
@@ -167,7 +168,8 @@ void quantize_strips(std::int64_t rows, std::int64_t cols, const QuantSpec& s, s
         amax = std::max(amax, block_amax);
         any_nan |= nan ? 1U : 0U;
         if (nan) block_amax = std::numeric_limits<float>::quiet_NaN();
-        const BlockScale b = s.scale == ScaleFormat::e4m3
+        const BlockScale b = te ? detail::te_e4m3_block_scale(block_amax, tensor_amax, element, e4m3_nearest(), e4m3_decoding())
+                             : s.scale == ScaleFormat::e4m3
                                  ? detail::e4m3_block_scale(block_amax, q.tensor_scale, element, e4m3_nearest(), e4m3_decoding())
                              : s.rule == ScaleRule::rceil ? detail::e8m0_rceil(block_amax, element)
                                                           : detail::e8m0_floor(block_amax, s.rule == ScaleRule::even, element);
@@ -194,6 +196,12 @@ void quantize_strips(std::int64_t rows, std::int64_t cols, const QuantSpec& s, s
         } else {
           microscale_encode_nearest(row, codes.data(), cols, multiply.data(), top, p, mask, saturated, underflowed);
         }
+        if (te) {  // TE's E2M1 cast: a NaN, and -0, give code 0 (this format has no NaN to write)
+          for (std::int64_t c = 0; c < cols; ++c) {
+            const float v = row[c] * multiply[static_cast<std::size_t>(c)];
+            if (v != v || (v == 0 && std::signbit(v))) codes[static_cast<std::size_t>(c)] = 0;
+          }
+        }
         io.emit(r, codes.data(), scale_value.data());
       }
     }
@@ -217,6 +225,7 @@ std::string QuantSpec::str() const {
   }
   if (scale == ScaleFormat::e4m3) {
     s.append(" e4m3*f32");
+    if (rule == ScaleRule::te) s.append(" te");
   } else {
     s.append(scale == ScaleFormat::f32 ? " f32 " : " e8m0 ").append(scale_rule_name(rule));
   }
@@ -259,6 +268,7 @@ QuantSpec QuantSpec::parse(std::string_view text) {
   if (words[next] == "e4m3*f32") {
     q.scale = ScaleFormat::e4m3;
     ++next;
+    if (next < words.size() && words[next] == "te") q.rule = parse_scale_rule(words[next++]);  // (floor goes unsaid)
   } else {
     if (words[next] == "e8m0") {
       q.scale = ScaleFormat::e8m0;
@@ -312,8 +322,11 @@ void QuantSpec::check() const {
       throw std::invalid_argument("block quantization: a block side must be 1 to 65536, got " + std::to_string(side));
     }
   }
-  if (scale == ScaleFormat::e4m3 && rule != ScaleRule::floor) {
-    throw std::invalid_argument("block quantization: e4m3 scales have no rule to choose (floor, the default, only)");
+  if (scale == ScaleFormat::e4m3 && rule != ScaleRule::floor && rule != ScaleRule::te) {
+    throw std::invalid_argument("block quantization: e4m3 scales are fitted by torchao's rule (floor, the default) or Transformer Engine's (te)");
+  }
+  if (rule == ScaleRule::te && scale != ScaleFormat::e4m3) {
+    throw std::invalid_argument("block quantization: the te rule is NVFP4's, for e4m3 scales");
   }
   if (scale == ScaleFormat::f32 && rule != ScaleRule::fit) {
     throw std::invalid_argument("block quantization: f32 scales are fitted by the fit rule only");
@@ -334,6 +347,7 @@ std::string_view scale_rule_name(ScaleRule rule) {
     case ScaleRule::even: return "even";
     case ScaleRule::rceil: return "rceil";
     case ScaleRule::fit: return "fit";
+    case ScaleRule::te: return "te";
   }
   return "?";
 }
@@ -343,7 +357,8 @@ ScaleRule parse_scale_rule(std::string_view name) {
   if (name == "even") return ScaleRule::even;
   if (name == "rceil") return ScaleRule::rceil;
   if (name == "fit") return ScaleRule::fit;
-  throw std::invalid_argument("'" + std::string(name) + "' is not a scale rule (floor, even, rceil or fit)");
+  if (name == "te") return ScaleRule::te;
+  throw std::invalid_argument("'" + std::string(name) + "' is not a scale rule (floor, even, rceil, fit or te)");
 }
 
 QuantSpec quant_spec(std::string_view name) {
@@ -389,11 +404,15 @@ QuantizedBlocks quantize_block_rows(std::int64_t rows, std::int64_t cols, const 
   const std::int64_t nbc = (cols + spec.block_cols - 1) / spec.block_cols;
   q.scale_codes.resize(static_cast<std::size_t>(nbr * nbc));
   // Two-level scales need the tensor's amax before any block's scale.
-  if (spec.scale == ScaleFormat::e4m3) q.tensor_scale = nvfp4_tensor_scale(io.amax ? io.amax() : amax_of_rows(rows, cols, io.load));
+  float tensor_amax = 0;
+  if (spec.scale == ScaleFormat::e4m3) {
+    tensor_amax = io.amax ? io.amax() : amax_of_rows(rows, cols, io.load);
+    q.tensor_scale = spec.rule == ScaleRule::te ? detail::te_nvfp4_tensor_scale(tensor_amax) : nvfp4_tensor_scale(tensor_amax);
+  }
   if (spec.rounding == Rounding::stochastic) {
-    quantize_strips<Rounding::stochastic>(rows, cols, spec, seed, io, q);
+    quantize_strips<Rounding::stochastic>(rows, cols, spec, seed, io, tensor_amax, q);
   } else {
-    quantize_strips<Rounding::nearest_even>(rows, cols, spec, seed, io, q);
+    quantize_strips<Rounding::nearest_even>(rows, cols, spec, seed, io, tensor_amax, q);
   }
   return q;
 }

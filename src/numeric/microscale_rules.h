@@ -1,7 +1,8 @@
 // The block scale rules of the microscaled formats (mantissa/numeric/microscale.h), written once for the
 // CPU's quantizer (microscale.cpp) and the GPU's (backend/cuda/cuda_fp8.cu): from a block's amax, the
 // scale code it stores and the factor its values are multiplied by before rounding. They follow
-// torchao's reference quantizers operation for operation in f32, so the codes agree bit for bit.
+// torchao's reference quantizers operation for operation in f32, so the codes agree bit for bit; and for
+// NVFP4 also Transformer Engine's (the te rule).
 #pragma once
 
 #include <algorithm>
@@ -104,6 +105,37 @@ MANTISSA_HOST_DEVICE inline BlockScale e4m3_block_scale(float amax, float tensor
 // NVFP4's tensor scale: torchao's amax / (448 * 6); a tensor of zeros gets 1, as Transformer Engine
 // gives it (0 would make every block scale 0 / 0).
 MANTISSA_HOST_DEVICE inline float nvfp4_tensor_scale(float amax) { return amax == 0 ? 1.0f : amax / (448.0f * 6.0f); }
+
+// NVFP4 as Transformer Engine computes it (reference_nvfp4.py's NVFP4QuantizerRef, the kernel's default
+// path), operation for operation in f32. The tensor's encode scale: (448 * 6) / amax, at most f32's
+// largest (a tensor of zeros), 1 where it is 0 (an inf in the tensor); NaN stays NaN. (A min written out:
+// fminf would drop the NaN, as torch.min does not.)
+MANTISSA_HOST_DEVICE inline float te_nvfp4_encode(float amax) {
+  const float limit = f32_of(0x7f7fffffU);
+  float e = (448.0f * 6.0f) / amax;
+  e = limit < e ? limit : e;
+  return e == 0 ? 1.0f : e;
+}
+// The tensor scale a value's code and block scale are multiplied by: 1 / the encode scale.
+MANTISSA_HOST_DEVICE inline float te_nvfp4_tensor_scale(float amax) { return 1.0f / te_nvfp4_encode(amax); }
+// A block's E4M3 scale: amax x (encode x f32(1 / largest element)), clamped to 448 only (a scale below
+// E4M3's smallest normal, or 0, stays: TE has no lower clamp), rounded to e4m3; the values multiplied by
+// 1 / (scale x tensor scale), at most f32's largest (a zero scale: the block's values were all 0, or so
+// small that their scale rounded to 0).
+MANTISSA_HOST_DEVICE inline BlockScale te_e4m3_block_scale(float amax, float tensor_amax, const ElementRule& e,
+                                                           const EncodeParams& e4m3, const DecodeParams& e4m3_decode) {
+  const float limit = f32_of(0x7f7fffffU);
+  const float encode = te_nvfp4_encode(tensor_amax);
+  const float decode = 1.0f / encode;
+  float scale = amax * (encode * (1.0f / e.top));
+  scale = limit < scale ? limit : scale;
+  scale = 448.0f < scale ? 448.0f : scale;  // (NaN stays NaN)
+  // A NaN scale (a NaN in the block or the tensor) is written 0xFF, as TE's reference writes it on the CPU
+  // (PyTorch's cast keeps the NaN's sign, set by the time it gets there); either is NaN in E4M3.
+  const auto code = is_nan(scale) ? std::uint8_t{0xff} : static_cast<std::uint8_t>(encode_bits(e4m3, f32_bits(scale), 0));
+  const float multiply = 1.0f / (f32_of(decode_bits(e4m3_decode, code)) * decode);
+  return {limit < multiply ? limit : multiply, code};
+}
 
 // An E8M0 scale's value: 2^(bits - 127), NaN for 0xFF.
 MANTISSA_HOST_DEVICE inline float e8m0_value(std::uint8_t bits) { return bits == 255 ? f32_of(0x7fc00000U) : pow2(bits - 127); }

@@ -369,13 +369,10 @@ std::vector<double> block_quantized(const std::vector<double>& v, std::int64_t r
   return {back.begin(), back.end()};
 }
 
-class BlockScaledLinearOracle : public ::testing::TestWithParam<QuantRecipe> {};
-
-TEST_P(BlockScaledLinearOracle, ForwardAndBackwardAreTheQuantizedProductsOfTheDefinition) {
+void expect_block_scaled_layer_is_its_definition(const Fp8Options& o) {
   MANTISSA_TRACE_SEED();
   const std::uint64_t seed = testing::test_seed();
   const std::int64_t m = 48, k = 64, n = 32;  // m a multiple of 16: the transform applies
-  Fp8Options o{.recipe = GetParam(), .nvfp4_sr = false};
   const auto state = std::make_shared<Fp8State>(o);
   Tensor x = Tensor::randn({m, k}, DType::f32, seed, 0, 1);
   x.data_as<float>()[5 * k + 3] = 60;  // an outlier
@@ -408,6 +405,23 @@ TEST_P(BlockScaledLinearOracle, ForwardAndBackwardAreTheQuantizedProductsOfTheDe
   expect_within(w.grad(), want, mag, m, 0x1p-24, "dw");
   // Nothing but stochastic rounding counts draws.
   EXPECT_EQ(state->rounding_calls().to_doubles(), std::vector<double>{0.0});
+}
+
+class BlockScaledLinearOracle : public ::testing::TestWithParam<QuantRecipe> {};
+
+TEST_P(BlockScaledLinearOracle, ForwardAndBackwardAreTheQuantizedProductsOfTheDefinition) {
+  expect_block_scaled_layer_is_its_definition(Fp8Options{.recipe = GetParam(), .nvfp4_sr = false});
+}
+
+// NVFP4 with every operand by Transformer Engine's scale rule (a plan file's specs): the layer's kernels
+// take the rule as the definition does.
+TEST(BlockScaledLinearOracle, Nvfp4ByTransformerEnginesRuleIsItsDefinitionToo) {
+  Fp8Options o{.recipe = QuantRecipe::nvfp4, .nvfp4_sr = false};
+  const QuantSpec te{.element = Format::e2m1(), .block_cols = 16, .scale = ScaleFormat::e4m3, .rule = ScaleRule::te};
+  QuantSpec weight = te;
+  weight.block_rows = 16;
+  o.specs = {te, weight, te};
+  expect_block_scaled_layer_is_its_definition(o);
 }
 
 // Every microscaled row of the recipe table.

@@ -18,6 +18,7 @@
 #include "mantissa/numeric/convert.h"
 #include "mantissa/numeric/microscale.h"
 #include "mantissa/numeric/recipes.h"
+#include "../common/golden_file.h"
 #include "test_support.h"
 
 namespace mantissa {
@@ -83,32 +84,8 @@ TEST(E8m0, ScalesArePowersOfTwoWithNaNAtTheTop) {
 
 // ---- torchao's golden vectors ----
 
-struct GoldenFile {
-  nlohmann::json header;
-  std::vector<char> bytes;
-  std::size_t data_start = 0;
-
-  GoldenFile() {
-    const auto path = std::filesystem::path(MANTISSA_SOURCE_DIR) / "tests" / "golden" / "microscale.safetensors";
-    std::ifstream in(path, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), {});
-    std::uint64_t n = 0;
-    std::memcpy(&n, bytes.data(), 8);
-    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n));
-    data_start = 8 + n;
-  }
-  template <class T>
-  std::vector<T> get(const std::string& key) const {
-    const auto& e = header.at(key);
-    const std::size_t begin = e["data_offsets"][0], end = e["data_offsets"][1];
-    std::vector<T> out((end - begin) / sizeof(T));
-    std::memcpy(out.data(), bytes.data() + data_start + begin, end - begin);
-    return out;
-  }
-};
-
-const GoldenFile& golden() {
-  static const GoldenFile file;
+const testing::GoldenFile& golden() {
+  static const testing::GoldenFile file("microscale.safetensors");
   return file;
 }
 

@@ -38,8 +38,13 @@ enum class ScaleFormat : std::uint8_t {
 //            magnitude (1 where there is none); for E8M0 the largest power of 2 not above that, kept
 //            within 2^-100..2^100. Non-finite values pass through unclipped, so the loss scaler still
 //            sees an overflowed gradient; the elements round to nearest even.
-enum class ScaleRule : std::uint8_t { floor, even, rceil, fit };
-// "floor", "even", "rceil", "fit"; throws std::invalid_argument.
+// E4M3 scales under an f32 tensor scale (NVFP4) have two rules: floor stands there for torchao's
+// (block amax / max(element) / tensor scale, clamped to [2^-6, 448]), and
+//   te       Transformer Engine's: encode scale (448 * max(element)) / amax, block scale block amax x
+//            (encode x 1 / max(element)) clamped to 448 only (subnormal or 0 allowed), values times
+//            1 / (scale x 1 / encode); NaN values give code 0, as TE's E2M1 cast does.
+enum class ScaleRule : std::uint8_t { floor, even, rceil, fit, te };
+// "floor", "even", "rceil", "fit", "te"; throws std::invalid_argument.
 ScaleRule parse_scale_rule(std::string_view name);
 std::string_view scale_rule_name(ScaleRule rule);
 
@@ -48,18 +53,19 @@ struct QuantSpec {
   std::int64_t block_rows = 1;  // a block: block_rows x block_cols values of a [R, C] tensor;
   std::int64_t block_cols = 32;  // 0 x 0: the whole tensor, whatever its shape (f32 scales)
   ScaleFormat scale = ScaleFormat::e8m0;
-  ScaleRule rule = ScaleRule::floor;  // e4m3 scales: floor only (NVFP4's rule); f32 scales: fit only
+  ScaleRule rule = ScaleRule::floor;  // e4m3 scales: floor (torchao's) or te; f32 scales: fit only
   Rounding rounding = Rounding::nearest_even;  // of the elements; stochastic draws from (seed, index)
   int margin = 0;  // the fit rule's headroom: scales divided by 2^margin
 
-  // "e4m3 1x32 e8m0 floor nearest"; "e4m3 tensor f32 fit nearest" (a margin shows as "margin 2")
+  // "e4m3 1x32 e8m0 floor nearest"; "e4m3 tensor f32 fit nearest" (a margin shows as "margin 2");
+  // "e2m1 1x16 e4m3*f32 nearest" (torchao's rule goes unsaid), "e2m1 1x16 e4m3*f32 te nearest"
   std::string str() const;
   // The spec str() wrote (words in that order; "margin N" optional). Throws std::invalid_argument naming
   // the word it could not read, or what check() refuses.
   static QuantSpec parse(std::string_view text);
   // Throws std::invalid_argument for an element format other than e4m3, e5m2, e2m1, e2m3, e3m2, a block side below
   // 1 or above 65536 (but 0 x 0 with f32 scales, which need it), e4m3 scales with a rule other than
-  // floor, the fit rule with e4m3 scales, an element other than fp8's or stochastic rounding, a margin outside 0..30
+  // floor or te, te with other scales, the fit rule with e4m3 scales, an element other than fp8's or stochastic rounding, a margin outside 0..30
   // or without the fit rule, or rounding toward zero.
   void check() const;
   // The whole tensor as one block (0 x 0).

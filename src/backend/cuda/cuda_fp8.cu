@@ -130,7 +130,7 @@ __global__ void block_amax_kernel(Blocks b, ElementType tx, const void* x, unsig
 
 struct MicroscaleRules {
   ElementRule element;
-  bool e4m3_scales, rceil, even;
+  bool e4m3_scales, rceil, even, te;  // te: Transformer Engine's NVFP4 rule (QuantSpec's te)
   EncodeParams e4m3;
   DecodeParams e4m3_decode;
 };
@@ -143,7 +143,9 @@ __global__ void block_scales_kernel(std::int64_t blocks, const unsigned* amax, M
   const float a = __uint_as_float(amax[i]);
   BlockScale s;
   if (rules.e4m3_scales) {
-    s = e4m3_block_scale(a, nvfp4_tensor_scale(__uint_as_float(totals->amax_bits)), rules.element, rules.e4m3, rules.e4m3_decode);
+    const float tensor_amax = __uint_as_float(totals->amax_bits);
+    s = rules.te ? te_e4m3_block_scale(a, tensor_amax, rules.element, rules.e4m3, rules.e4m3_decode)
+                 : e4m3_block_scale(a, nvfp4_tensor_scale(tensor_amax), rules.element, rules.e4m3, rules.e4m3_decode);
     scale_value[i] = __uint_as_float(decode_bits(rules.e4m3_decode, s.code));
   } else {
     s = rules.rceil ? e8m0_rceil(a, rules.element) : e8m0_floor(a, rules.even, rules.element);
@@ -156,7 +158,7 @@ __global__ void block_scales_kernel(std::int64_t blocks, const unsigned* amax, M
 // rule (stochastically from (seed, row-major index) if asked), and stored as element times block scale.
 __global__ void block_encode_kernel(Blocks b, ElementType tx, const void* x, const float* multiply, const float* scale_value,
                                     EncodeParams encode, DecodeParams decode, float top, std::uint32_t mask, std::uint64_t seed,
-                                    ElementType to, void* out, std::int64_t orow, std::int64_t ocol, Counters* totals) {
+                                    bool te, ElementType to, void* out, std::int64_t orow, std::int64_t ocol, Counters* totals) {
   const std::int64_t n = b.rows * b.cols;
   unsigned long long saturated = 0, underflowed = 0, nonfinite = 0;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -173,7 +175,8 @@ __global__ void block_encode_kernel(Blocks b, ElementType tx, const void* x, con
     const auto u = static_cast<std::uint64_t>(i);
     const std::uint32_t random =
         encode.rounding == Rounding::stochastic ? random_bits(stochastic_key(seed, static_cast<std::uint32_t>(u >> 32)), static_cast<std::uint32_t>(u)) : 0;
-    const std::uint32_t code = encode_bits(encode, __float_as_uint(clamped), random);
+    std::uint32_t code = encode_bits(encode, __float_as_uint(clamped), random);
+    if (te && (y != y || (y == 0 && signbit(y)))) code = 0;  // TE's E2M1 cast: NaN and -0 give code 0
     underflowed += (v != 0 && finite && (code & mask) == 0) ? 1 : 0;
     nonfinite += finite ? 0 : 1;
     store(to, out, r * orow + c * ocol, mul_as_cpu(__uint_as_float(decode_bits(decode, code)), scale_value[block]));
@@ -264,18 +267,20 @@ Fp8QuantizeStats quantize_current_counted(const Tensor& x, Format format, std::i
 }
 
 // BlockQuantize's factor (kernels.h), written by one thread: 1 / *scale in f64 where a scale is given,
-// NVFP4's tensor scale of the amax pattern where that is, else `value`. The host never reads it.
-__global__ void factor_kernel(const float* scale, const unsigned* amax_bits, double value, double* factor) {
+// NVFP4's tensor scale of the amax pattern where that is (by TE's rule where `te`), else `value`. The
+// host never reads it.
+__global__ void factor_kernel(const float* scale, const unsigned* amax_bits, bool te, double value, double* factor) {
   if (scale != nullptr) {
     value = 1.0 / static_cast<double>(*scale);
   } else if (amax_bits != nullptr) {
-    value = static_cast<double>(nvfp4_tensor_scale(__uint_as_float(*amax_bits)));
+    const float a = __uint_as_float(*amax_bits);
+    value = static_cast<double>(te ? te_nvfp4_tensor_scale(a) : nvfp4_tensor_scale(a));
   }
   *factor = value;
 }
 
-void write_factor(const Tensor& factor, const float* scale, const unsigned* amax_bits, double value) {
-  factor_kernel<<<1, 1, 0, stream()>>>(scale, amax_bits, value, static_cast<double*>(factor.data()));
+void write_factor(const Tensor& factor, const float* scale, const unsigned* amax_bits, double value, bool te = false) {
+  factor_kernel<<<1, 1, 0, stream()>>>(scale, amax_bits, te, value, static_cast<double*>(factor.data()));
   check_launch("block_quantize");
 }
 
@@ -324,7 +329,7 @@ Fp8QuantizeStats microscaled_quantize(const Tensor& x, const QuantSpec& spec, st
   check_launch("block_quantize");
   const float top = decode(spec.element, spec.element.max_finite_bits());
   const MicroscaleRules rules{{top, std::ilogb(top), spec.element.man_bits()}, spec.scale == ScaleFormat::e4m3,
-                              spec.rule == ScaleRule::rceil, spec.rule == ScaleRule::even,
+                              spec.rule == ScaleRule::rceil, spec.rule == ScaleRule::even, spec.rule == ScaleRule::te,
                               make_encode_params(Format::e4m3(), CastOptions{}), make_decode_params(Format::e4m3())};
   block_scales_kernel<<<blocks_for(blocks), kThreads, 0, stream()>>>(blocks, static_cast<const unsigned*>(amax.data()), rules,
                                                                       totals.get(), static_cast<float*>(multiply.data()),
@@ -333,13 +338,18 @@ Fp8QuantizeStats microscaled_quantize(const Tensor& x, const QuantSpec& spec, st
   block_encode_kernel<<<blocks_for(x.numel()), kThreads, 0, stream()>>>(
       b, element_type(x.dtype()), x.data(), static_cast<const float*>(multiply.data()), static_cast<const float*>(scale_value.data()),
       make_encode_params(spec.element, CastOptions{.rounding = spec.rounding, .saturate = true}), make_decode_params(spec.element),
-      top, spec.element.magnitude_mask(), seed, element_type(out.dtype()), out.data(), out.strides()[0], out.strides()[1],
+      top, spec.element.magnitude_mask(), seed, spec.rule == ScaleRule::te, element_type(out.dtype()), out.data(), out.strides()[0],
+      out.strides()[1],
       totals.get());
   check_launch("block_quantize");
   const bool tensor_scale = spec.scale == ScaleFormat::e4m3;  // NVFP4's
-  if (factor.defined()) write_factor(factor, nullptr, tensor_scale ? &totals.get()->amax_bits : nullptr, 1.0);
+  const bool te = spec.rule == ScaleRule::te;
+  if (factor.defined()) write_factor(factor, nullptr, tensor_scale ? &totals.get()->amax_bits : nullptr, 1.0, te);
   Fp8QuantizeStats st = stats_from(totals, x.numel());
-  if (tensor_scale && !factor.defined()) st.tensor_scale = nvfp4_tensor_scale(std::bit_cast<float>(totals.read().amax_bits));
+  if (tensor_scale && !factor.defined()) {
+    const float a = std::bit_cast<float>(totals.read().amax_bits);
+    st.tensor_scale = te ? te_nvfp4_tensor_scale(a) : nvfp4_tensor_scale(a);
+  }
   return st;
 }
 
