@@ -113,12 +113,14 @@ TEST_F(CudaKernels, Fp8QuantizationGivesTheCpusScalesBitsAndCounters) {
 }
 
 // The one quantizer, every rule: FP8's fit rule (per tensor and 1 x 32 power-of-2 blocks) and the
-// microscaled presets (E8M0 floor / even / rceil, NVFP4's E4M3 scales with 16 x 16 blocks and stochastic
-// rounding), values with specials, f32 and a transposed bf16 view: the same bits, counts and scales.
+// microscaled presets (E8M0 floor / even / rceil, NVFP4's E4M3 scales by torchao's and TE's rules with 16 x 16
+// blocks and stochastic rounding, MXFP6's elements), values with specials, f32 and a transposed bf16 view: the same bits, counts and scales.
 TEST_F(CudaKernels, TheBlockQuantizerGivesTheCpusBitsForEveryRule) {
   std::vector<QuantSpec> specs = {QuantSpec::parse("e4m3 tensor f32 fit nearest"), QuantSpec::parse("e5m2 1x32 e8m0 fit nearest margin 1"),
                                   quant_spec("mxfp8"), quant_spec("mxfp8-rceil"), quant_spec("mxfp4"), quant_spec("nvfp4"),
-                                  QuantSpec::parse("e4m3 1x32 e8m0 even nearest"), QuantSpec::parse("e2m1 16x16 e4m3*f32 stochastic")};
+                                  QuantSpec::parse("e4m3 1x32 e8m0 even nearest"), QuantSpec::parse("e2m1 16x16 e4m3*f32 stochastic"),
+                                  QuantSpec::parse("e2m1 1x16 e4m3*f32 te nearest"), QuantSpec::parse("e2m1 16x16 e4m3*f32 te stochastic"),
+                                  QuantSpec::parse("e2m3 1x32 e8m0 rceil nearest"), QuantSpec::parse("e3m2 1x32 e8m0 floor stochastic")};
   for (const QuantSpec& spec : specs) {
     for (const bool specials : {false, true}) {
       for (const bool turned : {false, true}) {
