@@ -4,6 +4,8 @@
 // while loss scaling matches fp32, every cell with the command that reproduces it.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 #include "cli_support.h"
@@ -110,6 +112,13 @@ TEST(PaperCommand, ShowsFp16FailingWithoutLossScalingOnTheUnderflowProneModel) {
   const Result suite = run("paper --suite nvfp5 --out " + s.path("x.md"));
   EXPECT_EQ(suite.status, 2);
   EXPECT_NE(suite.err.find("--suite: 'nvfp5' is not mixed-precision or nvfp4"), std::string::npos) << suite.err;
+  // A cell the command would refuse is refused before the first cell trains, naming the suite's cell (the
+  // CNN's one linear layer is its head, which stays bf16: mxfp8 would quantize nothing).
+  const Result cnn = run("paper --suite nvfp4 --models cnn --quick --out " + s.path("cnn.md") + " --no-plot");
+  EXPECT_EQ(cnn.status, 2) << cnn.err;
+  EXPECT_EQ(lines(cnn.err), 1) << cnn.err;
+  EXPECT_NE(cnn.err.find("paper --suite nvfp4, cnn mxfp8: mxfp8 puts no layer of this model in it"), std::string::npos) << cnn.err;
+  EXPECT_FALSE(std::filesystem::exists(s.path("cnn.md")));
   const Result seeds = run("paper --suite nvfp4 --seeds 0 --out " + s.path("x.md"));
   EXPECT_EQ(seeds.status, 2);
   EXPECT_NE(seeds.err.find("--seeds: give 1 to 100, not 0"), std::string::npos) << seeds.err;

@@ -306,8 +306,27 @@ int run_paper(const PaperArgs& a) {
   for (const std::string& m : models) {
     if (!a.no_plot) check_output_file(a.plot + "-" + m + ".svg", "--plot");
   }
-  const auto started = std::chrono::steady_clock::now();
   const std::vector<Column>& cols = s.columns;
+  // Every cell resolved as far as its first step (its data, its model, its precision plan) before the
+  // first one trains: a cell the command would refuse is refused now, naming the suite's cell, not after
+  // the hour the cells before it take. (A chosen static scale, known only after the fp32 run, is probed
+  // as static:1: the scale changes nothing that is refused.)
+  for (const std::string& model : models) {
+    for (const Column& col : cols) {
+      std::vector<std::string> flags = model_flags(model, a.quick);
+      if (!a.threads.empty()) flags.insert(flags.end(), {"--threads", a.threads});
+      for (const std::string& f : col.flags) flags.push_back(f == "{scale}" ? "static:1" : f);
+      TrainConfig probe = parse_train(flags);
+      probe.quiet = true;
+      try {
+        prepare_run(probe);
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument("paper --suite " + a.suite + ", " + model + " " + col.name + ": " + e.what());
+      }
+    }
+  }
+  set_quiet(false);  // (prepare_run set it for the probes)
+  const auto started = std::chrono::steady_clock::now();
   const std::string ref_name = cols.front().name;
   std::string table = "| model | ", rule = "|---|", details;
   for (const Column& col : cols) {
