@@ -123,11 +123,10 @@ Tensor bias_gradient(const Tensor& g2) {
 
 // NVFP4's random Hadamard transform of x [R, C] along its rows (the weight-gradient product's inner
 // dimension), into f32 on x's device: each group of 16 rows mixed by H16 diag(signs) / 4. The sign
-// vector is fixed for every run, as Transformer Engine fixes its own.
-constexpr std::uint16_t kHadamardSigns = 0xb4e1;
-Tensor hadamard_rows(const Tensor& x) {
+// vector is the recipe's (its row of the table), fixed for every run, as Transformer Engine fixes its own.
+Tensor hadamard_rows(const Tensor& x, std::uint16_t signs) {
   const Tensor t = Tensor::empty({x.size(0), x.size(1)}, DType::f32, x.device());
-  detail::run_kernel_on<detail::kernel::HadamardRows>(x, x, kHadamardSigns, t);
+  detail::run_kernel_on<detail::kernel::HadamardRows>(x, x, signs, t);
   return t;
 }
 
@@ -154,6 +153,7 @@ class Fp8LinearNode final : public Node {
     const QuantSpec gs = o.spec(Fp8Operand::grad_output);
     const Tensor g2 = as_rows(g);
     const bool rht = o.hadamard_wgrad() && g2.size(0) % 16 == 0;
+    const std::uint16_t signs = o.recipe.info().hadamard_signs;
     Tensor gx, gw, gb;
     Quantized gq;
     if (inputs[0].node) {  // dx = g w: the inner dimension is g's columns and w's rows
@@ -164,9 +164,9 @@ class Fp8LinearNode final : public Node {
     }
     if (inputs[1].node) {  // dw = g^T x: the inner dimension is the rows of both
       if (!gq.values.defined() || !gs.turns() || rht) {
-        gq = quantize_operand(rht ? hadamard_rows(g2) : g2, gs, true, *state_, Fp8Operand::grad_output, !inputs[0].node);
+        gq = quantize_operand(rht ? hadamard_rows(g2, signs) : g2, gs, true, *state_, Fp8Operand::grad_output, !inputs[0].node);
       }
-      const Quantized xq = x_.raw.defined() ? quantize_operand(rht ? hadamard_rows(x_.raw) : x_.raw, o.spec(Fp8Operand::input), true,
+      const Quantized xq = x_.raw.defined() ? quantize_operand(rht ? hadamard_rows(x_.raw, signs) : x_.raw, o.spec(Fp8Operand::input), true,
                                                                *state_, Fp8Operand::input, false)
                                             : x_.quantized;
       gw = scaled_product(viewed(gq, transpose(gq.values, 0, 1)), xq, Tensor(), w_dtype_);

@@ -360,10 +360,10 @@ INSTANTIATE_TEST_SUITE_P(Recipes, Fp8LinearOracle, ::testing::Values(QuantRecipe
 // 16 x 16 blocks for both products and the Hadamard transform on the weight-gradient operands; the
 // products summed in double. (Stochastic rounding off here: its draws are checked in microscale_test.)
 std::vector<double> block_quantized(const std::vector<double>& v, std::int64_t rows, std::int64_t cols, QuantSpec spec,
-                                    bool inner_is_rows, bool hadamard) {
+                                    bool inner_is_rows, int hadamard_signs = -1) {  // -1: no transform
   if (inner_is_rows) std::swap(spec.block_rows, spec.block_cols);
   std::vector<float> f(v.begin(), v.end());
-  if (hadamard) hadamard16(f, rows, cols, true, 0xb4e1);
+  if (hadamard_signs >= 0) hadamard16(f, rows, cols, true, static_cast<std::uint16_t>(hadamard_signs));
   const QuantizedBlocks q = quantize_blocks(f, rows, cols, spec);
   const std::vector<float> back = dequantize_blocks(q, rows, cols, spec);
   return {back.begin(), back.end()};
@@ -393,14 +393,16 @@ void expect_block_scaled_layer_is_its_definition(const Fp8Options& o) {
   const bool nv = o.recipe.info().nvfp4_parts;
   EXPECT_EQ(ws.block_rows, nv ? 16 : 1);
   std::vector<double> want, mag;
-  product(block_quantized(xv, m, k, xs, false, false), block_quantized(wv, n, k, ws, false, false), m, n, k, want, mag);
+  product(block_quantized(xv, m, k, xs, false), block_quantized(wv, n, k, ws, false), m, n, k, want, mag);
   expect_within(y, want, mag, k, 0x1p-8, "y");
   // dx = q(g) . q(w), the inner dimension w's rows (its 16 x 16 blocks are the forward's).
-  product(block_quantized(gv, m, n, gs, false, false), transposed(block_quantized(wv, n, k, ws, !nv, false), n, k), m, k, n,
+  product(block_quantized(gv, m, n, gs, false), transposed(block_quantized(wv, n, k, ws, !nv), n, k), m, k, n,
           want, mag);
   expect_within(x.grad(), want, mag, n, 0x1p-24, "dx");
   // dw = q(H g)^T . q(H x), the inner dimension the rows of both.
-  product(transposed(block_quantized(gv, m, n, gs, true, nv), m, n), transposed(block_quantized(xv, m, k, xs, true, nv), m, k), n,
+  // (The transform's signs are the recipe's row's.)
+  const int signs = nv ? int{o.recipe.info().hadamard_signs} : -1;
+  product(transposed(block_quantized(gv, m, n, gs, true, signs), m, n), transposed(block_quantized(xv, m, k, xs, true, signs), m, k), n,
           k, m, want, mag);
   expect_within(w.grad(), want, mag, m, 0x1p-24, "dw");
   // Nothing but stochastic rounding counts draws.

@@ -38,8 +38,10 @@ struct RecipeInfo {
   std::int64_t block = 0;
   ScaleFormat scale = ScaleFormat::e8m0;
   // NVFP4's parts (16 x 16 weight blocks, stochastically rounded gradients, the Hadamard transform of the
-  // weight-gradient operands), each on unless an ablation turns it off.
+  // weight-gradient operands), each on unless an ablation turns it off; the transform's fixed sign vector
+  // (bit i set: value i of each group of 16 negated, as hadamard16 takes it).
   bool nvfp4_parts = false;
+  std::uint16_t hadamard_signs = 0;
   // How `mantissa export --dtype NAME` stores the elements (a safetensors dtype PyTorch reads; "" where
   // PyTorch has none, and the export is refused).
   std::string_view export_dtype = "";
@@ -80,7 +82,9 @@ inline constexpr RecipeInfo kRecipes[] = {
      .scale = ScaleFormat::e8m0},
     {.name = "nvfp4", .summary = "NVFP4: e2m1 elements, an E4M3 scale per 16 under an f32 scale per tensor",
      .scaling = RecipeScaling::microscaled, .forward = Format::e2m1(), .gradient = Format::e2m1(), .block = 16,
-     .scale = ScaleFormat::e4m3, .nvfp4_parts = true, .export_dtype = "F4"},
+     .scale = ScaleFormat::e4m3, .nvfp4_parts = true,
+     .hadamard_signs = 0xb4e1,  // mantissa's own; Transformer Engine's is 0xd7e8 (issue 53)
+     .export_dtype = "F4"},
 };
 
 // A recipe: a row of kRecipes. Compared, copied and stored as a byte; named by the table.
