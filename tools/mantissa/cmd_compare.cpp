@@ -72,16 +72,7 @@ int run_compare(const CompareArgs& a) {
   // Every run resolved as far as its first step (its data, its model, its precision plan: a recipe that
   // would quantize no layer of this model is refused there), before the first one trains: a refusal never
   // comes after other runs, nor names a precision without saying it is compare's.
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    TrainConfig probe = configs[i];
-    probe.quiet = true;  // (its notes are said when it runs)
-    try {
-      prepare_run(probe);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument("compare --precisions " + names[i] + ": " + e.what());
-    }
-  }
-  set_quiet(base.quiet);  // (prepare_run set it for the probes)
+  for (std::size_t i = 0; i < names.size(); ++i) check_run_starts(configs[i], "compare --precisions " + names[i]);
   std::vector<PrecisionRun> runs;
   for (std::size_t i = 0; i < names.size(); ++i) {
     const std::string& name = names[i];

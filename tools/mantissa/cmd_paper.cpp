@@ -316,16 +316,9 @@ int run_paper(const PaperArgs& a) {
       std::vector<std::string> flags = model_flags(model, a.quick);
       if (!a.threads.empty()) flags.insert(flags.end(), {"--threads", a.threads});
       for (const std::string& f : col.flags) flags.push_back(f == "{scale}" ? "static:1" : f);
-      TrainConfig probe = parse_train(flags);
-      probe.quiet = true;
-      try {
-        prepare_run(probe);
-      } catch (const std::invalid_argument& e) {
-        throw std::invalid_argument("paper --suite " + a.suite + ", " + model + " " + col.name + ": " + e.what());
-      }
+      check_run_starts(parse_train(flags), "paper --suite " + a.suite + ", " + model + " " + col.name);
     }
   }
-  set_quiet(false);  // (prepare_run set it for the probes)
   const auto started = std::chrono::steady_clock::now();
   const std::string ref_name = cols.front().name;
   std::string table = "| model | ", rule = "|---|", details;

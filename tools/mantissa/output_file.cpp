@@ -19,6 +19,7 @@ bool g_quiet = false;
 }  // namespace
 
 void set_quiet(bool quiet) { g_quiet = quiet; }
+bool quiet() { return g_quiet; }
 
 void progress(const char* format, ...) {
   if (g_quiet || process_group()->rank() != 0) return;

@@ -16,6 +16,7 @@ void write_output(const std::string& path, std::string_view text, std::string_vi
 [[gnu::format(printf, 1, 2)]] void progress(const char* format, ...);
 // --quiet: progress() prints nothing from here on (warnings and errors are not progress lines).
 void set_quiet(bool quiet);
+bool quiet();
 // A time left for people: "45s", "4m10s", "2h05m".
 std::string duration_str(double seconds);
 

@@ -679,6 +679,19 @@ TrainResult run(PreparedRun& r, const TrainCallbacks& cb, const std::function<vo
   return result;
 }
 
+void check_run_starts(const TrainConfig& config, const std::string& door) {
+  const bool was_quiet = quiet();
+  TrainConfig probe = config;
+  probe.quiet = true;  // (its notes are said when it runs)
+  try {
+    prepare_run(probe);
+  } catch (const std::invalid_argument& e) {
+    set_quiet(was_quiet);
+    throw std::invalid_argument(door + ": " + e.what());
+  }
+  set_quiet(was_quiet);
+}
+
 TrainResult train(const TrainConfig& config, const TrainCallbacks& callbacks, const std::function<void(const std::string&)>& on_run) {
   PreparedRun r = prepare_run(config);
   return run(r, callbacks, on_run);

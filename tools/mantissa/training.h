@@ -140,6 +140,10 @@ struct PreparedRun {
 // Throws as train() does. `in_memory`: the data set to train on instead of reading config.data (which,
 // when empty, becomes its name).
 PreparedRun prepare_run(const TrainConfig& config, std::optional<train::Dataset> in_memory = std::nullopt);
+// A run of a command that runs several (compare, paper) prepared as far as its first step and dropped,
+// saying nothing, before the first of them trains: a refusal comes first, as "`door`: ..." (a usage
+// error), not after the runs before it. The progress setting is left as it was.
+void check_run_starts(const TrainConfig& config, const std::string& door);
 // Runs it to config.steps, with the start lines and `on_run` as train() has them. `catch_signals`: Ctrl-C
 // and SIGTERM stop the run at the next step boundary, with a checkpoint, and throw Interrupted (a host with
 // its own handlers, as Python, passes false and asks through callbacks.should_stop).
