@@ -25,6 +25,8 @@ ALL_FP8 = ["--fp8-first-last", "fp8"]
 
 PLAN_DELAYED = {"low": "bf16", "fp8": {"recipe": "delayed"}, "layers": {"fc0": "bf16", "fc1": "fp8", "fc2": "bf16"}}
 PLAN_NVFP4 = {"low": "bf16", "fp8": {"recipe": "nvfp4"}, "layers": {"fc0": "fp8", "fc1": "fp8", "fc2": "bf16"}}
+# nvfp4 before issue 53 made it Transformer Engine's: its runs' bits are nvfp4-torchao's now.
+PLAN_NVFP4_TORCHAO = {"low": "bf16", "fp8": {"recipe": "nvfp4-torchao"}, "layers": {"fc0": "fp8", "fc1": "fp8", "fc2": "bf16"}}
 
 CASES = [
     ("mlp fp32", MLP + ["--precision", "fp32"]),
@@ -43,17 +45,22 @@ CASES = [
     ("mlp nvfp4", MLP + ALL_FP8 + ["--precision", "nvfp4"]),
     ("mlp nvfp4 none of the parts", MLP + ALL_FP8 + ["--precision", "nvfp4", "--nvfp4-no-rht", "--nvfp4-no-sr",
                                                     "--nvfp4-1d-weights"]),
+    ("mlp nvfp4-torchao", MLP + ALL_FP8 + ["--precision", "nvfp4-torchao"]),
+    ("mlp nvfp4-torchao none of the parts", MLP + ALL_FP8 + ["--precision", "nvfp4-torchao", "--nvfp4-no-rht", "--nvfp4-no-sr",
+                                                            "--nvfp4-1d-weights"]),
     ("mlp fp8 --fp8-recipe mxfp8", MLP + ALL_FP8 + ["--precision", "fp8", "--fp8-recipe", "mxfp8"]),
     ("mlp adaptive", MLP + ["--precision", "adaptive", "--adaptive-every", "5", "--adaptive-warmup", "5"]),
     ("mlp plan delayed", MLP + ["--precision", "bf16", "--precision-plan", "@PLAN_DELAYED"]),
     ("mlp plan nvfp4", MLP + ["--precision", "bf16", "--precision-plan", "@PLAN_NVFP4"]),
+    ("mlp plan nvfp4-torchao", MLP + ["--precision", "bf16", "--precision-plan", "@PLAN_NVFP4_TORCHAO"]),
     ("gpt bf16", GPT + ["--precision", "bf16"]),
     ("gpt fp16", GPT + ["--precision", "fp16"]),
     ("gpt fp8", GPT + ["--precision", "fp8"]),
     ("gpt mxfp8", GPT + ["--precision", "mxfp8"]),
     ("gpt mxfp4", GPT + ["--precision", "mxfp4"]),
     ("gpt mxfp6", GPT + ["--precision", "mxfp6"]),
-    ("gpt nvfp4", GPT + ["--precision", "nvfp4"]),
+    ("gpt nvfp4", GPT + ["--precision", "nvfp4", "--fp8-first-last", "bf16"]),  # (1 block: nvfp4 keeps it in bf16)
+    ("gpt nvfp4-torchao", GPT + ["--precision", "nvfp4-torchao"]),
 ]
 
 
@@ -77,7 +84,7 @@ def checkpoint_digest(directory):
 
 
 def run(binary, name, flags, work):
-    plans = {"@PLAN_DELAYED": PLAN_DELAYED, "@PLAN_NVFP4": PLAN_NVFP4}
+    plans = {"@PLAN_DELAYED": PLAN_DELAYED, "@PLAN_NVFP4": PLAN_NVFP4, "@PLAN_NVFP4_TORCHAO": PLAN_NVFP4_TORCHAO}
     args = []
     for flag in flags:
         if flag in plans:

@@ -52,7 +52,7 @@ def test_a_run_without_a_quantized_layer_is_refused(cli, tmp_path):
     assert not (tmp_path / "q.safetensors").exists()
     r = subprocess.run([cli, "export", str(tmp_path / "c.safetensors"), "--to", "pytorch", str(tmp_path / "q.safetensors"), "--dtype",
                         "fp4"], capture_output=True, text=True)
-    assert r.returncode == 2 and "'fp4' is not fp32, bf16, mxfp8, mxfp4 or nvfp4" in r.stderr, r.stderr
+    assert r.returncode == 2 and "'fp4' is not fp32, bf16, mxfp8, mxfp4, nvfp4 or nvfp4-torchao" in r.stderr, r.stderr
     # A recipe whose elements PyTorch has no dtype for is refused as such, not written in a made-up layout.
     r = subprocess.run([cli, "export", str(tmp_path / "c.safetensors"), "--to", "pytorch", str(tmp_path / "q.safetensors"), "--dtype",
                         "mxfp6"], capture_output=True, text=True)

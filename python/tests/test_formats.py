@@ -172,20 +172,21 @@ def test_the_recipes_are_the_commands(cli):
 
 
 def test_nvfp4_by_transformer_engines_rule_matches_tes_golden_vectors():
-    """rule="te": NVFP4's scales as Transformer Engine's reference quantizer makes them (issue 53)."""
+    """nvfp4 is Transformer Engine's: its scales as TE's reference quantizer makes them (issue 53)."""
     g, _ = read_safetensors(SOURCE_DIR / "tests" / "golden" / "nvfp4_te.safetensors")
     for case in ("outliers", "magnitudes", "zero_blocks", "quarter_grid"):
         x = g[f"te.{case}.bf16.input"]
-        q = mantissa.quantize(x, "nvfp4", rule="te")
+        q = mantissa.quantize(x, "nvfp4")
         assert q.spec == "e2m1 1x16 e4m3*f32 te nearest"
         np.testing.assert_array_equal(q.scales, g[f"te.{case}.bf16.1x16.scales"])
         np.testing.assert_array_equal(mantissa.pack_fp4(q.codes.ravel()).reshape(64, 128), g[f"te.{case}.bf16.1x16.codes"])
 
 
-def test_nvfp4_matches_torchaos_golden_vectors():
+def test_nvfp4_torchao_matches_torchaos_golden_vectors():
     g = golden()
     for i in range(g["nvfp4.input"].shape[0]):
-        q = mantissa.quantize(g["nvfp4.input"][i], "nvfp4")
+        q = mantissa.quantize(g["nvfp4.input"][i], "nvfp4-torchao")
+        assert q.spec == "e2m1 1x16 e4m3*f32 nearest"
         assert np.float32(q.tensor_scale) == g["nvfp4.tensor_scale"][i]
         np.testing.assert_array_equal(q.scales, g["nvfp4.scales"][i])
         np.testing.assert_array_equal(mantissa.pack_fp4(q.codes.ravel()).reshape(64, 128), g["nvfp4.codes"][i])

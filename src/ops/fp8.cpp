@@ -122,12 +122,13 @@ Tensor bias_gradient(const Tensor& g2) {
 }
 
 // NVFP4's random Hadamard transform of x [R, C] along its rows (the weight-gradient product's inner
-// dimension), into f32 on x's device: each group of 16 rows mixed by H16 diag(signs) / 4. The sign
-// vector is the recipe's (its row of the table), fixed for every run, as Transformer Engine fixes its own.
-Tensor hadamard_rows(const Tensor& x, std::uint16_t signs) {
+// dimension), on x's device: each group of 16 rows mixed by H16 diag(signs) / 4, summed in f32. The sign
+// vector is the recipe's (its row of the table), fixed for every run, as Transformer Engine fixes its
+// own; the result stays f32 or is rounded to x's dtype, as the row says (TE's product is in x's dtype).
+Tensor hadamard_rows(const Tensor& x, const RecipeInfo& recipe) {
   const Tensor t = Tensor::empty({x.size(0), x.size(1)}, DType::f32, x.device());
-  detail::run_kernel_on<detail::kernel::HadamardRows>(x, x, signs, t);
-  return t;
+  detail::run_kernel_on<detail::kernel::HadamardRows>(x, x, recipe.hadamard_signs, t);
+  return recipe.hadamard_in_operand_dtype && x.dtype() != DType::f32 ? cast(t, x.dtype()) : t;
 }
 
 // An operand as the backward pass needs it: its forward quantization, where that serves the backward
@@ -153,7 +154,7 @@ class Fp8LinearNode final : public Node {
     const QuantSpec gs = o.spec(Fp8Operand::grad_output);
     const Tensor g2 = as_rows(g);
     const bool rht = o.hadamard_wgrad() && g2.size(0) % 16 == 0;
-    const std::uint16_t signs = o.recipe.info().hadamard_signs;
+    const RecipeInfo& recipe = o.recipe.info();
     Tensor gx, gw, gb;
     Quantized gq;
     if (inputs[0].node) {  // dx = g w: the inner dimension is g's columns and w's rows
@@ -164,9 +165,9 @@ class Fp8LinearNode final : public Node {
     }
     if (inputs[1].node) {  // dw = g^T x: the inner dimension is the rows of both
       if (!gq.values.defined() || !gs.turns() || rht) {
-        gq = quantize_operand(rht ? hadamard_rows(g2, signs) : g2, gs, true, *state_, Fp8Operand::grad_output, !inputs[0].node);
+        gq = quantize_operand(rht ? hadamard_rows(g2, recipe) : g2, gs, true, *state_, Fp8Operand::grad_output, !inputs[0].node);
       }
-      const Quantized xq = x_.raw.defined() ? quantize_operand(rht ? hadamard_rows(x_.raw, signs) : x_.raw, o.spec(Fp8Operand::input), true,
+      const Quantized xq = x_.raw.defined() ? quantize_operand(rht ? hadamard_rows(x_.raw, recipe) : x_.raw, o.spec(Fp8Operand::input), true,
                                                                *state_, Fp8Operand::input, false)
                                             : x_.quantized;
       gw = scaled_product(viewed(gq, transpose(gq.values, 0, 1)), xq, Tensor(), w_dtype_);
@@ -198,7 +199,7 @@ QuantSpec Fp8Options::spec(Fp8Operand operand) const {
               .scale = ScaleFormat::e8m0, .rule = ScaleRule::fit, .margin = margin};
     case RecipeScaling::microscaled: break;
   }
-  QuantSpec s = r.element_spec(gradient ? r.gradient : r.forward);
+  QuantSpec s = r.element_spec(gradient ? r.gradient : r.forward);  // (E4M3 scales: the row's rule)
   if (r.scale_rule_choice()) s.rule = mx_rule;
   if (r.nvfp4_parts) {
     if (operand == Fp8Operand::weight && nvfp4_2d_weights) s.block_rows = s.block_cols;

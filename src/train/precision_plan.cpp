@@ -2,8 +2,11 @@
 #include "mantissa/train/precision_plan.h"
 
 #include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "mantissa/io/json_number.h"
 #include "mantissa/nn/layers.h"
@@ -204,6 +207,53 @@ std::string named_by(const std::string& list, const std::string& path, const std
   return entry == path ? list : list + ": " + entry;
 }
 
+// The block a layer's path lies in: the path up to its first all-digit part ("blocks.3" of
+// "blocks.3.mlp.fc"), or "" for none.
+std::string block_of(const std::string& path) {
+  for (std::size_t start = 0; start < path.size();) {
+    const std::size_t end = std::min(path.find('.', start), path.size());
+    const std::string_view part(path.data() + start, end - start);
+    if (!part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return path.substr(0, end);
+    }
+    start = end + 1;
+  }
+  return "";
+}
+
+// The linear layers (paths in module order) `kept` keeps in bf16, each with why.
+std::map<std::string, std::string> kept_in_bf16(const std::vector<std::string>& linear, KeptLayers kept) {
+  std::map<std::string, std::string> out;
+  if (linear.empty() || kept == KeptLayers::none) return out;
+  if (kept == KeptLayers::first_last) {
+    out[linear.front()] = "first layer";
+    out[linear.back()] = "last layer";
+    return out;
+  }
+  // The blocks in order (a linear layer outside any numbered block is one of its own where the model
+  // has none; where it has some, such a layer after the last one is kept with it, as a head is).
+  std::vector<std::string> blocks;
+  for (const std::string& path : linear) {
+    const std::string b = block_of(path);
+    if (!b.empty() && std::find(blocks.begin(), blocks.end(), b) == blocks.end()) blocks.push_back(b);
+  }
+  const bool numbered = !blocks.empty();
+  if (!numbered) blocks = linear;
+  const auto n = static_cast<std::int64_t>(blocks.size());
+  const std::int64_t last = std::max<std::int64_t>(1, (15 * n + 50) / 100);  // about 15%, at least one
+  const std::string why = "last " + std::to_string(last) + " of " + std::to_string(n) + " blocks";
+  const std::size_t from = blocks.size() - static_cast<std::size_t>(last);
+  bool after = false;
+  for (const std::string& path : linear) {
+    const std::string b = numbered ? block_of(path) : path;
+    const auto at = std::find(blocks.begin(), blocks.end(), b);
+    if (at != blocks.end()) after = static_cast<std::size_t>(at - blocks.begin()) >= from;
+    if (after) out[path] = why;
+  }
+  out[linear.front()] = "first layer";
+  return out;
+}
+
 }  // namespace
 
 PrecisionPlan plan_precision(nn::Module& model, const PrecisionPolicy& policy) {
@@ -225,6 +275,9 @@ PrecisionPlan plan_precision(nn::Module& model, const PrecisionPolicy& policy) {
   for (const auto& [path, m] : layers) {
     if (dynamic_cast<nn::Linear*>(m) != nullptr) linear.push_back(path);
   }
+  const std::map<std::string, std::string> kept =
+      policy.fp8 ? kept_in_bf16(linear, policy.fp8_layers.kept.value_or(policy.fp8->recipe.info().kept))
+                 : std::map<std::string, std::string>{};
   for (const auto& [path, m] : layers) {
     if (policy.compute == DType::f32) {
       plan.layers[path] = LayerPrecision::f32;
@@ -236,8 +289,7 @@ PrecisionPlan plan_precision(nn::Module& model, const PrecisionPolicy& policy) {
     if (policy.fp8 && at != linear.end()) {
       const nn::Fp8Policy& f = policy.fp8_layers;
       level = LayerPrecision::fp8;
-      if (f.first_last_bf16 && at == linear.begin()) level = LayerPrecision::low, why = "first layer";
-      if (f.first_last_bf16 && at + 1 == linear.end()) level = LayerPrecision::low, why = "last layer";
+      if (const auto k = kept.find(path); k != kept.end()) level = LayerPrecision::low, why = k->second;
       for (const std::string& p : f.bf16_layers) {
         if (nn::path_within(path, p)) level = LayerPrecision::low, why = named_by("bf16 layers", path, p);
       }

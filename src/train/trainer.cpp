@@ -152,6 +152,26 @@ std::unique_ptr<Autocast> precision_region(const PrecisionPolicy& p) {
 // The FP8 setting as checkpoints record it: "off", or the recipe and its parameters.
 std::string fp8_setting(const PrecisionPolicy& p) { return p.fp8 ? p.fp8->str() : "off"; }
 
+// What the recipe names in a checkpoint mean, written with each: 2 since "nvfp4" became Transformer
+// Engine's NVFP4 (issue 53). A checkpoint without it is older; its "nvfp4" is what the table now calls
+// "nvfp4-torchao" (the same computation, bit for bit), and its words are read as that.
+constexpr std::string_view kRecipeNamesKey = "recipe_names";
+constexpr std::string_view kRecipeNames = "2";
+
+std::map<std::string, std::string> in_todays_recipe_names(std::map<std::string, std::string> meta) {
+  if (meta.contains(std::string(kRecipeNamesKey))) return meta;
+  if (auto it = meta.find("fp8"); it != meta.end() && it->second.starts_with("nvfp4 (")) it->second.insert(5, "-torchao");
+  for (const char* key : {"precision_plan", "adaptive_precision"}) {  // JSON: the recipe's word, as nlohmann dumps it
+    const auto it = meta.find(key);
+    if (it == meta.end()) continue;
+    const std::string_view old_word = "\"recipe\":\"nvfp4\"", new_word = "\"recipe\":\"nvfp4-torchao\"";
+    for (std::size_t at = it->second.find(old_word); at != std::string::npos; at = it->second.find(old_word, at + new_word.size())) {
+      it->second.replace(at, old_word.size(), new_word);
+    }
+  }
+  return meta;
+}
+
 const TrainerOptions& checked(const TrainerOptions& o) {
   o.precision.check();
   if (o.steps < 1) throw std::invalid_argument("trainer: steps must be at least 1");
@@ -211,8 +231,8 @@ Trainer::Trainer(Model& model, DataSource& data, TrainerOptions options)
       const Fp8Options& fp8 = *options_.precision.fp8;
       const std::string recipe(fp8.recipe.name());
       throw std::invalid_argument((fp8.microscaled() ? recipe : "fp8 (" + recipe + " scaling)") +
-                                  " puts no layer of this model in it: only linear layers are quantized, and the first and "
-                                  "the last stay bf16 (--fp8-first-last fp8 or --fp8-layers put them in)");
+                                  " puts no layer of this model in it: only linear layers are quantized, and the recipe keeps "
+                                  "some in bf16 (--fp8-first-last fp8 or --fp8-layers put them in)");
     }
     apply_precision_plan(model_.module(), plan_);
   }
@@ -535,6 +555,7 @@ void Trainer::save(const std::filesystem::path& path) const {
   if (rank() != 0) return;  // data parallel: the ranks hold the same state; rank 0 writes it
   CheckpointState st{next_step_ - 1, scaler_.state(), options_.checkpoint_metadata};
   st.extra["fp8"] = fp8_setting(options_.precision);
+  st.extra[std::string(kRecipeNamesKey)] = kRecipeNames;
   if (controller_) st.extra["adaptive_precision"] = controller_->state_json();
   if (!controller_) st.extra["precision_plan"] = plan_.json();  // (the controller's state holds it)
   for (const auto& [k, v] : data_.position()) st.extra[k] = v;
@@ -544,7 +565,8 @@ void Trainer::save(const std::filesystem::path& path) const {
 void Trainer::resume(const std::filesystem::path& path,
                      const std::function<void(const std::map<std::string, std::string>&)>& check) {
   // The FP8 recipe first: a history kept for other scales, or none, is not this run's state.
-  const auto check_all = [&](const std::map<std::string, std::string>& meta) {
+  const auto check_all = [&](const std::map<std::string, std::string>& as_written) {
+    const std::map<std::string, std::string> meta = in_todays_recipe_names(as_written);
     const auto it = meta.find("fp8");
     const std::string theirs = it == meta.end() ? "off" : it->second;
     const std::string ours = fp8_setting(options_.precision);

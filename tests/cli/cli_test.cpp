@@ -107,9 +107,11 @@ TEST(FormatsCommand, ListsEveryFormatWithItsNumbers) {
   // spec of its operands as the products take them.
   const std::string formats = r.out.substr(0, r.out.find("\n\n") + 1);
   EXPECT_EQ(lines(formats), 1 + static_cast<int>(mantissa::named_formats().size()) + 1) << r.out;
+  std::size_t widest = 6;  // "recipe"
+  for (const mantissa::QuantRecipe recipe : mantissa::QuantRecipe::all()) widest = std::max(widest, recipe.name().size());
   for (const mantissa::QuantRecipe recipe : mantissa::QuantRecipe::all()) {
     const mantissa::Fp8Options o{.recipe = recipe};
-    const std::string row = std::string(recipe.name()) + std::string(8 - recipe.name().size() + 1, ' ') +
+    const std::string row = std::string(recipe.name()) + std::string(widest - recipe.name().size() + 1, ' ') +
                             o.spec(mantissa::Fp8Operand::input).str();
     EXPECT_NE(r.out.find("\n" + row), std::string::npos) << row << "\n" << r.out;
   }

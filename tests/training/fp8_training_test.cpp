@@ -192,6 +192,53 @@ TEST(Fp8Training, EveryOtherRecipeResumesBitIdentically) {
   }
 }
 
+// "nvfp4" is Transformer Engine's NVFP4 since issue 53; before, it was what the table now calls
+// "nvfp4-torchao". A checkpoint from then (no "recipe_names" in its metadata, "nvfp4" in its words)
+// resumes as nvfp4-torchao, bit for bit, and is refused by a run of today's nvfp4, which names the
+// recipe the checkpoint computed.
+TEST(Fp8Training, AnNvfp4CheckpointFromBeforeTesRuleResumesAsNvfp4Torchao) {
+  const fs::path dir = testing::scratch_dir("nvfp4_legacy");
+  const Fp8Options torchao{.recipe = QuantRecipe::nvfp4_torchao};
+  MlpRun whole(torchao);
+  for (int i = 0; i < 4; ++i) whole.trainer.step();
+  whole.trainer.save(dir / "whole.safetensors");
+  {
+    MlpRun first(torchao);
+    for (int i = 0; i < 2; ++i) first.trainer.step();
+    first.trainer.save(dir / "part.safetensors");
+  }
+  Safetensors f = read_safetensors(dir / "part.safetensors");
+  ASSERT_EQ(f.metadata.erase("recipe_names"), 1u);
+  std::string& fp8 = f.metadata.at("fp8");
+  ASSERT_TRUE(fp8.starts_with("nvfp4-torchao (")) << fp8;
+  fp8.erase(5, 8);  // "nvfp4 (...)", as such a checkpoint says it, and so in its plan
+  std::string& plan = f.metadata.at("precision_plan");
+  const std::string word = "\"recipe\":\"nvfp4-torchao\"";
+  ASSERT_NE(plan.find(word), std::string::npos) << plan;
+  plan.replace(plan.find(word), word.size(), "\"recipe\":\"nvfp4\"");
+  write_safetensors(dir / "old.safetensors", f.tensors, f.metadata);
+
+  MlpRun today(Fp8Options{.recipe = QuantRecipe::nvfp4});
+  try {
+    today.trainer.resume(dir / "old.safetensors");
+    FAIL() << "resumed an old nvfp4 checkpoint as TE's nvfp4";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("written by a run with fp8 nvfp4-torchao ("), std::string::npos) << e.what();
+  }
+  MlpRun second(torchao);
+  second.trainer.resume(dir / "old.safetensors");
+  for (int i = 0; i < 2; ++i) second.trainer.step();
+  second.trainer.save(dir / "resumed.safetensors");
+  const Safetensors a = read_safetensors(dir / "whole.safetensors");
+  const Safetensors b = read_safetensors(dir / "resumed.safetensors");
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (std::size_t i = 0; i < a.tensors.size(); ++i) {
+    EXPECT_EQ(a.tensors[i].second.to_doubles(), b.tensors[i].second.to_doubles()) << a.tensors[i].first;
+  }
+  EXPECT_EQ(b.metadata.at("recipe_names"), "2");
+  fs::remove_all(dir);
+}
+
 TEST(Fp8Training, TheDelayedRecipesStateResumesBitIdentically) {
   const Safetensors a = expect_resume_bit_identical(Fp8Options{.recipe = QuantRecipe::delayed, .amax_history = 4}, 3, "fp8_resume");
   int fp8_tensors = 0;

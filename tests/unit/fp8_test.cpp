@@ -352,18 +352,25 @@ TEST_P(Fp8LinearOracle, ForwardAndBackwardAreTheQuantizedProductsOfTheDefinition
 }
 
 INSTANTIATE_TEST_SUITE_P(Recipes, Fp8LinearOracle, ::testing::Values(QuantRecipe::delayed, QuantRecipe::current, QuantRecipe::block),
-                         [](const auto& param_info) { return std::string(param_info.param.name()); });
+                         testing::recipe_label<QuantRecipe>);
 
 // The microscaled recipes' layer against its definition: each operand of each product quantized from the
 // high-precision tensor (by quantize_blocks, itself checked against torchao's in microscale_test.cpp) in
 // blocks along that product's inner dimension, NVFP4's tensor scale applied to the result, its weight in
 // 16 x 16 blocks for both products and the Hadamard transform on the weight-gradient operands; the
 // products summed in double. (Stochastic rounding off here: its draws are checked in microscale_test.)
+// `hadamard`: the recipe whose transform (its signs; the result rounded to bf16 where the row says so and
+// the operand is bf16) comes first, or none.
 std::vector<double> block_quantized(const std::vector<double>& v, std::int64_t rows, std::int64_t cols, QuantSpec spec,
-                                    bool inner_is_rows, int hadamard_signs = -1) {  // -1: no transform
+                                    bool inner_is_rows, const RecipeInfo* hadamard = nullptr, DType operand = DType::f32) {
   if (inner_is_rows) std::swap(spec.block_rows, spec.block_cols);
   std::vector<float> f(v.begin(), v.end());
-  if (hadamard_signs >= 0) hadamard16(f, rows, cols, true, static_cast<std::uint16_t>(hadamard_signs));
+  if (hadamard != nullptr) {
+    hadamard16(f, rows, cols, true, hadamard->hadamard_signs);
+    if (hadamard->hadamard_in_operand_dtype && operand == DType::bf16) {
+      for (float& e : f) e = static_cast<float>(decode(Format::bf16(), encode(Format::bf16(), e)));
+    }
+  }
   const QuantizedBlocks q = quantize_blocks(f, rows, cols, spec);
   const std::vector<float> back = dequantize_blocks(q, rows, cols, spec);
   return {back.begin(), back.end()};
@@ -400,10 +407,10 @@ void expect_block_scaled_layer_is_its_definition(const Fp8Options& o) {
           want, mag);
   expect_within(x.grad(), want, mag, n, 0x1p-24, "dx");
   // dw = q(H g)^T . q(H x), the inner dimension the rows of both.
-  // (The transform's signs are the recipe's row's.)
-  const int signs = nv ? int{o.recipe.info().hadamard_signs} : -1;
-  product(transposed(block_quantized(gv, m, n, gs, true, signs), m, n), transposed(block_quantized(xv, m, k, xs, true, signs), m, k), n,
-          k, m, want, mag);
+  // (The transform's signs are the recipe's row's; g arrives in bf16, x in f32.)
+  const RecipeInfo* h = nv ? &o.recipe.info() : nullptr;
+  product(transposed(block_quantized(gv, m, n, gs, true, h, DType::bf16), m, n), transposed(block_quantized(xv, m, k, xs, true, h), m, k),
+          n, k, m, want, mag);
   expect_within(w.grad(), want, mag, m, 0x1p-24, "dw");
   // Nothing but stochastic rounding counts draws.
   EXPECT_EQ(state->rounding_calls().to_doubles(), std::vector<double>{0.0});
@@ -415,15 +422,18 @@ TEST_P(BlockScaledLinearOracle, ForwardAndBackwardAreTheQuantizedProductsOfTheDe
   expect_block_scaled_layer_is_its_definition(Fp8Options{.recipe = GetParam(), .nvfp4_sr = false});
 }
 
-// NVFP4 with every operand by Transformer Engine's scale rule (a plan file's specs): the layer's kernels
-// take the rule as the definition does.
-TEST(BlockScaledLinearOracle, Nvfp4ByTransformerEnginesRuleIsItsDefinitionToo) {
-  Fp8Options o{.recipe = QuantRecipe::nvfp4, .nvfp4_sr = false};
-  const QuantSpec te{.element = Format::e2m1(), .block_cols = 16, .scale = ScaleFormat::e4m3, .rule = ScaleRule::te};
-  QuantSpec weight = te;
-  weight.block_rows = 16;
-  o.specs = {te, weight, te};
-  expect_block_scaled_layer_is_its_definition(o);
+// nvfp4 is Transformer Engine's (its scale rule, its sign vector, the transform rounded to the operand's
+// dtype); nvfp4-torchao keeps torchao's rule and mantissa's earlier signs, and its layer is its definition
+// too (the parameterized case above runs every row).
+TEST(BlockScaledLinearOracle, Nvfp4IsTransformerEnginesAndNvfp4TorchaoIsTheEarlierOne) {
+  for (const Fp8Operand op : {Fp8Operand::input, Fp8Operand::weight, Fp8Operand::grad_output}) {
+    EXPECT_EQ(Fp8Options{.recipe = QuantRecipe::nvfp4}.spec(op).rule, ScaleRule::te);
+    EXPECT_EQ(Fp8Options{.recipe = QuantRecipe::nvfp4_torchao}.spec(op).rule, ScaleRule::floor);
+  }
+  EXPECT_EQ(QuantRecipe::nvfp4.info().hadamard_signs, 0xd7e8);
+  EXPECT_TRUE(QuantRecipe::nvfp4.info().hadamard_in_operand_dtype);
+  EXPECT_EQ(QuantRecipe::nvfp4_torchao.info().hadamard_signs, 0xb4e1);
+  EXPECT_FALSE(QuantRecipe::nvfp4_torchao.info().hadamard_in_operand_dtype);
 }
 
 // Every microscaled row of the recipe table.
@@ -436,14 +446,16 @@ std::vector<QuantRecipe> microscaled_recipes() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Recipes, BlockScaledLinearOracle, ::testing::ValuesIn(microscaled_recipes()),
-                         [](const auto& param_info) { return std::string(param_info.param.name()); });
+                         testing::recipe_label<QuantRecipe>);
 
 TEST(Fp8Options, TheMicroscaledRecipesSayWhatTheyRun) {
   EXPECT_EQ(Fp8Options{.recipe = QuantRecipe::mxfp8}.str(), "mxfp8 (e4m3 1x32 e8m0 rceil nearest)");
   const Fp8Options floor{.recipe = QuantRecipe::mxfp4, .mx_rule = ScaleRule::floor};
   EXPECT_EQ(floor.str(), "mxfp4 (e2m1 1x32 e8m0 floor nearest)");
   EXPECT_EQ(Fp8Options{.recipe = QuantRecipe::nvfp4}.str(),
-            "nvfp4 (e2m1 1x16 e4m3*f32 nearest; weights 16x16, RHT on, gradients stochastic)");
+            "nvfp4 (e2m1 1x16 e4m3*f32 te nearest; weights 16x16, RHT on, gradients stochastic)");
+  EXPECT_EQ(Fp8Options{.recipe = QuantRecipe::nvfp4_torchao}.str(),
+            "nvfp4-torchao (e2m1 1x16 e4m3*f32 nearest; weights 16x16, RHT on, gradients stochastic)");
   const Fp8Options ablated{.recipe = QuantRecipe::nvfp4, .nvfp4_rht = false, .nvfp4_sr = false, .nvfp4_2d_weights = false};
   EXPECT_EQ(ablated.spec(Fp8Operand::weight).block_rows, 1);
   EXPECT_EQ(ablated.spec(Fp8Operand::grad_output).rounding, Rounding::nearest_even);
@@ -552,20 +564,59 @@ TEST(Fp8Policy, KeepsTheFirstAndLastLinearLayersInBf16UnlessTold) {
   EXPECT_EQ(mlp.named_buffers().size(), 4u);
 
   nn::Mlp other(nn::MlpConfig{.in = 8, .hidden = 4, .layers = 3, .classes = 2});
-  const train::PrecisionPlan custom = fp8_plan(other, {.first_last_bf16 = true, .bf16_layers = {"fc2"}, .fp8_layers = {"fc0"}});
+  const train::PrecisionPlan custom = fp8_plan(other, {.kept = KeptLayers::first_last, .bf16_layers = {"fc2"}, .fp8_layers = {"fc0"}});
   EXPECT_EQ(custom.layers.at("fc0"), LayerPrecision::fp8);
   EXPECT_EQ(custom.layers.at("fc1"), LayerPrecision::fp8);
   EXPECT_EQ(custom.layers.at("fc2"), LayerPrecision::low);
   EXPECT_EQ(custom.reasons.at("fc2"), "bf16 layers");
   EXPECT_EQ(custom.reasons.at("fc0"), "fp8 layers");
   nn::Mlp third(nn::MlpConfig{.in = 8, .hidden = 4, .layers = 1, .classes = 2});
-  EXPECT_THROW(fp8_plan(third, {.first_last_bf16 = true, .bf16_layers = {"fc9"}, .fp8_layers = {}}), std::invalid_argument);
+  EXPECT_THROW(fp8_plan(third, {.kept = KeptLayers::first_last, .bf16_layers = {"fc9"}, .fp8_layers = {}}), std::invalid_argument);
   // An f32 layer outranks the FP8 policy, and a keep_in_f32() set on a module before is in the plan.
   nn::Mlp fourth(nn::MlpConfig{.in = 8, .hidden = 4, .layers = 3, .classes = 2});
   fourth.named_modules()[3].second->keep_in_f32();  // fc2 ("" is the model itself)
-  const train::PrecisionPlan kept = fp8_plan(fourth, {.first_last_bf16 = false, .bf16_layers = {}, .fp8_layers = {}}, {"fc1"});
+  const train::PrecisionPlan kept = fp8_plan(fourth, {.kept = KeptLayers::none, .bf16_layers = {}, .fp8_layers = {}}, {"fc1"});
   EXPECT_EQ(kept.str(), "fp8 in 2 of 4 layers (delayed): fc0, fc3; fp32 in 2: fc1 (fp32 layers), fc2 (keep_in_f32)");
   EXPECT_EQ(fourth.named_buffers().size(), 4u);  // no FP8 state in the f32 layers
+}
+
+// NVFP4 keeps what NVIDIA's recipe keeps in bf16: the first linear layer and those of the last blocks,
+// about 15% of them and at least one (GPT-2's 12 blocks: 2); on a model without numbered blocks each
+// linear layer is one (the MLP: its first and last, as the other recipes keep). --fp8-first-last bf16
+// (KeptLayers::first_last) gives mantissa's earlier choice.
+TEST(Fp8Policy, Nvfp4KeepsTheFirstLayerAndTheLastBlocksInBf16) {
+  using train::LayerPrecision;
+  const auto plan = [](nn::Module& m, std::optional<KeptLayers> kept) {
+    train::PrecisionPolicy policy = train::parse_precision_policy("nvfp4");
+    policy.fp8_layers.kept = kept;
+    return train::plan_precision(m, policy);
+  };
+  const auto bf16 = [](const train::PrecisionPlan& p) {
+    std::vector<std::string> out;
+    for (const auto& [path, level] : p.layers) {
+      if (level == LayerPrecision::low) out.push_back(path + " (" + p.reasons.at(path) + ")");
+    }
+    return out;
+  };
+  nn::Gpt four(nn::GptConfig{.n_layer = 4, .n_head = 2, .n_embd = 16, .block_size = 8});
+  EXPECT_EQ(bf16(plan(four, std::nullopt)),
+            (std::vector<std::string>{"blocks.0.attn.qkv (first layer)", "blocks.3.attn.proj (last 1 of 4 blocks)",
+                                      "blocks.3.attn.qkv (last 1 of 4 blocks)", "blocks.3.mlp.fc (last 1 of 4 blocks)",
+                                      "blocks.3.mlp.proj (last 1 of 4 blocks)"}));
+  EXPECT_EQ(bf16(plan(four, KeptLayers::first_last)),
+            (std::vector<std::string>{"blocks.0.attn.qkv (first layer)", "blocks.3.mlp.proj (last layer)"}));
+  EXPECT_TRUE(bf16(plan(four, KeptLayers::none)).empty());
+  nn::Gpt twelve(nn::GptConfig{.n_layer = 12, .n_head = 2, .n_embd = 16, .block_size = 8});
+  const train::PrecisionPlan p12 = plan(twelve, std::nullopt);
+  EXPECT_EQ(bf16(p12).size(), 9u);  // the first, and blocks 10 and 11 (2 of 12, 17%)
+  EXPECT_EQ(p12.layers.at("blocks.9.mlp.proj"), LayerPrecision::fp8);
+  EXPECT_EQ(p12.reasons.at("blocks.10.attn.qkv"), "last 2 of 12 blocks");
+  nn::Mlp mlp(nn::MlpConfig{.in = 8, .hidden = 4, .layers = 3, .classes = 2});
+  EXPECT_EQ(bf16(plan(mlp, std::nullopt)), (std::vector<std::string>{"fc0 (first layer)", "fc3 (last 1 of 4 blocks)"}));
+  // nvfp4-torchao keeps mantissa's earlier choice, so its runs compute what nvfp4's did.
+  train::PrecisionPolicy torchao = train::parse_precision_policy("nvfp4-torchao");
+  EXPECT_EQ(bf16(train::plan_precision(four, torchao)),
+            (std::vector<std::string>{"blocks.0.attn.qkv (first layer)", "blocks.3.mlp.proj (last layer)"}));
 }
 
 // A plan carries its recipes: the run's, and a layer's own (a plan file's), each with the parameters
@@ -593,9 +644,9 @@ TEST(PrecisionPlan, RecipesTravelInItsJsonAndALayerCanHaveItsOwn) {
           "layers": {"fc0": "bf16", "fc1": {"level": "fp8", "recipe": "nvfp4"}, "fc2": "fp8", "fc3": "bf16"}})");
   EXPECT_EQ(plan.str(), "fp8 in 2 of 4 layers (mxfp8): fc1 [nvfp4], fc2; bf16 in 2: fc0, fc3");
   const std::string every = plan.str(true);
-  EXPECT_NE(every.find("fc1 [nvfp4]: fp8 nvfp4 (e2m1 1x16 e4m3*f32 nearest; weights 16x16, RHT on, gradients stochastic)\n"
-                       "    input: e2m1 1x16 e4m3*f32 nearest\n    weight: e2m1 16x16 e4m3*f32 nearest\n"
-                       "    grad_output: e2m1 1x16 e4m3*f32 stochastic"),
+  EXPECT_NE(every.find("fc1 [nvfp4]: fp8 nvfp4 (e2m1 1x16 e4m3*f32 te nearest; weights 16x16, RHT on, gradients stochastic)\n"
+                       "    input: e2m1 1x16 e4m3*f32 te nearest\n    weight: e2m1 16x16 e4m3*f32 te nearest\n"
+                       "    grad_output: e2m1 1x16 e4m3*f32 te stochastic"),
             std::string::npos) << every;
   EXPECT_NE(every.find("fc2: fp8 mxfp8 (e4m3 1x32 e8m0 floor nearest)"), std::string::npos) << every;
   nn::Mlp mlp(nn::MlpConfig{.in = 32, .hidden = 32, .layers = 3, .classes = 2});
@@ -768,7 +819,7 @@ TEST(BlockQuantize, CountsLeftForLaterAreTheCountsItWouldReturn) {
   v[500] = 1e-30;
   v[900] = 1e6;
   const Tensor x = Tensor::from_values(v, {64, 96}, DType::f32);
-  for (const char* name : {"e4m3 tensor f32 fit nearest", "e5m2 1x32 e8m0 fit nearest margin 1", "mxfp8", "nvfp4", "mxfp4"}) {
+  for (const char* name : {"e4m3 tensor f32 fit nearest", "e5m2 1x32 e8m0 fit nearest margin 1", "mxfp8", "nvfp4", "nvfp4-torchao", "mxfp4"}) {
     const QuantSpec spec = std::string(name).find(' ') == std::string::npos ? quant_spec(name) : QuantSpec::parse(name);
     for (const CpuBackend backend : {CpuBackend::onednn, CpuBackend::reference}) {
       SCOPED_TRACE(std::string(name) + (backend == CpuBackend::reference ? ", reference" : ", cpu"));

@@ -163,7 +163,7 @@ INSTANTIATE_TEST_SUITE_P(Recipes, TorchaoGolden, ::testing::ValuesIn(mx_golden_c
                          });
 
 TEST(TorchaoGolden, Nvfp4CodesScalesAndTensorScalesAreTorchaos) {
-  const QuantSpec spec = quant_spec("nvfp4");
+  const QuantSpec spec = quant_spec("nvfp4-torchao");
   const std::vector<float> x = golden().get<float>("nvfp4.input");
   const std::vector<std::uint8_t> codes = golden().get<std::uint8_t>("nvfp4.codes");
   const std::vector<std::uint8_t> scales = golden().get<std::uint8_t>("nvfp4.scales");
@@ -230,7 +230,7 @@ TEST(MicroscaleDefinition, Nvfp4TwoLevelScalesOnFreshRandomTensors) {
   MANTISSA_TRACE_SEED();
   std::mt19937_64 rng(test_seed() + 1);
   std::normal_distribution<double> normal;
-  QuantSpec spec = quant_spec("nvfp4");
+  QuantSpec spec = quant_spec("nvfp4-torchao");
   spec.block_rows = 16;
   const std::int64_t rows = 32, cols = 64;
   std::vector<float> x(static_cast<std::size_t>(rows * cols));
@@ -272,7 +272,7 @@ TEST(MicroscaleDefinition, SquareBlocksQuantizeATensorAndItsTransposeAlike) {
   MANTISSA_TRACE_SEED();
   std::mt19937_64 rng(test_seed() + 3);
   std::normal_distribution<double> normal;
-  QuantSpec spec = quant_spec("nvfp4");
+  QuantSpec spec = quant_spec("nvfp4-torchao");
   spec.block_rows = 16;
   for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{48, 80}, {37, 21}}) {
     std::vector<float> w(static_cast<std::size_t>(rows * cols)), wt(w.size());
@@ -305,7 +305,7 @@ TEST(MicroscaleDefinition, SquareBlocksQuantizeATensorAndItsTransposeAlike) {
 
 TEST(MicroscaleDefinition, AZeroTensorGetsTensorScaleOneAndZeroCodes) {
   const std::vector<float> x(64, 0.0f);
-  const QuantizedBlocks q = quantize_blocks(x, 4, 16, quant_spec("nvfp4"));
+  const QuantizedBlocks q = quantize_blocks(x, 4, 16, quant_spec("nvfp4-torchao"));
   EXPECT_EQ(q.tensor_scale, 1.0f);
   for (const std::uint8_t c : q.codes) EXPECT_EQ(c, 0);
   for (const std::uint8_t s : q.scale_codes) EXPECT_EQ(decode(Format::e4m3(), s), 0.015625f);

@@ -47,6 +47,15 @@ inline std::string format_label(const ::testing::TestParamInfo<Format>& info) {
   return name;
 }
 
+// A recipe's name as a test's name (GoogleTest takes letters, digits and '_': "nvfp4-torchao" ->
+// "nvfp4_torchao").
+template <class Recipe>
+std::string recipe_label(const ::testing::TestParamInfo<Recipe>& info) {
+  std::string name(info.param.name());
+  for (char& c : name) c = c == '-' ? '_' : c;
+  return name;
+}
+
 #define MANTISSA_TRACE_SEED() \
   SCOPED_TRACE("random seed " + std::to_string(::mantissa::testing::test_seed()) + \
                " (MANTISSA_TEST_SEED=N replays a seed, =random draws one)")

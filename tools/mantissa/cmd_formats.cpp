@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -33,18 +34,27 @@ int print_table(const std::vector<std::string>& extra) {
   }
   // The recipes with their defaults (--fp8-format hybrid, --mx-scale rceil), as the products run them,
   // then what each needs of the machine.
-  fmt::print("\n{:<8} {:<30} {:<30} {:<30} {}\n", "recipe", "input", "weight", "output gradient", "what it is");
+  // (Each column as wide as its widest entry.)
+  std::vector<std::array<std::string, 5>> rows{{"recipe", "input", "weight", "output gradient", "what it is"}};
   std::vector<std::pair<std::string_view, std::string>> needs;  // a need, the recipes with it
   for (const QuantRecipe r : QuantRecipe::all()) {
     const Fp8Options o{.recipe = r};
-    fmt::print("{:<8} {:<30} {:<30} {:<30} {}\n", r.name(), o.spec(Fp8Operand::input).str(), o.spec(Fp8Operand::weight).str(),
-               o.spec(Fp8Operand::grad_output).str(), r.info().summary);
+    rows.push_back({std::string(r.name()), o.spec(Fp8Operand::input).str(), o.spec(Fp8Operand::weight).str(),
+                    o.spec(Fp8Operand::grad_output).str(), std::string(r.info().summary)});
     const auto same = std::find_if(needs.begin(), needs.end(), [&](const auto& n) { return n.first == r.info().needs; });
     if (same == needs.end()) {
       needs.emplace_back(r.info().needs, r.name());
     } else {
       same->second.append(", ").append(r.name());
     }
+  }
+  std::array<std::size_t, 4> width{};
+  for (const auto& row : rows) {
+    for (std::size_t c = 0; c < width.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  fmt::print("\n");
+  for (const auto& row : rows) {
+    fmt::print("{:<{}} {:<{}} {:<{}} {:<{}} {}\n", row[0], width[0], row[1], width[1], row[2], width[2], row[3], width[3], row[4]);
   }
   for (const auto& [need, names] : needs) fmt::print("{} run on {}\n", names, need);
   return 0;

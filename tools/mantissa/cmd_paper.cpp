@@ -120,7 +120,11 @@ Suite suite(const std::string& name) {
              {"nvfp4, no RHT", nvfp4({"--nvfp4-no-rht"})},
              {"nvfp4, no SR", nvfp4({"--nvfp4-no-sr"})},
              {"nvfp4, 1-D weights", nvfp4({"--nvfp4-1d-weights"})},
-             {"nvfp4, none of the three", nvfp4({"--nvfp4-no-rht", "--nvfp4-no-sr", "--nvfp4-1d-weights"})}},
+             {"nvfp4, none of the three", nvfp4({"--nvfp4-no-rht", "--nvfp4-no-sr", "--nvfp4-1d-weights"})},
+             // nvfp4 keeps NVIDIA's bf16 layers (the first, the last blocks'); mantissa's earlier choice
+             // (the first and the last) puts more of them in NVFP4; torchao's rule is nvfp4 before issue 53.
+             {"nvfp4, bf16 first and last only", nvfp4({"--fp8-first-last", "bf16"})},
+             {"nvfp4-torchao", {"--precision", "nvfp4-torchao"}}},
             false};
   }
   throw std::invalid_argument("--suite: '" + name + "' is not mixed-precision or nvfp4");

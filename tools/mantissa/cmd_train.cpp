@@ -189,9 +189,10 @@ TrainConfig resolve(const TrainArgs& a) {
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string("--fp8-recipe/--fp8-format/--amax-history/--fp8-margin/--mx-scale: ") + e.what());
   }
-  c.precision.fp8_layers.first_last_bf16 = a.fp8_first_last == "bf16";
-  if (a.fp8_first_last != "bf16" && a.fp8_first_last != "fp8") {
-    throw std::invalid_argument("--fp8-first-last: '" + a.fp8_first_last + "' is not bf16 or fp8");
+  if (a.fp8_first_last == "bf16") c.precision.fp8_layers.kept = KeptLayers::first_last;
+  else if (a.fp8_first_last == "fp8") c.precision.fp8_layers.kept = KeptLayers::none;
+  else if (a.fp8_first_last != "recipe") {
+    throw std::invalid_argument("--fp8-first-last: '" + a.fp8_first_last + "' is not recipe, bf16 or fp8");
   }
   if (a.adaptive_dtype != "bf16" && a.adaptive_dtype != "fp16") {
     throw std::invalid_argument("--adaptive-dtype: '" + a.adaptive_dtype + "' is not bf16 or fp16");
@@ -288,7 +289,10 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
   app.add_option("--amax-history", c.fp8_options.amax_history, "fp8 delayed scaling: steps of amax history")
       ->capture_default_str();
   app.add_option("--fp8-margin", c.fp8_options.margin, "fp8: scales divided by 2^margin")->capture_default_str();
-  app.add_option("--fp8-first-last", a.fp8_first_last, "fp8: the model's first and last linear layers in bf16 or fp8")
+  app.add_option("--fp8-first-last", a.fp8_first_last,
+                 "fp8 and microscaled: the linear layers kept in bf16: recipe (the recipe's choice: the first and the last; "
+                 "nvfp4: the first and those of the last blocks, ~15%, as NVIDIA's NVFP4 recipe), bf16 (the first and the "
+                 "last) or fp8 (none)")
       ->capture_default_str();
   app.add_option("--fp8-bf16-layers", c.precision.fp8_layers.bf16_layers, "fp8: module paths (or prefixes) kept in bf16")
       ->delimiter(',');

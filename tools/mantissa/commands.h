@@ -31,7 +31,7 @@ Run add_export(CLI::App& app);
 struct TrainArgs {
   TrainConfig config;
   std::string precision = "fp32", mode = "autocast", inject;
-  std::string fp8_recipe = "delayed", fp8_format = "hybrid", fp8_first_last = "bf16";
+  std::string fp8_recipe = "delayed", fp8_format = "hybrid", fp8_first_last = "recipe";
   std::string adaptive_dtype = "bf16", adaptive_fp8 = "on";
   std::string master_weights = "on", fp32_ops = "default";
   std::string grad_reduce = "f32", overlap = "on";

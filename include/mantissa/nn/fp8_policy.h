@@ -1,10 +1,13 @@
 // Which layers of a model run their products in FP8: a policy like autocast's, overridable per module,
-// and the FP8 layers' step. By default every linear layer does except the model's first and last
-// (Megatron's --first-last-layers-bf16: the layers nearest the data and the loss are the most sensitive);
-// the embedding, attention's inner products and a tied head are not linear layers and stay in bf16. The
+// and the FP8 layers' step. By default every linear layer does except those the recipe keeps in bf16
+// (its row of mantissa/numeric/recipes.h: the model's first and last, as Megatron's
+// --first-last-layers-bf16, the layers nearest the data and the loss being the most sensitive; for
+// NVFP4 the first and the last blocks', as NVIDIA's recipe); the embedding, attention's inner products
+// and a tied head are not linear layers and stay in bf16. The
 // policy is resolved into the run's precision plan (train::plan_precision), which enables FP8 per layer.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -16,7 +19,7 @@
 namespace mantissa::nn {
 
 struct Fp8Policy {
-  bool first_last_bf16 = true;           // the first and last linear layers (in module order) stay in bf16
+  std::optional<KeptLayers> kept;        // the linear layers kept in bf16; unset: the recipe's choice
   std::vector<std::string> bf16_layers;  // module paths, or path prefixes ("blocks.0"), kept in bf16
   std::vector<std::string> fp8_layers;   // module paths, or prefixes, run in FP8 whatever else says
 };
