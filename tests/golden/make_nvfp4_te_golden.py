@@ -13,6 +13,12 @@ Hadamard transform on the transpose (TE's wgrad operand), and 16x16 blocks. Stor
 the E2M1 codes (two a byte, TE's layout), the E4M3 block scales (bytes) and the global amax (f32), under
 "te.CASE.DTYPE.WAY.{codes,scales,amax}" ("_t" for the transposed copy), with TE's commit in the metadata.
 
+And one linear layer's three products as TE's NVFP4 recipe computes them (NVFP4BlockScaling without
+stochastic rounding, whose draws no other generator reproduces), by TE's reference GEMM (qgemm: the
+dequantized blocks multiplied in f32, block by block, times the global amaxes' alpha), under "te.layer.*":
+x [64, 128] and g [64, 32] in bf16, w [32, 128] bf16-representable; y = x w^T (x 1x16, w 16x16), dx = g w
+(g 1x16, w's 16x16 copy), dw = g^T x (both column-wise with the Hadamard transform), each in f32.
+
   python3 -m pip install torch && python3 tests/golden/make_nvfp4_te_golden.py PATH/TO/TransformerEngine
 """
 import enum
@@ -88,6 +94,41 @@ def cases(g):
     return out
 
 
+def layer_products(ref, utils):
+    """A linear layer's forward, data-gradient and weight-gradient products by TE's recipe and reference GEMM."""
+    g = torch.Generator().manual_seed(20261206)
+    m, k, n = 64, 128, 32  # tokens, in, out
+    x = torch.randn(m, k, generator=g).to(torch.bfloat16)
+    x[5, 3] = 40  # an outlier
+    w = (torch.randn(n, k, generator=g) * 0.05).to(torch.bfloat16)
+    dy = (torch.randn(m, n, generator=g) * 1e-3).to(torch.bfloat16)
+
+    def quantize(t, tile, rht):
+        q = ref.NVFP4QuantizerRef(dtype=utils.Fp4Formats.E2M1, rowwise=True, columnwise=True, quant_tile_shape=tile,
+                                  with_rht=rht)
+        qt, st, qt_t, st_t, amax_row, amax_col = q._quantize(t)
+        return q, types.SimpleNamespace(row=(qt, st), col=(qt_t, st_t), global_amax_row=amax_row, global_amax_col=amax_col)
+
+    qi, xq = quantize(x, (1, 16), True)      # TE's input: row-wise for y, the transformed transpose for dw
+    _, wq = quantize(w, (16, 16), False)     # the weight: 16 x 16 blocks, its copy the transpose's
+    _, gq = quantize(dy, (1, 16), True)      # the gradient: row-wise for dx, the transformed transpose for dw
+    gemm = sys.modules["transformer_engine.pytorch.custom_recipes.gemm"].GEMMType
+
+    def product(a, b, kind):  # a [M, K] . b [N, K]^T, as TE's qgemm takes them
+        (qa, sa), (qb, sb) = a, b
+        return qi.qgemm(qa, qb, None, torch.float32, sa.view(torch.float8_e4m3fn).float(), sb.view(torch.float8_e4m3fn).float(),
+                        gemm_type=kind, qresult_x=ops[id(a)], qresult_w=ops[id(b)])
+
+    ops = {}
+    for q in (xq, wq, gq):
+        ops[id(q.row)] = q
+        ops[id(q.col)] = q
+    return {"te.layer.x": x.float(), "te.layer.w": w.float(), "te.layer.dy": dy.float(),
+            "te.layer.y": product(xq.row, wq.row, gemm.FPROP),
+            "te.layer.dx": product(gq.row, wq.col, gemm.DGRAD),
+            "te.layer.dw": product(gq.col, xq.col, gemm.WGRAD)}
+
+
 def main():
     te_root = sys.argv[1]
     ref, utils = load_te_reference(te_root)
@@ -112,6 +153,7 @@ def main():
                 tensors[key + ".codes_t"] = qx_t.contiguous()
                 tensors[key + ".scales_t"] = sx_t.view(torch.uint8).contiguous()
                 tensors[key + ".amax_t"] = amax_t.float().reshape(1)
+    tensors.update(layer_products(ref, utils))
     write(os.path.join(HERE, "nvfp4_te.safetensors"), tensors,
           {"torch": torch.__version__, "transformer_engine": commit, "source": "reference_nvfp4.py NVFP4QuantizerRef._quantize",
            "seed": 20261205})

@@ -9,6 +9,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstdint>
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "mantissa/numeric/convert.h"
 #include "mantissa/numeric/format.h"
 #include "mantissa/numeric/microscale.h"
+#include "mantissa/ops/autocast.h"
 #include "mantissa/ops/fp8.h"
 
 namespace mantissa {
@@ -184,6 +186,59 @@ TEST(TeNvfp4, StochasticRoundingBeatsNearestOnAverageAndIsUnbiasedInBothCopies) 
         }
       }
     }
+  }
+}
+
+// The layer against TE's: fp8_linear by nvfp4 (stochastic rounding off: its draws are TE's generator's
+// alone) on TE's golden x and dy (bf16) and w, against TE's reference GEMM of its recipe's operands
+// (make_nvfp4_te_golden.py's layer_products): y = x w^T, dx = dy w, dw = dy^T x with both transformed.
+// The operands are the same bits (the cases above); TE multiplies block by block in f32, mantissa the
+// whole inner dimension in one f32 accumulation, and its tensor scales are 1 / (2688 / amax) where TE's
+// alpha is amax_a amax_b / 2688^2: so the f32 results agree to a few f32 roundings of the largest, and
+// the bf16 outputs (y, dx) where no such difference crosses a bf16 rounding boundary.
+TEST(TeNvfp4, TheLayersThreeProductsAreTesReferenceGemms) {
+  constexpr std::int64_t m = 64, k = 128, n = 32;
+  const auto tensor = [](const std::string& key, const Shape& shape, DType dtype) {
+    const std::vector<float> v = golden().get<float>("te.layer." + key);
+    return Tensor::from_values(std::vector<double>(v.begin(), v.end()), shape, dtype);
+  };
+  Tensor x = tensor("x", {m, k}, DType::bf16);
+  x.set_requires_grad();
+  Tensor w = tensor("w", {n, k}, DType::f32);
+  w.set_requires_grad();
+  const auto state = std::make_shared<Fp8State>(Fp8Options{.recipe = QuantRecipe::nvfp4, .nvfp4_sr = false});
+  Tensor y;
+  {
+    Autocast bf16(DType::bf16);
+    y = fp8_linear(x, w, Tensor(), state);
+  }
+  y.backward(tensor("dy", {m, n}, DType::bf16));
+  for (const auto& [name, ours] : {std::pair<std::string, Tensor>{"y", y}, {"dx", x.grad()}, {"dw", w.grad()}}) {
+    const std::vector<float> te = golden().get<float>("te.layer." + name);
+    const std::vector<double> v = ours.to_doubles();
+    ASSERT_EQ(v.size(), te.size()) << name;
+    double largest = 0;
+    for (const float t : te) largest = std::max(largest, std::fabs(static_cast<double>(t)));
+    std::int64_t bf16_steps = 0;
+    double worst = 0;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (ours.dtype() == DType::bf16) {  // the output rounded to bf16: TE's, or its bf16 neighbour
+        const auto ours_bits = static_cast<std::int64_t>(encode(Format::bf16(), static_cast<float>(v[i])));
+        const auto te_bits = static_cast<std::int64_t>(encode(Format::bf16(), te[i]));
+        EXPECT_LE(std::abs(ours_bits - te_bits), 1) << name << " " << i << ": " << v[i] << ", TE's " << te[i];
+        bf16_steps += ours_bits != te_bits;
+      } else {
+        worst = std::max(worst, std::fabs(v[i] - static_cast<double>(te[i])));
+      }
+    }
+    if (ours.dtype() == DType::bf16) {
+      EXPECT_LE(bf16_steps, static_cast<std::int64_t>(v.size()) / 100) << name << ": at most 1% one bf16 step apart";
+    } else {
+      EXPECT_LE(worst, 8 * 0x1p-24 * largest) << name << ": within 8 f32 roundings of the largest";
+    }
+    RecordProperty(name + "_bf16_steps", static_cast<int>(bf16_steps));
+    std::printf("%s: %lld of %zu one bf16 step apart; largest f32 difference %.3g of the largest %.3g\n", name.c_str(),
+                static_cast<long long>(bf16_steps), v.size(), worst, largest);
   }
 }
 
