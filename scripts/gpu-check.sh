@@ -1,40 +1,48 @@
 #!/usr/bin/env bash
 # The device check of the CUDA backend, for a short slice of a lent GPU machine: the headline first,
-# then the rest by what it is worth, inside a time budget (default 360 s). Parts, in order:
-#   1. the machine and `mantissa info`;
-#   2. the headline: GPT-2 124M (batch 16 x 1024, AdamW, GPT-2's tanh GELU) in bf16 autocast, mantissa
-#      then PyTorch eager, each printed as one line the moment it ends (ms/step, tokens/s, TFLOP/s, peak
-#      memory, host waits);
-#   3. correctness: cuDNN's fused attention alone, the GPU test cases (NCCL's among them), parity of
-#      every op on cuda against the reference;
-#   4. fp16 (both), tf32 and fp32 (mantissa), then the table and where mantissa's step goes on the GPU's
-#      own clock;
-#   5. PyTorch bf16 with torch.compile; the char GPT's quality on the GPU; fp8 (tensor cores, emulated, current);
-#   6. kernels: mantissa's bf16 step by each kernel (MANTISSA_KERNEL_TIMES=kernel), against it the step
-#      without cuBLASLt's GELU epilogues and the step with the other ways, and Nsight Systems' summary
-#      of the GPU's kernels where the machine has nsys.
-# --parts LIST runs only the parts named (machine always; headline, correctness, precisions, compile,
-# quality, fp8, kernels), comma-separated: a second slice of GPU time for what the first one left open.
-# A part starts only if its own time limit fits in what is left of the budget (else: "not run"), so the
-# limits of the parts that run add up to less than the budget and a cut-off run still has every line it
-# finished in the log. Results: $OUT/gpu-check.log and $OUT/gpu-check-results.tar.gz (every JSON and
-# error output), rewritten after each part.
+# then the rest by what it is worth, inside a time budget (default 360 s). Parts, in this order unless
+# --parts gives another:
+#   (always) the machine, the carry checked against the sources it runs beside, `mantissa info`;
+#   attention: cuDNN's fused attention alone, so that a crash or a hang there costs the headline nothing
+#      (the rest then runs with MANTISSA_ATTENTION=unfused);
+#   headline: GPT-2 124M (batch 16 x 1024, AdamW, GPT-2's tanh GELU) in bf16 autocast, mantissa then
+#      PyTorch eager, each printed as one line the moment it ends (ms/step, tokens/s, TFLOP/s, peak
+#      memory, host waits); if mantissa's step crashes, once more with the kernels that never ran on a
+#      GPU switched to their earlier ways (src/backend/cuda/kernel_ways.h);
+#   correctness: the GPU test cases (NCCL's among them), parity of every op on cuda against the reference;
+#   precisions: fp16 (both), tf32 and fp32 (mantissa), then the table and where mantissa's step goes on
+#      the GPU's own clock;
+#   compile: PyTorch bf16 with torch.compile;  quality: the char GPT on the GPU;
+#   fp8: tensor cores, emulated, current scaling;
+#   kernels: mantissa's bf16 step by each kernel (MANTISSA_KERNEL_TIMES=kernel), against it the step
+#      with each kernel's other way, and Nsight Systems' summary of the GPU's kernels where there is nsys.
+# --parts LIST runs the parts named, in the order named (attention, headline, correctness, precisions,
+# compile, quality, fp8, kernels), comma-separated: a second slice of GPU time for what the first left.
+# Every command runs under `timeout -k` (a hung one is killed); a part starts only if its own limit fits
+# in what is left of the budget (else: "not run"), so a cut-off run still has every line it finished in
+# the log. A part whose command fails runs that command once more with CUDA_LAUNCH_BLOCKING=1, so that
+# the error names the kernel that failed, not a later one. Results: $OUT/gpu-check.log and
+# $OUT/gpu-check-results.tar.gz (every JSON and error output), rewritten after each part.
 #
 # It runs what scripts/gpu-pack.sh built and carried (build-gpu/carry/): the carried Debian libraries
 # (oneDNN, fmt, ...) go to mantissa's programs only, never to PyTorch's; cuBLASLt, cuDNN, NVRTC and NCCL
-# are the machine's own (PyTorch's wheels', or the toolkit's).
+# are the machine's own (PyTorch's wheels', or the toolkit's). The carry's sources.sha256 (the commit and
+# each build input's hash) must match the files the check runs beside: a carry built from other sources
+# is refused before any GPU time is spent on it (--stale-carry runs it anyway, saying so).
 #
-#   scripts/gpu-check.sh [--budget SECONDS] [--parts LIST] [--dry-run] [CARRY]
+#   scripts/gpu-check.sh [--budget SECONDS] [--parts LIST] [--stale-carry] [--dry-run] [CARRY]
 # --dry-run rehearses it here, without a GPU (a ctest case): the arguments, the carry's libraries packed
-# from this build (build/bin) and unpacked as on the GPU machine, the order and budget of the parts
-# (each GPU command printed, not run), and the report from results made by this build's own
-# `mantissa bench` on the CPU and a sample of PyTorch's.
+# from this build (build/bin) and unpacked as on the GPU machine, the sources check (and its refusal of
+# a changed file), the order and budget of the parts (each GPU command printed, not run), a failing
+# command's rerun, and the report from results made by this build's own `mantissa bench` on the CPU and
+# a sample of PyTorch's.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 budget=360
-all_parts=headline,correctness,precisions,compile,quality,fp8,kernels
+all_parts=attention,headline,correctness,precisions,compile,quality,fp8,kernels
 parts=$all_parts
 dry=0
+stale_ok=0
 carry=build-gpu/carry
 bin_dir=build/bin
 while [ $# -gt 0 ]; do
@@ -44,8 +52,9 @@ while [ $# -gt 0 ]; do
     --parts) parts=${2:?--parts needs a list}; shift 2 ;;
     --parts=*) parts=${1#--parts=}; shift ;;
     --dry-run) dry=1; shift ;;
+    --stale-carry) stale_ok=1; shift ;;
     --bin-dir) bin_dir=${2:?--bin-dir needs a folder}; shift 2 ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
     -*) echo "gpu-check: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) carry=$1; shift ;;
   esac
@@ -54,7 +63,6 @@ case $budget in ''|*[!0-9]*) echo "gpu-check: --budget takes whole seconds, not 
 for p in ${parts//,/ }; do
   case ",$all_parts," in *",$p,"*) ;; *) echo "gpu-check: unknown part '$p' (parts: $all_parts)" >&2; exit 2 ;; esac
 done
-want() { case ",$parts," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 
 out=${OUT:-/tmp/gpu-check-out}
 [ "$dry" = 1 ] && out=$(mktemp -d /tmp/gpu-check-dry.XXXXXX)
@@ -66,9 +74,14 @@ elapsed() { echo $(( $(date +%s) - started )); }
 section() { printf '\n== %s (%ss)\n' "$1" "$(elapsed)"; }
 save() { tar -C "$results" -czf "$out/gpu-check-results.tar.gz" . 2>/dev/null; }
 
-# part LIMIT NAME COMMAND...: runs COMMAND under `timeout LIMIT` if LIMIT fits in what is left (a
+# part LIMIT NAME COMMAND...: runs COMMAND under `timeout -k 5 LIMIT` if LIMIT fits in what is left (a
 # reserve of 5 s for the report), its standard output to $results/NAME.json and its errors to
-# NAME.err; says why when it fails. In a dry run, prints the command instead.
+# NAME.err; says why when it fails, and the first failure of each part is run once more with
+# CUDA_LAUNCH_BLOCKING=1 (errors to NAME-blocking.err; its last line printed), where the budget allows.
+# In a dry run, prints the command instead (rehearse=1: runs it all the same).
+current_part=""
+reran_in=""
+rehearse=0
 part() {
   local limit=$1 name=$2
   shift 2
@@ -83,16 +96,34 @@ part() {
     [ "$dry" = 1 ] && exit 1
     return 2
   fi
-  if [ "$dry" = 1 ]; then
+  if [ "$dry" = 1 ] && [ "$rehearse" = 0 ]; then
     echo "$name: would run (limit ${limit} s): $*"
     return 0
   fi
-  timeout "$limit" "$@" > "$results/$name.json" 2> "$results/$name.err"
+  timeout -k 5 "$limit" "$@" > "$results/$name.json" 2> "$results/$name.err"
   local status=$?
-  [ $status -eq 124 ] && echo "$name: cut off after ${limit} s"
-  [ $status -ne 0 ] && [ $status -ne 124 ] && echo "$name: failed (status $status): $(tail -1 "$results/$name.err")"
+  if [ $status -eq 124 ] || [ $status -eq 137 ]; then
+    echo "$name: cut off after ${limit} s"
+  elif [ $status -ne 0 ]; then
+    echo "$name: failed (status $status): $(tail -1 "$results/$name.err")"
+    left=$(( budget - 5 - $(elapsed) ))
+    if [ "$reran_in" != "$current_part" ] && [ "$limit" -le "$left" ]; then
+      reran_in=$current_part
+      CUDA_LAUNCH_BLOCKING=1 timeout -k 5 "$limit" "$@" > /dev/null 2> "$results/$name-blocking.err"
+      echo "$name with CUDA_LAUNCH_BLOCKING=1 (status $?): $(tail -1 "$results/$name-blocking.err")"
+    fi
+  fi
   save
   return $status
+}
+
+# check_sources MANIFEST (sources.sha256, written by gpu-pack.sh): whether every file MANIFEST hashes has that hash here; names those that differ.
+check_sources() {
+  local manifest=$1 differ
+  [ -f "$manifest" ] || { echo "no $manifest: a carry from before carries recorded their sources"; return 1; }
+  differ=$(grep -v '^#' "$manifest" | timeout -k 2 60 sha256sum --check --quiet --strict 2>&1) && return 0
+  echo "the carry was built from other sources than these ($(grep -m1 '^# commit' "$manifest" | cut -c3-)): $(grep -v WARNING <<<"$differ" | head -5 | tr '\n' ' ')"
+  return 1
 }
 
 libs=/tmp/mantissa-carry-lib
@@ -104,17 +135,32 @@ if [ "$dry" = 1 ]; then
   mkdir -p "$carry/bin" && cp "$bin_dir/mantissa" "$carry/bin/" || { echo "dry run: no $bin_dir/mantissa (build first)"; exit 1; }
   [ -f "$bin_dir/libmantissa_cudnn_sdpa.so" ] && cp "$bin_dir/libmantissa_cudnn_sdpa.so" "$carry/bin/"
   XZ_OPT=-0 scripts/gpu-pack.sh --libs-only "$carry" || { echo "dry run: packing the libraries failed"; exit 1; }  # fast: a rehearsal
+  # The sources check refuses a carry whose sources differ: one file's hash changed in a copy.
+  awk '!done && !/^#/ {$0 = (substr($0, 1, 1) == "0" ? "1" : "0") substr($0, 2); done = 1} {print}' "$carry/sources.sha256" \
+    > "$carry/changed.sha256"
+  echo "rehearsal of a changed source: $(check_sources "$carry/changed.sha256" && echo "dry run: it went unnoticed")"
+  check_sources "$carry/changed.sha256" > /dev/null && exit 1
 else
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 | head -3
+  timeout -k 2 20 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 | head -3
+fi
+if check_sources "$carry/sources.sha256"; then
+  echo "carry: built from these sources ($(grep -m1 '^# commit' "$carry/sources.sha256" | cut -c3-))"
+elif [ "$stale_ok" = 1 ]; then
+  echo "carry: run anyway (--stale-carry): its programs are not these sources'"
+else
+  echo "refused: rebuild the carry here (scripts/gpu-pack.sh), or pass --stale-carry; no GPU command was run"
+  save
+  exit 1
 fi
 # The NVIDIA libraries mantissa loads with dlopen (cuBLASLt, cuDNN, NCCL; NVRTC for cuDNN's runtime-
 # compiled engines): the loader's, else the toolkit's, else the ones in PyTorch's wheels (nvidia/*/lib).
-site=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
+# (Each search under a timeout: a slow file system must not take the slice.)
+site=$(timeout -k 2 20 python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
 find_lib() {
   local found
-  found=$(ldconfig -p 2>/dev/null | awk -v n="$1" '$1 == n {print $NF; exit}')
+  found=$(timeout -k 2 10 ldconfig -p 2>/dev/null | awk -v n="$1" '$1 == n {print $NF; exit}')
   [ -z "$found" ] && found=$(ls /usr/local/cuda*/lib*/"$1" 2>/dev/null | head -1)
-  [ -z "$found" ] && found=$(find $site /usr/local/lib /opt -name "$1" 2>/dev/null | head -1)
+  [ -z "$found" ] && found=$(timeout -k 2 20 find $site /usr/local/lib /opt -name "$1" 2>/dev/null | head -1)
   echo "$found"
 }
 dirs=""
@@ -142,9 +188,9 @@ if [ "$dry" = 0 ]; then
     fi
   done
 fi
-m info | sed -n '/^cuda/,$p' | head -40
+timeout -k 5 30 "${menv[@]}" "$bin/mantissa" info | sed -n '/^cuda/,$p' | head -40
 py=$(command -v python3 || true)
-if [ "$dry" = 0 ] && [ -n "$py" ] && ! "$py" -c 'import torch' 2>/dev/null; then py=""; fi
+if [ "$dry" = 0 ] && [ -n "$py" ] && ! timeout -k 5 60 "$py" -c 'import torch' 2>/dev/null; then py=""; fi
 [ -z "$py" ] && echo "no python with torch here: PyTorch's side is not timed"
 report() { python3 scripts/gpu_report.py "$@"; }
 # GPT-2's own GELU, the tanh form, on both sides (runs 1-3 timed the erf form: PyTorch's 47.7 and 34.0).
@@ -160,22 +206,41 @@ pair() {
   fi
 }
 
-if want headline; then
-  section "headline: GPT-2 124M bf16 autocast, batch 16 x 1024 (target <= 38 ms; PyTorch eager measured 47.7, compiled 34.0, erf GELU)"
-  pair 45 bf16
-fi
-
-if want correctness; then
-  section "correctness: cuDNN's fused attention alone, the GPU cases, parity on cuda"
+run_attention() {
+  section "attention: cuDNN's fused attention alone, before anything that uses it"
   # A crash or a hang in cuDNN's fused attention must not take the rest with it: only then does the rest
   # run unfused. A refused shape or a wrong value is a failed case, printed, and the fused kernel stays.
   part 20 fused-attention "${menv[@]}" "$bin/gpu_tests" --gtest_filter='*FusedAttention*' --gtest_brief=1
-  status=$?
+  local status=$?
   [ -s "$results/fused-attention.json" ] && tail -15 "$results/fused-attention.json"
-  if [ $status -eq 124 ] || [ $status -gt 128 ]; then
+  if [ $status -eq 124 ] || [ $status -eq 137 ] || [ $status -gt 128 ]; then
     echo "fused attention crashed or hung (status $status): the runs below use MANTISSA_ATTENTION=unfused"
     export MANTISSA_ATTENTION=unfused
   fi
+}
+
+# The kernels that have not run on a GPU before, each switched to its earlier way (kernel_ways.h): where
+# mantissa's headline step crashes, the check runs the rest this way, and says so.
+earlier_ways=(MANTISSA_ADD_LAYER_NORM=separate MANTISSA_CROSS_ENTROPY=unpacked MANTISSA_GELU_EPILOGUE=off
+              MANTISSA_LAYER_NORM_BACKWARD=two-pass MANTISSA_BIAS_GRADIENT=separate)
+run_headline() {
+  section "headline: GPT-2 124M bf16 autocast, batch 16 x 1024 (target <= 38 ms; PyTorch eager measured 47.7, compiled 34.0, erf GELU)"
+  part 45 mantissa-bf16 "${menv[@]}" "$bin/mantissa" "${gpt2[@]}" --precision bf16
+  local status=$?
+  if [ $status -ne 0 ] && [ $status -ne 3 ] && [ $status -ne 124 ] && [ $status -ne 137 ]; then
+    echo "mantissa's step failed: the rest runs with the earlier kernels: ${earlier_ways[*]}"
+    export "${earlier_ways[@]}"
+    part 45 mantissa-bf16 "${menv[@]}" "$bin/mantissa" "${gpt2[@]}" --precision bf16
+  fi
+  report line "$results" mantissa-bf16
+  if [ -n "$py" ]; then
+    part 45 pytorch-bf16 "$py" "${torch_gpt2[@]}" --precision bf16
+    report line "$results" pytorch-bf16
+  fi
+}
+
+run_correctness() {
+  section "correctness: the GPU cases, parity on cuda"
   part 40 gpu-tests "${menv[@]}" "$bin/gpu_tests" --gtest_brief=1
   [ -s "$results/gpu-tests.json" ] && tail -25 "$results/gpu-tests.json"
   part 50 parity-cuda "${menv[@]}" "$bin/parity_tests" --gtest_filter='*CudaBackendMatchesReference*'
@@ -186,9 +251,9 @@ if want correctness; then
     grep -o '[a-z0-9_]*: no kernel for device cuda:0' "$f" | sort | uniq -c | sort -rn
     grep -B2 -A12 '^\[  FAILED  \].*(' "$f" | grep -v '^\[ RUN' | head -60
   fi
-fi
+}
 
-if want precisions; then
+run_precisions() {
   section "the other precisions: fp16 (both), tf32 and fp32 (mantissa)"
   pair 25 fp16
   part 25 mantissa-tf32 "${menv[@]}" "$bin/mantissa" "${gpt2[@]}" --precision fp32 --tf32
@@ -196,26 +261,26 @@ if want precisions; then
   part 25 mantissa-fp32 "${menv[@]}" "$bin/mantissa" "${gpt2[@]}" --precision fp32
   report line "$results" mantissa-fp32
   report table "$results"
-fi
+}
 
-if want compile; then
+run_compile() {
   section "PyTorch bf16 with torch.compile"
   if [ -n "$py" ]; then
     part 60 pytorch-bf16-compile "$py" "${torch_gpt2[@]}" --precision bf16 --compile
     report line "$results" pytorch-bf16-compile
   fi
-fi
+}
 
-if want quality; then
+run_quality() {
   section "quality: the char GPT of docs/results.md on the GPU (target: within 1% of the CPU's fp32 1.8870)"
   for p in bf16 fp16; do
     part 40 quality-$p "${menv[@]}" "$bin/mantissa" train --model gpt --device cuda --precision $p --steps 1000 \
       --batch-size 16 --lr 1e-3 --warmup 100 --eval-every 1000 --eval-batches 20 --seed 1 --json
   done
   report quality "$results"
-fi
+}
 
-if want fp8; then
+run_fp8() {
   section "fp8: delayed scaling on fp8 tensor cores, then emulated as bf16 products; current scaling (its scales stay on the GPU)"
   part 25 mantissa-fp8 "${menv[@]}" "$bin/mantissa" "${gpt2[@]}" --precision fp8 --fp8-recipe delayed
   report line "$results" mantissa-fp8
@@ -224,9 +289,9 @@ if want fp8; then
   report line "$results" mantissa-fp8-emulated
   part 25 mantissa-fp8-current "${menv[@]}" "$bin/mantissa" "${gpt2[@]}" --precision fp8 --fp8-recipe current
   report line "$results" mantissa-fp8-current
-fi
+}
 
-if want kernels; then
+run_kernels() {
   section "kernels: mantissa's bf16 step by kernel on the GPU's clock, then Nsight Systems' summary where there is nsys"
   MANTISSA_KERNEL_TIMES=kernel part 45 mantissa-bf16-kernels "${menv[@]}" "$bin/mantissa" "${gpt2[@]}" --precision bf16
   report kernels "$results" mantissa-bf16-kernels
@@ -253,9 +318,23 @@ if want kernels; then
   else
     echo "nsys: not on this machine"
   fi
-fi
+}
+
+# The parts, in the order asked; each part's first failing command is rerun once (part()).
+for p in ${parts//,/ }; do
+  current_part=$p
+  "run_$p"
+done
 
 if [ "$dry" = 1 ]; then
+  # A failing command, run for real: the failure and its rerun with CUDA_LAUNCH_BLOCKING=1 are reported.
+  current_part=rehearsal
+  rehearse=1 part 20 rehearsal "$bin_dir/mantissa" train --model no-such-model > "$results/rehearsal.log"
+  rehearse=0
+  cat "$results/rehearsal.log"
+  grep -q '^rehearsal: failed (status 2): ' "$results/rehearsal.log" &&
+    grep -q '^rehearsal with CUDA_LAUNCH_BLOCKING=1 (status 2): ' "$results/rehearsal.log" ||
+    { echo "dry run: a failing command was not reported and rerun"; exit 1; }
   section "dry run: the report from this build's own results (CPU) and a sample of PyTorch's"
   bench_cpu=(bench --model gpt-small --n-layer 1 --n-embd 64 --block-size 32 --batch-size 2 --steps 2 --warmup 1 --threads 1 --json)
   for p in bf16 fp16 fp32; do

@@ -11,7 +11,10 @@
 #   scripts/gpu-pack.sh                  build and pack build-gpu/carry
 #   scripts/gpu-pack.sh --libs-only DIR  pack only the libraries of the programs in DIR/bin (and the
 #                                        plugin in DIR/bin, if there) into DIR/lib.tar.xz, and the programs
-#                                        into DIR/bin.tar.xz; gpu-check's dry run uses it on this build's command
+#                                        into DIR/bin.tar.xz, and record the sources (DIR/sources.sha256);
+#                                        gpu-check's dry run uses it on this build's command
+# The carry records the commit and every build input's hash (sources.sha256): gpu-check.sh refuses a
+# carry built from other sources than the ones it runs beside.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,8 +36,21 @@ pack_libs() {
   tar -C "$carry" -cJf "$carry/bin.tar.xz" bin && rm -rf "$carry/bin"
 }
 
+# $1/sources.sha256: the commit, and the hash of each build input as it is in this tree (uncommitted
+# changes included), which gpu-check.sh checks against the files it runs beside (the GPU machine's copy
+# has no .git) before it runs anything.
+record_sources() {
+  local carry=$1
+  git rev-parse HEAD > /dev/null || { echo "gpu-pack: not a git checkout: cannot record the carry's sources" >&2; exit 1; }
+  {
+    echo "# commit $(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD -- src include tools tests python cmake CMakeLists.txt || echo ' with uncommitted changes')"
+    git ls-files -z -- src include tools tests python cmake CMakeLists.txt | xargs -0 sha256sum
+  } > "$carry/sources.sha256"
+}
+
 if [ "${1:-}" = "--libs-only" ]; then
   pack_libs "${2:?--libs-only needs a folder with bin/}" "${2}/bin/libmantissa_cudnn_sdpa.so"
+  record_sources "$2"
   exit 0
 fi
 
@@ -47,6 +63,7 @@ rm -rf build-gpu/carry && mkdir -p build-gpu/carry/bin
 cp build-gpu/bin/gpu_tests build-gpu/bin/parity_tests build-gpu/bin/mantissa build-gpu/carry/bin/
 strip build-gpu/carry/bin/*
 pack_libs build-gpu/carry build-gpu/bin/libmantissa_cudnn_sdpa.so
+record_sources build-gpu/carry
 # The data the GPU cases and the quality runs read, for a machine without Debian's data packages: the
 # fortunes (regular files only: the .u8 links would not travel) and Fashion-MNIST's test split.
 mkdir -p build-gpu/carry/data/fortunes build-gpu/carry/data/fashion-mnist

@@ -18,6 +18,7 @@
 #include "../profiler.h"
 #include "cuda_kernels.h"
 #include "cuda_support.cuh"
+#include "kernel_ways.h"
 #include "mantissa/backend/cuda.h"
 #include "sdpa/sdpa_plugin.h"
 
@@ -81,11 +82,7 @@ const Plugin& plugin() {
   return p;
 }
 
-bool allowed_by_environment() {
-  const char* v = std::getenv("MANTISSA_ATTENTION");
-  return v == nullptr || std::string(v) != "unfused";
-}
-std::atomic<bool> allowed{allowed_by_environment()};
+std::atomic<bool> allowed{way_on(Way::fused_attention)};
 
 MantissaSdpaShape shape_of(const Tensor& qkv, std::int64_t heads, bool causal, double scale) {
   return {qkv.size(0), heads,  qkv.size(1), qkv.size(2) / 3 / heads, qkv.dtype() == DType::bf16 ? 1 : 0,

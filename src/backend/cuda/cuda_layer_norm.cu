@@ -14,6 +14,7 @@
 #include "cuda_kernels.h"
 #include "cuda_support.cuh"
 #include "flat_types.cuh"
+#include "kernel_ways.h"
 
 namespace mantissa::detail::cuda {
 namespace {
@@ -519,12 +520,14 @@ void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double
   check_launch("layer_norm");
 }
 
-// The packed kernel with the add inside where the rows and dtypes qualify; else the add, then the norm.
+// The packed kernel with the add inside where the rows and dtypes qualify (and MANTISSA_ADD_LAYER_NORM
+// is not "separate"); else the add, then the norm.
 void add_layer_norm(const Tensor& x, const Tensor& r, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& s,
                     const Tensor& y, const Tensor& mean, const Tensor& rstd) {
   for (const Tensor* t : {&x, &r, &s, &gamma, &beta, &y, &mean, &rstd}) refuse_f64("add_layer_norm", *t);
   if (x.size(0) == 0) return;
-  const int per_lane = warp_row_lanes(x.size(0), x.size(1));
+  static const bool fused = way_on(Way::fused_add_layer_norm);
+  const int per_lane = fused ? warp_row_lanes(x.size(0), x.size(1)) : 0;
   if (per_lane != 0 && layer_norm_packed(per_lane, x, as_f32(gamma), as_f32(beta), eps, y, mean, rstd, r, s)) {
     check_launch("add_layer_norm");
     return;
@@ -534,13 +537,8 @@ void add_layer_norm(const Tensor& x, const Tensor& r, const Tensor& gamma, const
 
 namespace {
 
-// MANTISSA_LAYER_NORM_BACKWARD=two-pass: grad_x by one kernel and the parameters' sums by another, each
-// reading x and grad_y (the backward before layer_norm_backward_warp_kernel; gpu-check's kernels part
-// times the step both ways).
-bool fused_layer_norm_backward_by_environment() {
-  const char* v = std::getenv("MANTISSA_LAYER_NORM_BACKWARD");
-  return v == nullptr || std::string(v) != "two-pass";
-}
+// (MANTISSA_LAYER_NORM_BACKWARD=two-pass, kernel_ways.h: grad_x by one kernel and the parameters' sums by
+// another, each reading x and grad_y, the backward before layer_norm_backward_warp_kernel.)
 
 // The blocks of kTileCols columns across `cols`: the parameters' kernels' grid (x), checked once here.
 unsigned column_tiles(std::int64_t cols) {
@@ -572,7 +570,7 @@ void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
   const Affine a = affine_of(gamma32, Tensor());
   const std::int64_t rows = x.size(0), cols = x.size(1);
   const bool params = grad_gamma.defined() || grad_beta.defined();
-  static const bool fused = fused_layer_norm_backward_by_environment();
+  static const bool fused = way_on(Way::fused_layer_norm_backward);
   // The warp kernels where the dtypes are typed ones (with_grad_types), else the block kernels.
   const int per_lane = warp_row_lanes(rows, cols);
   const DType gx_dtype = grad_x.defined() ? grad_x.dtype() : x.dtype();

@@ -22,6 +22,7 @@
 #include "gemm_layout.h"
 #include "cuda_kernels.h"
 #include "cuda_support.cuh"
+#include "kernel_ways.h"
 #include "mantissa/backend/cuda.h"
 
 namespace mantissa {
@@ -176,12 +177,6 @@ enum class Epilogue { none = 0, bias = 1, row_sums = 2, gelu = 3, gelu_bias = 4,
 // product. aux is a matrix of out's shape and dtype, rows of unit stride.
 enum class GeluWay { none, forward, backward };
 
-// Whether the GELU epilogues may run (MANTISSA_GELU_EPILOGUE=off: the product, then the GELU's kernels:
-// gpu-check's kernels part times the step both ways).
-bool gelu_epilogue_by_environment() {
-  const char* v = std::getenv("MANTISSA_GELU_EPILOGUE");
-  return v == nullptr || std::string(v) != "off";
-}
 
 cublasLtEpilogue_t lt_epilogue(Epilogue e) {
   switch (e) {
@@ -344,11 +339,7 @@ bool has_fp8_tensor_cores(int device) {
   return known[device] = major > 8 || (major == 8 && minor >= 9);
 }
 
-bool fp8_allowed_by_environment() {
-  const char* v = std::getenv("MANTISSA_FP8_PRODUCTS");
-  return v == nullptr || std::string(v) != "emulated";
-}
-std::atomic<bool> fp8_allowed{fp8_allowed_by_environment()};
+std::atomic<bool> fp8_allowed{way_on(Way::fp8_tensor_cores)};
 
 // FP8's product on fp8 tensor cores, for operands whose values lie on fp8 grids: each converted exactly
 // into fp8 bytes with K contiguous, the layout cuBLASLt's fp8 kernels take ("TN": its A is w^T stored
@@ -444,18 +435,12 @@ void matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& 
 
 void matmul_accumulate(const Tensor& a, const Tensor& w, const Tensor& out) { product(a, w, Alpha{}, Tensor(), out, true); }
 
-// MANTISSA_BIAS_GRADIENT=separate: the bias gradient as its own product beside a plain weight-gradient
-// product, not by cuBLASLt's BGRADB epilogue (on an H200 the products with the epilogue ran at ~520
-// TFLOP/s where plain ones ran near 800: gpu-check's kernels part times the step both ways).
-bool bias_gradient_epilogue_by_environment() {
-  const char* v = std::getenv("MANTISSA_BIAS_GRADIENT");
-  return v == nullptr || std::string(v) != "separate";
-}
-
+// (MANTISSA_BIAS_GRADIENT=separate, kernel_ways.h: on an H200 the products with the BGRADB epilogue ran at
+// ~520 TFLOP/s where plain ones ran near 800; gpu-check's kernels part times the step both ways.)
 // With cuBLASLt's bias-gradient epilogue where it has an algorithm for the call (and it is not turned
 // off); otherwise the product, then the row sums as a product with a column of ones.
 void matmul_row_sums(const Tensor& a, const Tensor& w, const Tensor& out, const Tensor& sums) {
-  static const bool epilogue = bias_gradient_epilogue_by_environment();
+  static const bool epilogue = way_on(Way::bias_gradient_epilogue);
   if (epilogue && product(a, w, Alpha{}, Tensor(), out, false, sums)) return;
   product(a, w, Alpha{}, Tensor(), out);
   const std::int64_t m = a.size(1), k = a.size(2);
@@ -467,7 +452,7 @@ void matmul_row_sums(const Tensor& a, const Tensor& w, const Tensor& out, const 
 // call; else the product in f32 (into pre itself where pre is f32), the GELU of it into out, the product
 // rounded into pre.
 void matmul_gelu(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& pre, const Tensor& out) {
-  static const bool epilogue = gelu_epilogue_by_environment();
+  static const bool epilogue = way_on(Way::gelu_epilogue);
   if (epilogue && product(a, w, Alpha{}, bias, out, false, Tensor(), GeluWay::forward, pre)) return;
   const Tensor sum = pre.dtype() == DType::f32 ? pre : Tensor::empty(pre.shape(), DType::f32, pre.device());
   product(a, w, Alpha{}, bias, sum);
@@ -478,7 +463,7 @@ void matmul_gelu(const Tensor& a, const Tensor& w, const Tensor& bias, const Ten
 // The product the GELU's gradient follows: by the DGELU epilogue where cuBLASLt has it for the call;
 // else the product in f32, then times the GELU's gradient at pre.
 void matmul_gelu_backward(const Tensor& a, const Tensor& w, const Tensor& pre, const Tensor& out) {
-  static const bool epilogue = gelu_epilogue_by_environment();
+  static const bool epilogue = way_on(Way::gelu_epilogue);
   if (epilogue && product(a, w, Alpha{}, Tensor(), out, false, Tensor(), GeluWay::backward, pre)) return;
   const Tensor sum = Tensor::empty(out.shape(), DType::f32, out.device());
   product(a, w, Alpha{}, Tensor(), sum);

@@ -14,6 +14,7 @@
 #include "cuda_kernels.h"
 #include "cuda_support.cuh"
 #include "flat_types.cuh"
+#include "kernel_ways.h"
 #include "online_softmax.h"
 
 namespace mantissa::detail::cuda {
@@ -330,10 +331,11 @@ void cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets, 
   if (losses.dtype() != DType::f32) throw std::invalid_argument("cross_entropy: f32 losses");
   if (logits.size(0) == 0) return;
   const Tensor ids = indices_on_gpu(targets, logits.device());
+  static const bool packed = way_on(Way::packed_cross_entropy);
   with_one_type({logits.dtype()}, [&](auto* type) {
     using X = std::remove_pointer_t<decltype(type)>;
     if constexpr (!std::is_same_v<X, AnyDType>) {
-      if (packed_rows<X>(logits)) {
+      if (packed && packed_rows<X>(logits)) {
         cross_entropy_packed_kernel<X><<<row_blocks(logits.size(0), "cross_entropy"), kThreads, 0, stream()>>>(
             rows_of(logits), element_type(logits.dtype()), static_cast<const X*>(logits.data()),
             static_cast<const std::int64_t*>(ids.data()), ignore_index, static_cast<float>(smoothing), losses.strides()[0],
@@ -354,10 +356,11 @@ void cross_entropy_backward(const Tensor& logits, std::span<const std::int64_t> 
   if (losses.defined() && losses.dtype() != DType::f32) throw std::invalid_argument("cross_entropy_backward: f32 losses");
   if (logits.size(0) == 0) return;
   const Tensor ids = indices_on_gpu(targets, logits.device());
+  static const bool packed = way_on(Way::packed_cross_entropy);
   with_one_type({logits.dtype(), grad_logits.dtype()}, [&](auto* type) {
     using X = std::remove_pointer_t<decltype(type)>;
     if constexpr (!std::is_same_v<X, AnyDType>) {
-      if (packed_rows<X>(logits) && packed_rows<X>(grad_logits)) {
+      if (packed && packed_rows<X>(logits) && packed_rows<X>(grad_logits)) {
         const auto bytes = static_cast<std::size_t>(logits.size(1)) * sizeof(X);
         const bool staged = stage_fits<X>(bytes);
         const auto launch = [&](auto kernel, std::size_t shared) {
