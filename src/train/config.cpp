@@ -14,7 +14,7 @@ namespace mantissa::train {
 
 std::string PrecisionPolicy::label() const {
   if (compute == DType::f32) return "fp32";
-  if (fp8) return "fp8 " + fp8->str() + (compute == DType::bf16 ? "" : " over " + std::string(precision_name(compute))) +
+  if (fp8) return (fp8->microscaled() ? "" : "fp8 ") + fp8->str() + (compute == DType::bf16 ? "" : " over " + std::string(precision_name(compute))) +
                   " " + std::string(precision_mode_name(mode));
   return std::string(precision_name(compute)) + " " + std::string(precision_mode_name(mode)) +
          (fp32_ops ? "" : " (no fp32 ops)");

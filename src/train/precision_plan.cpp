@@ -170,19 +170,24 @@ std::string PrecisionPlan::str(bool every_layer) const {
     }
     if (all.empty()) continue;
     const bool first = s.empty();  // the first level says of how many
-    s += (first ? "" : "; ") + layer_precision_name(p, low) + " in " + std::to_string(all.size());
+    // (Quantized layers by their recipe's name where it is a microscaled one: an FP4 layer is not "fp8".)
+    const bool named_recipe = p == LayerPrecision::fp8 && fp8.microscaled();
+    s += (first ? "" : "; ") + (named_recipe ? std::string(fp8.recipe.name()) : layer_precision_name(p, low)) + " in " +
+         std::to_string(all.size());
     if (first) s += " of " + std::to_string(layers.size()) + " layers";
-    if (p == LayerPrecision::fp8) s.append(" (").append(fp8.recipe.name()).append(")");
+    if (p == LayerPrecision::fp8 && !named_recipe) s.append(" (").append(fp8.recipe.name()).append(")");
     const std::vector<std::string>& shown = all.size() <= 4 ? all : explained;
     for (std::size_t i = 0; i < shown.size() && i < 4; ++i) s += (i == 0 ? ": " : ", ") + shown[i];
     if (shown.size() > 4) s += " and " + std::to_string(shown.size() - 4) + " more";
   }
   if (!every_layer) return s;
   for (const auto& [path, p] : layers) {
-    s += "\n  " + named(path) + ": " + layer_precision_name(p, low);
-    if (p != LayerPrecision::fp8) continue;
+    if (p != LayerPrecision::fp8) {
+      s += "\n  " + named(path) + ": " + layer_precision_name(p, low);
+      continue;
+    }
     const Fp8Options& r = recipe_of(path);
-    s += " " + r.str();
+    s += "\n  " + named(path) + ": " + (r.microscaled() ? "" : "fp8 ") + r.str();
     for (std::size_t i = 0; i < kFp8Operands; ++i) {
       const auto operand = static_cast<Fp8Operand>(i);
       s.append("\n    ").append(fp8_operand_name(operand)).append(": ").append(r.spec(operand).str());

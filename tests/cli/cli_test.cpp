@@ -572,7 +572,7 @@ TEST(TrainCommand, APlanFileCarriesTheRecipesAndResumeKeepsThem) {
   const std::string dir = " --checkpoint-dir " + s.path("ckpt");
   const Result r = run("train --model mlp --steps 2 --eval-every 2 --batch-size 32" + nvfp4 + dir);
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.err.find("bf16 autocast: fp8 in 2 of 3 layers (mxfp8): fc1 [nvfp4], fc2; bf16 in 1: fc0"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("bf16 autocast: mxfp8 in 2 of 3 layers: fc1 [nvfp4], fc2; bf16 in 1: fc0"), std::string::npos) << r.err;
   const Result other = run("train --model mlp --steps 4 --batch-size 32 --resume" + plan("mxfp8.json", "\"fp8\"") + dir);
   EXPECT_NE(other.status, 0);
   EXPECT_EQ(lines(other.err), 1) << other.err;
