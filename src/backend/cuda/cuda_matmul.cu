@@ -177,7 +177,6 @@ enum class Epilogue { none = 0, bias = 1, row_sums = 2, gelu = 3, gelu_bias = 4,
 // product. aux is a matrix of out's shape and dtype, rows of unit stride.
 enum class GeluWay { none, forward, backward };
 
-
 cublasLtEpilogue_t lt_epilogue(Epilogue e) {
   switch (e) {
     case Epilogue::bias: return CUBLASLT_EPILOGUE_BIAS;
