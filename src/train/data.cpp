@@ -4,7 +4,9 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 #include <stdexcept>
@@ -124,9 +126,20 @@ void ClassificationData::seek(const std::map<std::string, std::string>& p) {
   order_.seek(integer_field(p, "data_epoch"), integer_field(p, "data_position"));
 }
 
+double byte_entropy_of(std::span<const std::uint8_t> text) {
+  std::array<std::int64_t, 256> counts{};
+  for (const std::uint8_t b : text) ++counts[b];
+  double h = 0;
+  const auto n = static_cast<double>(text.size());
+  for (const std::int64_t c : counts) {
+    if (c > 0) h -= static_cast<double>(c) / n * std::log(static_cast<double>(c) / n);
+  }
+  return h;
+}
+
 TextData::TextData(TextCorpus corpus, std::int64_t batch_size, std::int64_t block, std::uint64_t seed,
                    std::int64_t eval_batches, const std::string& name)
-    : corpus_(std::move(corpus)), batch_(batch_size), block_(block), eval_batches_(eval_batches), seed_(seed), rng_(seed) {
+    : corpus_(std::move(corpus)), entropy_(byte_entropy_of(corpus_.train)), batch_(batch_size), block_(block), eval_batches_(eval_batches), seed_(seed), rng_(seed) {
   // Checked now, not at the first evaluation: each split must hold one window of block + 1 bytes.
   for (const auto& [split, bytes] : {std::pair<const char*, std::size_t>{"training", corpus_.train.size()},
                                      {"validation", corpus_.validation.size()}}) {
@@ -170,7 +183,8 @@ void TextData::seek(const std::map<std::string, std::string>& p) {
 
 TextStreams::TextStreams(TextCorpus corpus, std::int64_t batch_size, std::int64_t bptt, std::int64_t eval_batches,
                          const std::string& name)
-    : corpus_(std::move(corpus)), batch_(batch_size), bptt_(bptt), eval_batches_(eval_batches) {
+    : corpus_(std::move(corpus)), entropy_(byte_entropy_of(corpus_.train)), batch_(batch_size), bptt_(bptt),
+      eval_batches_(eval_batches) {
   if (batch_ < 1 || bptt_ < 1 || eval_batches_ < 1) {
     throw std::invalid_argument("text streams: batch size, segment length and evaluation batches must be at least 1");
   }

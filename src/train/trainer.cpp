@@ -322,6 +322,7 @@ StepRecord Trainer::step(std::span<const Batch> global_batches) {
   // The scaler's own collapse report is folded into one explanation per run of skips.
   record.warning = follow_skips(record, !update.report.warning.empty());
   if (!record.warning.empty() && options_.stop_on_stall) throw TrainingStalled(record.warning);
+  if (record.warning.empty()) record.warning = follow_plateau(record);  // (said, never a reason to stop)
   return record;
 }
 
@@ -500,6 +501,32 @@ std::string Trainer::follow_skips(const StepRecord& r, bool collapsed) {
   if (streak_.explained || (streak_.length < options_.skip_patience && !collapsed)) return "";
   streak_.explained = true;
   return explain_stall(streak_.first, r.step, streak_.layers, r, options_.precision.compute, collapsed);
+}
+
+std::string Trainer::follow_plateau(const StepRecord& r) {
+  const std::optional<double> entropy = data_.byte_entropy();
+  if (!entropy || options_.plateau_patience < 1 || plateau_.explained) return "";
+  if (r.skipped || !std::isfinite(r.loss) || std::fabs(r.loss - *entropy) > 0.1) {
+    plateau_.length = 0;
+    return "";
+  }
+  if (plateau_.length++ == 0) plateau_.first = r.step;
+  if (plateau_.length < options_.plateau_patience) return "";
+  plateau_.explained = true;
+  char h[32];
+  std::snprintf(h, sizeof h, "%.3f", *entropy);
+  std::string s = "the loss has stayed within 0.1 of the training text's byte entropy (" + std::string(h) + " nats) for " +
+                  std::to_string(plateau_.length) + " steps (steps " + std::to_string(plateau_.first) + "-" +
+                  std::to_string(r.step) + "): the model predicts each byte by its frequency alone, nothing of its context "
+                  "(the unigram plateau). ";
+  if (options_.precision.compute == DType::f32 && !options_.precision.fp8) {
+    return s + "To do: train on (a model leaves it when it learns to use the context); if it stays, raise the learning rate "
+               "or give the model more width or layers";
+  }
+  return s + "In " + std::string(precision_name(options_.precision.compute)) +
+         " a small character model can stay here far longer than in fp32 (so does PyTorch's autocast: docs/results.md); "
+         "the cause lies inside the transformer blocks. To do: keep them in f32 (--fp32-layers blocks: measured to leave "
+         "the plateau, later than fp32), train in fp32, or lower the learning rate";
 }
 
 StepRecord Trainer::step() {

@@ -4,7 +4,10 @@
 // are refused.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 
@@ -165,6 +168,47 @@ class CountingGpt final : public train::Model {
  private:
   train::ModuleModel<nn::Gpt> gpt_{nn::GptConfig{.n_layer = 1, .n_head = 2, .n_embd = 16, .block_size = 16, .seed = 3}};
 };
+
+// The plateau at the text's byte entropy (issue 50): on text whose bytes are independent draws from a
+// skewed distribution, nothing but their frequencies can be learned, so the loss settles at the byte
+// entropy and stays; after plateau_patience steps there the step's warning says so, once. On text with
+// context to learn (a repeated sentence) the loss goes on below it, and nothing is said.
+std::vector<std::string> plateau_warnings(std::vector<std::uint8_t> text, double* entropy) {
+  train::ModuleModel<nn::Gpt> gpt{nn::GptConfig{.n_layer = 1, .n_head = 2, .n_embd = 16, .block_size = 16, .seed = 3}};
+  train::TextData data(TextCorpus::from_bytes(std::move(text), "text"), 32, 16, 0, 2, "text");
+  *entropy = *data.byte_entropy();
+  train::TrainerOptions o;
+  o.optimizer = {.kind = train::OptimizerKind::adamw, .lr = 1e-2};
+  o.steps = 150;
+  o.plateau_patience = 20;
+  train::Trainer trainer(gpt, data, o);
+  std::vector<std::string> warnings;
+  for (int i = 0; i < 150; ++i) {
+    const train::StepRecord r = trainer.step();
+    if (!r.warning.empty()) warnings.push_back(r.warning);
+  }
+  return warnings;
+}
+
+TEST(Trainer, SaysOnceWhenTheLossStaysAtTheTextsByteEntropy) {
+  std::mt19937_64 rng(50);
+  std::discrete_distribution<int> skewed({40, 20, 10, 10, 5, 5, 5, 5});
+  std::vector<std::uint8_t> noise(40000);
+  for (std::uint8_t& b : noise) b = static_cast<std::uint8_t>('a' + skewed(rng));
+  double h = 0;
+  const std::vector<std::string> said = plateau_warnings(noise, &h);
+  // (The training split's entropy: the distribution's, 1.748 nats, within a sample's noise.)
+  EXPECT_NEAR(h, 1.7481, 0.02);
+  ASSERT_EQ(said.size(), 1u);
+  char nats[32];
+  std::snprintf(nats, sizeof nats, "%.3f", h);
+  EXPECT_NE(said[0].find("byte entropy (" + std::string(nats) + " nats)"), std::string::npos) << said[0];
+  EXPECT_NE(said[0].find("by its frequency alone"), std::string::npos) << said[0];
+
+  std::string sentence;
+  while (sentence.size() < 40000) sentence += "the quick brown fox jumps over the lazy dog; ";
+  EXPECT_TRUE(plateau_warnings({sentence.begin(), sentence.end()}, &h).empty());
+}
 
 // Evaluating a token model adds up its own loss (the GPT's never makes a whole batch's logits on a GPU)
 // and gets the mean cross-entropy of the logits that forward() makes, in bf16 autocast as in f32.

@@ -230,7 +230,7 @@ void group_train_options(CLI::App& app) {
                                        "--fp8-bf16-layers", "--fp8-layers", "--mx-scale", "--nvfp4-no-rht", "--nvfp4-no-sr",
                                        "--nvfp4-1d-weights"}},
       {"Loss scaling", {"--loss-scale", "--init-scale", "--growth-interval", "--growth-factor", "--backoff-factor", "--hysteresis",
-                        "--min-scale", "--hold-lr-on-skip", "--skip-patience", "--stop-on-stall"}},
+                        "--min-scale", "--hold-lr-on-skip", "--skip-patience", "--stop-on-stall", "--plateau-patience"}},
       {"Optimization", {"--optimizer", "--lr", "--weight-decay", "--momentum", "--schedule", "--warmup", "--clip", "--loss-weight",
                         "--epochs", "--grad-accum", "--eval-every", "--eval-batches", "--seed", "--threads", "--device"}},
       {"Data", {"--train-images", "--train-labels", "--test-images", "--test-labels", "--normalize"}},
@@ -382,6 +382,10 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
                  "Every N steps, measure the share of weight updates lost to rounding in bf16/fp16 (--metrics: lost_updates)")
       ->capture_default_str();
   app.add_flag("--hold-lr-on-skip", c.hold_lr_on_skip, "Skipped steps do not advance the learning-rate schedule");
+  app.add_option("--plateau-patience", c.plateau_patience,
+                 "Text: steps in a row with the loss at the text's byte entropy (the model predicting bytes by their "
+                 "frequency alone) before the run says so and what to try (0: never)")
+      ->capture_default_str();
   app.add_option("--skip-patience", c.skip_patience, "Skipped steps in a row before the run says why and what to do")
       ->capture_default_str();
   app.add_flag("--stop-on-stall", c.stop_on_stall,

@@ -143,6 +143,7 @@ void check_config(const TrainConfig& c) {
   in_range(c.growth_interval, 1, kMaxSteps, "--growth-interval");
   in_range(c.hysteresis, 1, 1 << 20, "--hysteresis");
   in_range(c.skip_patience, 1, 1 << 20, "--skip-patience");
+  in_range(c.plateau_patience, std::int64_t{0}, std::int64_t{1} << 40, "--plateau-patience");
   in_range(c.update_stats_every, 0, kMaxSteps, "--update-stats-every");
   if (c.telemetry) in_range(c.telemetry->every, 1, kMaxSteps, "--telemetry-every");
   for (const RealSetting& r : real_settings()) {
@@ -566,6 +567,7 @@ PreparedRun prepare_run(const TrainConfig& config, std::optional<train::Dataset>
   o.trace_nonfinite = c.trace_nonfinite;
   o.hold_lr_on_skip = c.hold_lr_on_skip;
   o.skip_patience = c.skip_patience;
+  o.plateau_patience = c.plateau_patience;
   o.stop_on_stall = c.stop_on_stall;
   o.telemetry = c.telemetry;
   if (c.adaptive) {

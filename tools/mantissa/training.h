@@ -51,6 +51,7 @@ struct TrainConfig {
   bool trace_nonfinite = false;                // stop a step at the first op that makes an inf/NaN, naming it
   bool hold_lr_on_skip = false;                // skipped steps do not advance the schedule
   int skip_patience = 8;                       // skipped steps in a row before the run explains itself
+  std::int64_t plateau_patience = 50;          // text: steps at the byte entropy before the run says so (0: never)
   bool stop_on_stall = false;                  // then stop (exit status 3)
   bool quiet = false;                          // --quiet: no progress lines (warnings and errors still)
   std::optional<train::TelemetryPolicy> telemetry;  // numerics telemetry (train --telemetry)

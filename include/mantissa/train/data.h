@@ -35,7 +35,13 @@ class DataSource {
   // What the data is, for data-parallel ranks to agree on before they train: its sizes and a CRC-32 of
   // its contents ("60000 + 10000 examples, crc32 1a2b3c4d").
   virtual std::string identity() const = 0;
+  // Text: the entropy of the training text's bytes in nats, the loss of a model that predicts each byte
+  // by its frequency alone (the unigram plateau a character model passes through); else none.
+  virtual std::optional<double> byte_entropy() const { return std::nullopt; }
 };
+
+// The entropy of the bytes of `text` (their frequencies), in nats; 0 for no text.
+double byte_entropy_of(std::span<const std::uint8_t> text);
 
 // Labelled examples held in memory (images [N, C, H, W], or any [N, ...] tensor): training batches in an
 // order reshuffled every epoch from the seed (or in order, without shuffling); evaluation over the test
@@ -90,10 +96,12 @@ class TextData final : public DataSource {
   std::map<std::string, std::string> position() const override;
   void seek(const std::map<std::string, std::string>& position) override;
   std::string identity() const override;
+  std::optional<double> byte_entropy() const override { return entropy_; }
 
  private:
   Batch window_batch(std::span<const std::uint8_t> text, std::mt19937_64& rng) const;
   TextCorpus corpus_;
+  double entropy_;
   std::int64_t batch_, block_, eval_batches_;
   std::uint64_t seed_;
   std::mt19937_64 rng_;
@@ -115,12 +123,14 @@ class TextStreams final : public DataSource {
   std::map<std::string, std::string> position() const override;
   void seek(const std::map<std::string, std::string>& position) override;
   std::string identity() const override;
+  std::optional<double> byte_entropy() const override { return entropy_; }
 
  private:
   // Segment k of the streams over `text`.
   Batch segment(std::span<const std::uint8_t> text, std::int64_t k, int stream) const;
   std::int64_t segments(std::span<const std::uint8_t> text) const;
   TextCorpus corpus_;
+  double entropy_;
   std::int64_t batch_, bptt_, eval_batches_;
   std::int64_t next_ = 0;  // the next training segment
 };

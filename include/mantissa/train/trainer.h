@@ -105,6 +105,10 @@ struct TrainerOptions {
   int skip_patience = 8;
   // Then stop: throw TrainingStalled (with that explanation) instead of training on.
   bool stop_on_stall = false;
+  // Text: after this many steps in a row whose loss lies within 0.1 of the training text's byte entropy
+  // (DataSource::byte_entropy), the step's warning says that the model predicts bytes by their
+  // frequency alone and what to try; once a run (0: never).
+  std::int64_t plateau_patience = 50;
   // Adaptive precision (mantissa/train/adaptive.h): each layer's level chosen as the run goes, from the
   // telemetry (the controller's, unless `telemetry` is set) and skipped steps. precision.compute must be
   // the options' 16-bit format, in autocast mode, without precision.fp8.
@@ -132,7 +136,8 @@ struct StepRecord {
   std::map<std::string, std::int64_t> peak_bytes;  // so far in the run, by memory category and "total"
   double elapsed_seconds;                          // since the run's first step
   // Once per run of skipped steps, when it reaches skip_patience or the loss scale collapses: what
-  // happened, which layers it came from, what to do.
+  // happened, which layers it came from, what to do; or once a run, a loss held at the text's byte
+  // entropy for plateau_patience steps.
   std::string warning;
   std::optional<Fp8Counters> fp8 = std::nullopt;   // this step's FP8 quantization counts, in FP8 runs
   std::vector<std::pair<std::string, Fp8Counters>> fp8_layers = {};  // the same, per FP8 layer
@@ -268,6 +273,13 @@ class Trainer {
   } streak_;
   // Notes the step's outcome in streak_; returns the explanation when the run has stalled, else "".
   std::string follow_skips(const StepRecord& record, bool collapsed);
+  // Steps in a row at the text's byte entropy (the unigram plateau), and whether the run has said so.
+  struct Plateau {
+    std::int64_t first = 0, length = 0;
+    bool explained = false;
+  } plateau_;
+  // Notes the step's loss in plateau_; returns the explanation when it has stayed there, else "".
+  std::string follow_plateau(const StepRecord& record);
   // A step's phases, in the order step() runs them (trainer.cpp).
   struct Pass;
   struct Update;
