@@ -86,7 +86,7 @@ TEST(PaperCommand, ShowsFp16FailingWithoutLossScalingOnTheUnderflowProneModel) {
   const std::string md = slurp(s.path("paper.md"));
   EXPECT_EQ(md, r.out);
   EXPECT_NE(slurp(s.path("curves-underflow.svg")).find("fp16, no master weights"), std::string::npos);
-  // The detail rows: configuration | quality | vs fp32 | skipped | diverged | lost | seconds | command.
+  // The detail rows: configuration | quality | vs fp32 | skipped | diverged | lost | seconds | command | layers.
   std::map<std::string, double> delta;
   std::istringstream in(md);
   for (std::string line; std::getline(in, line);) {
@@ -99,6 +99,8 @@ TEST(PaperCommand, ShowsFp16FailingWithoutLossScalingOnTheUnderflowProneModel) {
     }
     ASSERT_GE(cells.size(), 8U) << line;
     EXPECT_NE(cells[7].find("`mantissa train --model mlp"), std::string::npos) << line;
+    ASSERT_GE(cells.size(), 9U) << line;
+    EXPECT_NE(cells[8].find(" in 3 of 3 layers"), std::string::npos) << line;  // (the MLP's three, each cell's plan)
     delta[cells[0]] = std::stod(cells[2]);
   }
   ASSERT_EQ(delta.size(), 9U) << md;
@@ -122,6 +124,29 @@ TEST(PaperCommand, ShowsFp16FailingWithoutLossScalingOnTheUnderflowProneModel) {
   const Result seeds = run("paper --suite nvfp4 --seeds 0 --out " + s.path("x.md"));
   EXPECT_EQ(seeds.status, 2);
   EXPECT_NE(seeds.err.find("--seeds: give 1 to 100, not 0"), std::string::npos) << seeds.err;
+}
+
+// The paper's door (issue 49): each cell's precision plan as its run records it, resolved without
+// training (--plans-only), for every column of both suites: a column runs what its name says (the NVFP4
+// columns in NVFP4 where the recipe puts them; the 16-bit ones in their format), and nothing is written.
+TEST(PaperCommand, PlansOnlyPrintsEachCellsPlanAndTrainsNothing) {
+  Scratch s;
+  const Result nv = run("paper --suite nvfp4 --plans-only --out " + s.path("nv.md"));
+  ASSERT_EQ(nv.status, 0) << nv.err;
+  for (const char* line : {"gpt, bf16: bf16 in 8 of 8 layers", "gpt, mxfp8: mxfp8 in 6 of 8 layers",
+                           "gpt, nvfp4: nvfp4 in 3 of 8 layers", "gpt, nvfp4, no SR: nvfp4 in 3 of 8 layers",
+                           "gpt, nvfp4, bf16 first and last only: nvfp4 in 6 of 8 layers",
+                           "gpt, nvfp4-torchao: nvfp4-torchao in 6 of 8 layers"}) {
+    EXPECT_NE(("\n" + nv.out).find(std::string("\n") + line), std::string::npos) << line << "\n" << nv.out;
+  }
+  EXPECT_EQ(lines(nv.out), 9) << nv.out;  // one a column
+  EXPECT_FALSE(std::filesystem::exists(s.path("nv.md")));
+  const Result mp = run("paper --plans-only --models underflow --out " + s.path("mp.md"));
+  ASSERT_EQ(mp.status, 0) << mp.err;
+  for (const char* line : {"underflow, fp32: fp32 in 3 of 3 layers", "underflow, fp16, dynamic: fp16 in 3 of 3 layers",
+                           "underflow, bf16, no master weights: bf16 in 3 of 3 layers"}) {
+    EXPECT_NE(mp.out.find(line), std::string::npos) << line << "\n" << mp.out;
+  }
 }
 
 }  // namespace

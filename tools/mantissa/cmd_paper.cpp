@@ -45,7 +45,18 @@ struct PaperArgs {
   std::string plot = "paper";  // PREFIX-<model>.svg
   bool no_plot = false;
   std::string threads;
+  bool plans_only = false;  // print each cell's precision plan, train nothing
 };
+
+// A plan's words without the layers' names: "nvfp4 in 3 of 8 layers; bf16 in 5", for the table.
+std::string plan_summary(const train::PrecisionPlan& plan) {
+  std::string out;
+  std::istringstream levels(plan.str());
+  for (std::string level; std::getline(levels, level, ';');) {
+    out += (out.empty() ? "" : ";") + level.substr(0, level.find(':'));
+  }
+  return out;
+}
 
 // A model's flags, sized for the whole suite in about an hour on 2 cores (--quick: about 10 minutes).
 std::vector<std::string> model_flags(const std::string& model, bool quick) {
@@ -313,16 +324,19 @@ int run_paper(const PaperArgs& a) {
   const std::vector<Column>& cols = s.columns;
   // Every cell resolved as far as its first step (its data, its model, its precision plan) before the
   // first one trains: a cell the command would refuse is refused now, naming the suite's cell, not after
-  // the hour the cells before it take. (A chosen static scale, known only after the fp32 run, is probed
-  // as static:1: the scale changes nothing that is refused.)
+  // the hour the cells before it take; each cell's plan goes into its row. (A chosen static scale, known
+  // only after the fp32 run, is probed as static:1: the scale changes nothing that is refused.)
+  std::map<std::string, std::vector<train::PrecisionPlan>> plans;  // by model, a plan per column
   for (const std::string& model : models) {
     for (const Column& col : cols) {
       std::vector<std::string> flags = model_flags(model, a.quick);
       if (!a.threads.empty()) flags.insert(flags.end(), {"--threads", a.threads});
       for (const std::string& f : col.flags) flags.push_back(f == "{scale}" ? "static:1" : f);
-      check_run_starts(parse_train(flags), "paper --suite " + a.suite + ", " + model + " " + col.name);
+      plans[model].push_back(check_run_starts(parse_train(flags), "paper --suite " + a.suite + ", " + model + " " + col.name));
+      if (a.plans_only) fmt::print("{}, {}: {}\n", model, col.name, plans[model].back().str());
     }
   }
+  if (a.plans_only) return 0;
   const auto started = std::chrono::steady_clock::now();
   const std::string ref_name = cols.front().name;
   std::string table = "| model | ", rule = "|---|", details;
@@ -361,8 +375,8 @@ int run_paper(const PaperArgs& a) {
     const Cell& ref = cells.front().runs.front();
     const bool accuracy = ref.result.evals.back().val_accuracy.has_value();
     table += "| " + model + (accuracy ? " (val accuracy)" : " (val loss)") + " | ";
-    details += fmt::format("\n### {}\n\n| configuration | {} | vs {} | skipped steps | diverged | {} | seconds | command |\n"
-                           "|---|---|---|---|---|---|---|---|\n",
+    details += fmt::format("\n### {}\n\n| configuration | {} | vs {} | skipped steps | diverged | {} | seconds | command | "
+                           "layers |\n|---|---|---|---|---|---|---|---|---|\n",
                            model, accuracy ? "val accuracy" : "val loss", ref_name,
                            s.gradient_study ? "lost updates" : "saturated / underflowed");
     const double ref_quality = cells.front().quality().first;
@@ -379,9 +393,9 @@ int run_paper(const PaperArgs& a) {
       const std::string delta = !std::isfinite(mean) ? "" : accuracy ? fmt::format("{:+.2f} points", mean - ref_quality)
                                                                      : fmt::format("{:+.2f}%", 100 * (mean / ref_quality - 1));
       table += fmt::format("{}<br>{} skipped{} | ", q, c.skipped(), status == "no" ? "" : ", " + (status == "yes" ? "diverged" : status));
-      details += fmt::format("| {} | {} | {} | {} | {} | {} | {:.0f} | `{}` |\n", cols[i].name, q, delta, c.skipped(), status,
+      details += fmt::format("| {} | {} | {} | {} | {} | {} | {:.0f} | `{}` | {} |\n", cols[i].name, q, delta, c.skipped(), status,
                              s.gradient_study ? (c.runs.front().lost.empty() ? "-" : shares_text(c.runs.front().lost)) : c.quantized(),
-                             c.seconds(), c.runs.front().command);
+                             c.seconds(), c.runs.front().command, plan_summary(plans[model][i]));
     }
     table += "\n";
     if (s.gradient_study) {
@@ -436,6 +450,8 @@ Run add_paper(CLI::App& app) {
   CLI::Option* plot = add_output_prefix(app, "--plot", a->plot, "Loss curves to PREFIX-<model>.svg")->capture_default_str();
   app.add_flag("--no-plot", a->no_plot, "No pictures")->excludes(plot);
   app.add_option("--threads", a->threads, "Threads per run (default: all)");
+  app.add_flag("--plans-only", a->plans_only,
+               "Resolve every cell as far as its first step and print its precision plan (which layers run in what); train nothing");
   return [a] { return run_paper(*a); };
 }
 

@@ -143,8 +143,9 @@ struct PreparedRun {
 PreparedRun prepare_run(const TrainConfig& config, std::optional<train::Dataset> in_memory = std::nullopt);
 // A run of a command that runs several (compare, paper) prepared as far as its first step and dropped,
 // saying nothing, before the first of them trains: a refusal comes first, as "`door`: ..." (a usage
-// error), not after the runs before it. The progress setting is left as it was.
-void check_run_starts(const TrainConfig& config, const std::string& door);
+// error), not after the runs before it. The progress setting is left as it was. Returns the precision
+// plan the run resolved (an adaptive run's first), which its metrics and checkpoints will record.
+train::PrecisionPlan check_run_starts(const TrainConfig& config, const std::string& door);
 // Runs it to config.steps, with the start lines and `on_run` as train() has them. `catch_signals`: Ctrl-C
 // and SIGTERM stop the run at the next step boundary, with a checkpoint, and throw Interrupted (a host with
 // its own handlers, as Python, passes false and asks through callbacks.should_stop).
