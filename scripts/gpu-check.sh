@@ -126,7 +126,14 @@ check_sources() {
   return 1
 }
 
+# Where the carry unpacks: fixed on the GPU machine; a folder of its own for each dry run, so that two
+# rehearsals at once (ctest -j) never run a program the other is unpacking.
 libs=/tmp/mantissa-carry-lib
+bin=/tmp/mantissa-carry-bin
+if [ "$dry" = 1 ]; then
+  libs=$(mktemp -d /tmp/gpu-check-lib.XXXXXX)
+  bin=$(mktemp -d /tmp/gpu-check-bin.XXXXXX)
+fi
 
 section "machine"
 if [ "$dry" = 1 ]; then
@@ -172,7 +179,6 @@ done
 # mantissa's programs run with the carried libraries, as a program (env) that timeout can run; PyTorch
 # with the machine's environment as it is.
 menv=(env LD_LIBRARY_PATH="$libs$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
-bin=/tmp/mantissa-carry-bin
 m() { "${menv[@]}" "$bin/mantissa" "$@"; }
 rm -rf "$libs" && mkdir -p "$libs" && tar -C "$libs" --strip-components=1 -xJf "$carry/lib.tar.xz" || echo "cannot unpack $carry/lib.tar.xz"
 rm -rf "$bin" && mkdir -p "$bin" && tar -C "$bin" --strip-components=1 -xJf "$carry/bin.tar.xz" || echo "cannot unpack $carry/bin.tar.xz"
