@@ -68,6 +68,9 @@ out=${OUT:-/tmp/gpu-check-out}
 [ "$dry" = 1 ] && out=$(mktemp -d /tmp/gpu-check-dry.XXXXXX)
 mkdir -p "$out"
 results=$(mktemp -d /tmp/gpu-check-results.XXXXXX)
+# A rehearsal leaves nothing behind, however it ends (the folders below are made as it goes).
+carry_made="" libs_made="" bin_made=""
+[ "$dry" = 1 ] && trap 'rm -rf "$results" "$out" $carry_made $libs_made $bin_made' EXIT
 exec > >(tee "$out/gpu-check.log") 2>&1
 started=$(date +%s)
 elapsed() { echo $(( $(date +%s) - started )); }
@@ -133,12 +136,14 @@ bin=/tmp/mantissa-carry-bin
 if [ "$dry" = 1 ]; then
   libs=$(mktemp -d /tmp/gpu-check-lib.XXXXXX)
   bin=$(mktemp -d /tmp/gpu-check-bin.XXXXXX)
+  libs_made=$libs bin_made=$bin
 fi
 
 section "machine"
 if [ "$dry" = 1 ]; then
   # The carry as gpu-pack.sh makes it, from this build's command.
   carry=$(mktemp -d /tmp/gpu-check-carry.XXXXXX)
+  carry_made=$carry
   mkdir -p "$carry/bin" && cp "$bin_dir/mantissa" "$carry/bin/" || { echo "dry run: no $bin_dir/mantissa (build first)"; exit 1; }
   [ -f "$bin_dir/libmantissa_cudnn_sdpa.so" ] && cp "$bin_dir/libmantissa_cudnn_sdpa.so" "$carry/bin/"
   XZ_OPT=-0 scripts/gpu-pack.sh --libs-only "$carry" || { echo "dry run: packing the libraries failed"; exit 1; }  # fast: a rehearsal
@@ -373,5 +378,4 @@ if [ "$dry" = 1 ]; then
 fi
 save
 section "done"
-if [ "$dry" = 1 ]; then rm -rf "$carry" "$libs" "$bin" "$results" "$out"; fi
 exit 0
