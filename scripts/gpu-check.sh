@@ -54,7 +54,7 @@ while [ $# -gt 0 ]; do
     --dry-run) dry=1; shift ;;
     --stale-carry) stale_ok=1; shift ;;
     --bin-dir) bin_dir=${2:?--bin-dir needs a folder}; shift 2 ;;
-    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
     -*) echo "gpu-check: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) carry=$1; shift ;;
   esac
