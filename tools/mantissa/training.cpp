@@ -682,18 +682,17 @@ TrainResult run(PreparedRun& r, const TrainCallbacks& cb, const std::function<vo
 }
 
 train::PrecisionPlan check_run_starts(const TrainConfig& config, const std::string& door) {
-  const bool was_quiet = quiet();
+  struct RestoreQuiet {  // prepare_run sets it for the probe; put back however the probe ends
+    bool was;
+    ~RestoreQuiet() { set_quiet(was); }
+  } restore{quiet()};
   TrainConfig probe = config;
   probe.quiet = true;  // (its notes are said when it runs)
-  train::PrecisionPlan plan;
   try {
-    plan = prepare_run(probe).trainer->precision_plan();
+    return prepare_run(probe).trainer->precision_plan();
   } catch (const std::invalid_argument& e) {
-    set_quiet(was_quiet);
     throw std::invalid_argument(door + ": " + e.what());
   }
-  set_quiet(was_quiet);
-  return plan;
 }
 
 TrainResult train(const TrainConfig& config, const TrainCallbacks& callbacks, const std::function<void(const std::string&)>& on_run) {
