@@ -142,8 +142,8 @@ Tensor Gpt::hidden(std::span<const std::int64_t> ids, std::int64_t batch, std::i
     const Tensor ln2 = norm(*b.ln2, [&b](DType d) { return b.fc->reads(d); });
     r = c_.gelu_tanh ? b.fc->forward_gelu_tanh_into(*b.fc_proj, ln2) : b.fc_proj->forward(gelu(b.fc->forward(ln2)));
   }
-  // The head (matmul or linear_cross_entropy, in this region) reads its input as a matmul.
-  return reshape(norm(*ln_f_, matmul_input_dtype), {batch * t, c});
+  // The head (linear_cross_entropy in training, a matmul for logits) reads its input as the former.
+  return reshape(norm(*ln_f_, linear_cross_entropy_input_dtype), {batch * t, c});
 }
 
 LstmLm::LstmLm(const LstmConfig& c) : c_(c) {

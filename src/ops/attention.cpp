@@ -1,5 +1,6 @@
-// Scaled dot-product attention as one op with its own backward. The two products run on the matmul
-// kernel in the inputs' dtype, the scores come out in f32, and scale, causal mask and softmax are one
+// Scaled dot-product attention as one op with its own backward. Autocast casts its inputs as its policy
+// for AutocastOp::attention says (low precision by default, f32 when a run keeps attention in f32: issue
+// 50's plateau). The two products run on the matmul kernel in the inputs' dtype, the scores come out in f32, and scale, causal mask and softmax are one
 // kernel that writes the probabilities in the inputs' dtype. Backward keeps q, k, v and those
 // probabilities only (no f32 score matrices), and counts under the "attention" kernel region.
 //
@@ -242,7 +243,7 @@ Tensor self_attention(const Tensor& qkv_in, std::int64_t heads, bool causal, std
                                 " heads expected, got " + shape_str(qkv_in.shape()));
   }
   if (query_block < 0) throw std::invalid_argument("self_attention: query_block must be 0 (automatic) or positive");
-  const Tensor qkv = contiguous(detail::autocast_input(qkv_in, AutocastOp::matmul));
+  const Tensor qkv = contiguous(detail::autocast_input(qkv_in, AutocastOp::attention));
   const DType dtype = qkv.dtype();
   const std::int64_t nb = qkv.size(0), t = qkv.size(1), c = qkv.size(2) / 3, h = heads, d = c / h;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
@@ -309,9 +310,9 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
                                 shape_str(k_in.shape()) + ", " + shape_str(v_in.shape()));
   }
   // The products are matmuls for autocast: low precision in a region, f32 where asked.
-  const Tensor q0 = detail::autocast_input(q_in, AutocastOp::matmul);
-  const Tensor k0 = detail::autocast_input(k_in, AutocastOp::matmul);
-  const Tensor v0 = detail::autocast_input(v_in, AutocastOp::matmul);
+  const Tensor q0 = detail::autocast_input(q_in, AutocastOp::attention);
+  const Tensor k0 = detail::autocast_input(k_in, AutocastOp::attention);
+  const Tensor v0 = detail::autocast_input(v_in, AutocastOp::attention);
   const DType dtype = detail::promote(detail::promote(q0.dtype(), k0.dtype()), v0.dtype());
   const Tensor q = cast(q0, dtype), k = cast(k0, dtype), v = cast(v0, dtype);
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));

@@ -49,9 +49,16 @@ thread_local ThreadState tls;
 
 std::string_view autocast_op_name(AutocastOp op) {
   static constexpr std::array<std::string_view, kAutocastOps> names = {
-      "matmul", "linear", "conv2d", "softmax", "log_softmax", "layer_norm", "batch_norm", "cross_entropy",
+      "matmul", "linear", "conv2d", "attention", "linear_cross_entropy", "softmax", "log_softmax", "layer_norm", "batch_norm", "cross_entropy",
       "mse_loss", "exp", "log", "pow", "sqrt", "sum", "mean", "variance", "lstm_cell"};
   return names[static_cast<std::size_t>(op)];
+}
+
+std::optional<AutocastOp> parse_autocast_op(std::string_view name) {
+  for (std::size_t i = 0; i < kAutocastOps; ++i) {
+    if (autocast_op_name(static_cast<AutocastOp>(i)) == name) return static_cast<AutocastOp>(i);
+  }
+  return std::nullopt;
 }
 
 AutocastPolicy AutocastPolicy::defaults() {
@@ -60,6 +67,8 @@ AutocastPolicy AutocastPolicy::defaults() {
   p.table_[static_cast<std::size_t>(AutocastOp::matmul)] = AutocastPrecision::low;
   p.table_[static_cast<std::size_t>(AutocastOp::linear)] = AutocastPrecision::low;
   p.table_[static_cast<std::size_t>(AutocastOp::conv2d)] = AutocastPrecision::low;
+  p.table_[static_cast<std::size_t>(AutocastOp::attention)] = AutocastPrecision::low;
+  p.table_[static_cast<std::size_t>(AutocastOp::linear_cross_entropy)] = AutocastPrecision::low;
   p.table_[static_cast<std::size_t>(AutocastOp::batch_norm)] = AutocastPrecision::input;
   return p;
 }
@@ -77,15 +86,16 @@ AutocastPolicy& AutocastPolicy::set(AutocastOp op, AutocastPrecision precision) 
 
 std::string AutocastPolicy::str() const {
   std::ostringstream s;
-  s << "op              runs in\n";
+  constexpr std::size_t kColumn = 22;  // the longest name, linear_cross_entropy, and two spaces
+  const auto row = [](std::string_view name) { return std::string(name) + std::string(kColumn - name.size(), ' '); };
+  s << row("op") << "runs in\n";
   for (std::size_t i = 0; i < kAutocastOps; ++i) {
     const AutocastPrecision p = table_[i];
-    s << std::string(autocast_op_name(static_cast<AutocastOp>(i)));
-    s << std::string(16 - autocast_op_name(static_cast<AutocastOp>(i)).size(), ' ');
+    s << row(autocast_op_name(static_cast<AutocastOp>(i)));
     s << (p == AutocastPrecision::low ? "low precision (f32 accumulation)" : p == AutocastPrecision::f32 ? "f32" : "its inputs' dtype")
       << "\n";
   }
-  s << "any other op    its inputs' dtype (binary ops: the wider input)\n";
+  s << row("any other op") << "its inputs' dtype (binary ops: the wider input)\n";
   return s.str();
 }
 

@@ -213,11 +213,18 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& w_in, std::span<co
   if (gradient == ClassifierGradient::automatic) {
     gradient = x_in.device().type == DeviceType::cpu ? ClassifierGradient::recomputed : ClassifierGradient::kept;
   }
+  // Autocast casts the product's inputs as its policy for linear_cross_entropy says (low precision in a
+  // region by default); the loss is f32 as cross_entropy's.
+  const Tensor x0 = detail::autocast_input(x_in, AutocastOp::linear_cross_entropy);
+  const Tensor w0 = detail::autocast_input(w_in, AutocastOp::linear_cross_entropy);
   if (gradient == ClassifierGradient::recomputed && block >= n) {
-    return cross_entropy(matmul(x_in, transpose(w_in, 0, 1)), targets, reduction, ignore_index, label_smoothing);
+    Tensor logits;
+    {
+      Autocast as_cast(std::nullopt);  // the product in the dtype just chosen, not matmul's
+      logits = matmul(x0, transpose(w0, 0, 1));
+    }
+    return cross_entropy(logits, targets, reduction, ignore_index, label_smoothing);
   }
-  // The product is a matmul for autocast (low precision in a region), the loss f32 as cross_entropy's.
-  const Tensor x0 = detail::autocast_input(x_in, AutocastOp::matmul), w0 = detail::autocast_input(w_in, AutocastOp::matmul);
   const DType dtype = detail::promote(x0.dtype(), w0.dtype());
   const Tensor x = cast(x0, dtype), w = cast(w0, dtype);
   const std::int64_t counted = counted_targets(targets, n, v, ignore_index, label_smoothing, "linear_cross_entropy");

@@ -1,6 +1,7 @@
 // The parsers of a run's typed settings; see mantissa/train/config.h.
 #include "mantissa/train/config.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include <cmath>
@@ -14,10 +15,63 @@ namespace mantissa::train {
 
 std::string PrecisionPolicy::label() const {
   if (compute == DType::f32) return "fp32";
+  std::string more;
+  for (const AutocastOp op : more_f32_ops) {
+    more += more.empty() ? " (" : ", ";
+    more += autocast_op_name(op);
+  }
+  if (!more.empty()) more += " in fp32)";
   if (fp8) return (fp8->microscaled() ? "" : "fp8 ") + fp8->str() + (compute == DType::bf16 ? "" : " over " + std::string(precision_name(compute))) +
-                  " " + std::string(precision_mode_name(mode));
+                  " " + std::string(precision_mode_name(mode)) + more;
   return std::string(precision_name(compute)) + " " + std::string(precision_mode_name(mode)) +
-         (fp32_ops ? "" : " (no fp32 ops)");
+         (fp32_ops ? "" : " (no fp32 ops)") + more;
+}
+
+AutocastPolicy PrecisionPolicy::autocast_policy() const {
+  AutocastPolicy p = fp32_ops ? AutocastPolicy::defaults() : AutocastPolicy::all_low();
+  for (const AutocastOp op : more_f32_ops) p.set(op, AutocastPrecision::f32);
+  return p;
+}
+
+void set_fp32_ops(PrecisionPolicy& policy, std::string_view words) {
+  bool list = false, none = false;
+  std::vector<AutocastOp> more;
+  std::string candidates;  // the ops autocast's list leaves out
+  for (std::size_t i = 0; i < kAutocastOps; ++i) {
+    const auto op = static_cast<AutocastOp>(i);
+    if (AutocastPolicy::defaults().precision(op) == AutocastPrecision::f32) continue;
+    if (!candidates.empty()) candidates += ", ";
+    candidates += autocast_op_name(op);
+  }
+  std::size_t start = 0;
+  while (start <= words.size()) {
+    const std::size_t end = std::min(words.find(',', start), words.size());
+    const std::string_view word = words.substr(start, end - start);
+    start = end + 1;
+    if (word == "default") {
+      list = true;
+    } else if (word == "none") {
+      none = true;
+    } else if (const std::optional<AutocastOp> op = parse_autocast_op(word);
+               op && AutocastPolicy::defaults().precision(*op) != AutocastPrecision::f32) {
+      if (std::find(more.begin(), more.end(), *op) == more.end()) more.push_back(*op);
+    } else {
+      throw std::invalid_argument("'" + std::string(word) + "' is not default, none or an op to run in fp32 as well (" + candidates + ")");
+    }
+  }
+  if (none && (list || !more.empty())) throw std::invalid_argument("none runs every op in the compute dtype: it takes nothing with it");
+  std::sort(more.begin(), more.end());
+  policy.fp32_ops = !none;
+  policy.more_f32_ops = more;
+}
+
+std::string fp32_ops_setting(const PrecisionPolicy& policy) {
+  std::string s = policy.fp32_ops ? "default" : "none";
+  for (const AutocastOp op : policy.more_f32_ops) {
+    s += ',';
+    s += autocast_op_name(op);
+  }
+  return s;
 }
 
 void PrecisionPolicy::check() const {
@@ -26,6 +80,9 @@ void PrecisionPolicy::check() const {
   }
   if (low_precision_model() && compute == DType::f32) {
     throw std::invalid_argument("a low-precision model needs bf16 or fp16");
+  }
+  if (compute == DType::f32 && (!fp32_ops || !more_f32_ops.empty())) {
+    throw std::invalid_argument("--fp32-ops " + fp32_ops_setting(*this) + " needs a bf16 or fp16 compute dtype");
   }
   if (fp8) {
     if (compute == DType::f32) throw std::invalid_argument("fp8 products need a bf16 or fp16 compute dtype");

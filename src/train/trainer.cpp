@@ -146,7 +146,7 @@ std::map<std::string, double> lost_updates(nn::Module& model, const std::vector<
 // An autocast region in the compute dtype, or none for f32.
 std::unique_ptr<Autocast> precision_region(const PrecisionPolicy& p) {
   if (p.compute == DType::f32) return nullptr;
-  return std::make_unique<Autocast>(p.compute, p.fp32_ops ? AutocastPolicy::defaults() : AutocastPolicy::all_low());
+  return std::make_unique<Autocast>(p.compute, p.autocast_policy());
 }
 
 // The FP8 setting as checkpoints record it: "off", or the recipe and its parameters.

@@ -265,6 +265,35 @@ TEST(Trainer, OptionsOutOfRangeAreRefused) {
   EXPECT_EQ(train::parse_loss_scaling("", DType::f16).kind, LossScaling::dynamic);
   EXPECT_EQ(train::parse_loss_scaling("", DType::bf16).kind, LossScaling::none);
   EXPECT_EQ(train::parse_loss_scaling("deepspeed", DType::f16).hysteresis, 2);
+  // More ops in f32 need a low compute dtype to be more than f32's.
+  train::PrecisionPolicy attention_f32{DType::f32};
+  train::set_fp32_ops(attention_f32, "attention");
+  refused({.precision = attention_f32});
+}
+
+// --fp32-ops's words: autocast's f32 list, none, or the list with more ops, each named once in the label,
+// the autocast policy and the setting a checkpoint keeps; an op already in f32 or unknown is refused.
+TEST(Trainer, Fp32OpsAddOpsToAutocastsF32List) {
+  train::PrecisionPolicy p{DType::bf16};
+  const auto setting = [&p](std::string_view words) {
+    train::set_fp32_ops(p, words);
+    return train::fp32_ops_setting(p);
+  };
+  EXPECT_EQ(setting("default"), "default");
+  EXPECT_EQ(p.label(), "bf16 autocast");
+  EXPECT_EQ(setting("none"), "none");
+  EXPECT_EQ(p.label(), "bf16 autocast (no fp32 ops)");
+  EXPECT_EQ(p.autocast_policy().precision(AutocastOp::softmax), AutocastPrecision::low);
+  EXPECT_EQ(setting("linear_cross_entropy,default,attention,attention"), "default,attention,linear_cross_entropy");
+  EXPECT_EQ(p.label(), "bf16 autocast (attention, linear_cross_entropy in fp32)");
+  EXPECT_EQ(p.autocast_policy().precision(AutocastOp::attention), AutocastPrecision::f32);
+  EXPECT_EQ(p.autocast_policy().precision(AutocastOp::softmax), AutocastPrecision::f32);
+  EXPECT_EQ(p.autocast_policy().precision(AutocastOp::linear), AutocastPrecision::low);
+  EXPECT_EQ(setting("attention"), "default,attention");
+  for (const char* bad : {"none,attention", "softmax", "attn", "", "default,"}) {
+    EXPECT_THROW(train::set_fp32_ops(p, bad), std::invalid_argument) << bad;
+  }
+  EXPECT_EQ(train::fp32_ops_setting(p), "default,attention");  // a refused word changes nothing
 }
 
 }  // namespace

@@ -213,10 +213,11 @@ TrainConfig resolve(const TrainArgs& a) {
   c.grad_reduce = grad_reduce_format(a.grad_reduce);
   c.overlap = parse_on_off("--overlap", a.overlap);
   c.master_weights = parse_on_off("--master-weights", a.master_weights);
-  if (a.fp32_ops != "default" && a.fp32_ops != "none") {
-    throw std::invalid_argument("--fp32-ops: '" + a.fp32_ops + "' is not default or none");
+  try {
+    train::set_fp32_ops(c.precision, a.fp32_ops);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("--fp32-ops: ") + e.what());
   }
-  c.precision.fp32_ops = a.fp32_ops == "default";
   return c;
 }
 
@@ -303,8 +304,9 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
                  "--mode low-precision-model; an ablation)")
       ->capture_default_str();
   app.add_option("--fp32-ops", a.fp32_ops,
-                 "default (softmax, norms, losses, reductions and the LSTM state in fp32), or none: all in the "
-                 "compute dtype (an ablation)")
+                 "default (softmax, norms, losses, reductions and the LSTM state in fp32), none: all in the "
+                 "compute dtype (an ablation), or default with more ops in fp32 (attention, linear_cross_entropy: the "
+                 "GPT's head, ...; e.g. default,attention)")
       ->capture_default_str();
   app.add_option("--mode", a.mode, "autocast (f32 parameters) or low-precision-model (bf16/fp16 parameters, f32 master copies)")
       ->capture_default_str();

@@ -163,7 +163,9 @@ void check_config(const TrainConfig& c) {
     throw std::invalid_argument("--master-weights off updates bf16/fp16 parameters in place: give --mode "
                                 "low-precision-model with it (in autocast mode the f32 parameters are the master weights)");
   }
-  if (!c.precision.fp32_ops && c.precision.compute == DType::f32) throw std::invalid_argument("--fp32-ops none needs --precision bf16 or fp16");
+  if (train::fp32_ops_setting(c.precision) != "default" && c.precision.compute == DType::f32) {
+    throw std::invalid_argument("--fp32-ops " + train::fp32_ops_setting(c.precision) + " needs --precision bf16 or fp16");
+  }
   if (c.precision.compute != DType::f32 && c.precision.compute != DType::bf16 && c.precision.compute != DType::f16) {
     throw std::invalid_argument("--precision must be fp32, bf16 or fp16");
   }
@@ -250,7 +252,7 @@ Signature signature(const TrainConfig& c, const DataShape& d) {
     s.insert(s.end(), {{"image size (CxHxW)", d.input()}, {"classes", n(d.classes)}, {"--normalize", c.normalize}});
   }
   s.insert(s.end(), {{"--batch-size", n(c.batch_size)}, {"--seed", std::to_string(c.seed)},
-                     {"--master-weights", c.master_weights ? "on" : "off"}, {"--fp32-ops", c.precision.fp32_ops ? "default" : "none"}});
+                     {"--master-weights", c.master_weights ? "on" : "off"}, {"--fp32-ops", train::fp32_ops_setting(c.precision)}});
   // Settings a run may change on resume on purpose (--resume-allow): what the optimizer, the schedule
   // and the loss scaler do from here on.
   const auto x = [](double v) { return exact_number(v); };
@@ -326,7 +328,7 @@ std::string config_json(const TrainConfig& c, const DataShape& d) {
                         {"steps", c.steps}, {"batch_size", c.batch_size}, {"grad_accum", c.grad_accum},
                         {"seed", c.seed}, {"hidden", c.hidden}, {"layers", c.layers}, {"cnn_width", c.width},
                         {"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"block_size", c.block_size},
-                        {"gelu", c.gelu}, {"embd", c.embd}, {"bptt", c.bptt}, {"master_weights", c.master_weights}, {"fp32_ops", c.precision.fp32_ops}}
+                        {"gelu", c.gelu}, {"embd", c.embd}, {"bptt", c.bptt}, {"master_weights", c.master_weights}, {"fp32_ops", train::fp32_ops_setting(c.precision)}}
       .dump();
 }
 

@@ -1,6 +1,7 @@
 // Autocast: inside a region, each op runs in the precision that is safe for it (PyTorch AMP's rules):
-//   low precision: matmul, linear, conv2d (and so the products inside attention): f32 inputs are cast
-//     to bf16/f16, products accumulate in f32, outputs are low precision;
+//   low precision: matmul, linear, conv2d, attention (its two products; the softmax between them in f32)
+//     and the fused head linear_cross_entropy (its product; the loss in f32): f32 inputs are cast to
+//     bf16/f16, products accumulate in f32, outputs are low precision;
 //   f32: softmax, log-softmax, layer norm, the losses, exp, log, pow, sqrt, the reductions sum, mean,
 //     variance, and the LSTM cell's state: low-precision inputs are cast to f32, outputs are f32;
 //   everything else runs in its inputs' dtype (batch norm too, as on CUDA: computed in f32 with f32
@@ -24,12 +25,14 @@
 namespace mantissa {
 
 enum class AutocastOp : std::uint8_t {
-  matmul, linear, conv2d,
+  matmul, linear, conv2d, attention, linear_cross_entropy,
   softmax, log_softmax, layer_norm, batch_norm, cross_entropy, mse_loss,
   exp, log, pow, sqrt, sum, mean, variance, lstm_cell,
 };
-inline constexpr std::size_t kAutocastOps = 17;
+inline constexpr std::size_t kAutocastOps = 19;
 std::string_view autocast_op_name(AutocastOp op);
+// The op autocast_op_name() names; std::nullopt for any other name.
+std::optional<AutocastOp> parse_autocast_op(std::string_view name);
 
 enum class AutocastPrecision : std::uint8_t {
   low,    // cast f32 inputs to the region's dtype

@@ -96,6 +96,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias, const std::s
 // what its own cast would make of x (FP8 quantizes x as it comes). Likewise matmul's for its operand.
 DType linear_input_dtype(DType x, DType w, bool fp8);
 DType matmul_input_dtype(DType x);
+DType linear_cross_entropy_input_dtype(DType x);
 // GPT-2's MLP, linear(gelu_tanh(linear(x, fc_w, fc_b)), proj_w, proj_b), as one op (src/ops/gelu_mlp.cpp):
 // the GELU is computed from the first product's f32 sum before that is rounded, and its gradient
 // applied to the second product's input gradient before that is (on a GPU, cuBLASLt's GELU epilogues:

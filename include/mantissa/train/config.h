@@ -13,6 +13,7 @@
 #include "mantissa/amp/loss_scaler.h"
 #include "mantissa/core/dtype.h"
 #include "mantissa/nn/fp8_policy.h"
+#include "mantissa/ops/autocast.h"
 #include "mantissa/optim/optimizer.h"
 
 namespace mantissa::train {
@@ -33,16 +34,30 @@ struct PrecisionPolicy {
   // Whether autocast runs its f32 list (softmax, norms, losses, reductions, the LSTM state) in f32; false
   // runs everything in the compute dtype (AutocastPolicy::all_low), an ablation that shows why the list exists.
   bool fp32_ops = true;
+  // Ops run in f32 beyond that list (--fp32-ops default,attention): an op family a model needs in f32,
+  // such as the char GPT's attention on the unigram plateau (issue 50).
+  std::vector<AutocastOp> more_f32_ops = {};
 
   bool low_precision_model() const { return mode == PrecisionMode::low_precision_model; }
   // The dtype a model's inputs are given in: the compute dtype for a low-precision model, else f32.
   DType input_dtype() const { return low_precision_model() ? compute : DType::f32; }
-  // "fp32", "bf16 autocast", "fp16 low-precision-model", "fp8 delayed (hybrid, ...) autocast".
+  // The autocast policy its regions run: AutocastPolicy::defaults() (or all_low() without the f32 list),
+  // with more_f32_ops in f32.
+  AutocastPolicy autocast_policy() const;
+  // "fp32", "bf16 autocast", "fp16 low-precision-model", "fp8 delayed (hybrid, ...) autocast", "bf16
+  // autocast (attention in fp32)".
   std::string label() const;
   // Throws std::invalid_argument for a compute dtype other than f32, bf16, f16, a low-precision f32 model,
   // or FP8 over f32.
   void check() const;
 };
+
+// --fp32-ops: "default" (autocast's f32 list), "none" (every op in the compute dtype), or the list and
+// more ops by their autocast names, comma-separated ("default,attention", or "attention" alone: the list
+// is implied). Sets policy.fp32_ops and policy.more_f32_ops; throws std::invalid_argument naming the word.
+void set_fp32_ops(PrecisionPolicy& policy, std::string_view words);
+// What set_fp32_ops() took, as checkpoints and run records keep it: "default", "none", "default,attention".
+std::string fp32_ops_setting(const PrecisionPolicy& policy);
 
 // "fp32", "bf16", "fp16" (also "f32", "f16") -> the compute dtype.
 DType parse_precision(std::string_view name);
