@@ -41,6 +41,9 @@ TEST(AblationFlags, RefuseWhatTheyCannotMean) {
            {"--precision fp16 --mode low-precision-model --master-weights maybe", "--master-weights: 'maybe'"},
            {"--precision fp32 --fp32-ops none", "--fp32-ops none needs --precision bf16 or fp16"},
            {"--precision bf16 --fp32-ops some", "--fp32-ops: 'some'"},
+           {"--precision bf16 --fp32-ops softmax", "--fp32-ops: 'softmax' is not default, none or an op to run in fp32 as well"},
+           {"--precision bf16 --fp32-ops none,attention", "--fp32-ops: none runs every op in the compute dtype"},
+           {"--precision fp32 --fp32-ops attention", "--fp32-ops default,attention needs --precision bf16 or fp16"},
            {"--model lstm --bptt 0", "--bptt must be in"},
            {"--model rnn", "is not mlp, cnn, segment, gpt or lstm"}}) {
     const Result r = run("train --steps 1 " + args);
@@ -52,6 +55,31 @@ TEST(AblationFlags, RefuseWhatTheyCannotMean) {
   const Result short_text = run("train --model lstm --steps 1 --bptt 64 --batch-size 64 --data " + s.text("a line of text", 200));
   EXPECT_EQ(short_text.status, 2);
   EXPECT_NE(short_text.err.find("bytes of training text cannot make 64 streams"), std::string::npos) << short_text.err;
+}
+
+// --fp32-ops with more ops: the char GPT's attention in f32 (issue 50) changes the run, which says so in
+// its start line and run record, and its checkpoint resumes only with the same ops in f32.
+TEST(AblationFlags, MoreOpsInFp32ChangeTheRunAndTheCheckpointKeepsThem) {
+  Scratch s;
+  const std::string flags = "train --model gpt --n-layer 1 --n-head 2 --n-embd 32 --block-size 16 --batch-size 4 --eval-every 3 "
+                            "--eval-batches 1 --precision bf16 --data " + s.text("the quick brown fox jumps over the lazy dog. ", 400) + " ";
+  const std::string dir = s.path("ck");
+  const Result plain = run(flags + "--steps 3 --json");
+  const Result attention = run(flags + "--steps 3 --json --fp32-ops attention --metrics " + s.path("m.jsonl") + " --checkpoint-dir " + dir);
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  ASSERT_EQ(attention.status, 0) << attention.err;
+  const auto losses = [](const Result& r) { return nlohmann::json::parse(r.out)["final_val_loss"].dump(); };
+  EXPECT_NE(losses(plain), losses(attention));
+  EXPECT_NE((attention.out + attention.err).find("bf16 autocast (attention in fp32)"), std::string::npos) << attention.err;
+  std::ifstream metrics(s.path("m.jsonl"));
+  std::string first;
+  std::getline(metrics, first);
+  EXPECT_EQ(nlohmann::json::parse(first)["precision"], "bf16 autocast (attention in fp32)") << first;
+  const Result changed = run(flags + "--steps 5 --checkpoint-dir " + dir + " --resume");
+  EXPECT_EQ(changed.status, 2);
+  EXPECT_NE(changed.err.find("--fp32-ops default,attention (this run: default)"), std::string::npos) << changed.err;
+  const Result resumed = run(flags + "--steps 5 --fp32-ops default,attention --checkpoint-dir " + dir + " --resume");
+  EXPECT_EQ(resumed.status, 0) << resumed.err;
 }
 
 // A checkpoint written before the ablation flags existed has no --master-weights or --fp32-ops in its

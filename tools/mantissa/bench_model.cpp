@@ -80,12 +80,13 @@ struct Variant {
   bool low_precision_model;
   std::optional<QuantRecipe> fp8 = std::nullopt;  // bf16 with FP8 products by this recipe
   std::string numerics = "off";                 // the tracer ("trace") or telemetry every step ("telemetry")
+  std::string fp32_ops = "default";             // --fp32-ops, for the low precisions (fp32 runs none)
   std::string name() const {
     return fp8 ? "fp8-" + std::string(fp8->name()) : precision_name(precision);
   }
   std::string label() const {
     return name() + (precision == DType::f32 ? "" : low_precision_model ? " lpm" : " autocast") +
-           (numerics == "off" ? "" : " +" + numerics);
+           (numerics == "off" ? "" : " +" + numerics) + (precision == DType::f32 || fp32_ops == "default" ? "" : " fp32-ops " + fp32_ops);
   }
   bool same_run_as(const Variant& v) const {
     return precision == v.precision && low_precision_model == v.low_precision_model && fp8 == v.fp8;
@@ -94,6 +95,14 @@ struct Variant {
 
 std::vector<Variant> variants(const ModelBenchArgs& a) {
   std::vector<Variant> out;
+  std::string fp32_ops;  // in the library's spelling
+  try {
+    train::PrecisionPolicy policy{DType::bf16};
+    train::set_fp32_ops(policy, a.fp32_ops);
+    fp32_ops = train::fp32_ops_setting(policy);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("bench --fp32-ops: ") + e.what());
+  }
   for (const std::string& p : split(a.precision)) {
     DType d = DType::f32;
     std::vector<std::optional<QuantRecipe>> recipes{std::nullopt};
@@ -125,7 +134,7 @@ std::vector<Variant> variants(const ModelBenchArgs& a) {
           if (n != "off" && n != "trace" && n != "telemetry") {
             throw std::invalid_argument("bench --numerics: '" + n + "' is not off, trace or telemetry");
           }
-          out.push_back({d, lpm, r, n});
+          out.push_back({d, lpm, r, n, fp32_ops});
         }
       }
     }
@@ -181,6 +190,7 @@ class Bench {
     train::TrainerOptions o;
     o.precision = {v.precision, v.low_precision_model ? train::PrecisionMode::low_precision_model
                                                       : train::PrecisionMode::autocast};
+    if (v.precision != DType::f32) train::set_fp32_ops(o.precision, v.fp32_ops);
     if (v.fp8) {
       o.precision.fp8 = Fp8Options{.recipe = *v.fp8, .format = parse_fp8_format(a.fp8_format),
                                    .amax_history = a.amax_history, .margin = a.fp8_margin};

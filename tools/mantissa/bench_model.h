@@ -12,6 +12,7 @@ struct ModelBenchArgs {
   std::string mode = "autocast,low-precision-model";  // comma-separated
   std::string fp8_recipe = "delayed";               // for precision fp8; comma-separated
   std::string numerics = "off";                     // off, trace, telemetry (every step); comma-separated
+  std::string fp32_ops = "default";                 // as train's --fp32-ops, for every low precision
   std::string fp8_format = "hybrid";
   std::int64_t amax_history = 1024;
   int fp8_margin = 0;

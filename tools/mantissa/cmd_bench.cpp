@@ -215,6 +215,8 @@ Run add_bench(CLI::App& app) {
   app.add_option("--numerics", model->numerics, "off, trace (the non-finite tracer), telemetry (every step), or several, "
                                                "comma-separated: their cost against off")->capture_default_str();
   app.add_option("--mode", model->mode, "autocast, low-precision-model, or both, comma-separated")->capture_default_str();
+  app.add_option("--fp32-ops", model->fp32_ops, "As train's: default, none, or default with more ops in fp32 (default,attention)")
+      ->capture_default_str();
   app.add_option("--threads", model->threads, "Threads (default: all)");
   app.add_option("--device", model->device, "cpu, or cuda: time the steps on the GPU")->capture_default_str();
   app.add_flag("--tf32", model->tf32, "On the GPU: fp32 products on TF32 tensor cores (10-bit mantissa inputs)");
