@@ -144,13 +144,25 @@ std::map<std::string, double> lost_updates(nn::Module& model, const std::vector<
 }
 
 // An autocast region in the compute dtype, or none for f32.
-std::unique_ptr<Autocast> precision_region(const PrecisionPolicy& p) {
+std::unique_ptr<Autocast> precision_region(const RunPrecision& p) {
   if (p.compute == DType::f32) return nullptr;
-  return std::make_unique<Autocast>(p.compute, p.autocast_policy());
+  return std::make_unique<Autocast>(p.compute, p.autocast);
 }
 
-// The FP8 setting as checkpoints record it: "off", or the recipe and its parameters.
-std::string fp8_setting(const PrecisionPolicy& p) { return p.fp8 ? p.fp8->str() : "off"; }
+// The run's precision from its options, all but the plan, which needs the model made ready first
+// (Trainer::Trainer resolves it next).
+RunPrecision resolve_precision(const TrainerOptions& o) {
+  const PrecisionPolicy& p = o.precision;
+  return {.compute = p.compute,
+          .mode = p.mode,
+          .autocast = p.autocast_policy(),
+          .f32_layers = p.f32_layers,
+          .plan = {},  // resolved next, with the model
+          .fixed_plan = o.plan.has_value(),
+          .loss_scaling = o.loss_scaling.value_or(LossScalerOptions::for_compute(p.compute)),
+          .label = p.label(),
+          .fp8 = p.fp8 ? p.fp8->str() : "off"};  // the recipe and its parameters
+}
 
 // What the recipe names in a checkpoint mean, written with each: 2 since "nvfp4" became Transformer
 // Engine's NVFP4 (issue 53). A checkpoint without it is older; its "nvfp4" is what the table now calls
@@ -215,26 +227,29 @@ Trainer::Trainer(Model& model, DataSource& data, TrainerOptions options)
     : model_(model),
       data_(data),
       options_(checked(options)),
-      scaler_(options_.loss_scaling.value_or(LossScalerOptions::for_compute(options_.precision.compute))),
+      precision_(resolve_precision(options_)),
+      scaler_(precision_.loss_scaling),
       schedule_(options_.schedule.value_or(LrSchedule::constant(options_.optimizer.lr))) {
   if (!(options_.device == Device::cpu())) model_.module().to_device(options_.device);
-  if (options_.precision.low_precision_model()) model_.module().to_dtype(options_.precision.compute);
+  if (precision_.low_precision_model()) model_.module().to_dtype(precision_.compute);
   // Which layer runs in what, decided once: the f32 layers' every module kept in f32 (norms too), then
-  // the plan of the product layers, from the policy or fixed, or the adaptive controller's to edit.
-  keep_layers_in_f32(model_.module(), options_.precision.f32_layers);
+  // the plan of the product layers, from the policy or fixed, or the adaptive controller's to edit. (The
+  // last of the resolution: from here on the trainer reads precision_ alone.)
+  keep_layers_in_f32(model_.module(), precision_.f32_layers);
+  PrecisionPlan& plan = precision_.plan;
   if (options_.adaptive) {
-    controller_ = std::make_unique<PrecisionController>(model_.module(), *options_.adaptive, plan_);
+    controller_ = std::make_unique<PrecisionController>(model_.module(), *options_.adaptive, plan);
   } else {
-    plan_ = options_.plan ? *options_.plan : plan_precision(model_.module(), options_.precision);
+    plan = options_.plan ? *options_.plan : plan_precision(model_.module(), options_.precision);
     // A run asked for quantized products computes in them, or is refused: never bf16 under its name.
-    if (options_.precision.fp8 && !plan_.quantizes()) {
+    if (options_.precision.fp8 && !plan.quantizes()) {
       const Fp8Options& fp8 = *options_.precision.fp8;
       const std::string recipe(fp8.recipe.name());
       throw std::invalid_argument((fp8.microscaled() ? recipe : "fp8 (" + recipe + " scaling)") +
                                   " puts no layer of this model in it: only linear layers are quantized, and the recipe keeps "
                                   "some in bf16 (--fp8-first-last fp8 or --fp8-layers put them in)");
     }
-    apply_precision_plan(model_.module(), plan_);
+    apply_precision_plan(model_.module(), plan);
   }
   if (options_.telemetry || controller_) {
     telemetry_ = std::make_unique<Telemetry>(options_.telemetry.value_or(controller_ ? controller_->telemetry() : TelemetryPolicy{}));
@@ -244,7 +259,7 @@ Trainer::Trainer(Model& model, DataSource& data, TrainerOptions options)
     // The ranks run the same thing, or none of them runs (a parameter of another shape would not even
     // fit the broadcast below).
     RunSettings settings = dp->settings;
-    settings.insert(settings.end(), {{"precision", options_.precision.label()},
+    settings.insert(settings.end(), {{"precision", precision_.label},
                                      {"optimizer", std::string(optimizer_name(options_.optimizer.kind))},
                                      {"lr", std::to_string(options_.optimizer.lr)},
                                      {"steps", std::to_string(options_.steps)},
@@ -265,14 +280,14 @@ Trainer::Trainer(Model& model, DataSource& data, TrainerOptions options)
 
 Batch Trainer::prepare(Batch batch) const {
   if (batch.inputs.defined() && !(batch.inputs.device() == options_.device)) batch.inputs = batch.inputs.to(options_.device);
-  const DType dtype = options_.precision.input_dtype();
+  const DType dtype = precision_.input_dtype();
   if (batch.inputs.defined() && batch.inputs.dtype() != dtype) batch.inputs = cast(batch.inputs, dtype);
   return batch;
 }
 
 Tensor Trainer::loss(const Batch& batch) {
-  const auto region = precision_region(options_.precision);
-  const DType dtype = options_.precision.input_dtype();
+  const auto region = precision_region(precision_);
+  const DType dtype = precision_.input_dtype();
   const bool moved = batch.inputs.defined() && (batch.inputs.dtype() != dtype || !(batch.inputs.device() == options_.device));
   if (moved) return model_.loss(prepare(batch));
   return model_.loss(batch);
@@ -339,7 +354,7 @@ Telemetry* Trainer::begin_step(std::int64_t step) {
   // Held on skipped steps, the schedule counts only the steps that updated the weights.
   const std::int64_t held = options_.hold_lr_on_skip ? scaler_.state().skipped : 0;
   optimizer_->set_lr(schedule_.at(step - 1 - held));
-  if (plan_.quantizes()) {
+  if (precision_.plan.quantizes()) {
     reset_fp8_counters();
     nn::reset_fp8_layer_counters(model_.module());
   }
@@ -434,7 +449,7 @@ Trainer::Update Trainer::update_weights(std::int64_t step, const Pass& pass, Tel
 }
 
 void Trainer::end_fp8_step() {
-  if (!plan_.quantizes()) return;
+  if (!precision_.plan.quantizes()) return;
   if (group_) {
     // Every rank's amaxes, the largest taken: the same histories and scales on every rank.
     std::vector<double> amax = nn::fp8_step_amaxes(model_.module());
@@ -455,7 +470,7 @@ StepRecord Trainer::record_step(std::int64_t step, Pass pass, const Update& u, d
   StepRecord record{step, pass.loss, optimizer_->lr(), rep.scale, rep.grad_norm, rep.underflow_fraction,
                     static_cast<double>(pass.items) / seconds, rep.skipped, rep.nonfinite, peaks(options_.device),
                     seconds_since(*start_), rep.warning};
-  if (plan_.quantizes()) {
+  if (precision_.plan.quantizes()) {
     record.fp8 = fp8_counters();
     record.fp8_layers = nn::fp8_layer_counters(model_.module());
   }
@@ -500,7 +515,7 @@ std::string Trainer::follow_skips(const StepRecord& r, bool collapsed) {
   }
   if (streak_.explained || (streak_.length < options_.skip_patience && !collapsed)) return "";
   streak_.explained = true;
-  return explain_stall(streak_.first, r.step, streak_.layers, r, options_.precision.compute, collapsed);
+  return explain_stall(streak_.first, r.step, streak_.layers, r, precision_.compute, collapsed);
 }
 
 std::string Trainer::follow_plateau(const StepRecord& r) {
@@ -519,11 +534,11 @@ std::string Trainer::follow_plateau(const StepRecord& r) {
                   std::to_string(plateau_.length) + " steps (steps " + std::to_string(plateau_.first) + "-" +
                   std::to_string(r.step) + "): the model predicts each byte by its frequency alone, nothing of its context "
                   "(the unigram plateau). ";
-  if (options_.precision.compute == DType::f32 && !options_.precision.fp8) {
+  if (precision_.compute == DType::f32) {
     return s + "To do: train on (a model leaves it when it learns to use the context); if it stays, raise the learning rate "
                "or give the model more width or layers";
   }
-  return s + "In " + std::string(precision_name(options_.precision.compute)) +
+  return s + "In " + std::string(precision_name(precision_.compute)) +
          " a small character model can stay here far longer than in fp32 (so does PyTorch's autocast: docs/results.md); "
          "the cause lies inside the transformer blocks. To do: keep them in f32 (--fp32-layers blocks: measured to leave "
          "the plateau, later than fp32), train in fp32, or lower the learning rate";
@@ -549,7 +564,7 @@ EvalRecord Trainer::evaluate(bool full) {
     const Batch raw = group_ ? shard_batch(global, rank(), ranks(), false) : global;
     if (raw.targets.empty()) return;
     const Batch b = prepare(raw);
-    const auto region = precision_region(options_.precision);
+    const auto region = precision_region(precision_);
     count += static_cast<std::int64_t>(b.targets.size());
     if (!data_.reports_accuracy()) {
       // The model's own loss: the GPT's never makes a whole batch's logits (1.6 GB for GPT-2 on a GPU).
@@ -581,10 +596,10 @@ EvalRecord Trainer::evaluate(bool full) {
 void Trainer::save(const std::filesystem::path& path) const {
   if (rank() != 0) return;  // data parallel: the ranks hold the same state; rank 0 writes it
   CheckpointState st{next_step_ - 1, scaler_.state(), options_.checkpoint_metadata};
-  st.extra["fp8"] = fp8_setting(options_.precision);
+  st.extra["fp8"] = precision_.fp8;
   st.extra[std::string(kRecipeNamesKey)] = kRecipeNames;
   if (controller_) st.extra["adaptive_precision"] = controller_->state_json();
-  if (!controller_) st.extra["precision_plan"] = plan_.json();  // (the controller's state holds it)
+  if (!controller_) st.extra["precision_plan"] = precision_.plan.json();  // (the controller's state holds it)
   for (const auto& [k, v] : data_.position()) st.extra[k] = v;
   save_checkpoint(path, model_.module(), *optimizer_, st);
 }
@@ -596,7 +611,7 @@ void Trainer::resume(const std::filesystem::path& path,
     const std::map<std::string, std::string> meta = in_todays_recipe_names(as_written);
     const auto it = meta.find("fp8");
     const std::string theirs = it == meta.end() ? "off" : it->second;
-    const std::string ours = fp8_setting(options_.precision);
+    const std::string& ours = precision_.fp8;
     if (theirs != ours) {
       throw CheckpointError(path.string() + ": written by a run with fp8 " + theirs + " (this run: " + ours + ")");
     }
@@ -619,12 +634,12 @@ void Trainer::resume(const std::filesystem::path& path,
     // for a fixed plan.)
     const auto plan = meta.find("precision_plan");
     const auto same_plan = [&](const std::string& saved) {
-      const bool old_fixed_recipe = !options_.plan || (plan_.recipes.empty() && plan_.fp8 == Fp8Options{.recipe = QuantRecipe::current});
-      return saved == plan_.json() || (saved == plan_.levels_json() && old_fixed_recipe);
+      const bool old_fixed_recipe = !precision_.fixed_plan || (precision_.plan.recipes.empty() && precision_.plan.fp8 == Fp8Options{.recipe = QuantRecipe::current});
+      return saved == precision_.plan.json() || (saved == precision_.plan.levels_json() && old_fixed_recipe);
     };
-    if (!controller_ && (plan != meta.end() ? !same_plan(plan->second) : options_.plan.has_value())) {
+    if (!controller_ && (plan != meta.end() ? !same_plan(plan->second) : precision_.fixed_plan)) {
       throw CheckpointError(path.string() + ": written with another precision plan (" +
-                            (plan == meta.end() ? std::string("none") : plan->second) + "; this run: " + plan_.json() + ")");
+                            (plan == meta.end() ? std::string("none") : plan->second) + "; this run: " + precision_.plan.json() + ")");
     }
     if (check) check(meta);
   };
@@ -716,11 +731,11 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
     result.evals.push_back(evaluate(true));
     result.evals.back().step = options_.steps;
   }
-  result.plan = plan_;
+  result.plan = precision_.plan;
   if (controller_) {
     result.adaptive = true;
     for (const auto& [p, share] : controller_->product_shares()) {
-      result.product_shares[layer_precision_name(p, plan_.low)] = share;
+      result.product_shares[layer_precision_name(p, precision_.plan.low)] = share;
     }
   }
   result.wall_seconds = seconds_since(start);

@@ -639,7 +639,7 @@ TrainResult run(PreparedRun& r, const TrainCallbacks& cb, const std::function<vo
     progress("model: %s, %lld parameters; %d threads%s\n", c.model.c_str(), static_cast<long long>(parameters), omp_get_max_threads(),
              group->size() > 1 ? fmt::format(" on each of {} ranks", group->size()).c_str() : "");
     progress("data: %s\n", r.data_summary.c_str());
-    progress("%s: %s\n", trainer.options().precision.label().c_str(), trainer.precision_plan().str().c_str());
+    progress("%s: %s\n", trainer.precision().label.c_str(), trainer.precision_plan().str().c_str());
     if (on_run) {
       nlohmann::ordered_json run = {{"record", "run"},
                             {"version", version()},
@@ -648,7 +648,7 @@ TrainResult run(PreparedRun& r, const TrainCallbacks& cb, const std::function<vo
                             {"machine", {{"cpu", cpu_name()}, {"threads", omp_get_max_threads()}, {"ranks", group->size()}}},
                             {"config", nlohmann::json::parse(config_json(c, r.shape))},
                             {"data", r.data_summary},
-                            {"precision", trainer.options().precision.label()},
+                            {"precision", trainer.precision().label},
                             {"precision_plan", nlohmann::json::parse(trainer.precision_plan().json())},
                             {"first_step", trainer.next_step()},
                             {"resumed_from", resumed_from.empty() ? nlohmann::json(nullptr) : nlohmann::json(resumed_from.string())}};

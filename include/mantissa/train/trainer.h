@@ -41,6 +41,7 @@
 #include "mantissa/train/data_parallel.h"
 #include "mantissa/train/model.h"
 #include "mantissa/train/adaptive.h"
+#include "mantissa/train/precision_plan.h"
 #include "mantissa/train/telemetry.h"
 
 namespace mantissa::train {
@@ -120,6 +121,26 @@ struct TrainerOptions {
   // Where the model trains: its parameters, buffers, optimizer state and every batch go there (the data
   // sources stay on the CPU). Checkpoints are the same on every device: a run may resume on another.
   Device device = Device::cpu();
+};
+
+// What a run computes in, resolved once as the trainer is made (resolve_precision, trainer.cpp) from the
+// options' precision, plan or adaptive settings and loss scaling, whichever door gave them (flags, a plan
+// file, Python keywords; a checkpoint's plan must then equal it). The trainer reads this and nothing else
+// about precision; the adaptive controller edits its plan.
+struct RunPrecision {
+  DType compute = DType::f32;  // f32, or the 16-bit format of the autocast region or low-precision model
+  PrecisionMode mode = PrecisionMode::autocast;
+  AutocastPolicy autocast = AutocastPolicy::defaults();  // the region's policy (no region for f32)
+  std::vector<std::string> f32_layers;  // modules whose every op runs in f32 (norms too)
+  PrecisionPlan plan;                   // every product layer's level and recipe
+  bool fixed_plan = false;              // given whole (a plan file), not made from the policy
+  LossScalerOptions loss_scaling;
+  std::string label;  // "bf16 autocast (attention in fp32)": what the start line and the run record say
+  std::string fp8;    // the run-wide recipe as checkpoints record it: "off" without one
+
+  bool low_precision_model() const { return mode == PrecisionMode::low_precision_model; }
+  // The dtype a model's inputs are given in: the compute dtype for a low-precision model, else f32.
+  DType input_dtype() const { return low_precision_model() ? compute : DType::f32; }
 };
 
 // Thrown by a step when stop_on_stall is set and the run has stalled; what() is the explanation.
@@ -244,9 +265,11 @@ class Trainer {
   Optimizer& optimizer() { return *optimizer_; }
   LossScaler& scaler() { return scaler_; }
   const TrainerOptions& options() const { return options_; }
+  // What the run computes in, resolved once from the options.
+  const RunPrecision& precision() const { return precision_; }
   // Which layer runs in what: the plan the trainer made of its policy (or was given), which the adaptive
   // controller edits as the run goes.
-  const PrecisionPlan& precision_plan() const { return plan_; }
+  const PrecisionPlan& precision_plan() const { return precision_.plan; }
   // The adaptive precision controller (null without adaptive precision).
   const PrecisionController* controller() const { return controller_.get(); }
   // This process's rank and the number of ranks (0 and 1 without data parallel).
@@ -257,10 +280,10 @@ class Trainer {
   Model& model_;
   DataSource& data_;
   TrainerOptions options_;
+  RunPrecision precision_;  // (the adaptive controller holds a reference to its plan)
   std::unique_ptr<Optimizer> optimizer_;
   LossScaler scaler_;
   LrSchedule schedule_;
-  PrecisionPlan plan_;
   std::unique_ptr<Telemetry> telemetry_;
   std::unique_ptr<PrecisionController> controller_;
   std::shared_ptr<dist::ProcessGroup> group_;   // data parallel over more than one rank, else null
