@@ -1,8 +1,9 @@
 // Scaled dot-product attention as one op with its own backward. Autocast casts its inputs as its policy
-// for AutocastOp::attention says (low precision by default, f32 when a run keeps attention in f32: issue
-// 50's plateau). The two products run on the matmul kernel in the inputs' dtype, the scores come out in f32, and scale, causal mask and softmax are one
-// kernel that writes the probabilities in the inputs' dtype. Backward keeps q, k, v and those
-// probabilities only (no f32 score matrices), and counts under the "attention" kernel region.
+// for AutocastOp::attention says (low precision by default; f32 where a run keeps attention in f32, as
+// --fp32-ops default,attention does). The two products run on the matmul kernel in the inputs' dtype,
+// the scores come out in f32, and scale, causal mask and softmax are one kernel that writes the
+// probabilities in the inputs' dtype. Backward keeps q, k, v and those probabilities only (no f32
+// score matrices), and counts under the "attention" kernel region.
 //
 // Self-attention can also run in blocks of query rows (as memory-efficient attention does): each block's
 // scores against only the keys it sees (causal: those up to its last row, about half the products),
@@ -309,7 +310,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     throw std::invalid_argument("attention: batch dimensions differ: " + shape_str(q_in.shape()) + ", " +
                                 shape_str(k_in.shape()) + ", " + shape_str(v_in.shape()));
   }
-  // The products are matmuls for autocast: low precision in a region, f32 where asked.
+  // The products are attention's for autocast: low precision in a region, f32 where asked.
   const Tensor q0 = detail::autocast_input(q_in, AutocastOp::attention);
   const Tensor k0 = detail::autocast_input(k_in, AutocastOp::attention);
   const Tensor v0 = detail::autocast_input(v_in, AutocastOp::attention);

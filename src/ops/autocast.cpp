@@ -49,8 +49,8 @@ thread_local ThreadState tls;
 
 std::string_view autocast_op_name(AutocastOp op) {
   static constexpr std::array<std::string_view, kAutocastOps> names = {
-      "matmul", "linear", "conv2d", "attention", "linear_cross_entropy", "softmax", "log_softmax", "layer_norm", "batch_norm", "cross_entropy",
-      "mse_loss", "exp", "log", "pow", "sqrt", "sum", "mean", "variance", "lstm_cell"};
+      "matmul", "linear", "conv2d", "attention", "linear_cross_entropy", "softmax", "log_softmax", "layer_norm",
+      "batch_norm", "cross_entropy", "mse_loss", "exp", "log", "pow", "sqrt", "sum", "mean", "variance", "lstm_cell"};
   return names[static_cast<std::size_t>(op)];
 }
 
