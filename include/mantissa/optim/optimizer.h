@@ -161,6 +161,7 @@ class LrSchedule {
   // with t = (step - warmup) / (total - warmup), clamped to [0, 1].
   static LrSchedule warmup_cosine(double base, std::int64_t warmup, std::int64_t total, double min_lr = 0);
   double at(std::int64_t step) const;
+  std::int64_t warmup() const { return warmup_; }  // steps of the warm-up (0: none)
 
  private:
   double base_ = 0, min_ = 0;
