@@ -15,7 +15,6 @@ weights move to and from mantissa through state_dict()/load_state_dict() or safe
 """
 import json
 import os
-import re
 
 from ._mantissa import (  # noqa: F401 (the package's API)
     CheckpointError,
@@ -44,38 +43,6 @@ __all__ = [
     "__version__", "cast", "decode", "encode", "format_info", "formats", "isa", "pack_fp4", "quantize", "read_telemetry",
     "recipes", "unpack_fp4",
 ]
-
-# The command's flags whose values are on or off: a Python bool says which.
-_ON_OFF = {"overlap", "master_weights", "adaptive_fp8"}
-
-
-def _flag_words(flags):
-    """Keywords as the command's flags: steps=50 -> --steps 50, trace_nonfinite=True -> --trace-nonfinite."""
-    words = []
-    for key, value in flags.items():
-        flag = "--" + key.replace("_", "-")
-        if isinstance(value, bool) and key in _ON_OFF:
-            value = "on" if value else "off"
-        if value is None or value is False:
-            continue
-        if value is True:
-            words.append(flag)
-            continue
-        if isinstance(value, (list, tuple)):
-            value = ",".join(str(v) for v in value)
-        elif isinstance(value, float):
-            value = repr(value)
-        words += [flag, str(value)]
-    return words
-
-
-def _keyword_names(message):
-    """The command's flag names in an error message as this module's keywords: --batch-size -> batch_size."""
-    message = re.sub(r"^The following arguments were not expected: [^;]*; ", "", message)
-    message = message.replace("is no flag of train (see train --help)", "is no keyword of Trainer (the flags of `mantissa train --help`)")
-    message = message.replace("is no flag of train", "is no keyword of Trainer")
-    return re.sub(r"--([a-z][a-z0-9-]*)", lambda m: m.group(1).replace("-", "_"), message)
-
 
 class Trainer:
     """A training run of one of mantissa's models, described by the keywords `mantissa train` takes as flags.
@@ -108,11 +75,9 @@ class Trainer:
             raise ValueError("give one of data, the image arrays, text")
         if images is not None and data is not None:
             raise ValueError("give one of data, the image arrays, text")
-        flags = {"model": model, "data": data, **flags}
-        try:
-            self._run = _mantissa._Trainer(_flag_words(flags), bool(telemetry), images, text)
-        except ValueError as e:  # the command's flag names, as keywords
-            raise type(e)(_keyword_names(str(e))) from None
+        keywords = {"model": model, "data": data, **flags}
+        keywords = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in keywords.items()}
+        self._run = _mantissa._Trainer(keywords, bool(telemetry), images, text)
 
     def run(self, on_step=None, on_eval=None, on_save=None):
         """Trains to the last step: `on_step(record)` after each step, `on_eval(record)` after each

@@ -1,17 +1,16 @@
-// The Trainer for Python: the command's training run (cli::prepare_run), described by the same flags as
-// keywords so that a run from Python is checked and built as `mantissa train` builds it, on files or on
+// The Trainer for Python: the command's training run (cli::prepare_run) over the library's run options
+// (train::RunOptions), each keyword set through the library's table of settings by its key, so that a run
+// from Python is checked and built as `mantissa train` builds it, its refusals naming keywords, on files or on
 // NumPy arrays, with a Python callback per step and evaluation, and its weights as NumPy arrays by
 // PyTorch's names. Records are the metrics file's (records.h), handed over as JSON text for the package's
 // Python side to read.
 
-#include <CLI/CLI.hpp>
 #include <optional>
 
 #include "arrays.h"
-#include "commands.h"
 #include "mantissa/data/datasets.h"
 #include "mantissa/ops/ops.h"
-#include "number_flags.h"
+#include "mantissa/train/run_options.h"
 #include "records.h"
 #include "suggest.h"
 #include "training.h"
@@ -21,28 +20,66 @@ namespace {
 
 using namespace pybind11::literals;
 
-// The training flags, as `mantissa train` parses them; telemetry on when asked (its records go to the
-// step callbacks rather than to a file).
-cli::TrainConfig parse_flags(const std::vector<std::string>& flags, bool telemetry) {
-  CLI::App root{"mantissa"};
-  CLI::App* sub = root.add_subcommand("train");
-  cli::TrainArgs args;
-  cli::TelemetryArgs telemetry_args;
-  cli::add_train_options(*sub, args);
-  cli::add_telemetry_options(*sub, telemetry_args);
-  cli::route_number_flags(root);
-  std::vector<std::string> words = {"mantissa", "train"};
-  words.insert(words.end(), flags.begin(), flags.end());
-  std::vector<const char*> argv;
-  for (const std::string& w : words) argv.push_back(w.c_str());
-  try {
-    root.parse(static_cast<int>(argv.size()), argv.data());
-  } catch (const CLI::ParseError& e) {
-    throw std::invalid_argument(cli::explain_parse_error(root, e, static_cast<int>(argv.size()), argv.data()));
+// A keyword's value as its setting's kind takes it (run_options.h): a TypeError naming the keyword for
+// a value of another type.
+train::OptionValue option_value(const train::RunOption& row, const py::handle& v) {
+  const std::string key = row.key;
+  const bool is_bool = py::isinstance<py::bool_>(v);
+  const auto refuse = [&](const char* what) {
+    return py::type_error(key + ": " + what + ", not " + py::repr(v).cast<std::string>());
+  };
+  switch (row.kind) {
+    case train::OptionKind::integer:
+      if (is_bool || !py::isinstance<py::int_>(v)) throw refuse("an integer");
+      try {
+        return v.cast<std::int64_t>();
+      } catch (const py::cast_error&) {
+        throw py::value_error(key + ": " + py::repr(v).cast<std::string>() + " is out of range");
+      }
+    case train::OptionKind::real:
+      if (is_bool || !(py::isinstance<py::int_>(v) || py::isinstance<py::float_>(v))) throw refuse("a number");
+      return v.cast<double>();
+    case train::OptionKind::flag:
+    case train::OptionKind::on_off:
+      if (!is_bool) throw refuse("True or False");
+      return v.cast<bool>();
+    case train::OptionKind::text:
+      if (!py::isinstance<py::str>(v)) throw refuse("a str");
+      return v.cast<std::string>();
+    case train::OptionKind::list: {
+      if (py::isinstance<py::str>(v)) return v.cast<std::string>();  // "fc0,fc1", as the command takes it
+      if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v)) throw refuse("a list");
+      std::vector<std::string> items;
+      for (const py::handle& item : v) items.push_back(py::str(item).cast<std::string>());
+      return items;
+    }
   }
-  cli::TrainConfig c = cli::resolve(args);
-  if (telemetry) c.telemetry = cli::telemetry_policy(telemetry_args);
-  return c;
+  throw refuse("a value");
+}
+
+// The run's options from the Trainer's keywords, each set through the library's table of settings by its
+// key (a keyword is a setting's name), and said in keywords when refused. telemetry: sample the numerics
+// (their records go to the step callbacks rather than to a file).
+train::RunOptions options_from_keywords(const py::dict& keywords, bool telemetry) {
+  train::RunOptions o;
+  o.spelling = train::Spelling::keywords;
+  for (const auto& [k, v] : keywords) {
+    const std::string key = py::str(k);
+    if (v.is_none()) continue;  // the default
+    const train::RunOption* row = train::find_run_option(key);
+    if (row == nullptr) {
+      std::vector<std::string> names;
+      for (const train::RunOption& r : train::run_option_table()) names.emplace_back(r.key);
+      throw UsageError(key + " is no keyword of Trainer" + cli::did_you_mean(key, names));
+    }
+    const train::OptionValue value = option_value(*row, v);
+    if (row->kind == train::OptionKind::flag && !std::get<bool>(value)) continue;  // a switch left off
+    train::set_run_option(o, key, value);
+    o.given.insert(key);
+  }
+  train::resolve_precision(o);
+  if (telemetry) o.telemetry = train::telemetry_policy(o);
+  return o;
 }
 
 // A NumPy array of pixels or labels as an IDX array (the files' form), checked: `what` names it.
@@ -96,15 +133,15 @@ std::string step_record(const train::StepRecord& r) {
 }
 
 // The run, on the data given in memory (normalized as --normalize says) or else as the flags say.
-cli::PreparedRun prepare(const cli::TrainConfig& c, const py::object& images, const py::object& text) {
+cli::PreparedRun prepare(const train::RunOptions& c, const py::object& images, const py::object& text) {
   const auto [mean, stddev] = cli::normalization(c);
   return cli::prepare_run(c, in_memory_data(images, text, mean, stddev));
 }
 
 class Trainer {
  public:
-  Trainer(const std::vector<std::string>& flags, bool telemetry, const py::object& images, const py::object& text)
-      : run_(prepare(parse_flags(flags, telemetry), images, text)) {}
+  Trainer(const py::dict& keywords, bool telemetry, const py::object& images, const py::object& text)
+      : run_(prepare(options_from_keywords(keywords, telemetry), images, text)) {}
 
   // Runs to the last step; callbacks get each record as JSON text. Ctrl-C stops the run after its step
   // (with a checkpoint, where there is a directory) and raises KeyboardInterrupt; an exception in a
@@ -211,8 +248,17 @@ py::list read_telemetry(const std::filesystem::path& path) {
 
 void bind_trainer(py::module_& m) {
   m.def("read_telemetry", &read_telemetry, "path"_a, "The records of a --telemetry file (or Trainer's), as dicts.");
+  m.def(
+      "_run_options",
+      [] {
+        py::dict out;
+        constexpr const char* kKinds[] = {"integer", "real", "flag", "on_off", "text", "list"};
+        for (const train::RunOption& row : train::run_option_table()) out[py::str(row.key)] = kKinds[static_cast<int>(row.kind)];
+        return out;
+      },
+      "Trainer's keywords, the library's run settings, each with its kind (tests).");
   py::class_<Trainer>(m, "_Trainer")
-      .def(py::init<const std::vector<std::string>&, bool, const py::object&, const py::object&>(), "flags"_a, "telemetry"_a,
+      .def(py::init<const py::dict&, bool, const py::object&, const py::object&>(), "keywords"_a, "telemetry"_a,
            "images"_a, "text"_a)
       .def("run", &Trainer::run, "on_step"_a, "on_eval"_a, "on_save"_a)
       .def("step", &Trainer::step)

@@ -105,6 +105,31 @@ def test_trains_a_text_model_on_a_string_and_refuses_binary_bytes():
         mantissa.Trainer("gpt", text=bytes(range(256)) * 8)
 
 
+def test_keywords_are_the_librarys_settings_each_checked_by_its_kind():
+    settings = mantissa._mantissa._run_options()
+    assert {"steps", "precision", "fp32_layers", "overlap", "telemetry_every"} <= set(settings)
+    wrong = {"integer": "1", "real": "x", "flag": 1, "on_off": "on", "text": 1, "list": 1}
+    for key, kind in settings.items():
+        if key in ("model", "train_images", "train_labels", "test_images", "test_labels"):
+            continue  # Trainer's own arguments, checked by it
+        with pytest.raises(TypeError, match=f"^{key}: "):
+            mantissa.Trainer("mlp", **{key: wrong[kind]})
+
+
+def test_refusals_name_keywords_not_the_commands_flags():
+    cases = [dict(batch_size=0), dict(resume=True), dict(epochs=1, steps=3), dict(model="gpt", n_embd=30, n_head=4),
+             dict(master_weights=False), dict(fp32_ops="default,attention"), dict(warmup=10, steps=5),
+             dict(momentum=0.5), dict(resume_allow=["nope"]), dict(normalize="x"), dict(mode="o2"),
+             dict(precision="bf16", fp8_first_last="x"), dict(precision_plan="/nonexistent/plan.json"),
+             dict(steps=2, fp32_layers=["nope"]), dict(inject_nonfinite=[0]), dict(grad_reduce="fp64")]
+    for keywords in cases:
+        model = keywords.pop("model", "mlp")
+        with pytest.raises(ValueError) as refused:
+            mantissa.Trainer(model, **keywords)
+        assert "--" not in str(refused.value), str(refused.value)
+        assert any(key in str(refused.value) for key in keywords), str(refused.value)
+
+
 def test_the_commands_flags_are_keywords_with_its_checks():
     with pytest.raises(ValueError, match=r"stepz is no keyword of Trainer \(did you mean steps\?\)"):
         mantissa.Trainer("mlp", stepz=10)

@@ -203,7 +203,9 @@ class Bench {
     o.steps = std::numeric_limits<std::int64_t>::max() / 2;
     o.eval_every = o.steps;
     if (ranks_ > 1) {
-      const DType wire = grad_reduce_format(a.grad_reduce);
+      train::RunOptions wire_format;  // the format's one rule, as `train --grad-reduce` reads it
+      train::set_run_option(wire_format, "grad_reduce", a.grad_reduce);
+      const DType wire = wire_format.grad_reduce;
       o.data_parallel = train::DataParallelOptions{.group = group, .reducer = {.wire = wire,
                                                                .bucket_bytes = static_cast<std::int64_t>(a.bucket_mb * (1 << 20)),
                                                                .overlap = a.overlap},

@@ -42,12 +42,12 @@ std::int64_t training_peak(const TrainResult& r) {
 }
 
 int run_compare(const CompareArgs& a) {
-  const TrainConfig base = resolve(a.train);
+  const RunOptions base = resolve(a.train);
   std::vector<std::string> names;
   std::stringstream ss(a.precisions);
   for (std::string p; std::getline(ss, p, ',');) {
     try {
-      TrainConfig probe = base;
+      RunOptions probe = base;
       set_precision(probe, p);  // a bad name is a usage error before anything runs
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(std::string("--precisions: ") + e.what());
@@ -58,25 +58,26 @@ int run_compare(const CompareArgs& a) {
     names.push_back(p);
   }
   if (names.empty()) throw std::invalid_argument("--precisions: no precision given");
-  std::vector<TrainConfig> configs;
+  std::vector<RunOptions> configs;
   for (const std::string& name : names) {
-    TrainConfig c = base;
+    RunOptions c = base;
     set_precision(c, name);
     c.compared = names;
     if (c.precision.compute == DType::f32) c.precision.mode = train::PrecisionMode::autocast;
     // Each precision's checkpoints in a directory of its own (DIR/fp32, DIR/bf16, ...).
     if (!c.checkpoint_dir.empty()) c.checkpoint_dir = (std::filesystem::path(base.checkpoint_dir) / name).string();
-    check_config(c);  // every run's settings, before the first one starts
+    check_run_options(c);  // every run's settings, before the first one starts
     configs.push_back(std::move(c));
   }
   // Every run resolved as far as its first step (its data, its model, its precision plan: a recipe that
   // would quantize no layer of this model is refused there), before the first one trains: a refusal never
   // comes after other runs, nor names a precision without saying it is compare's.
-  for (std::size_t i = 0; i < names.size(); ++i) check_run_starts(configs[i], "compare --precisions " + names[i]);
+  RunDataCache data;  // the data, read once for every probe and run
+  for (std::size_t i = 0; i < names.size(); ++i) check_run_starts(configs[i], "compare --precisions " + names[i], &data);
   std::vector<PrecisionRun> runs;
   for (std::size_t i = 0; i < names.size(); ++i) {
     const std::string& name = names[i];
-    const TrainConfig& c = configs[i];
+    const RunOptions& c = configs[i];
     progress("== %s\n", name.c_str());
     TrainCallbacks cb;
     const std::int64_t every = std::max<std::int64_t>(1, c.steps / 5);
@@ -94,7 +95,7 @@ int run_compare(const CompareArgs& a) {
                  duration_str(left + after_this * per_step * static_cast<double>(total)).c_str(), r.skipped ? " (skipped)" : "");
       }
     };
-    runs.push_back({name, train(c, cb)});
+    runs.push_back({name, train(c, cb, {}, &data)});
   }
 
   const PrecisionRun& ref = runs.front();

@@ -160,7 +160,7 @@ std::string joined(const std::vector<std::string>& flags) {
 }
 
 // The run's configuration, through the same parser `mantissa train` uses.
-TrainConfig parse_train(const std::vector<std::string>& flags) {
+RunOptions parse_train(const std::vector<std::string>& flags) {
   CLI::App app;
   TrainArgs args;
   add_train_options(app, args);
@@ -173,10 +173,10 @@ TrainConfig parse_train(const std::vector<std::string>& flags) {
   return resolve(args);
 }
 
-Cell run_cell(const std::vector<std::string>& flags, bool gradient_study) {
+Cell run_cell(const std::vector<std::string>& flags, bool gradient_study, RunDataCache& data) {
   Cell cell;
   cell.command = joined(flags);
-  TrainConfig c = parse_train(flags);
+  RunOptions c = parse_train(flags);
   c.eval_every = c.steps;
   c.update_stats_every = std::max<std::int64_t>(1, c.steps / 10);
   if (gradient_study) c.telemetry = train::TelemetryPolicy{.every = c.update_stats_every,
@@ -207,7 +207,7 @@ Cell run_cell(const std::vector<std::string>& flags, bool gradient_study) {
     }
   };
   try {
-    cell.result = train(c, cb);
+    cell.result = train(c, cb, {}, &data);
   } catch (const LossScaleCollapse& e) {
     cell.stopped = e.what();
   }
@@ -327,12 +327,13 @@ int run_paper(const PaperArgs& a) {
   // the hour the cells before it take; each cell's plan goes into its row. (A chosen static scale, known
   // only after the fp32 run, is probed as static:1: the scale changes nothing that is refused.)
   std::map<std::string, std::vector<train::PrecisionPlan>> plans;  // by model, a plan per column
+  RunDataCache data;  // each data set read once for every probe and cell
   for (const std::string& model : models) {
     for (const Column& col : cols) {
       std::vector<std::string> flags = model_flags(model, a.quick);
       if (!a.threads.empty()) flags.insert(flags.end(), {"--threads", a.threads});
       for (const std::string& f : col.flags) flags.push_back(f == "{scale}" ? "static:1" : f);
-      plans[model].push_back(check_run_starts(parse_train(flags), "paper --suite " + a.suite + ", " + model + " " + col.name));
+      plans[model].push_back(check_run_starts(parse_train(flags), "paper --suite " + a.suite + ", " + model + " " + col.name, &data));
       if (a.plans_only) fmt::print("{}, {}: {}\n", model, col.name, plans[model].back().str());
     }
   }
@@ -368,7 +369,7 @@ int run_paper(const PaperArgs& a) {
           }
         }
         progress("== %s: %s%s\n", model.c_str(), col.name.c_str(), a.seeds > 1 ? fmt::format(", seed {}", seed).c_str() : "");
-        cell.runs.push_back(run_cell(flags, s.gradient_study && cells.empty()));
+        cell.runs.push_back(run_cell(flags, s.gradient_study && cells.empty(), data));
       }
       cells.push_back(std::move(cell));
     }

@@ -32,11 +32,18 @@ namespace {
 struct TrainRunArgs {
   TrainArgs train;
   std::string metrics, telemetry, plan_out;
-  TelemetryArgs telemetry_args;
   bool json = false;
   bool follow_symlinks = false;
   bool metrics_append = false;
 };
+
+// A flag's setting key: --batch-size -> batch_size (the library's name for it, run_options.h).
+std::string option_key(const CLI::Option& opt) {
+  std::string key = opt.get_name();
+  key.erase(0, key.find_first_not_of('-'));
+  std::replace(key.begin(), key.end(), '-', '_');
+  return key;
+}
 
 // What a skipped step's line says: the tracer's report, or the gradients that held the inf.
 std::string skip_reason(const StepRecord& r) {
@@ -46,18 +53,6 @@ std::string skip_reason(const StepRecord& r) {
     s += (i == 0 ? " in " : ", ") + r.nonfinite_grads[i].first + " (" + std::to_string(r.nonfinite_grads[i].second) + ")";
   }
   return s;
-}
-
-std::vector<std::int64_t> parse_steps(const std::string& list) {
-  std::vector<std::int64_t> out;
-  std::stringstream ss(list);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    const std::int64_t v = parse_number<std::int64_t>(item, "--inject-nonfinite");
-    if (v < 1) throw std::invalid_argument("--inject-nonfinite: '" + item + "' is not a step number (1, 2, ...)");
-    out.push_back(v);
-  }
-  return out;
 }
 
 // The metrics or telemetry file: JSON lines appended through the library's writer (a regular file, made
@@ -77,8 +72,8 @@ class LinesFile {
 };
 
 int run_train(TrainRunArgs& a) {
-  TrainConfig c = resolve(a.train);
-  if (!a.telemetry.empty()) c.telemetry = telemetry_policy(a.telemetry_args);
+  RunOptions c = resolve(a.train);
+  if (!a.telemetry.empty()) c.telemetry = train::telemetry_policy(c);
   if (!a.plan_out.empty() && !c.adaptive) throw std::invalid_argument("--plan-out needs --precision adaptive");
 
   // Data parallel: rank 0 reports and writes; the other ranks train in silence.
@@ -176,48 +171,24 @@ int run_train(TrainRunArgs& a) {
 
 }  // namespace
 
-TrainConfig resolve(const TrainArgs& a) {
-  TrainConfig c = a.config;
-  try {
-    c.fp8_options.recipe = QuantRecipe::parse(a.fp8_recipe);
-    c.fp8_options.format = parse_fp8_format(a.fp8_format);
-    c.fp8_options.nvfp4_rht = !a.nvfp4_no_rht;
-    c.fp8_options.nvfp4_sr = !a.nvfp4_no_sr;
-    c.fp8_options.nvfp4_2d_weights = !a.nvfp4_1d_weights;
-    c.fp8_options.mx_rule = parse_scale_rule(a.mx_scale);
-    c.fp8_options.check();
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(std::string("--fp8-recipe/--fp8-format/--amax-history/--fp8-margin/--mx-scale: ") + e.what());
+RunOptions resolve(const TrainArgs& a) {
+  RunOptions c = a.config;
+  // The settings the command reads as words, each turned into its field by the library's one rule for it.
+  const std::pair<const char*, const std::string*> words[] = {
+      {"fp8_recipe", &a.fp8_recipe}, {"fp8_format", &a.fp8_format},     {"mx_scale", &a.mx_scale},
+      {"fp8_first_last", &a.fp8_first_last}, {"adaptive_dtype", &a.adaptive_dtype}, {"mode", &a.mode},
+      {"grad_reduce", &a.grad_reduce}, {"fp32_ops", &a.fp32_ops},       {"precision", &a.precision}};
+  for (const auto& [key, value] : words) train::set_run_option(c, key, *value);
+  if (!a.inject.empty()) train::set_run_option(c, "inject_nonfinite", a.inject);
+  for (const auto& [key, value] : {std::pair{"adaptive_fp8", &a.adaptive_fp8}, std::pair{"overlap", &a.overlap},
+                                   std::pair{"master_weights", &a.master_weights}}) {
+    train::set_run_option(c, key, parse_on_off(c.name(key), *value));
   }
-  if (a.fp8_first_last == "bf16") c.precision.fp8_layers.kept = KeptLayers::first_last;
-  else if (a.fp8_first_last == "fp8") c.precision.fp8_layers.kept = KeptLayers::none;
-  else if (a.fp8_first_last != "recipe") {
-    throw std::invalid_argument("--fp8-first-last: '" + a.fp8_first_last + "' is not recipe, bf16 or fp8");
+  for (const auto& [key, on] : {std::pair{"nvfp4_no_rht", a.nvfp4_no_rht}, std::pair{"nvfp4_no_sr", a.nvfp4_no_sr},
+                                std::pair{"nvfp4_1d_weights", a.nvfp4_1d_weights}}) {
+    train::set_run_option(c, key, on);
   }
-  if (a.adaptive_dtype != "bf16" && a.adaptive_dtype != "fp16") {
-    throw std::invalid_argument("--adaptive-dtype: '" + a.adaptive_dtype + "' is not bf16 or fp16");
-  }
-  c.adaptive_options.low = a.adaptive_dtype == "fp16" ? DType::f16 : DType::bf16;
-  c.adaptive_options.fp8 = parse_on_off("--adaptive-fp8", a.adaptive_fp8);
-  try {
-    set_precision(c, a.precision);
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(std::string("--precision: ") + e.what());
-  }
-  try {
-    c.precision.mode = train::parse_precision_mode(a.mode);
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(std::string("--mode: ") + e.what());
-  }
-  if (!a.inject.empty()) c.inject_nonfinite = parse_steps(a.inject);
-  c.grad_reduce = grad_reduce_format(a.grad_reduce);
-  c.overlap = parse_on_off("--overlap", a.overlap);
-  c.master_weights = parse_on_off("--master-weights", a.master_weights);
-  try {
-    train::set_fp32_ops(c.precision, a.fp32_ops);
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(std::string("--fp32-ops: ") + e.what());
-  }
+  train::resolve_precision(c);
   return c;
 }
 
@@ -249,7 +220,7 @@ void group_train_options(CLI::App& app) {
 }
 
 void add_train_options(CLI::App& app, TrainArgs& a) {
-  TrainConfig& c = a.config;
+  RunOptions& c = a.config;
   app.add_option("--model", c.model, "mlp, cnn (Fashion-MNIST), segment (Fashion-MNIST per pixel: a loss over every "
                                      "pixel, with small gradients), gpt or lstm (text)")
       ->capture_default_str();
@@ -396,7 +367,7 @@ void add_train_options(CLI::App& app, TrainArgs& a) {
   // Which flags were given, for the settings that contradict each other or do nothing (training.cpp).
   app.parse_complete_callback([&app, &c] {
     for (const CLI::Option* opt : app.get_options()) {
-      if (opt->count() > 0) c.given.insert(opt->get_name());
+      if (opt->count() > 0) c.given.insert(option_key(*opt));
     }
   });
   group_train_options(app);
@@ -412,7 +383,7 @@ Run add_train(CLI::App& app) {
   add_output_file(app, "--plan-out", a->plan_out, "adaptive: write the final per-layer plan (JSON) here, for --precision-plan");
   add_append_file(app, "--telemetry", a->telemetry, a->follow_symlinks, "Append numerics telemetry (JSON lines, one per tensor per sampled step) "
                                               "to PATH; `mantissa inspect PATH` summarizes it");
-  add_telemetry_options(app, a->telemetry_args);
+  add_telemetry_options(app, a->train.config);
   for (const char* flag : {"--metrics", "--metrics-append", "--json", "--plan-out", "--telemetry", "--telemetry-every",
                            "--telemetry-tensors", "--telemetry-layers", "--follow-symlinks"}) {
     app.get_option(flag)->group("Output");

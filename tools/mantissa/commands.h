@@ -27,9 +27,11 @@ Run add_paper(CLI::App& app);
 Run add_inspect(CLI::App& app);
 Run add_export(CLI::App& app);
 
-// The training flags `train` and `compare` share (cmd_train.cpp), and the configuration they give.
+// The training flags `train`, `compare` and `paper` share (cmd_train.cpp): most bound to the run's options
+// directly, the ones read as words here until resolve() hands each to the library's rule for it
+// (train::set_run_option) and resolves the precision.
 struct TrainArgs {
-  TrainConfig config;
+  RunOptions config;
   std::string precision = "fp32", mode = "autocast", inject;
   std::string fp8_recipe = "delayed", fp8_format = "hybrid", fp8_first_last = "recipe";
   std::string adaptive_dtype = "bf16", adaptive_fp8 = "on";
@@ -39,6 +41,6 @@ struct TrainArgs {
   std::string mx_scale = "rceil";                                               // the microscaled recipes with E8M0 scales
 };
 void add_train_options(CLI::App& app, TrainArgs& args);
-TrainConfig resolve(const TrainArgs& args);
+RunOptions resolve(const TrainArgs& args);
 
 }  // namespace mantissa::cli

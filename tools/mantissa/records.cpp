@@ -40,28 +40,11 @@ nlohmann::json eval_json(const train::EvalRecord& r) {
   return j;
 }
 
-void add_telemetry_options(CLI::App& app, TelemetryArgs& args) {
-  app.add_option("--telemetry-every", args.every, "Steps between telemetry samples (and the first)")->capture_default_str();
-  app.add_option("--telemetry-tensors", args.tensors, "Which tensors: activations, weights, weight-grads, activation-grads (default: all)")
+void add_telemetry_options(CLI::App& app, train::RunOptions& o) {
+  app.add_option("--telemetry-every", o.telemetry_every, "Steps between telemetry samples (and the first)")->capture_default_str();
+  app.add_option("--telemetry-tensors", o.telemetry_tensors, "Which tensors: activations, weights, weight-grads, activation-grads (default: all)")
       ->delimiter(',');
-  app.add_option("--telemetry-layers", args.layers, "Module paths (or prefixes) measured (default: all)")->delimiter(',');
-}
-
-train::TelemetryPolicy telemetry_policy(const TelemetryArgs& args) {
-  train::TelemetryPolicy p;
-  p.every = args.every;
-  if (!args.tensors.empty()) {
-    p.kinds.clear();
-    for (const std::string& k : args.tensors) {
-      try {
-        p.kinds.push_back(train::parse_tensor_kind(k));
-      } catch (const std::invalid_argument& e) {
-        throw std::invalid_argument(std::string("--telemetry-tensors: ") + e.what());
-      }
-    }
-  }
-  p.layers = args.layers;
-  return p;
+  app.add_option("--telemetry-layers", o.telemetry_layers, "Module paths (or prefixes) measured (default: all)")->delimiter(',');
 }
 
 std::vector<train::TensorNumerics> read_telemetry(const std::string& path) {

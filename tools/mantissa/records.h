@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "mantissa/train/run_options.h"
 #include "mantissa/train/trainer.h"
 
 namespace mantissa::cli {
@@ -24,13 +25,9 @@ nlohmann::json eval_json(const train::EvalRecord& r);
 nlohmann::json peak_json(const std::map<std::string, std::int64_t>& peaks);
 
 // --telemetry-every, --telemetry-tensors, --telemetry-layers: which steps, tensors and layers telemetry measures.
-struct TelemetryArgs {
-  std::int64_t every = 50;
-  std::vector<std::string> tensors, layers;
-};
-void add_telemetry_options(CLI::App& app, TelemetryArgs& args);
-// The policy they say, checked (std::invalid_argument naming the flag).
-train::TelemetryPolicy telemetry_policy(const TelemetryArgs& args);
+// --telemetry-every, --telemetry-tensors, --telemetry-layers, into the run's options (the library makes
+// the policy from them: train::telemetry_policy).
+void add_telemetry_options(CLI::App& app, train::RunOptions& options);
 
 // A --telemetry file's records, each read by TensorNumerics::parse; std::invalid_argument naming the file
 // and line of a bad one, or a file with none.

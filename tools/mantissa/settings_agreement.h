@@ -25,8 +25,8 @@ struct RunFacts {
   int ranks = 1;
 };
 
-// Throws std::invalid_argument naming the first flag that contradicts another or does nothing; returns
+// Throws UsageError naming (as the door spells it) the first setting that contradicts another or does nothing; returns
 // the notes to print for the harmless ones.
-std::vector<std::string> check_agreement(const TrainConfig& c, const RunFacts& run);
+std::vector<std::string> check_agreement(const RunOptions& c, const RunFacts& run);
 
 }  // namespace mantissa::cli

@@ -37,185 +37,35 @@
 #include "mantissa/train/setting_ranges.h"
 
 namespace mantissa::cli {
-namespace {
-
-LossScalerOptions scaler_options(const TrainConfig& c) {
-  LossScalerOptions dynamic;
-  dynamic.init_scale = c.init_scale;
-  dynamic.growth_factor = c.growth_factor;
-  dynamic.backoff_factor = c.backoff_factor;
-  dynamic.growth_interval = c.growth_interval;
-  dynamic.hysteresis = c.hysteresis;
-  dynamic.min_scale = c.min_scale;
-  try {
-    return train::parse_loss_scaling(c.loss_scale, c.precision.compute, dynamic);
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(std::string("--loss-scale: ") + e.what());
-  }
-}
-
-train::OptimizerConfig optimizer_config(const TrainConfig& c) {
-  train::OptimizerConfig o;
-  try {
-    o.kind = train::parse_optimizer(c.optimizer);
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(std::string("--optimizer: ") + e.what());
-  }
-  o.lr = c.lr;
-  o.weight_decay = c.weight_decay;
-  o.momentum = c.momentum;
-  o.master = {c.master_weights, c.stochastic_rounding ? Rounding::stochastic : Rounding::nearest_even, c.seed + 17,
-              !c.master_weights};
-  return o;
-}
-
-}  // namespace
-
-// The real-valued flags and their ranges (mantissa/train/setting_ranges.h): one declaration each.
-const std::vector<RealSetting>& real_settings() {
-  namespace r = train::ranges;
-  namespace s = loss_scale_ranges;
-  static const std::vector<RealSetting> settings = {
-      {"--lr", &TrainConfig::lr, r::kLearningRate},
-      {"--weight-decay", &TrainConfig::weight_decay, r::kWeightDecay},
-      {"--momentum", &TrainConfig::momentum, r::kMomentum},
-      {"--clip", &TrainConfig::clip, r::kClip},
-      {"--loss-weight", &TrainConfig::loss_weight, r::kLossWeight},
-      {"--init-scale", &TrainConfig::init_scale, s::kScale},
-      {"--growth-factor", &TrainConfig::growth_factor, s::kGrowthFactor},
-      {"--backoff-factor", &TrainConfig::backoff_factor, s::kBackoffFactor},
-      {"--min-scale", &TrainConfig::min_scale, s::kMinScale},
-      {"--checkpoint-minutes", &TrainConfig::checkpoint_minutes, r::kCheckpointMinutes},
-      {"--bucket-mb", &TrainConfig::bucket_mb, r::kBucketMiB},
-      {"--dist-timeout", &TrainConfig::dist_timeout, r::kDistTimeout},
-  };
-  return settings;
-}
-
-// Every setting in its range, so that no value is silently wrong or crashes the run later: counts within
-// bounds that cannot overflow (a value past the type's range saturates when parsed, so the bounds also
-// catch those), real numbers within what each means.
-void check_config(const TrainConfig& c) {
-  const auto in_range = [](std::int64_t v, std::int64_t lo, std::int64_t hi, const char* flag) {
-    if (v < lo || v > hi) {
-      throw std::invalid_argument(std::string(flag) + " must be in " + std::to_string(lo) + ".." + std::to_string(hi) +
-                                  ", got " + std::to_string(v));
-    }
-  };
-  constexpr std::int64_t kMaxSteps = 1'000'000'000'000;  // 10^12: beyond any run, far from overflowing
-  constexpr std::int64_t kMaxSize = 1 << 20;
-  in_range(c.steps, 1, kMaxSteps, "--steps");
-  in_range(c.epochs, 0, 1'000'000, "--epochs");
-  in_range(c.batch_size, 1, kMaxSize, "--batch-size");
-  in_range(c.grad_accum, 1, kMaxSize, "--grad-accum");
-  in_range(c.eval_every, 1, kMaxSteps, "--eval-every");
-  in_range(c.eval_batches, 1, kMaxSize, "--eval-batches");
-  in_range(c.checkpoint_every, 0, kMaxSteps, "--checkpoint-every");
-  in_range(c.keep, 1, 1 << 20, "--keep");
-  if (std::string problem = thread_count_problem(c.threads); !problem.empty()) throw UsageError("--threads: " + problem);
-  // An image set file by file: all four, for an image model, instead of --data.
-  const std::vector<std::pair<const char*, const std::string*>> files = {
-      {"--train-images", &c.train_images}, {"--train-labels", &c.train_labels}, {"--test-images", &c.test_images}, {"--test-labels", &c.test_labels}};
-  std::string given, missing;
-  for (const auto& [flag, value] : files) {
-    std::string& list = value->empty() ? missing : given;
-    list += (list.empty() ? "" : ", ") + std::string(flag);
-  }
-  if (!given.empty()) {
-    if (!missing.empty()) throw std::invalid_argument(given + " given without " + missing + ": give all four files of the image set");
-    if (!c.data.empty()) throw std::invalid_argument("--data and the image files (--train-images, ...) both say where the data is: give one");
-    if (train::is_text_model(c.model)) throw std::invalid_argument("--train-images, ...: --model " + c.model + " trains on text (give --data)");
-  }
-  normalization(c);  // a bad --normalize, before any data is read
-  in_range(c.warmup, 0, kMaxSteps, "--warmup");
-  in_range(c.hidden, 1, 1 << 16, "--hidden");
-  in_range(c.layers, 0, 1024, "--layers");
-  in_range(c.width, 1, 1 << 14, "--width");
-  in_range(c.n_layer, 1, 1024, "--n-layer");
-  in_range(c.n_head, 1, 1 << 12, "--n-head");
-  in_range(c.n_embd, 1, 1 << 16, "--n-embd");
-  in_range(c.block_size, 1, 1 << 16, "--block-size");
-  if (c.gelu != "erf" && c.gelu != "tanh") throw std::invalid_argument("--gelu must be erf or tanh, got '" + c.gelu + "'");
-  if (c.n_embd % c.n_head != 0) {
-    throw std::invalid_argument("--n-embd " + std::to_string(c.n_embd) + " is not a multiple of --n-head " +
-                                std::to_string(c.n_head));
-  }
-  in_range(c.growth_interval, 1, kMaxSteps, "--growth-interval");
-  in_range(c.hysteresis, 1, 1 << 20, "--hysteresis");
-  in_range(c.skip_patience, 1, 1 << 20, "--skip-patience");
-  in_range(c.plateau_patience, std::int64_t{0}, std::int64_t{1} << 40, "--plateau-patience");
-  in_range(c.update_stats_every, 0, kMaxSteps, "--update-stats-every");
-  if (c.telemetry) in_range(c.telemetry->every, 1, kMaxSteps, "--telemetry-every");
-  for (const RealSetting& r : real_settings()) {
-    if (std::string problem = r.range.problem(r.flag, c.*r.value); !problem.empty()) throw UsageError(problem);
-  }
-  if (c.model != "mlp" && c.model != "cnn" && c.model != "gpt" && c.model != "segment" && c.model != "lstm") {
-    throw std::invalid_argument("--model: '" + c.model + "' is not mlp, cnn, segment, gpt or lstm");
-  }
-  if (c.model == "lstm") {
-    in_range(c.layers, 1, 1024, "--layers");
-    in_range(c.embd, 1, 1 << 16, "--embd");
-    in_range(c.bptt, 1, 1 << 20, "--bptt");
-  }
-  in_range(c.checksum_every, 0, kMaxSteps, "--checksum-every");
-  in_range(c.inject_rank, -1, 1 << 20, "--inject-rank");
-  if (!c.master_weights && !c.precision.low_precision_model()) {
-    throw std::invalid_argument("--master-weights off updates bf16/fp16 parameters in place: give --mode "
-                                "low-precision-model with it (in autocast mode the f32 parameters are the master weights)");
-  }
-  if (train::fp32_ops_setting(c.precision) != "default" && c.precision.compute == DType::f32) {
-    throw std::invalid_argument("--fp32-ops " + train::fp32_ops_setting(c.precision) + " needs --precision bf16 or fp16");
-  }
-  if (c.precision.compute != DType::f32 && c.precision.compute != DType::bf16 && c.precision.compute != DType::f16) {
-    throw std::invalid_argument("--precision must be fp32, bf16 or fp16");
-  }
-  if (c.adaptive && (c.precision.low_precision_model() || !c.precision_plan.empty())) {
-    throw std::invalid_argument("--precision adaptive runs in autocast mode, without --precision-plan");
-  }
-  if (c.adaptive) {
-    try {
-      c.adaptive_options.check();
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(std::string("--adaptive-*: ") + e.what());
-    }
-  }
-  if (c.precision.low_precision_model() && c.precision.compute == DType::f32) {
-    throw std::invalid_argument("--mode low-precision-model needs --precision bf16 or fp16");
-  }
-  if (c.schedule != "cosine" && c.schedule != "constant") {
-    throw std::invalid_argument("--schedule: '" + c.schedule + "' is not cosine or constant");
-  }
-  scaler_options(c);  // --loss-scale's own checks
-  optimizer_config(c);
-}
 
 namespace {
 
 // --precision-plan FILE: the plan, which must be in the run's 16-bit format (which it sets when
 // --precision was left at fp32).
-train::PrecisionPlan read_plan(const std::string& path, DType& precision) {
+train::PrecisionPlan read_plan(const RunOptions& c, const std::string& path, DType& precision) {
+  const std::string flag = c.name("precision_plan");
   std::string text;
   try {
     text = InputFile(path, "a precision plan", kMaxPlanBytes).read_text();
   } catch (const InputFileError& e) {
-    throw std::invalid_argument(std::string("--precision-plan: ") + e.what());
+    throw UsageError(flag + ": " + e.what());
   }
   train::PrecisionPlan plan;
   try {
     plan = train::PrecisionPlan::parse(text);
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument("--precision-plan " + path + ": " + e.what());
+    throw UsageError(flag + " " + path + ": " + e.what());
   }
   if (precision == DType::f32) precision = plan.low;
   if (plan.low != precision) {
-    throw std::invalid_argument("--precision-plan " + path + ": the plan is for " + train::layer_precision_name(train::LayerPrecision::low, plan.low) +
-                                "; give --precision " + train::layer_precision_name(train::LayerPrecision::low, plan.low));
+    throw UsageError(flag + " " + path + ": the plan is for " + train::layer_precision_name(train::LayerPrecision::low, plan.low) +
+                     "; give " + c.name("precision") + " " + train::layer_precision_name(train::LayerPrecision::low, plan.low));
   }
   return plan;
 }
 
 // Each path names a module of the model or a prefix of some (a typo would otherwise select nothing).
-void check_layer_paths(nn::Module& model, const std::vector<std::string>& paths, const char* flag) {
+void check_layer_paths(nn::Module& model, const std::vector<std::string>& paths, const std::string& flag) {
   const auto modules = model.named_modules();
   for (const std::string& p : paths) {
     const bool found = std::any_of(modules.begin(), modules.end(), [&](const auto& m) {
@@ -224,7 +74,7 @@ void check_layer_paths(nn::Module& model, const std::vector<std::string>& paths,
     if (!found) {
       std::string some;
       for (std::size_t i = 1; i < modules.size() && i < 6; ++i) some += (i > 1 ? ", " : "") + modules[i].first;
-      throw std::invalid_argument(std::string(flag) + ": '" + p + "' is no layer of this model (its layers: " + some + ", ...)");
+      throw UsageError(flag + ": '" + p + "' is no layer of this model (its layers: " + some + ", ...)");
     }
   }
 }
@@ -235,7 +85,7 @@ using train::DataShape;
 // the model, its precision and its data order, and the sizes taken from the data.
 using Signature = std::vector<std::pair<std::string, std::string>>;
 
-Signature signature(const TrainConfig& c, const DataShape& d) {
+Signature signature(const RunOptions& c, const DataShape& d) {
   const auto n = [](std::int64_t v) { return std::to_string(v); };
   // (The FP8 recipe is checked by the trainer itself, from the checkpoint's "fp8" metadata.)
   Signature s{{"--model", c.model}, {"--precision", std::string(train::precision_name(c.precision.compute))},
@@ -256,7 +106,7 @@ Signature signature(const TrainConfig& c, const DataShape& d) {
   // Settings a run may change on resume on purpose (--resume-allow): what the optimizer, the schedule
   // and the loss scaler do from here on.
   const auto x = [](double v) { return exact_number(v); };
-  const LossScalerOptions o = scaler_options(c);
+  const LossScalerOptions o = train::loss_scaler_options(c);
   s.insert(s.end(), {{"--lr", x(c.lr)}, {"--schedule", c.schedule}, {"--warmup", n(c.warmup)},
                      {"--weight-decay", x(c.weight_decay)}, {"--momentum", x(c.momentum)}, {"--clip", x(c.clip)},
                      {"--grad-accum", n(c.grad_accum)}, {"--stochastic-rounding", c.stochastic_rounding ? "on" : "off"},
@@ -264,13 +114,30 @@ Signature signature(const TrainConfig& c, const DataShape& d) {
   return s;
 }
 
-// The settings --resume-allow may name.
-bool changeable_on_resume(const std::string& key) {
-  for (const char* k : {"--lr", "--schedule", "--warmup", "--weight-decay", "--momentum", "--clip", "--grad-accum",
-                        "--stochastic-rounding", "--loss-scale"}) {
-    if (key == k) return true;
-  }
-  return false;
+// The settings a resume may find changed (resume_allow), by key.
+constexpr const char* kChangeableOnResume[] = {"lr", "schedule", "warmup", "weight_decay", "momentum", "clip", "grad_accum",
+                                               "stochastic_rounding", "loss_scale"};
+
+// A name given to resume_allow ("weight-decay" from the command, "weight_decay" from Python) as its key.
+std::string resume_key(std::string name) {
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
+bool changeable_on_resume(const std::string& name) {
+  const std::string key = resume_key(name);
+  return std::any_of(std::begin(kChangeableOnResume), std::end(kChangeableOnResume), [&](const char* k) { return key == k; });
+}
+
+// A setting as resume_allow takes it from this door: "weight-decay" or "weight_decay".
+std::string bare_name(const RunOptions& c, std::string_view key) {
+  const std::string name = c.name(key);
+  return name.rfind("--", 0) == 0 ? name.substr(2) : name;
+}
+
+// A signature's name (a flag, as checkpoints store them, or a fact as "classes") as this door says it.
+std::string said(const RunOptions& c, const std::string& name) {
+  return name.rfind("--", 0) == 0 ? c.name(resume_key(name.substr(2))) : name;
 }
 
 std::string signature_json(const Signature& s) {
@@ -280,8 +147,7 @@ std::string signature_json(const Signature& s) {
 }
 
 // Throws naming every setting where the checkpoint's run and this one differ, except those allowed.
-void check_signature(const std::filesystem::path& path, const std::string& stored, const Signature& ours,
-                     const std::vector<std::string>& allowed) {
+void check_signature(const RunOptions& c, const std::filesystem::path& path, const std::string& stored, const Signature& ours) {
   nlohmann::json theirs;
   try {
     theirs = nlohmann::json::parse(stored);
@@ -301,19 +167,24 @@ void check_signature(const std::filesystem::path& path, const std::string& store
                       : it == theirs.end() && implied != absent_means.end() ? implied->second : "(none)";
     // Older checkpoints' spelling of a dtype (f32, f16), said as today's by the names' one home.
     if (k == "--precision" && (was == "f32" || was == "f16")) was = train::precision_name(train::parse_precision(was));
-    const bool allow = std::find(allowed.begin(), allowed.end(), k.substr(2)) != allowed.end();
-    if (was != v && !allow) diff += (diff.empty() ? "" : ", ") + k + " " + was + " (this run: " + v + ")";
+    const bool allow = std::any_of(c.resume_allow.begin(), c.resume_allow.end(),
+                                   [&](const std::string& a) { return k.rfind("--", 0) == 0 && resume_key(a) == resume_key(k.substr(2)); });
+    if (was != v && !allow) diff += (diff.empty() ? "" : ", ") + said(c, k) + " " + was + " (this run: " + v + ")";
   }
   if (!diff.empty()) {
-    throw CheckpointError(path.string() + ": written by a run with " + diff +
-                          " (--resume-allow NAME,... accepts a changed --lr, --schedule, --warmup, --weight-decay, "
-                          "--momentum, --clip, --grad-accum, --stochastic-rounding or --loss-scale)");
+    std::string changeable;
+    constexpr std::size_t kLast = std::size(kChangeableOnResume) - 1;
+    for (std::size_t i = 0; i <= kLast; ++i) {
+      changeable += (i == 0 ? "" : i == kLast ? " or " : ", ") + c.name(kChangeableOnResume[i]);
+    }
+    throw CheckpointError(path.string() + ": written by a run with " + diff + " (" + c.name("resume_allow") +
+                          " NAME,... accepts a changed " + changeable + ")");
   }
 }
 
 // Every setting of the run, for the checkpoint's metadata (people and tools read it; resume checks the
 // signature above).
-std::string config_json(const TrainConfig& c, const DataShape& d) {
+std::string config_json(const RunOptions& c, const DataShape& d) {
   return nlohmann::json{{"model", c.model}, {"channels", d.channels}, {"height", d.height}, {"width", d.width},
                         {"classes", d.classes}, {"data", c.data}, {"train_images", c.train_images}, {"train_labels", c.train_labels},
                         {"test_images", c.test_images}, {"test_labels", c.test_labels}, {"normalize", c.normalize}, {"precision", std::string(dtype_name(c.precision.compute))},
@@ -335,7 +206,7 @@ std::string config_json(const TrainConfig& c, const DataShape& d) {
 // What the ranks of a data-parallel run must agree on, by flag: what a checkpoint must agree on, and
 // what the ranks do together (evaluation, checks, the wire). The trainer adds its own (parameter shapes,
 // the data's contents).
-train::RunSettings rank_settings(const TrainConfig& c, const DataShape& shape) {
+train::RunSettings rank_settings(const RunOptions& c, const DataShape& shape) {
   train::RunSettings s = signature(c, shape);
   const auto comma_list = [](const auto& items, const auto& text) {
     std::string out;
@@ -358,46 +229,6 @@ train::RunSettings rank_settings(const TrainConfig& c, const DataShape& shape) {
 
 }  // namespace
 
-void set_precision(TrainConfig& c, const std::string& name) {
-  c.adaptive = name == "adaptive";
-  if (c.adaptive) {
-    c.precision.compute = c.adaptive_options.low;
-    c.precision.fp8.reset();
-    return;
-  }
-  try {
-    const train::PrecisionPolicy p = train::parse_precision_policy(name, c.fp8_options);
-    c.precision.compute = p.compute;
-    c.precision.fp8 = p.fp8;  // the FP8 flags' options, with the microscaled recipe the name says
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(std::string(e.what()) + " (or adaptive)");
-  }
-}
-
-std::pair<double, double> normalization(const TrainConfig& c) {
-  if (c.normalize == "auto") return {kOwnStatistics, kOwnStatistics};
-  const auto comma = c.normalize.find(',');
-  const auto bad = [&] {
-    return std::invalid_argument("--normalize: '" + c.normalize + "' is not auto or MEAN,STD (two numbers, STD above 0: the pixels' "
-                                 "mean and standard deviation on a 0..1 scale, as 0.2860,0.3530)");
-  };
-  if (comma == std::string::npos || !is_number<double>(c.normalize.substr(0, comma)) || !is_number<double>(c.normalize.substr(comma + 1))) throw bad();
-  const double mean = parse_number<double>(c.normalize.substr(0, comma), "--normalize");
-  const double stddev = parse_number<double>(c.normalize.substr(comma + 1), "--normalize");
-  if (!(stddev > 0)) throw bad();
-  for (const auto& [range, name, v] : {std::tuple{train::ranges::kPixelMean, "--normalize's mean", mean},
-                                       std::tuple{train::ranges::kPixelStd, "--normalize's standard deviation", stddev}}) {
-    if (std::string problem = range.problem(name, v); !problem.empty()) throw UsageError(problem);
-  }
-  return {mean, stddev};
-}
-
-std::string precision_label(const TrainConfig& c) {
-  if (c.adaptive) return "adaptive";
-  if (c.precision.fp8) return c.precision.fp8->microscaled() ? std::string(c.precision.fp8->recipe.name()) : "fp8";
-  return std::string(train::precision_name(c.precision.compute));
-}
-
 namespace {
 
 // Under mpirun with several ranks on this machine, the machine's rank i takes GPU i (one GPU a process),
@@ -415,28 +246,20 @@ std::string pick_gpu_of_local_rank() {
 }  // namespace
 
 // --device: cpu, or cuda (cuda:0, the one GPU a process uses), refused with the reason where no GPU is usable.
-Device device_option(const std::string& name) {
+Device device_option(const std::string& name, const std::string& flag) {
   if (name == "cpu") return Device::cpu();
-  if (name != "cuda" && name != "cuda:0") throw std::invalid_argument("--device: '" + name + "' is not cpu or cuda");
+  if (name != "cuda" && name != "cuda:0") throw UsageError(flag + ": '" + name + "' is not cpu or cuda");
   static const std::string picked = pick_gpu_of_local_rank();
   if (!cuda_available()) {
     const std::string which = picked.empty() ? "" : " (GPU " + picked + ", this machine's rank " + picked + ")";
-    throw std::runtime_error("--device cuda" + which + ": " + cuda_info().unavailable);
+    throw std::runtime_error(flag + " cuda" + which + ": " + cuda_info().unavailable);
   }
   return Device{DeviceType::cuda, 0};
 }
 
-DType grad_reduce_format(const std::string& name) {
-  try {
-    return train::parse_precision(name);
-  } catch (const std::invalid_argument&) {
-    throw std::invalid_argument("--grad-reduce: '" + name + "' is not f32, bf16 or fp16");
-  }
-}
-
 // The checkpoint a resume starts from: --resume-from's file, or the newest in --checkpoint-dir that reads
 // whole (a newer one that does not is named and passed over).
-std::filesystem::path resume_point(const TrainConfig& c) {
+std::filesystem::path resume_point(const RunOptions& c) {
   if (!c.resume_from.empty()) return c.resume_from;
   std::vector<std::pair<std::filesystem::path, std::string>> skipped;  // said once an older one is found, else the error says it
   const auto found = newest_readable_checkpoint(c.checkpoint_dir, [&](const std::filesystem::path& path, const std::string& why) {
@@ -457,54 +280,74 @@ std::shared_ptr<dist::ProcessGroup> process_group() {
   return group;
 }
 
-PreparedRun prepare_run(const TrainConfig& config, std::optional<train::Dataset> in_memory) {
+namespace {
+
+// The data c names, read and normalized.
+train::Dataset read_run_data(const RunOptions& c) {
+  const auto [mean, stddev] = normalization(c);
+  if (!c.train_images.empty()) return train::load_image_files({c.train_images, c.train_labels, c.test_images, c.test_labels}, mean, stddev);
+  return train::load_dataset(c.model, c.data, mean, stddev);
+}
+
+}  // namespace
+
+train::Dataset RunDataCache::data(const RunOptions& c) {
+  // What read_run_data reads depends on these alone (the model only by whether it trains on text).
+  const std::string key = fmt::format("{}\n{}\n{}\n{}\n{}\n{}\n{}", train::is_text_model(c.model) ? "text" : "images", c.data, c.train_images,
+                                      c.train_labels, c.test_images, c.test_labels, c.normalize);
+  auto it = read_.find(key);
+  if (it == read_.end()) it = read_.emplace(key, read_run_data(c)).first;
+  return it->second;
+}
+
+PreparedRun prepare_run(const RunOptions& config, std::optional<train::Dataset> in_memory, RunDataCache* cache) {
   set_quiet(config.quiet);
   PreparedRun r;
   r.config = config;
-  TrainConfig& c = r.config;
+  RunOptions& c = r.config;
   std::optional<train::PrecisionPlan> plan;
-  if (!c.precision_plan.empty() && !c.adaptive) plan = read_plan(c.precision_plan, c.precision.compute);
-  check_config(c);
+  if (!c.precision_plan.empty() && !c.adaptive) plan = read_plan(c, c.precision_plan, c.precision.compute);
+  check_run_options(c);
   const std::shared_ptr<dist::ProcessGroup> group = process_group();
   if (group->size() > 1) {
     if (c.batch_size % group->size() != 0) {
-      throw std::invalid_argument("--batch-size " + std::to_string(c.batch_size) + " does not split over " +
+      throw UsageError(c.name("batch_size") + " " + std::to_string(c.batch_size) + " does not split over " +
                                   std::to_string(group->size()) + " ranks: give a multiple of the number of ranks (each "
                                   "rank trains on batch-size / ranks rows of every batch)");
     }
     if (c.inject_rank >= group->size()) {
-      throw std::invalid_argument("--inject-rank " + std::to_string(c.inject_rank) + ": there are " +
+      throw UsageError(c.name("inject_rank") + " " + std::to_string(c.inject_rank) + ": there are " +
                                   std::to_string(group->size()) + " ranks");
     }
     group->set_timeout(c.dist_timeout);
   }
   for (const std::string& name : c.resume_allow) {
-    if (!changeable_on_resume("--" + name)) {
-      throw std::invalid_argument("--resume-allow: '" + name + "' is not one of lr, schedule, warmup, weight-decay, "
-                                  "momentum, clip, grad-accum, stochastic-rounding, loss-scale");
+    if (!changeable_on_resume(name)) {
+      std::string keys;
+      for (const char* key : kChangeableOnResume) keys += (keys.empty() ? "" : ", ") + bare_name(c, key);
+      throw UsageError(c.name("resume_allow") + ": '" + name + "' is not one of " + keys);
     }
   }
-  if (c.resume && c.checkpoint_dir.empty()) throw std::invalid_argument("--resume needs --checkpoint-dir (or --resume-from FILE)");
-  if (!c.init_from.empty() && (c.resume || !c.resume_from.empty())) {
-    throw std::invalid_argument("--init-from starts a new run from weights; --resume continues one from its checkpoint: give one");
+  if (c.resume && c.checkpoint_dir.empty()) {
+    throw UsageError(c.name("resume") + " needs " + c.name("checkpoint_dir") + " (or " + c.name("resume_from") + " FILE)");
   }
+  if (!c.init_from.empty() && (c.resume || !c.resume_from.empty())) {
+    throw UsageError(c.name("init_from") + " starts a new run from weights; " + c.name("resume") + " continues one from its checkpoint: give one");
+  }
+  if (std::string problem = thread_count_problem(c.threads); !problem.empty()) throw UsageError(c.name("threads") + ": " + problem);
   use_threads(c.threads);
-  const Device device = device_option(c.device);
+  const Device device = device_option(c.device, c.name("device"));
   if (device.type == DeviceType::cuda && group->size() > 1) {
     const dist::NcclInfo nccl = dist::nccl_info();
-    if (!nccl.unavailable.empty()) throw std::runtime_error("--device cuda under mpirun: data parallel on GPUs needs NCCL: " + nccl.unavailable);
+    if (!nccl.unavailable.empty()) throw std::runtime_error(c.name("device") + " cuda under mpirun: data parallel on GPUs needs NCCL: " + nccl.unavailable);
   }
   const bool text = train::is_text_model(c.model);
 
   // Data, and the sizes the model takes from it.
-  const auto [mean, stddev] = normalization(c);
-  const bool by_file = !c.train_images.empty();
-  train::Dataset dataset = in_memory ? std::move(*in_memory)
-                           : by_file ? train::load_image_files({c.train_images, c.train_labels, c.test_images, c.test_labels}, mean, stddev)
-                                     : train::load_dataset(c.model, c.data, mean, stddev);
+  train::Dataset dataset = in_memory ? std::move(*in_memory) : cache != nullptr ? cache->data(c) : read_run_data(c);
   if (in_memory && c.data.empty()) c.data = dataset.path;
   if (in_memory && text != dataset.text.has_value()) {
-    throw std::invalid_argument("--model " + c.model + (text ? " trains on text, not images" : " trains on images, not text"));
+    throw UsageError(c.name("model") + " " + c.model + (text ? " trains on text, not images" : " trains on images, not text"));
   }
   const std::string data_path = dataset.path;
   const DataShape shape = r.shape = train::data_shape(c.model, dataset);
@@ -530,16 +373,16 @@ PreparedRun prepare_run(const TrainConfig& config, std::optional<train::Dataset>
       c.model, std::move(dataset),
       {.batch_size = c.batch_size, .window = c.model == "lstm" ? c.bptt : c.block_size, .eval_batches = c.eval_batches, .seed = c.seed});
   if (c.epochs > 0) {
-    if (text) throw std::invalid_argument("--epochs applies to image data; give a text model --steps");
+    if (text) throw UsageError(c.name("epochs") + " applies to image data; give a text model " + c.name("steps"));
     const std::int64_t per_step = c.batch_size * c.grad_accum;
     c.steps = c.epochs * ((train_size + per_step - 1) / per_step);  // at most 10^6 * 2^31: no overflow
-    if (c.steps > 1'000'000'000'000) throw std::invalid_argument("--epochs: " + std::to_string(c.steps) + " steps is too many");
+    if (c.steps > 1'000'000'000'000) throw UsageError(c.name("epochs") + ": " + std::to_string(c.steps) + " steps is too many");
   }
   const std::vector<std::string> notes = check_agreement(
       c, {.data = data_path,
           .train_images = train_size,
           .labels_single_class = single_class,
-          .dynamic_scaling = scaler_options(c).kind == LossScaling::dynamic && c.loss_scale != "deepspeed",
+          .dynamic_scaling = train::loss_scaler_options(c).kind == LossScaling::dynamic && c.loss_scale != "deepspeed",
           .ranks = group->size()});
   for (const std::string& note : notes) progress("note: %s\n", note.c_str());
 
@@ -553,8 +396,8 @@ PreparedRun prepare_run(const TrainConfig& config, std::optional<train::Dataset>
   // The run's typed options. constant: the warm-up, then the learning rate (a cosine from lr to lr).
   train::TrainerOptions o;
   o.precision = c.precision;
-  o.optimizer = optimizer_config(c);
-  o.loss_scaling = scaler_options(c);
+  o.optimizer = train::optimizer_options(c);
+  o.loss_scaling = train::loss_scaler_options(c);
   o.schedule = LrSchedule::warmup_cosine(c.lr, c.warmup, c.steps, c.schedule == "cosine" ? 0.1 * c.lr : c.lr);
   o.clip = c.clip;
   o.loss_weight = c.loss_weight;
@@ -590,8 +433,8 @@ PreparedRun prepare_run(const TrainConfig& config, std::optional<train::Dataset>
   if (!c.init_from.empty()) load_weights(r.model->module(), c.init_from);
   r.trainer = std::make_unique<train::Trainer>(*r.model, *r.data, o);
   train::Trainer& trainer = *r.trainer;
-  check_layer_paths(r.model->module(), c.precision.f32_layers, "--fp32-layers");
-  if (c.telemetry) check_layer_paths(r.model->module(), c.telemetry->layers, "--telemetry-layers");
+  check_layer_paths(r.model->module(), c.precision.f32_layers, c.name("fp32_layers"));
+  if (c.telemetry) check_layer_paths(r.model->module(), c.telemetry->layers, c.name("telemetry_layers"));
 
   if (c.resume || !c.resume_from.empty()) {
     const std::filesystem::path from = r.resumed_from = resume_point(c);
@@ -599,7 +442,7 @@ PreparedRun prepare_run(const TrainConfig& config, std::optional<train::Dataset>
     trainer.resume(from, [&](const auto& meta) {
       const auto it = meta.find("config");
       if (it == meta.end()) throw CheckpointError(from.string() + ": has no 'config' in its metadata");
-      check_signature(from, it->second, signature(c, shape), c.resume_allow);
+      check_signature(c, from, it->second, signature(c, shape));
       const auto run = meta.find("run");
       const nlohmann::json j = run == meta.end() ? nlohmann::json() : nlohmann::json::parse(run->second, nullptr, false);
       try {
@@ -623,7 +466,7 @@ PreparedRun prepare_run(const TrainConfig& config, std::optional<train::Dataset>
 }
 
 TrainResult run(PreparedRun& r, const TrainCallbacks& cb, const std::function<void(const std::string&)>& on_run, bool catch_signals) {
-  const TrainConfig& c = r.config;
+  const RunOptions& c = r.config;
   train::Trainer& trainer = *r.trainer;
   const std::filesystem::path& resumed_from = r.resumed_from;
   const std::shared_ptr<dist::ProcessGroup> group = process_group();
@@ -683,22 +526,23 @@ TrainResult run(PreparedRun& r, const TrainCallbacks& cb, const std::function<vo
   return result;
 }
 
-train::PrecisionPlan check_run_starts(const TrainConfig& config, const std::string& door) {
+train::PrecisionPlan check_run_starts(const RunOptions& config, const std::string& door, RunDataCache* cache) {
   struct RestoreQuiet {  // prepare_run sets it for the probe; put back however the probe ends
     bool was;
     ~RestoreQuiet() { set_quiet(was); }
   } restore{quiet()};
-  TrainConfig probe = config;
+  RunOptions probe = config;
   probe.quiet = true;  // (its notes are said when it runs)
   try {
-    return prepare_run(probe).trainer->precision_plan();
+    return prepare_run(probe, std::nullopt, cache).trainer->precision_plan();
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(door + ": " + e.what());
   }
 }
 
-TrainResult train(const TrainConfig& config, const TrainCallbacks& callbacks, const std::function<void(const std::string&)>& on_run) {
-  PreparedRun r = prepare_run(config);
+TrainResult train(const RunOptions& config, const TrainCallbacks& callbacks, const std::function<void(const std::string&)>& on_run,
+                  RunDataCache* cache) {
+  PreparedRun r = prepare_run(config, std::nullopt, cache);
   return run(r, callbacks, on_run);
 }
 
