@@ -9,6 +9,7 @@ fused kernel asked for); bf16 as torch.autocast('cpu', torch.bfloat16) over f32 
 --steps steps after --warmup. What it differs in from the matched twin (models.py): docs/performance.md.
 
   python3 bench/pytorch/plain_twin.py --model gpt-small|gpt-wide|cnn --precision fp32|bf16 [--threads 2]
+                                      [--profile N]: N steps under PyTorch's profiler, time by op family
 
 Prints one JSON object, as bench.py does: ms_per_step, ms_min, ms_max, items_per_second, torch version.
 """
@@ -99,6 +100,51 @@ class Cnn(nn.Module):
         return self.head(x.mean(dim=(2, 3)))
 
 
+# PyTorch's ops by the family mantissa's breakdown (`mantissa bench --model ... --json`: "breakdown") puts
+# them in, by name: the first pattern an op's name contains wins.
+FAMILIES = [
+    ("matmul", ("mm", "addmm", "bmm", "linear", "matmul", "baddbmm")),
+    ("conv", ("convolution",)),
+    ("norm", ("layer_norm", "batch_norm")),
+    ("softmax", ("softmax",)),
+    ("loss", ("nll_loss", "cross_entropy")),
+    ("optimizer", ("_foreach", "adam")),
+    ("cast", ("_to_copy", "aten::to", "copy_")),
+    ("pool", ("pool",)),
+    ("embedding", ("embedding",)),
+    ("reduce", ("sum", "mean")),
+    ("elementwise", ("add", "mul", "div", "gelu", "relu", "threshold", "masked_fill", "where", "sub", "neg", "exp",
+                     "fill_", "zero_")),
+]
+
+
+def family(name):
+    bare = name.removeprefix("aten::")
+    for fam, patterns in FAMILIES:
+        if any(p.removeprefix("aten::") in bare if p.startswith("aten::") else p in bare for p in patterns):
+            return fam
+    return "other"
+
+
+def profile(step, steps):
+    """Each op's self CPU time over `steps` steps, per step: by family and the 12 largest ops (ms)."""
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+    t0 = time.perf_counter()
+    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            step()
+    wall = (time.perf_counter() - t0) * 1e3 / steps
+    ops = {}
+    for e in prof.key_averages():
+        ops[e.key] = ops.get(e.key, 0.0) + e.self_cpu_time_total / 1e3 / steps
+    families = {}
+    for name, ms in ops.items():
+        families[family(name)] = families.get(family(name), 0.0) + ms
+    top = sorted(ops.items(), key=lambda kv: -kv[1])[:12]
+    return {"profiled_ms_per_step": wall, "families_ms": dict(sorted(families.items(), key=lambda kv: -kv[1])),
+            "top_ops_ms": dict(top)}
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model", required=True, choices=["gpt-small", "gpt-wide", "cnn"])
@@ -106,6 +152,8 @@ def main():
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="instead of timing: N steps under PyTorch's profiler, each op's self CPU time per step by family")
     args = p.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -133,6 +181,10 @@ def main():
 
     for _ in range(args.warmup):
         step()
+    if args.profile > 0:
+        print(json.dumps(profile(step, args.profile) | {"model": args.model, "precision": args.precision, "twin": "plain",
+                                                        "threads": torch.get_num_threads(), "torch": torch.__version__}))
+        return
     ms = []
     for _ in range(args.steps):
         t0 = time.perf_counter()

@@ -48,8 +48,10 @@ class Trainer:
     """A training run of one of mantissa's models, described by the keywords `mantissa train` takes as flags.
 
     Trainer("cnn", precision="bf16", steps=50, lr=3e-3) trains the CNN on Fashion-MNIST; any flag of
-    `mantissa train --help` is a keyword (dashes as underscores): batch_size, precision ("fp32", "bf16",
-    "fp16", "fp8", "mxfp8", "nvfp4", ...), loss_scale, checkpoint_dir, resume, seed, ...
+    `mantissa train --help` is a keyword (dashes as underscores), both being the library's run settings:
+    batch_size, precision ("fp32", "bf16", "fp16", "fp8", "mxfp8", "nvfp4", ...), loss_scale,
+    checkpoint_dir, resume, seed, ... Counts are ints, rates numbers, switches and on/off settings bools
+    (overlap=False), lists lists, the rest str; a value of another type is a TypeError naming the keyword.
 
     The data: `data` (a directory in the MNIST layout, or a text file or directory), the four image files
     (train_images=path, ...: IDX or .npy), or arrays: uint8
@@ -127,7 +129,7 @@ class Trainer:
     loss_scale = property(lambda self: self._run.loss_scale, doc="The loss scale now.")
     precision_plan = property(lambda self: self._run.precision_plan, doc="Which layer runs in what, as text.")
     plan = property(lambda self: json.loads(self._run.precision_plan_json),
-                    doc="Which layer runs in what, as a plan file holds it ({'low', 'fp8', 'layers'}).")
+                    doc="Which layer runs in what, as a plan file holds it ({'low', 'quantized', 'layers'}).")
     data_summary = property(lambda self: self._run.data_summary, doc="What the run trains on.")
 
     @property

@@ -26,7 +26,7 @@ def test_a_microscaled_run_exports_its_layers_as_the_recipe_stores_them(cli, tmp
     tensors, meta = read_safetensors(out)
     assert meta["quantization"].startswith(recipe)
     levels = {layer: v if isinstance(v, str) else v["level"] for layer, v in t.plan["layers"].items()}
-    fp8_layers = [layer for layer, level in levels.items() if level == "fp8"]
+    fp8_layers = [layer for layer, level in levels.items() if level == recipe]  # quantized layers, by the recipe's word
     assert fp8_layers, t.precision_plan
     for layer in fp8_layers:
         q = mantissa.quantize(state[layer + ".weight"], recipe)

@@ -43,9 +43,9 @@ Tensor Linear::forward_gelu_tanh_into(const Linear& next, const Tensor& x) const
   return gelu_mlp(x, weight_, bias_, next.weight_, next.bias_);
 }
 
-void Linear::enable_fp8(const Fp8Options& options) {
+void Linear::enable_fp8(const QuantOptions& options) {
   if (fp8_) throw std::logic_error("Linear::enable_fp8: FP8 is already enabled for this layer");
-  fp8_ = std::make_shared<Fp8State>(options);
+  fp8_ = std::make_shared<QuantState>(options);
   if (options.recipe == QuantRecipe::delayed) {
     // On the host on every device: the recipe reads and rolls them there each step.
     register_buffer("fp8_amax_history", fp8_->amax_history(), /*on_host=*/true);

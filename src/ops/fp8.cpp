@@ -47,17 +47,17 @@ DType grid_of(Format f) { return f == Format::e4m3() ? DType::e4m3 : DType::e5m2
 
 // The layer whose products are quantizing on this thread (its forward, or its node's backward), which
 // gets its share of the counts.
-thread_local Fp8State* t_layer = nullptr;
+thread_local QuantState* t_layer = nullptr;
 struct CountingFor {
-  Fp8State* saved;
-  explicit CountingFor(Fp8State* layer) : saved(t_layer) { t_layer = layer; }
+  QuantState* saved;
+  explicit CountingFor(QuantState* layer) : saved(t_layer) { t_layer = layer; }
   ~CountingFor() { t_layer = saved; }
   CountingFor(const CountingFor&) = delete;
   CountingFor& operator=(const CountingFor&) = delete;
 };
 
 // The counts of one quantization, to the totals and to `layer`'s (if any).
-void count(const detail::Fp8QuantizeStats& st, Fp8State* layer) {
+void count(const detail::Fp8QuantizeStats& st, QuantState* layer) {
   g_quantized += st.count;
   g_saturated += st.saturated;
   g_underflowed += st.underflowed;
@@ -68,7 +68,7 @@ void count(const detail::Fp8QuantizeStats& st, Fp8State* layer) {
 // is x's columns (or its rows: the blocks turned). The delayed recipe's per-tensor scale is given from
 // the layer's history, and x's amax recorded in it when `record`; stochastic rounding draws the layer's
 // next seed.
-Quantized quantize_operand(const Tensor& x, QuantSpec spec, bool inner_is_rows, Fp8State& state, Fp8Operand role,
+Quantized quantize_operand(const Tensor& x, QuantSpec spec, bool inner_is_rows, QuantState& state, Fp8Operand role,
                            bool record) {
   if (inner_is_rows) std::swap(spec.block_rows, spec.block_cols);
   Tensor q = Tensor::empty({x.size(0), x.size(1)}, DType::bf16, x.device());
@@ -143,14 +143,14 @@ struct Kept {
 // says (NVFP4's Hadamard transform).
 class Fp8LinearNode final : public Node {
  public:
-  Fp8LinearNode(Kept x, Kept w, Shape x_shape, DType x_dtype, DType w_dtype, std::shared_ptr<Fp8State> state)
+  Fp8LinearNode(Kept x, Kept w, Shape x_shape, DType x_dtype, DType w_dtype, std::shared_ptr<QuantState> state)
       : x_(std::move(x)), w_(std::move(w)), x_shape_(std::move(x_shape)), x_dtype_(x_dtype), w_dtype_(w_dtype),
         state_(std::move(state)) {}
   std::string_view name() const override { return "fp8_linear"; }
   void release() override { x_ = w_ = {}; }
   std::vector<Tensor> backward(const Tensor& g) override {
     const CountingFor counting(state_.get());
-    const Fp8Options& o = state_->options();
+    const QuantOptions& o = state_->options();
     const QuantSpec gs = o.spec(Fp8Operand::grad_output);
     const Tensor g2 = as_rows(g);
     const bool rht = o.hadamard_wgrad() && g2.size(0) % 16 == 0;
@@ -180,12 +180,12 @@ class Fp8LinearNode final : public Node {
   Kept x_, w_;
   Shape x_shape_;
   DType x_dtype_, w_dtype_;
-  std::shared_ptr<Fp8State> state_;
+  std::shared_ptr<QuantState> state_;
 };
 
 }  // namespace
 
-QuantSpec Fp8Options::spec(Fp8Operand operand) const {
+QuantSpec QuantOptions::spec(Fp8Operand operand) const {
   if (const auto& own = specs[static_cast<std::size_t>(operand)]) return *own;
   const RecipeInfo& r = recipe.info();
   const bool gradient = operand == Fp8Operand::grad_output;
@@ -208,15 +208,15 @@ QuantSpec Fp8Options::spec(Fp8Operand operand) const {
   return s;
 }
 
-bool Fp8Options::keeps_rounding_count() const {
+bool QuantOptions::keeps_rounding_count() const {
   if (microscaled()) return true;
   return std::any_of(specs.begin(), specs.end(), [](const auto& s) { return s && s->rounding == Rounding::stochastic; });
 }
 
-std::string Fp8Options::str() const {
+std::string QuantOptions::str() const {
   std::string s = std::string(recipe.name()) + " (";
   if (microscaled()) {
-    Fp8Options own = *this;  // the recipe's input spec, whatever a plan set
+    QuantOptions own = *this;  // the recipe's input spec, whatever a plan set
     own.specs = {};
     s += own.spec(Fp8Operand::input).str();
     if (recipe.info().gradient != recipe.info().forward) s += "; gradients " + own.spec(Fp8Operand::grad_output).element.name();
@@ -241,7 +241,7 @@ std::string Fp8Options::str() const {
   return s + ")";
 }
 
-void Fp8Options::check() const {
+void QuantOptions::check() const {
   if (amax_history < 1 || amax_history > (1 << 20)) {
     throw std::invalid_argument("fp8: the amax history must hold 1 to 1048576 steps, got " + std::to_string(amax_history));
   }
@@ -274,7 +274,7 @@ std::optional<Fp8Operand> parse_fp8_operand(std::string_view name) {
   return std::nullopt;
 }
 
-Fp8State::Fp8State(const Fp8Options& options) : options_(options) {
+QuantState::QuantState(const QuantOptions& options) : options_(options) {
   options_.check();
   if (options_.recipe == QuantRecipe::delayed) {
     amax_history_ = Tensor::zeros({options_.amax_history, static_cast<std::int64_t>(kFp8Operands)}, DType::f32);
@@ -283,13 +283,13 @@ Fp8State::Fp8State(const Fp8Options& options) : options_(options) {
   if (options_.keeps_rounding_count()) rounding_calls_ = Tensor::zeros({1}, DType::f64);
 }
 
-void Fp8State::add_counts(std::int64_t quantized, std::int64_t saturated, std::int64_t underflowed) {
+void QuantState::add_counts(std::int64_t quantized, std::int64_t saturated, std::int64_t underflowed) {
   counters_.quantized += quantized;
   counters_.saturated += saturated;
   counters_.underflowed += underflowed;
 }
 
-std::uint64_t Fp8State::next_rounding_seed() {
+std::uint64_t QuantState::next_rounding_seed() {
   double& calls = rounding_calls_.data_as<double>()[0];
   const auto n = static_cast<std::uint64_t>(calls);
   calls += 1;
@@ -298,7 +298,7 @@ std::uint64_t Fp8State::next_rounding_seed() {
   return (options_.seed << 40) ^ n;
 }
 
-std::optional<float> Fp8State::delayed_scale(Fp8Operand operand) const {
+std::optional<float> QuantState::delayed_scale(Fp8Operand operand) const {
   const auto i = static_cast<std::size_t>(operand);
   // No amax recorded yet: the history's column is all zeros, and the scale has never been computed.
   const float* h = amax_history_.data_as<const float>();
@@ -309,27 +309,27 @@ std::optional<float> Fp8State::delayed_scale(Fp8Operand operand) const {
   return scale_.data_as<const float>()[i];
 }
 
-void Fp8State::record(Fp8Operand operand, double amax) {
+void QuantState::record(Fp8Operand operand, double amax) {
   const auto i = static_cast<std::size_t>(operand);
   if (!std::isfinite(amax)) return;
   pending_[i] = seen_[i] ? std::max(pending_[i], amax) : amax;
   seen_[i] = true;
 }
 
-std::array<double, kFp8Operands> Fp8State::step_amax() const {
+std::array<double, kFp8Operands> QuantState::step_amax() const {
   std::array<double, kFp8Operands> out{};
   for (std::size_t i = 0; i < kFp8Operands; ++i) out[i] = seen_[i] ? pending_[i] : -1.0;
   return out;
 }
 
-void Fp8State::set_step_amax(const std::array<double, kFp8Operands>& amax) {
+void QuantState::set_step_amax(const std::array<double, kFp8Operands>& amax) {
   for (std::size_t i = 0; i < kFp8Operands; ++i) {
     seen_[i] = amax[i] >= 0;
     pending_[i] = seen_[i] ? amax[i] : 0.0;
   }
 }
 
-std::int64_t Fp8State::end_step() {
+std::int64_t QuantState::end_step() {
   if (options_.recipe != QuantRecipe::delayed) return 0;
   const auto cols = static_cast<std::int64_t>(kFp8Operands);
   float* h = amax_history_.data_as<float>();
@@ -357,7 +357,7 @@ std::int64_t Fp8State::end_step() {
   return changed;
 }
 
-void Fp8State::validate() const {
+void QuantState::validate() const {
   if (rounding_calls_.defined()) {
     const double n = rounding_calls_.data_as<const double>()[0];
     if (!(n >= 0) || n > 0x1p40 || n != std::floor(n)) {
@@ -383,7 +383,7 @@ Fp8Counters fp8_counters() { return {g_quantized.load(), g_saturated.load(), g_u
 void reset_fp8_counters() { g_quantized = g_saturated = g_underflowed = g_scale_updates = 0; }
 void add_fp8_scale_updates(std::int64_t n) { g_scale_updates += n; }
 
-Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const std::shared_ptr<Fp8State>& state) {
+Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const std::shared_ptr<QuantState>& state) {
   detail::check_computable(x, "fp8_linear");
   detail::check_computable(w, "fp8_linear");
   if (!state) throw std::invalid_argument("fp8_linear: no FP8 state");
@@ -395,7 +395,7 @@ Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const st
     throw std::invalid_argument("fp8_linear: bias must be [" + std::to_string(w.size(0)) + "], got " + shape_str(bias.shape()));
   }
   const CountingFor counting(state.get());
-  const Fp8Options& o = state->options();
+  const QuantOptions& o = state->options();
   const DType out_dtype = autocast_dtype().value_or(x.dtype());
   const bool training = grad_enabled();  // evaluation uses the delayed scales without changing the history
   const Tensor x2 = as_rows(x);

@@ -170,7 +170,7 @@ DType linear_input_dtype(DType x, DType w, bool fp8) {
 DType matmul_input_dtype(DType x) { return detail::autocast_input_dtype(x, AutocastOp::matmul); }
 DType linear_cross_entropy_input_dtype(DType x) { return detail::autocast_input_dtype(x, AutocastOp::linear_cross_entropy); }
 
-Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const std::shared_ptr<Fp8State>& fp8) {
+Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const std::shared_ptr<QuantState>& fp8) {
   // The one question to autocast for the weight: the dtype the product runs in. FP8 where the plan put
   // the layer and that is a low-precision one; else the product runs in it, the bias as it is (oneDNN
   // adds an f32 bias before the one rounding of the output).

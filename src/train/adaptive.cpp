@@ -157,7 +157,7 @@ std::vector<PrecisionChange> PrecisionController::decide(std::int64_t step, cons
                fmt_num("%g", g->loss_scale) + ")";
         }
       }
-    } else if (level == LayerPrecision::fp8) {
+    } else if (level == LayerPrecision::quantized) {
       for (const auto& [r, fmt, what] : {std::tuple{s.out, DType::e4m3, "output"}, std::tuple{s.weight, DType::e4m3, "weight"},
                                          std::tuple{s.grad, DType::e5m2, "output gradient"}}) {
         if (!up.empty() || r == nullptr) continue;

@@ -104,12 +104,12 @@ std::string canonical_precision(std::string_view name) {
 
 }  // namespace
 
-PrecisionPolicy parse_precision_policy(std::string_view given, const Fp8Options& fp8) {
+PrecisionPolicy parse_precision_policy(std::string_view given, const QuantOptions& fp8) {
   const std::string canonical = canonical_precision(given);
   const std::string_view name = canonical;
   if (name == "fp8") return PrecisionPolicy{DType::bf16, PrecisionMode::autocast, fp8};
   if (const QuantRecipe* recipe = QuantRecipe::find(name); recipe != nullptr && recipe->info().microscaled()) {
-    Fp8Options o = fp8;
+    QuantOptions o = fp8;
     o.recipe = *recipe;
     return PrecisionPolicy{DType::bf16, PrecisionMode::autocast, o};
   }

@@ -15,7 +15,7 @@ namespace mantissa::train {
 
 std::string layer_precision_name(LayerPrecision p, DType low) {
   switch (p) {
-    case LayerPrecision::fp8: return "fp8";
+    case LayerPrecision::quantized: return "fp8";
     case LayerPrecision::low: return low == DType::f16 ? "fp16" : "bf16";
     case LayerPrecision::f32: return "fp32";
   }
@@ -23,13 +23,13 @@ std::string layer_precision_name(LayerPrecision p, DType low) {
 }
 
 LayerPrecision parse_layer_precision(std::string_view name, DType low) {
-  for (const LayerPrecision p : {LayerPrecision::fp8, LayerPrecision::low, LayerPrecision::f32}) {
+  for (const LayerPrecision p : {LayerPrecision::quantized, LayerPrecision::low, LayerPrecision::f32}) {
     if (name == layer_precision_name(p, low)) return p;
   }
   // (Appended piece by piece: GCC 12 warns of an overlapping copy in the chain of + here, wrongly.)
   std::string what = "'";
   what.append(name).append("' is not a layer precision of this run (fp32, ");
-  what.append(layer_precision_name(LayerPrecision::low, low)).append(" or fp8)");
+  what.append(layer_precision_name(LayerPrecision::low, low)).append(", fp8 or a microscaled recipe)");
   throw std::invalid_argument(what);
 }
 
@@ -37,7 +37,7 @@ namespace {
 
 // A recipe as a plan holds it: its name, the parameters that recipe reads, and the operands' own specs
 // ("input", "weight", "grad_output": QuantSpec::str's words) where the plan gives them.
-nlohmann::json recipe_json(const Fp8Options& o) {
+nlohmann::json recipe_json(const QuantOptions& o) {
   nlohmann::json j = {{"recipe", o.recipe.name()}};
   if (o.microscaled()) {
     if (o.recipe.info().nvfp4_parts) j.update({{"rht", o.nvfp4_rht}, {"sr", o.nvfp4_sr}, {"2d_weights", o.nvfp4_2d_weights}});
@@ -56,8 +56,8 @@ nlohmann::json recipe_json(const Fp8Options& o) {
 
 // The inverse, from a name ("nvfp4": the recipe's defaults) or an object of which only "recipe" is
 // needed. A key the recipe does not read is refused (a typo would otherwise change nothing).
-Fp8Options parse_recipe(const nlohmann::json& j) {
-  Fp8Options o;
+QuantOptions parse_recipe(const nlohmann::json& j) {
+  QuantOptions o;
   if (j.is_string()) {
     o.recipe = QuantRecipe::parse(j.get<std::string>());
     return o;
@@ -94,30 +94,36 @@ Fp8Options parse_recipe(const nlohmann::json& j) {
 }  // namespace
 
 bool PrecisionPlan::quantizes() const {
-  return std::any_of(layers.begin(), layers.end(), [](const auto& l) { return l.second == LayerPrecision::fp8; });
+  return std::any_of(layers.begin(), layers.end(), [](const auto& l) { return l.second == LayerPrecision::quantized; });
 }
 
-const Fp8Options& PrecisionPlan::recipe_of(const std::string& path) const {
+const QuantOptions& PrecisionPlan::recipe_of(const std::string& path) const {
   const auto own = recipes.find(path);
   return own == recipes.end() ? fp8 : own->second;
 }
 
+std::string quantized_level_name(const QuantOptions& recipe) {
+  return recipe.microscaled() ? std::string(recipe.recipe.name()) : layer_precision_name(LayerPrecision::quantized, DType::bf16);
+}
+
 std::string PrecisionPlan::levels_json() const {
   nlohmann::json j = {{"low", layer_precision_name(LayerPrecision::low, low)}, {"layers", nlohmann::json::object()}};
-  for (const auto& [path, p] : layers) j["layers"][path] = layer_precision_name(p, low);
+  for (const auto& [path, p] : layers) {
+    j["layers"][path] = p == LayerPrecision::quantized ? quantized_level_name(recipe_of(path)) : layer_precision_name(p, low);
+  }
   return j.dump();
 }
 
 std::string PrecisionPlan::json() const {
   nlohmann::json j = nlohmann::json::parse(levels_json());
-  bool any_fp8 = false;
+  bool any_quantized = false;
   for (const auto& [path, p] : layers) {
-    if (p != LayerPrecision::fp8) continue;
-    any_fp8 = true;
+    if (p != LayerPrecision::quantized) continue;
+    any_quantized = true;
     const auto own = recipes.find(path);
-    if (own != recipes.end()) j["layers"][path] = {{"level", "fp8"}, {"recipe", recipe_json(own->second)}};
+    if (own != recipes.end()) j["layers"][path] = {{"level", quantized_level_name(own->second)}, {"recipe", recipe_json(own->second)}};
   }
-  if (any_fp8) j["fp8"] = recipe_json(fp8);
+  if (any_quantized) j["quantized"] = recipe_json(fp8);
   return j.dump();
 }
 
@@ -129,18 +135,31 @@ PrecisionPlan PrecisionPlan::parse(std::string_view json) {
     const std::string low = j.at("low").get<std::string>();
     if (low != "bf16" && low != "fp16") throw std::invalid_argument("must be bf16 or fp16, got '" + low + "'");
     plan.low = low == "fp16" ? DType::f16 : DType::bf16;
-    where = "\"fp8\"";
-    if (j.contains("fp8")) plan.fp8 = parse_recipe(j.at("fp8"));
+    // The quantized layers' recipe: "quantized" (plans before it was named so said "fp8").
+    if (j.contains("quantized") && j.contains("fp8")) throw std::invalid_argument("\"quantized\" and \"fp8\" both give the recipe: give one");
+    for (const char* key : {"quantized", "fp8"}) {
+      where = std::string("\"") + key + "\"";
+      if (j.contains(key)) plan.fp8 = parse_recipe(j.at(key));
+    }
     for (const auto& [path, p] : j.at("layers").items()) {
       where = "layer \"" + path + "\"";
-      if (!p.is_object()) {
-        plan.layers[path] = parse_layer_precision(p.get<std::string>(), plan.low);
-        continue;
+      const std::string word = p.is_object() ? p.at("level").get<std::string>() : p.get<std::string>();
+      // A quantized layer's word names its recipe: "fp8" (the plan's FP8 recipe; before levels were named
+      // so, any quantized layer), or a microscaled recipe's name (the plan's recipe where it is that one,
+      // else that recipe with its defaults).
+      const QuantRecipe* named = QuantRecipe::find(word);
+      if (named != nullptr && named->info().microscaled()) {
+        plan.layers[path] = LayerPrecision::quantized;
+        if (!(*named == plan.fp8.recipe)) plan.recipes[path] = parse_recipe(nlohmann::json(word));
+      } else {
+        plan.layers[path] = parse_layer_precision(word, plan.low);
       }
-      plan.layers[path] = parse_layer_precision(p.at("level").get<std::string>(), plan.low);
-      if (p.contains("recipe")) {
-        if (plan.layers[path] != LayerPrecision::fp8) throw std::invalid_argument("only an fp8 layer has a recipe");
+      if (p.is_object() && p.contains("recipe")) {
+        if (plan.layers[path] != LayerPrecision::quantized) throw std::invalid_argument("only a quantized layer has a recipe");
         plan.recipes[path] = parse_recipe(p.at("recipe"));
+        if (named != nullptr && !(plan.recipes[path].recipe == *named)) {
+          throw std::invalid_argument("its level says " + word + ", its recipe " + std::string(plan.recipes[path].recipe.name()));
+        }
       }
     }
     return plan;
@@ -161,7 +180,7 @@ std::string PrecisionPlan::str(bool every_layer) const {
     return name;
   };
   std::string s;
-  for (const LayerPrecision p : {LayerPrecision::fp8, LayerPrecision::low, LayerPrecision::f32}) {
+  for (const LayerPrecision p : {LayerPrecision::quantized, LayerPrecision::low, LayerPrecision::f32}) {
     std::vector<std::string> all, explained;
     for (const auto& [path, q] : layers) {
       if (q != p) continue;
@@ -171,22 +190,22 @@ std::string PrecisionPlan::str(bool every_layer) const {
     if (all.empty()) continue;
     const bool first = s.empty();  // the first level says of how many
     // (Quantized layers by their recipe's name where it is a microscaled one: an FP4 layer is not "fp8".)
-    const bool named_recipe = p == LayerPrecision::fp8 && fp8.microscaled();
+    const bool named_recipe = p == LayerPrecision::quantized && fp8.microscaled();
     s += (first ? "" : "; ") + (named_recipe ? std::string(fp8.recipe.name()) : layer_precision_name(p, low)) + " in " +
          std::to_string(all.size());
     if (first) s += " of " + std::to_string(layers.size()) + " layers";
-    if (p == LayerPrecision::fp8 && !named_recipe) s.append(" (").append(fp8.recipe.name()).append(")");
+    if (p == LayerPrecision::quantized && !named_recipe) s.append(" (").append(fp8.recipe.name()).append(")");
     const std::vector<std::string>& shown = all.size() <= 4 ? all : explained;
     for (std::size_t i = 0; i < shown.size() && i < 4; ++i) s += (i == 0 ? ": " : ", ") + shown[i];
     if (shown.size() > 4) s += " and " + std::to_string(shown.size() - 4) + " more";
   }
   if (!every_layer) return s;
   for (const auto& [path, p] : layers) {
-    if (p != LayerPrecision::fp8) {
+    if (p != LayerPrecision::quantized) {
       s += "\n  " + named(path) + ": " + layer_precision_name(p, low);
       continue;
     }
-    const Fp8Options& r = recipe_of(path);
+    const QuantOptions& r = recipe_of(path);
     s += "\n  " + named(path) + ": " + (r.microscaled() ? "" : "fp8 ") + r.str();
     for (std::size_t i = 0; i < kFp8Operands; ++i) {
       const auto operand = static_cast<Fp8Operand>(i);
@@ -293,13 +312,13 @@ PrecisionPlan plan_precision(nn::Module& model, const PrecisionPolicy& policy) {
     const auto at = std::find(linear.begin(), linear.end(), path);
     if (policy.fp8 && at != linear.end()) {
       const nn::Fp8Policy& f = policy.fp8_layers;
-      level = LayerPrecision::fp8;
+      level = LayerPrecision::quantized;
       if (const auto k = kept.find(path); k != kept.end()) level = LayerPrecision::low, why = k->second;
       for (const std::string& p : f.bf16_layers) {
         if (nn::path_within(path, p)) level = LayerPrecision::low, why = named_by("bf16 layers", path, p);
       }
       for (const std::string& p : f.fp8_layers) {
-        if (nn::path_within(path, p)) level = LayerPrecision::fp8, why = named_by("fp8 layers", path, p);
+        if (nn::path_within(path, p)) level = LayerPrecision::quantized, why = named_by("fp8 layers", path, p);
       }
     }
     // A layer kept in f32 on the module itself, or under a module that is (before the trainer came).
@@ -321,9 +340,9 @@ PrecisionPlan plan_precision(nn::Module& model, const PrecisionPolicy& policy) {
 namespace {
 
 // Sets layer `m` to level p, FP8 by `fp8` where it runs in fp8.
-void set_layer_precision(nn::Module& m, const std::string& path, LayerPrecision p, const Fp8Options& fp8) {
+void set_layer_precision(nn::Module& m, const std::string& path, LayerPrecision p, const QuantOptions& fp8) {
   auto* linear = dynamic_cast<nn::Linear*>(&m);
-  if (p == LayerPrecision::fp8 && linear == nullptr) {
+  if (p == LayerPrecision::quantized && linear == nullptr) {
     throw std::invalid_argument("precision plan: " + path + " is not a linear layer; only linear layers run in fp8");
   }
   if (p == LayerPrecision::f32) {
@@ -332,11 +351,11 @@ void set_layer_precision(nn::Module& m, const std::string& path, LayerPrecision 
     m.set_precision_override(std::nullopt);
   }
   if (linear == nullptr) return;
-  if (p == LayerPrecision::fp8 && !linear->fp8()) linear->enable_fp8(fp8);
-  if (p == LayerPrecision::fp8 && !(linear->fp8()->options() == fp8)) {
+  if (p == LayerPrecision::quantized && !linear->fp8()) linear->enable_fp8(fp8);
+  if (p == LayerPrecision::quantized && !(linear->fp8()->options() == fp8)) {
     throw std::invalid_argument("precision plan: " + path + " runs fp8 by " + linear->fp8()->options().str() + " already, not by " + fp8.str());
   }
-  if (linear->fp8()) linear->set_fp8_active(p == LayerPrecision::fp8);
+  if (linear->fp8()) linear->set_fp8_active(p == LayerPrecision::quantized);
 }
 
 void apply_layer(const std::vector<std::pair<std::string, nn::Module*>>& layers, const PrecisionPlan& plan, const std::string& path) {
@@ -348,7 +367,7 @@ void apply_layer(const std::vector<std::pair<std::string, nn::Module*>>& layers,
   // Each linear layer its own stochastic-rounding stream: its index among the linear layers.
   std::uint64_t index = 0;
   for (auto l = layers.begin(); l != it; ++l) index += dynamic_cast<nn::Linear*>(l->second) != nullptr ? 1 : 0;
-  Fp8Options mine = plan.recipe_of(path);
+  QuantOptions mine = plan.recipe_of(path);
   mine.seed += index + 1;
   set_layer_precision(*it->second, path, level->second, mine);
 }

@@ -243,7 +243,7 @@ Trainer::Trainer(Model& model, DataSource& data, TrainerOptions options)
     plan = options_.plan ? *options_.plan : plan_precision(model_.module(), options_.precision);
     // A run asked for quantized products computes in them, or is refused: never bf16 under its name.
     if (options_.precision.fp8 && !plan.quantizes()) {
-      const Fp8Options& fp8 = *options_.precision.fp8;
+      const QuantOptions& fp8 = *options_.precision.fp8;
       const std::string recipe(fp8.recipe.name());
       throw std::invalid_argument((fp8.microscaled() ? recipe : "fp8 (" + recipe + " scaling)") +
                                   " puts no layer of this model in it: only linear layers are quantized, and the recipe keeps "
@@ -637,9 +637,18 @@ void Trainer::resume(const std::filesystem::path& path,
     // their recipes has the levels alone: the recipe was the flags' (checked above), or current scaling
     // for a fixed plan.)
     const auto plan = meta.find("precision_plan");
+    // (Compared as read, so that a plan saved in an older spelling, "fp8" for any quantized layer, is the same plan.)
     const auto same_plan = [&](const std::string& saved) {
-      const bool old_fixed_recipe = !precision_.fixed_plan || (precision_.plan.recipes.empty() && precision_.plan.fp8 == Fp8Options{.recipe = QuantRecipe::current});
-      return saved == precision_.plan.json() || (saved == precision_.plan.levels_json() && old_fixed_recipe);
+      const bool old_fixed_recipe = !precision_.fixed_plan || (precision_.plan.recipes.empty() && precision_.plan.fp8 == QuantOptions{.recipe = QuantRecipe::current});
+      PrecisionPlan saved_plan;
+      try {
+        saved_plan = PrecisionPlan::parse(saved);
+      } catch (const std::invalid_argument&) {
+        return false;
+      }
+      const bool levels_only = saved.find("\"fp8\":{") == std::string::npos && saved.find("\"quantized\":{") == std::string::npos;
+      return saved_plan.json() == precision_.plan.json() ||
+             (levels_only && saved_plan.low == precision_.plan.low && saved_plan.layers == precision_.plan.layers && old_fixed_recipe);
     };
     if (!controller_ && (plan != meta.end() ? !same_plan(plan->second) : precision_.fixed_plan)) {
       throw CheckpointError(path.string() + ": written with another precision plan (" +

@@ -110,7 +110,7 @@ TEST(FormatsCommand, ListsEveryFormatWithItsNumbers) {
   std::size_t widest = 6;  // "recipe"
   for (const mantissa::QuantRecipe recipe : mantissa::QuantRecipe::all()) widest = std::max(widest, recipe.name().size());
   for (const mantissa::QuantRecipe recipe : mantissa::QuantRecipe::all()) {
-    const mantissa::Fp8Options o{.recipe = recipe};
+    const mantissa::QuantOptions o{.recipe = recipe};
     const std::string row = std::string(recipe.name()) + std::string(widest - recipe.name().size() + 1, ' ') +
                             o.spec(mantissa::Fp8Operand::input).str();
     EXPECT_NE(r.out.find("\n" + row), std::string::npos) << row << "\n" << r.out;
@@ -662,10 +662,10 @@ TEST(Doors, EveryPrecisionNameRunsWhatItNamesThroughEveryDoor) {
     const std::string low = name == "fp16" ? "fp16" : "bf16";
     EXPECT_EQ(plan.at("low"), low) << name;
     EXPECT_EQ(layers.at("fc0"), name == "fp32" ? "fp32" : low) << name;
-    EXPECT_EQ(layers.at("fc1"), name == "fp32" ? "fp32" : quantized ? "fp8" : low) << name;
+    EXPECT_EQ(layers.at("fc1"), name == "fp32" ? "fp32" : quantized ? name : low) << name;  // a quantized layer by its recipe's word
     EXPECT_EQ(layers.at("fc2"), name == "fp32" ? "fp32" : low) << name;
     if (quantized) {
-      EXPECT_EQ(plan.at("fp8").at("recipe"), name == "fp8" ? "delayed" : name) << name;
+      EXPECT_EQ(plan.at("quantized").at("recipe"), name == "fp8" ? "delayed" : name) << name;
     }
     const Result compared = run("compare --no-plot --precisions " + name + mlp);
     ASSERT_EQ(compared.status, 0) << name << ": " << compared.err;

@@ -334,7 +334,7 @@ TEST(DataParallel, Fp8DelayedScalingKeepsTheSameScalesOnEveryRank) {
   train::ClassificationData data(teacher_images(512, 1), teacher_images(96, 2), 32, 7);
   train::TrainerOptions o;
   o.precision = {DType::bf16};
-  o.precision.fp8 = Fp8Options{.amax_history = 4};
+  o.precision.fp8 = QuantOptions{.amax_history = 4};
   o.steps = 6;
   o.data_parallel = train::DataParallelOptions{.group = world(), .checksum_every = 1};
   train::Trainer trainer(model, data, o);

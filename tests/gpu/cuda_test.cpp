@@ -430,7 +430,7 @@ TEST_F(Cuda, Fp8TrainsOnTheGpuAlongTheCpusCurve) {
   for (QuantRecipe recipe : {QuantRecipe::delayed, QuantRecipe::current, QuantRecipe::block}) {
     const auto options = [&](Device device) {
       train::TrainerOptions o = run_options(DType::bf16, device, 20);
-      o.precision.fp8 = Fp8Options{.recipe = recipe, .block = 32};
+      o.precision.fp8 = QuantOptions{.recipe = recipe, .block = 32};
       return o;
     };
     GptModel cpu_model{nn::GptConfig{.n_layer = 2, .n_head = 2, .n_embd = 64, .block_size = 32, .vocab = 256, .seed = 3}};

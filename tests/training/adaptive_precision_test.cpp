@@ -104,7 +104,7 @@ TEST(AdaptivePrecision, SafeLinearLayersMoveDownToFp8AfterTheWarmupAndMovedUpLay
   EXPECT_TRUE(c.decide(5, healthy(kMlp)).empty());  // in the warm-up
   auto changes = c.decide(10, healthy(kMlp));
   EXPECT_EQ(changes.size(), 3u);
-  for (const auto& [path, p] : c.plan().layers) EXPECT_EQ(p, LayerPrecision::fp8) << path;
+  for (const auto& [path, p] : c.plan().layers) EXPECT_EQ(p, LayerPrecision::quantized) << path;
   auto* fc0 = dynamic_cast<nn::Linear*>(m.named_modules()[1].second);
   ASSERT_NE(fc0, nullptr);
   EXPECT_TRUE(fc0->fp8_active());

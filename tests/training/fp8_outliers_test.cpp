@@ -48,7 +48,7 @@ Outcome train_with(std::optional<QuantRecipe> recipe) {
   train::ClassificationData data(train_set, test_set, 128, 1);
   train::TrainerOptions o;
   o.precision = {DType::bf16};
-  if (recipe) o.precision.fp8 = Fp8Options{.recipe = *recipe};
+  if (recipe) o.precision.fp8 = QuantOptions{.recipe = *recipe};
   o.optimizer = {.kind = train::OptimizerKind::adamw, .lr = 1e-3};
   o.steps = 300;
   o.eval_every = 300;

@@ -33,10 +33,10 @@ struct MlpRun {
   train::ClassificationData data{train_images(), train_images(), 64, 5};
   train::Trainer trainer;
 
-  explicit MlpRun(std::optional<Fp8Options> fp8, std::int64_t steps = 40)
+  explicit MlpRun(std::optional<QuantOptions> fp8, std::int64_t steps = 40)
       : trainer(model, data, options(std::move(fp8), steps)) {}
 
-  static train::TrainerOptions options(std::optional<Fp8Options> fp8, std::int64_t steps) {
+  static train::TrainerOptions options(std::optional<QuantOptions> fp8, std::int64_t steps) {
     train::TrainerOptions o;
     o.precision = {DType::bf16, train::PrecisionMode::autocast, std::move(fp8)};
     o.optimizer = {.kind = train::OptimizerKind::adamw, .lr = 2e-3};
@@ -57,7 +57,7 @@ struct MlpRun {
 TEST(Fp8Training, EveryRecipeTrainsAsFarAsBf16) {
   const double bf16 = MlpRun(std::nullopt).train_loss(40);
   for (QuantRecipe r : {QuantRecipe::delayed, QuantRecipe::current, QuantRecipe::block}) {
-    MlpRun run(Fp8Options{.recipe = r});
+    MlpRun run(QuantOptions{.recipe = r});
     ASSERT_EQ(run.trainer.precision_plan().str(),
               "fp8 in 2 of 4 layers (" + std::string(r.name()) + "): fc1, fc2; bf16 in 2: fc0 (first layer), fc3 (last layer)");
     const double fp8 = run.train_loss(40);
@@ -73,7 +73,7 @@ TEST(Fp8Training, TheMicroscaledRecipesTrainNearBf16) {
   for (const QuantRecipe r : QuantRecipe::all()) {
     if (!r.info().microscaled()) continue;
     const double margin = r.info().forward.bits() >= 8 ? 0.05 : 0.25;
-    MlpRun run(Fp8Options{.recipe = r});
+    MlpRun run(QuantOptions{.recipe = r});
     const double loss = run.train_loss(40);
     EXPECT_NEAR(loss, bf16, margin * bf16) << r.name();
     EXPECT_LT(loss, 1.2) << r.name();
@@ -83,7 +83,7 @@ TEST(Fp8Training, TheMicroscaledRecipesTrainNearBf16) {
 // Each recipe's counts per layer: the FP8 layers' shares add up to the step's total.
 TEST(Fp8Training, EachLayerReportsItsShareOfTheQuantizationCounts) {
   for (QuantRecipe r : {QuantRecipe::delayed, QuantRecipe::mxfp4, QuantRecipe::nvfp4}) {
-    MlpRun run(Fp8Options{.recipe = r});
+    MlpRun run(QuantOptions{.recipe = r});
     run.trainer.step();
     const train::StepRecord rec = run.trainer.step();
     ASSERT_TRUE(rec.fp8.has_value());
@@ -121,7 +121,7 @@ TEST(Fp8Training, InAStepEveryQuantizerLeavesItsCountsForTheStepsOneRead) {
   auto& fn = detail::KernelTable<detail::kernel::BlockQuantize>::fn[static_cast<std::size_t>(detail::Impl::cpu)];
   g_block_quantize = std::exchange(fn, &counting_block_quantize);
   for (const QuantRecipe r : QuantRecipe::all()) {
-    MlpRun run(Fp8Options{.recipe = r});
+    MlpRun run(QuantOptions{.recipe = r});
     g_with_counts = g_without_counts = g_without_factor = 0;
     for (int i = 0; i < 2; ++i) run.trainer.step();
     EXPECT_GE(g_with_counts, 2 * 2 * 3) << r.name();  // two steps, two FP8 layers, three products
@@ -141,7 +141,7 @@ TEST(Fp8Training, InAStepEveryQuantizerLeavesItsCountsForTheStepsOneRead) {
 // A run of 2n steps, and one of n steps saved, resumed in a fresh process-like run and continued n more:
 // every tensor of their final checkpoints compared (values), and the whole run's checkpoint returned.
 // `before_resume` may rewrite the saved part (an older checkpoint's words) before the resume reads it.
-Safetensors expect_resume_bit_identical(const Fp8Options& o, int n, const std::string& name,
+Safetensors expect_resume_bit_identical(const QuantOptions& o, int n, const std::string& name,
                                         const std::function<void(const fs::path&)>& before_resume = {}) {
   const fs::path dir = testing::scratch_dir(name);
   MlpRun whole(o);
@@ -171,7 +171,7 @@ Safetensors expect_resume_bit_identical(const Fp8Options& o, int n, const std::s
 // NVFP4's stochastic rounding draws from a count each layer keeps; checkpoints carry it, so a resumed
 // run rounds as the uninterrupted one did, bit for bit.
 TEST(Fp8Training, Nvfp4StochasticRoundingResumesBitIdentically) {
-  const Safetensors a = expect_resume_bit_identical(Fp8Options{.recipe = QuantRecipe::nvfp4}, 2, "nvfp4_resume");
+  const Safetensors a = expect_resume_bit_identical(QuantOptions{.recipe = QuantRecipe::nvfp4}, 2, "nvfp4_resume");
   // Two draws a step in each FP8 layer (the data- and the weight-gradient products' gradients).
   const Tensor* calls = a.find("model/fc1.fp8_rounding_calls");
   ASSERT_NE(calls, nullptr);
@@ -181,10 +181,10 @@ TEST(Fp8Training, Nvfp4StochasticRoundingResumesBitIdentically) {
 // The other recipes keep no state but a stochastic-rounding count: each resumes bit for bit too, and so
 // does a recipe given a stochastic spec of its own (its count travels in the checkpoint).
 TEST(Fp8Training, EveryOtherRecipeResumesBitIdentically) {
-  Fp8Options own{.recipe = QuantRecipe::current};
+  QuantOptions own{.recipe = QuantRecipe::current};
   own.specs[static_cast<std::size_t>(Fp8Operand::grad_output)] = QuantSpec::parse("e5m2 1x32 e8m0 rceil stochastic");
-  for (const Fp8Options& o : {Fp8Options{.recipe = QuantRecipe::current}, Fp8Options{.recipe = QuantRecipe::block, .block = 16},
-                              Fp8Options{.recipe = QuantRecipe::mxfp8}, Fp8Options{.recipe = QuantRecipe::mxfp4}, own}) {
+  for (const QuantOptions& o : {QuantOptions{.recipe = QuantRecipe::current}, QuantOptions{.recipe = QuantRecipe::block, .block = 16},
+                              QuantOptions{.recipe = QuantRecipe::mxfp8}, QuantOptions{.recipe = QuantRecipe::mxfp4}, own}) {
     SCOPED_TRACE(o.str());
     const Safetensors a = expect_resume_bit_identical(o, 2, "recipe_resume");
     const Tensor* calls = a.find("model/fc1.fp8_rounding_calls");
@@ -212,7 +212,7 @@ TEST(Fp8Training, AnNvfp4CheckpointFromBeforeTesRuleResumesAsNvfp4Torchao) {
     ASSERT_NE(plan.find(word), std::string::npos) << plan;
     plan.replace(plan.find(word), word.size(), "\"recipe\":\"nvfp4\"");
     write_safetensors(part, f.tensors, f.metadata);
-    MlpRun today(Fp8Options{.recipe = QuantRecipe::nvfp4});
+    MlpRun today(QuantOptions{.recipe = QuantRecipe::nvfp4});
     try {
       today.trainer.resume(part);
       FAIL() << "resumed an old nvfp4 checkpoint as TE's nvfp4";
@@ -220,12 +220,12 @@ TEST(Fp8Training, AnNvfp4CheckpointFromBeforeTesRuleResumesAsNvfp4Torchao) {
       EXPECT_NE(std::string(e.what()).find("written by a run with fp8 nvfp4-torchao ("), std::string::npos) << e.what();
     }
   };
-  const Safetensors a = expect_resume_bit_identical(Fp8Options{.recipe = QuantRecipe::nvfp4_torchao}, 2, "nvfp4_legacy", as_before);
+  const Safetensors a = expect_resume_bit_identical(QuantOptions{.recipe = QuantRecipe::nvfp4_torchao}, 2, "nvfp4_legacy", as_before);
   EXPECT_EQ(a.metadata.at("recipe_names"), "2");  // (and the resumed run's, the metadata being equal)
 }
 
 TEST(Fp8Training, TheDelayedRecipesStateResumesBitIdentically) {
-  const Safetensors a = expect_resume_bit_identical(Fp8Options{.recipe = QuantRecipe::delayed, .amax_history = 4}, 3, "fp8_resume");
+  const Safetensors a = expect_resume_bit_identical(QuantOptions{.recipe = QuantRecipe::delayed, .amax_history = 4}, 3, "fp8_resume");
   int fp8_tensors = 0;
   for (const auto& [name, t] : a.tensors) fp8_tensors += name.find("fp8_") != std::string::npos ? 1 : 0;
   EXPECT_EQ(fp8_tensors, 4);  // history and scales of the two FP8 layers
@@ -239,11 +239,11 @@ TEST(Fp8Training, TheDelayedRecipesStateResumesBitIdentically) {
 TEST(Fp8Training, ACheckpointOfAnotherRecipeOrWithAnImpossibleHistoryIsRefused) {
   const fs::path dir = testing::scratch_dir("fp8_refuse");
   {
-    MlpRun run(Fp8Options{.recipe = QuantRecipe::delayed});
+    MlpRun run(QuantOptions{.recipe = QuantRecipe::delayed});
     run.trainer.step();
     run.trainer.save(dir / "delayed.safetensors");
   }
-  MlpRun block(Fp8Options{.recipe = QuantRecipe::block});
+  MlpRun block(QuantOptions{.recipe = QuantRecipe::block});
   try {
     block.trainer.resume(dir / "delayed.safetensors");
     FAIL() << "resumed a delayed-scaling checkpoint with block scaling";
@@ -260,7 +260,7 @@ TEST(Fp8Training, ACheckpointOfAnotherRecipeOrWithAnImpossibleHistoryIsRefused) 
     if (name == "model/fc1.fp8_amax_history") t.data_as<float>()[0] = -1;
   }
   write_safetensors(dir / "tampered.safetensors", tensors, f.metadata);
-  MlpRun delayed(Fp8Options{.recipe = QuantRecipe::delayed});
+  MlpRun delayed(QuantOptions{.recipe = QuantRecipe::delayed});
   try {
     delayed.trainer.resume(dir / "tampered.safetensors");
     FAIL() << "resumed a history with a negative amax";

@@ -4,6 +4,7 @@
 // (quantize by the format rules, multiply exactly in double, descale); the delayed recipe's history; the
 // layer policy; and the case block scaling exists for (outliers).
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <bit>
@@ -303,10 +304,10 @@ TEST_P(Fp8LinearOracle, ForwardAndBackwardAreTheQuantizedProductsOfTheDefinition
   const std::int64_t m = 40, k = 200, n = 24;  // k past one 128 block, so block scales differ
   for (Fp8Format format : {Fp8Format::hybrid, Fp8Format::e4m3}) {
     SCOPED_TRACE(std::string(fp8_format_name(format)));
-    Fp8Options o;
+    QuantOptions o;
     o.recipe = GetParam();
     o.format = format;
-    const auto state = std::make_shared<Fp8State>(o);
+    const auto state = std::make_shared<QuantState>(o);
     // x and the output gradient with an outlier row, to make the recipes' scales differ.
     Tensor x = Tensor::randn({m, k}, DType::f32, seed, 0, 1);
     x.data_as<float>()[5 * k + 3] = 900;
@@ -376,11 +377,11 @@ std::vector<double> block_quantized(const std::vector<double>& v, std::int64_t r
   return {back.begin(), back.end()};
 }
 
-void expect_block_scaled_layer_is_its_definition(const Fp8Options& o) {
+void expect_block_scaled_layer_is_its_definition(const QuantOptions& o) {
   MANTISSA_TRACE_SEED();
   const std::uint64_t seed = testing::test_seed();
   const std::int64_t m = 48, k = 64, n = 32;  // m a multiple of 16: the transform applies
-  const auto state = std::make_shared<Fp8State>(o);
+  const auto state = std::make_shared<QuantState>(o);
   Tensor x = Tensor::randn({m, k}, DType::f32, seed, 0, 1);
   x.data_as<float>()[5 * k + 3] = 60;  // an outlier
   x.set_requires_grad();
@@ -419,7 +420,7 @@ void expect_block_scaled_layer_is_its_definition(const Fp8Options& o) {
 class BlockScaledLinearOracle : public ::testing::TestWithParam<QuantRecipe> {};
 
 TEST_P(BlockScaledLinearOracle, ForwardAndBackwardAreTheQuantizedProductsOfTheDefinition) {
-  expect_block_scaled_layer_is_its_definition(Fp8Options{.recipe = GetParam(), .nvfp4_sr = false});
+  expect_block_scaled_layer_is_its_definition(QuantOptions{.recipe = GetParam(), .nvfp4_sr = false});
 }
 
 // nvfp4 is Transformer Engine's (its scale rule, its sign vector, the transform rounded to the operand's
@@ -427,8 +428,8 @@ TEST_P(BlockScaledLinearOracle, ForwardAndBackwardAreTheQuantizedProductsOfTheDe
 // too (the parameterized case above runs every row).
 TEST(BlockScaledLinearOracle, Nvfp4IsTransformerEnginesAndNvfp4TorchaoIsTheEarlierOne) {
   for (const Fp8Operand op : {Fp8Operand::input, Fp8Operand::weight, Fp8Operand::grad_output}) {
-    EXPECT_EQ(Fp8Options{.recipe = QuantRecipe::nvfp4}.spec(op).rule, ScaleRule::te);
-    EXPECT_EQ(Fp8Options{.recipe = QuantRecipe::nvfp4_torchao}.spec(op).rule, ScaleRule::floor);
+    EXPECT_EQ(QuantOptions{.recipe = QuantRecipe::nvfp4}.spec(op).rule, ScaleRule::te);
+    EXPECT_EQ(QuantOptions{.recipe = QuantRecipe::nvfp4_torchao}.spec(op).rule, ScaleRule::floor);
   }
   EXPECT_EQ(QuantRecipe::nvfp4.info().hadamard_signs, 0xd7e8);
   EXPECT_TRUE(QuantRecipe::nvfp4.info().hadamard_in_operand_dtype);
@@ -448,24 +449,24 @@ std::vector<QuantRecipe> microscaled_recipes() {
 INSTANTIATE_TEST_SUITE_P(Recipes, BlockScaledLinearOracle, ::testing::ValuesIn(microscaled_recipes()),
                          testing::recipe_label<QuantRecipe>);
 
-TEST(Fp8Options, TheMicroscaledRecipesSayWhatTheyRun) {
-  EXPECT_EQ(Fp8Options{.recipe = QuantRecipe::mxfp8}.str(), "mxfp8 (e4m3 1x32 e8m0 rceil nearest)");
-  const Fp8Options floor{.recipe = QuantRecipe::mxfp4, .mx_rule = ScaleRule::floor};
+TEST(QuantOptions, TheMicroscaledRecipesSayWhatTheyRun) {
+  EXPECT_EQ(QuantOptions{.recipe = QuantRecipe::mxfp8}.str(), "mxfp8 (e4m3 1x32 e8m0 rceil nearest)");
+  const QuantOptions floor{.recipe = QuantRecipe::mxfp4, .mx_rule = ScaleRule::floor};
   EXPECT_EQ(floor.str(), "mxfp4 (e2m1 1x32 e8m0 floor nearest)");
-  EXPECT_EQ(Fp8Options{.recipe = QuantRecipe::nvfp4}.str(),
+  EXPECT_EQ(QuantOptions{.recipe = QuantRecipe::nvfp4}.str(),
             "nvfp4 (e2m1 1x16 e4m3*f32 te nearest; weights 16x16, RHT on, gradients stochastic)");
-  EXPECT_EQ(Fp8Options{.recipe = QuantRecipe::nvfp4_torchao}.str(),
+  EXPECT_EQ(QuantOptions{.recipe = QuantRecipe::nvfp4_torchao}.str(),
             "nvfp4-torchao (e2m1 1x16 e4m3*f32 nearest; weights 16x16, RHT on, gradients stochastic)");
-  const Fp8Options ablated{.recipe = QuantRecipe::nvfp4, .nvfp4_rht = false, .nvfp4_sr = false, .nvfp4_2d_weights = false};
+  const QuantOptions ablated{.recipe = QuantRecipe::nvfp4, .nvfp4_rht = false, .nvfp4_sr = false, .nvfp4_2d_weights = false};
   EXPECT_EQ(ablated.spec(Fp8Operand::weight).block_rows, 1);
   EXPECT_EQ(ablated.spec(Fp8Operand::grad_output).rounding, Rounding::nearest_even);
-  EXPECT_EQ(Fp8Options{.recipe = QuantRecipe::nvfp4}.spec(Fp8Operand::grad_output).rounding, Rounding::stochastic);
+  EXPECT_EQ(QuantOptions{.recipe = QuantRecipe::nvfp4}.spec(Fp8Operand::grad_output).rounding, Rounding::stochastic);
   EXPECT_EQ(QuantRecipe::parse("nvfp4"), QuantRecipe::nvfp4);
 }
 
 TEST(Fp8Linear, AnEmptyBatchAndMisfitShapes) {
   for (QuantRecipe r : {QuantRecipe::delayed, QuantRecipe::current, QuantRecipe::block}) {
-    const auto state = std::make_shared<Fp8State>(Fp8Options{.recipe = r});
+    const auto state = std::make_shared<QuantState>(QuantOptions{.recipe = r});
     Tensor w = Tensor::randn({3, 5}, DType::f32, 1);
     w.set_requires_grad();
     Autocast bf16(DType::bf16);
@@ -476,11 +477,11 @@ TEST(Fp8Linear, AnEmptyBatchAndMisfitShapes) {
   }
 }
 
-TEST(Fp8State, DelayedScalingKeepsAHistoryAndScalesFromItsMaximum) {
-  Fp8Options o;
+TEST(QuantState, DelayedScalingKeepsAHistoryAndScalesFromItsMaximum) {
+  QuantOptions o;
   o.amax_history = 3;
   o.margin = 1;
-  Fp8State s(o);
+  QuantState s(o);
   EXPECT_FALSE(s.delayed_scale(Fp8Operand::input).has_value());  // nothing seen yet: the op scales by x itself
   s.record(Fp8Operand::input, 2.0);
   s.record(Fp8Operand::input, 4.0);  // two uses in a step: the larger counts
@@ -499,7 +500,7 @@ TEST(Fp8State, DelayedScalingKeepsAHistoryAndScalesFromItsMaximum) {
   EXPECT_EQ(s.amax_history().to_doubles(), (std::vector<double>{1, 0, 0, 1, 0, 0, 1, 0, 0}));
 
   o.reduction = AmaxReduction::most_recent;
-  Fp8State recent(o);
+  QuantState recent(o);
   for (double a : {8.0, 2.0}) {
     recent.record(Fp8Operand::weight, a);
     recent.end_step();
@@ -512,8 +513,8 @@ TEST(Fp8State, DelayedScalingKeepsAHistoryAndScalesFromItsMaximum) {
 
 // What data parallel does between the ranks: the step's amaxes out (-1 where an operand was not seen),
 // the largest of the ranks' back in, and end_step() scales from them.
-TEST(Fp8State, TheStepsAmaxesGoOutAndComeBackBeforeEndStep) {
-  Fp8State s(Fp8Options{});
+TEST(QuantState, TheStepsAmaxesGoOutAndComeBackBeforeEndStep) {
+  QuantState s(QuantOptions{});
   s.record(Fp8Operand::input, 2.0);
   s.record(Fp8Operand::grad_output, 0.5);
   EXPECT_EQ(s.step_amax(), (std::array<double, kFp8Operands>{2.0, -1.0, 0.5}));
@@ -525,15 +526,15 @@ TEST(Fp8State, TheStepsAmaxesGoOutAndComeBackBeforeEndStep) {
   EXPECT_EQ(s.step_amax(), (std::array<double, kFp8Operands>{-1.0, -1.0, -1.0}));  // a new step begins unseen
 }
 
-TEST(Fp8Options, ParseNamesAndRefuseTheRest) {
+TEST(QuantOptions, ParseNamesAndRefuseTheRest) {
   EXPECT_EQ(QuantRecipe::parse("block"), QuantRecipe::block);
   EXPECT_EQ(parse_fp8_format("e4m3"), Fp8Format::e4m3);
   EXPECT_THROW(QuantRecipe::parse("tensorwise"), std::invalid_argument);
   EXPECT_THROW(parse_fp8_format("e5m2"), std::invalid_argument);
-  Fp8Options o;
+  QuantOptions o;
   o.amax_history = 0;
   EXPECT_THROW(o.check(), std::invalid_argument);
-  EXPECT_EQ(Fp8Options{}.str(), "delayed (hybrid, history 1024, max, margin 0)");
+  EXPECT_EQ(QuantOptions{}.str(), "delayed (hybrid, history 1024, max, margin 0)");
 }
 
 // The FP8 layer policy, resolved into the run's precision plan and applied.
@@ -551,11 +552,11 @@ TEST(Fp8Policy, KeepsTheFirstAndLastLinearLayersInBf16UnlessTold) {
   nn::Mlp mlp(nn::MlpConfig{.in = 8, .hidden = 4, .layers = 3, .classes = 2});
   const train::PrecisionPlan plan = fp8_plan(mlp, {});
   const std::map<std::string, LayerPrecision> expected = {
-      {"fc0", LayerPrecision::low}, {"fc1", LayerPrecision::fp8}, {"fc2", LayerPrecision::fp8}, {"fc3", LayerPrecision::low}};
+      {"fc0", LayerPrecision::low}, {"fc1", LayerPrecision::quantized}, {"fc2", LayerPrecision::quantized}, {"fc3", LayerPrecision::low}};
   EXPECT_EQ(plan.layers, expected);
   EXPECT_EQ(plan.str(), "fp8 in 2 of 4 layers (delayed): fc1, fc2; bf16 in 2: fc0 (first layer), fc3 (last layer)");
   // Every fp8 layer with its recipe and the spec of each operand (delayed: one f32 scale per tensor).
-  const std::string recipe = " " + Fp8Options{}.str() +
+  const std::string recipe = " " + QuantOptions{}.str() +
                              "\n    input: e4m3 tensor f32 fit nearest\n    weight: e4m3 tensor f32 fit nearest"
                              "\n    grad_output: e5m2 tensor f32 fit nearest";
   EXPECT_EQ(plan.str(true).substr(plan.str().size()),
@@ -565,8 +566,8 @@ TEST(Fp8Policy, KeepsTheFirstAndLastLinearLayersInBf16UnlessTold) {
 
   nn::Mlp other(nn::MlpConfig{.in = 8, .hidden = 4, .layers = 3, .classes = 2});
   const train::PrecisionPlan custom = fp8_plan(other, {.kept = KeptLayers::first_last, .bf16_layers = {"fc2"}, .fp8_layers = {"fc0"}});
-  EXPECT_EQ(custom.layers.at("fc0"), LayerPrecision::fp8);
-  EXPECT_EQ(custom.layers.at("fc1"), LayerPrecision::fp8);
+  EXPECT_EQ(custom.layers.at("fc0"), LayerPrecision::quantized);
+  EXPECT_EQ(custom.layers.at("fc1"), LayerPrecision::quantized);
   EXPECT_EQ(custom.layers.at("fc2"), LayerPrecision::low);
   EXPECT_EQ(custom.reasons.at("fc2"), "bf16 layers");
   EXPECT_EQ(custom.reasons.at("fc0"), "fp8 layers");
@@ -609,7 +610,7 @@ TEST(Fp8Policy, Nvfp4KeepsTheFirstLayerAndTheLastBlocksInBf16) {
   nn::Gpt twelve(nn::GptConfig{.n_layer = 12, .n_head = 2, .n_embd = 16, .block_size = 8});
   const train::PrecisionPlan p12 = plan(twelve, std::nullopt);
   EXPECT_EQ(bf16(p12).size(), 9u);  // the first, and blocks 10 and 11 (2 of 12, 17%)
-  EXPECT_EQ(p12.layers.at("blocks.9.mlp.proj"), LayerPrecision::fp8);
+  EXPECT_EQ(p12.layers.at("blocks.9.mlp.proj"), LayerPrecision::quantized);
   EXPECT_EQ(p12.reasons.at("blocks.10.attn.qkv"), "last 2 of 12 blocks");
   nn::Mlp mlp(nn::MlpConfig{.in = 8, .hidden = 4, .layers = 3, .classes = 2});
   EXPECT_EQ(bf16(plan(mlp, std::nullopt)), (std::vector<std::string>{"fc0 (first layer)", "fc3 (last 1 of 4 blocks)"}));
@@ -626,7 +627,7 @@ TEST(PrecisionPlan, RecipesTravelInItsJsonAndALayerCanHaveItsOwn) {
   for (const QuantRecipe r : QuantRecipe::all()) {
     SCOPED_TRACE(std::string(r.name()));
     train::PrecisionPlan plan;
-    plan.layers = {{"fc0", LayerPrecision::fp8}, {"fc1", LayerPrecision::fp8}};
+    plan.layers = {{"fc0", LayerPrecision::quantized}, {"fc1", LayerPrecision::quantized}};
     // Every parameter away from its default, that the JSON must carry.
     plan.fp8 = {.recipe = r, .format = Fp8Format::e4m3, .amax_history = 16, .reduction = AmaxReduction::most_recent,
                 .margin = 2, .block = 64, .nvfp4_rht = false, .nvfp4_sr = false, .nvfp4_2d_weights = false,
@@ -636,7 +637,7 @@ TEST(PrecisionPlan, RecipesTravelInItsJsonAndALayerCanHaveItsOwn) {
     EXPECT_EQ(back.fp8.recipe, r);
     EXPECT_EQ(back.fp8.str(), plan.fp8.str());
     plan.recipes["fc1"] = {.recipe = QuantRecipe::nvfp4};
-    EXPECT_TRUE(train::PrecisionPlan::parse(plan.json()).recipes.at("fc1") == Fp8Options{.recipe = QuantRecipe::nvfp4});
+    EXPECT_TRUE(train::PrecisionPlan::parse(plan.json()).recipes.at("fc1") == QuantOptions{.recipe = QuantRecipe::nvfp4});
   }
 
   const train::PrecisionPlan plan = train::PrecisionPlan::parse(
@@ -655,7 +656,7 @@ TEST(PrecisionPlan, RecipesTravelInItsJsonAndALayerCanHaveItsOwn) {
     for (const auto& [path, m] : mlp.named_modules()) {
       if (path == name) return dynamic_cast<nn::Linear*>(m)->fp8();
     }
-    return std::shared_ptr<Fp8State>();
+    return std::shared_ptr<QuantState>();
   };
   ASSERT_TRUE(state("fc1") && state("fc2"));
   EXPECT_FALSE(state("fc0"));
@@ -686,9 +687,37 @@ TEST(PrecisionPlan, RecipesTravelInItsJsonAndALayerCanHaveItsOwn) {
   EXPECT_EQ(refusal(R"({"low": "bf16", "fp8": {"recipe": "mxfp8", "rht": false}, "layers": {}})"),
             "\"fp8\": the mxfp8 recipe has no parameter \"rht\"");
   EXPECT_EQ(refusal(R"({"low": "bf16", "layers": {"fc0": {"level": "bf16", "recipe": "nvfp4"}}})"),
-            "layer \"fc0\": only an fp8 layer has a recipe");
+            "layer \"fc0\": only a quantized layer has a recipe");
   EXPECT_NE(refusal(R"({"low": "bf16", "layers": {"fc0": {"level": "fp8", "recipe": "fp6"}}})").find("layer \"fc0\": "), std::string::npos);
   EXPECT_NE(refusal(R"({"low": "bf16", "fp8": {"margin": 1}, "layers": {}})").find("\"fp8\""), std::string::npos);
+}
+
+// A quantized layer's level names its recipe ("fp8" for the FP8 recipes, a microscaled recipe's name),
+// under the plan's "quantized" recipe; plans in the words before ("fp8" for both) read as the same plan.
+TEST(PrecisionPlan, AQuantizedLayersLevelNamesItsRecipeAndOldPlansReadTheSame) {
+  const train::PrecisionPlan old_words = train::PrecisionPlan::parse(
+      R"({"low": "bf16", "fp8": {"recipe": "nvfp4"}, "layers": {"fc0": "fp8", "fc1": {"level": "fp8", "recipe": "mxfp8"}, "fc2": "bf16"}})");
+  const train::PrecisionPlan new_words = train::PrecisionPlan::parse(
+      R"({"low": "bf16", "quantized": {"recipe": "nvfp4"}, "layers": {"fc0": "nvfp4", "fc1": "mxfp8", "fc2": "bf16"}})");
+  EXPECT_EQ(old_words.json(), new_words.json());
+  const nlohmann::json j = nlohmann::json::parse(new_words.json());
+  EXPECT_FALSE(j.contains("fp8")) << j;
+  EXPECT_EQ(j.at("quantized").at("recipe"), "nvfp4");
+  EXPECT_EQ(j.at("layers").at("fc0"), "nvfp4");
+  EXPECT_EQ(j.at("layers").at("fc1").at("level"), "mxfp8");
+  EXPECT_EQ(new_words.recipe_of("fc1").recipe, QuantRecipe::mxfp8);  // a level naming another recipe: that one
+  EXPECT_EQ(new_words.recipe_of("fc0").recipe, QuantRecipe::nvfp4);
+  EXPECT_EQ(train::PrecisionPlan::parse(new_words.json()).json(), new_words.json());
+  // FP8 recipes keep the word fp8: the layer is FP8 whichever scaling it has.
+  const train::PrecisionPlan fp8 =
+      train::PrecisionPlan::parse(R"({"low": "bf16", "quantized": {"recipe": "delayed"}, "layers": {"fc0": "fp8", "fc1": "bf16"}})");
+  EXPECT_EQ(nlohmann::json::parse(fp8.json()).at("layers").at("fc0"), "fp8");
+  EXPECT_EQ(fp8.recipe_of("fc0").recipe, QuantRecipe::delayed);
+  for (const char* refused : {R"({"low": "bf16", "quantized": "mxfp8", "fp8": "mxfp8", "layers": {}})",
+                              R"({"low": "bf16", "layers": {"fc0": {"level": "nvfp4", "recipe": "mxfp8"}}})",
+                              R"({"low": "bf16", "layers": {"fc0": "delayed"}})"}) {
+    EXPECT_THROW(train::PrecisionPlan::parse(refused), std::invalid_argument) << refused;
+  }
 }
 
 TEST(Fp8Policy, ALayerKeptInF32DoesNotRunInFp8) {
@@ -770,10 +799,10 @@ TEST(Fp8Linear, ProductsAreToldTheFp8GridsTheirOperandsLieOn) {
   for (const QuantRecipe recipe : {QuantRecipe::delayed, QuantRecipe::current, QuantRecipe::block}) {
     for (const Fp8Format format : {Fp8Format::hybrid, Fp8Format::e4m3}) {
       SCOPED_TRACE(std::string(recipe.name()) + " " + std::string(fp8_format_name(format)));
-      Fp8Options o;
+      QuantOptions o;
       o.recipe = recipe;
       o.format = format;
-      const auto state = std::make_shared<Fp8State>(o);
+      const auto state = std::make_shared<QuantState>(o);
       const Tensor w = Tensor::randn({48, 64}, DType::f32, 2, 0, 0.05).set_requires_grad();
       for (int step = 0; step < 2; ++step) {
         g_seen.clear();

@@ -279,9 +279,9 @@ TEST(GemmLayout, EveryProductOfAnLstmAndOfBatchedMatmulsNeedsNoCopy) {
 TEST(GemmLayout, EveryProductOfAnFp8LinearNeedsNoCopy) {
   const ProductSpies spies;
   for (const QuantRecipe recipe : {QuantRecipe::delayed, QuantRecipe::current, QuantRecipe::block}) {
-    Fp8Options o;
+    QuantOptions o;
     o.recipe = recipe;
-    const auto state = std::make_shared<Fp8State>(o);
+    const auto state = std::make_shared<QuantState>(o);
     const Tensor w = Tensor::randn({48, 64}, DType::f32, 2, 0, 0.05).set_requires_grad();
     const Tensor x = Tensor::randn({2, 16, 64}, DType::f32, 3).set_requires_grad();
     Tensor y;

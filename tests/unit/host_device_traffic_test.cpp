@@ -189,7 +189,7 @@ TEST(HostDeviceTraffic, ATrainingStepOnADeviceReadsFromItOnce) {
     train::ModuleModel<nn::Mlp> mlp{nn::MlpConfig{.in = 16, .hidden = 32, .layers = 3, .classes = 4, .seed = 3}};
     train::ClassificationData data{images, images, 32, 5};
     expect_one_read_a_step(mlp, data, {DType::bf16, train::PrecisionMode::autocast,
-                                       recipe ? std::optional(Fp8Options{.recipe = *recipe}) : std::nullopt});
+                                       recipe ? std::optional(QuantOptions{.recipe = *recipe}) : std::nullopt});
   }
   std::vector<std::uint8_t> text;
   for (int i = 0; text.size() < 8192; ++i) {

@@ -181,7 +181,7 @@ TEST(Gpt, TheTanhMlpIsOneOpWhereBothLayersRunAlike) {
   }
   EXPECT_EQ(products(gpt), 1);  // block 1's products run in f32 and bf16
   for (const auto& [name, module] : gpt.named_modules()) {
-    if (name == "blocks.0.mlp.fc") dynamic_cast<nn::Linear&>(*module).enable_fp8(Fp8Options{.recipe = QuantRecipe::current});
+    if (name == "blocks.0.mlp.fc") dynamic_cast<nn::Linear&>(*module).enable_fp8(QuantOptions{.recipe = QuantRecipe::current});
   }
   EXPECT_EQ(products(gpt), 0);  // block 0's fc in FP8
   slot = g_matmul_gelu;

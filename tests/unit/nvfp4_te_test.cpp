@@ -132,7 +132,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, TeNvfp4,
 TEST(TeNvfp4, StochasticRoundingBeatsNearestOnAverageAndIsUnbiasedInBothCopies) {
   constexpr std::int64_t rows = 64, cols = 128;
   const RecipeInfo& nvfp4 = QuantRecipe::nvfp4.info();
-  const QuantSpec sr = Fp8Options{.recipe = QuantRecipe::nvfp4}.spec(Fp8Operand::grad_output);
+  const QuantSpec sr = QuantOptions{.recipe = QuantRecipe::nvfp4}.spec(Fp8Operand::grad_output);
   ASSERT_EQ(sr.rounding, Rounding::stochastic);
   ASSERT_EQ(sr.rule, ScaleRule::te);
   QuantSpec rn = sr;
@@ -206,7 +206,7 @@ TEST(TeNvfp4, TheLayersThreeProductsAreTesReferenceGemms) {
   x.set_requires_grad();
   Tensor w = tensor("w", {n, k}, DType::f32);
   w.set_requires_grad();
-  const auto state = std::make_shared<Fp8State>(Fp8Options{.recipe = QuantRecipe::nvfp4, .nvfp4_sr = false});
+  const auto state = std::make_shared<QuantState>(QuantOptions{.recipe = QuantRecipe::nvfp4, .nvfp4_sr = false});
   Tensor y;
   {
     Autocast bf16(DType::bf16);

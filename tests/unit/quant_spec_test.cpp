@@ -23,8 +23,8 @@
 namespace mantissa {
 namespace {
 
-std::vector<Fp8Options> every_recipe() {
-  std::vector<Fp8Options> out;
+std::vector<QuantOptions> every_recipe() {
+  std::vector<QuantOptions> out;
   for (const QuantRecipe r : QuantRecipe::all()) {  // every row of the table
     out.push_back({.recipe = r});
   }
@@ -36,15 +36,15 @@ std::vector<Fp8Options> every_recipe() {
 }
 
 TEST(QuantSpec, EveryRecipesSpecsReadBackFromTheirWords) {
-  for (const Fp8Options& o : every_recipe()) {
+  for (const QuantOptions& o : every_recipe()) {
     for (Fp8Operand operand : {Fp8Operand::input, Fp8Operand::weight, Fp8Operand::grad_output}) {
       const QuantSpec s = o.spec(operand);
       EXPECT_NO_THROW(s.check()) << s.str();
       EXPECT_EQ(QuantSpec::parse(s.str()), s) << o.str() << " " << fp8_operand_name(operand) << ": " << s.str();
     }
   }
-  EXPECT_EQ(Fp8Options{}.spec(Fp8Operand::grad_output).str(), "e5m2 tensor f32 fit nearest");
-  EXPECT_EQ((Fp8Options{.recipe = QuantRecipe::block, .margin = 1}.spec(Fp8Operand::weight).str()), "e4m3 128x128 e8m0 fit nearest margin 1");
+  EXPECT_EQ(QuantOptions{}.spec(Fp8Operand::grad_output).str(), "e5m2 tensor f32 fit nearest");
+  EXPECT_EQ((QuantOptions{.recipe = QuantRecipe::block, .margin = 1}.spec(Fp8Operand::weight).str()), "e4m3 128x128 e8m0 fit nearest margin 1");
   EXPECT_EQ(QuantSpec::parse("e2m1 16x16 e4m3*f32 stochastic"),
             (QuantSpec{.element = Format::e2m1(), .block_rows = 16, .block_cols = 16, .scale = ScaleFormat::e4m3,
                        .rounding = Rounding::stochastic}));
@@ -87,14 +87,14 @@ TEST(QuantSpec, WordsItCannotReadAreRefusedByName) {
 }
 
 // y, dx and dw of one fp8 linear layer under `o`, as bits, on inputs with an outlier.
-std::vector<std::uint32_t> run_layer(const Fp8Options& o, std::uint64_t seed) {
+std::vector<std::uint32_t> run_layer(const QuantOptions& o, std::uint64_t seed) {
   const std::int64_t m = 64, k = 96, n = 48;
   Tensor x = Tensor::randn({m, k}, DType::f32, seed, 0, 1);
   x.data_as<float>()[7 * k + 5] = 80;
   x.set_requires_grad();
   Tensor w = Tensor::randn({n, k}, DType::f32, seed + 1, 0, 0.05);
   w.set_requires_grad();
-  const auto state = std::make_shared<Fp8State>(o);
+  const auto state = std::make_shared<QuantState>(o);
   Tensor y;
   {
     Autocast bf16(DType::bf16);
@@ -114,11 +114,11 @@ std::vector<std::uint32_t> run_layer(const Fp8Options& o, std::uint64_t seed) {
 TEST(QuantSpec, ARecipeGivenAnothersSpecsRunsIt) {
   MANTISSA_TRACE_SEED();
   const std::uint64_t seed = testing::test_seed();
-  const auto with_specs_of = [](Fp8Options host, const Fp8Options& donor) {
+  const auto with_specs_of = [](QuantOptions host, const QuantOptions& donor) {
     for (std::size_t i = 0; i < kFp8Operands; ++i) host.specs[i] = donor.spec(static_cast<Fp8Operand>(i));
     return host;
   };
-  const std::vector<std::pair<Fp8Options, Fp8Options>> pairs = {
+  const std::vector<std::pair<QuantOptions, QuantOptions>> pairs = {
       {{.recipe = QuantRecipe::current}, {.recipe = QuantRecipe::mxfp8}},
       {{.recipe = QuantRecipe::block, .margin = 1}, {.recipe = QuantRecipe::current}},
       {{.recipe = QuantRecipe::mxfp4}, {.recipe = QuantRecipe::block}},
@@ -141,7 +141,7 @@ TEST(QuantSpec, APlanFileSetsAnOperandsSpec) {
           "layers": {"fc0": "bf16", "fc1": {"level": "fp8", "recipe": {"recipe": "current", "weight": "e4m3 1x16 e8m0 rceil stochastic"}}, "fc2": "fp8"}})");
   EXPECT_EQ(plan.fp8.spec(Fp8Operand::grad_output).str(), "e5m2 tensor f32 fit nearest");
   EXPECT_EQ(plan.fp8.spec(Fp8Operand::input).str(), "e4m3 1x32 e8m0 rceil nearest");
-  const Fp8Options& own = plan.recipe_of("fc1");
+  const QuantOptions& own = plan.recipe_of("fc1");
   EXPECT_EQ(own.spec(Fp8Operand::weight).rounding, Rounding::stochastic);
   EXPECT_TRUE(own.keeps_rounding_count());  // a stochastic spec keeps its count, so a resume goes on alike
   const std::string every = plan.str(true);

@@ -116,7 +116,7 @@ std::vector<Variant> variants(const ModelBenchArgs& a) {
       } else if (policy.fp8) {
         recipes.clear();
         for (const std::string& r : split(a.fp8_recipe)) recipes.emplace_back(QuantRecipe::parse(r));
-        Fp8Options{.format = parse_fp8_format(a.fp8_format), .amax_history = a.amax_history, .margin = a.fp8_margin}.check();
+        QuantOptions{.format = parse_fp8_format(a.fp8_format), .amax_history = a.amax_history, .margin = a.fp8_margin}.check();
       }
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(std::string("bench --precision/--fp8-*: ") + e.what());
@@ -164,7 +164,7 @@ void check_quantizes(const ModelBenchArgs& a, const std::vector<Variant>& vs, co
   for (const Variant& v : vs) {
     if (!v.fp8) continue;
     const std::unique_ptr<train::Model> model = make_bench_model(a, data);
-    const train::PrecisionPolicy policy{DType::bf16, train::PrecisionMode::autocast, Fp8Options{.recipe = *v.fp8}};
+    const train::PrecisionPolicy policy{DType::bf16, train::PrecisionMode::autocast, QuantOptions{.recipe = *v.fp8}};
     const train::PrecisionPlan plan = train::plan_precision(model->module(), policy);
     if (!plan.quantizes()) {
       throw std::invalid_argument("bench --model " + a.model + ": " + v.name() + " quantizes no layer of this model (only linear "
@@ -192,7 +192,7 @@ class Bench {
                                                       : train::PrecisionMode::autocast};
     if (v.precision != DType::f32) train::set_fp32_ops(o.precision, v.fp32_ops);
     if (v.fp8) {
-      o.precision.fp8 = Fp8Options{.recipe = *v.fp8, .format = parse_fp8_format(a.fp8_format),
+      o.precision.fp8 = QuantOptions{.recipe = *v.fp8, .format = parse_fp8_format(a.fp8_format),
                                    .amax_history = a.amax_history, .margin = a.fp8_margin};
     }
     o.optimizer = {.kind = train::OptimizerKind::adamw, .lr = 1e-3, .weight_decay = 0.01,

@@ -39,7 +39,7 @@ std::set<std::string> fp8_layers(const Safetensors& f, const std::string& checkp
     throw CheckpointError(checkpoint + ": metadata 'precision_plan': " + e.what());
   }
   for (const auto& [layer, level] : plan.layers) {
-    if (level == train::LayerPrecision::fp8) out.insert(layer);
+    if (level == train::LayerPrecision::quantized) out.insert(layer);
   }
   return out;
 }

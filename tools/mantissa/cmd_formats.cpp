@@ -38,7 +38,7 @@ int print_table(const std::vector<std::string>& extra) {
   std::vector<std::array<std::string, 5>> rows{{"recipe", "input", "weight", "output gradient", "what it is"}};
   std::vector<std::pair<std::string_view, std::string>> needs;  // a need, the recipes with it
   for (const QuantRecipe r : QuantRecipe::all()) {
-    const Fp8Options o{.recipe = r};
+    const QuantOptions o{.recipe = r};
     rows.push_back({std::string(r.name()), o.spec(Fp8Operand::input).str(), o.spec(Fp8Operand::weight).str(),
                     o.spec(Fp8Operand::grad_output).str(), std::string(r.info().summary)});
     const auto same = std::find_if(needs.begin(), needs.end(), [&](const auto& n) { return n.first == r.info().needs; });

@@ -31,8 +31,8 @@ class Linear : public Module {
   // Runs the product in FP8 from now on, inside autocast regions that run linear layers in low
   // precision (a keep_in_f32() override keeps it out); delayed scaling's history and scales become the
   // buffers fp8_amax_history and fp8_scale. Once per layer.
-  void enable_fp8(const Fp8Options& options);
-  const std::shared_ptr<Fp8State>& fp8() const { return fp8_; }
+  void enable_fp8(const QuantOptions& options);
+  const std::shared_ptr<QuantState>& fp8() const { return fp8_; }
   // With FP8 enabled, whether the products run in it (on by enable_fp8; the adaptive precision
   // controller switches it).
   void set_fp8_active(bool on) { fp8_active_ = on; }
@@ -41,7 +41,7 @@ class Linear : public Module {
  private:
   Tensor& weight_;
   Tensor& bias_;
-  std::shared_ptr<Fp8State> fp8_;
+  std::shared_ptr<QuantState> fp8_;
   bool fp8_active_ = true;
 };
 

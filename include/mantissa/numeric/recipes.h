@@ -4,7 +4,7 @@
 // printing (`mantissa formats`), the command's settings agreement, export, the Python module and the
 // trainer all read this table, so a block-scaled recipe is one row of it (docs/architecture.md).
 //
-// The products themselves (mantissa/ops/fp8.h) take each operand's QuantSpec from Fp8Options::spec,
+// The products themselves (mantissa/ops/fp8.h) take each operand's QuantSpec from QuantOptions::spec,
 // which reads the row; the kernels know only QuantSpecs.
 #pragma once
 

@@ -18,7 +18,7 @@
 // an option). NVFP4 follows NVIDIA's pretraining recipe: 16 x 16 weight blocks (one quantized weight
 // serves both products), stochastic rounding of the output gradients, the 16-point random Hadamard
 // transform on the weight-gradient product's operands; each part can be turned off to measure it.
-// Each recipe is a QuantSpec per operand (Fp8Options::spec; a plan file may set any operand's own), and
+// Each recipe is a QuantSpec per operand (QuantOptions::spec; a plan file may set any operand's own), and
 // one path runs them all through the one quantizer kernel (BlockQuantize).
 // On the CPU this is exact emulation: the quantized values are held in bf16, which holds every fp8 value,
 // and multiplied by oneDNN's bf16 product with f32 accumulation.
@@ -47,7 +47,9 @@ enum class AmaxReduction : std::uint8_t { max, most_recent };
 enum class Fp8Operand : std::uint8_t { input, weight, grad_output };
 inline constexpr std::size_t kFp8Operands = 3;
 
-struct Fp8Options {
+// How a layer's products are quantized: the recipe (an FP8 scaling or a microscaled format: FP8, FP6,
+// FP4) and its settings. (Named for what it covers, not for FP8 alone.)
+struct QuantOptions {
   QuantRecipe recipe = QuantRecipe::delayed;
   Fp8Format format = Fp8Format::hybrid;
   std::int64_t amax_history = 1024;               // delayed: steps remembered
@@ -89,7 +91,7 @@ struct Fp8Options {
   // Throws std::invalid_argument for a history below 1, a margin outside 0..30, a block below 1, a spec
   // QuantSpec::check refuses.
   void check() const;
-  friend bool operator==(const Fp8Options&, const Fp8Options&) = default;
+  friend bool operator==(const QuantOptions&, const QuantOptions&) = default;
 };
 
 // "hybrid", "e4m3"; "max", "most_recent" (the recipes' names are mantissa/numeric/recipes.h's).
@@ -103,7 +105,7 @@ std::string_view fp8_operand_name(Fp8Operand operand);
 std::optional<Fp8Operand> parse_fp8_operand(std::string_view name);
 
 
-// How much FP8 quantization clipped and lost, over every layer (fp8_counters()) or in one (Fp8State), since
+// How much FP8 quantization clipped and lost, over every layer (fp8_counters()) or in one (QuantState), since
 // the last reset.
 struct Fp8Counters {
   std::int64_t quantized = 0;      // values quantized
@@ -112,15 +114,15 @@ struct Fp8Counters {
   std::int64_t scale_updates = 0;  // delayed scales that changed at end_step()
 };
 
-// One FP8 layer's scaling state. For delayed scaling: amax_history() [history, 3] f32 (row 0 the newest,
+// One quantized layer's scaling state (any recipe). For delayed scaling: amax_history() [history, 3] f32 (row 0 the newest,
 // columns input, weight, output gradient) and scale() [3] f32; for the block-scaled recipes and any
-// with a stochastic spec (Fp8Options::keeps_rounding_count), rounding_calls() [1] f64, the count of stochastically rounded quantizations so far, which keys the next
+// with a stochastic spec (QuantOptions::keeps_rounding_count), rounding_calls() [1] f64, the count of stochastically rounded quantizations so far, which keys the next
 // one's random bits. A module registers them as buffers, so checkpoints carry them and a resume continues
 // bit-identically. The other recipes keep no state.
-class Fp8State {
+class QuantState {
  public:
-  explicit Fp8State(const Fp8Options& options);
-  const Fp8Options& options() const { return options_; }
+  explicit QuantState(const QuantOptions& options);
+  const QuantOptions& options() const { return options_; }
   Tensor& amax_history() { return amax_history_; }
   Tensor& scale() { return scale_; }
   Tensor& rounding_calls() { return rounding_calls_; }
@@ -148,7 +150,7 @@ class Fp8State {
   void validate() const;
 
  private:
-  Fp8Options options_;
+  QuantOptions options_;
   Tensor amax_history_, scale_, rounding_calls_;
   std::array<double, kFp8Operands> pending_{};
   std::array<bool, kFp8Operands> seen_{};
@@ -162,7 +164,7 @@ void add_fp8_scale_updates(std::int64_t n);
 // y = x w^T + b with the product in FP8 as `state`'s recipe says: x [..., in], w [out, in], bias [out] or
 // undefined; y in the autocast region's dtype (x's outside one); the backward pass quantizes the output
 // gradient and runs the two products in FP8 too.
-Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const std::shared_ptr<Fp8State>& state);
+Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const std::shared_ptr<QuantState>& state);
 
 // x [R, C] as an FP8 product sees it, in f32: scaled by its own amax per block_rows x block_cols block
 // (power-of-2 scales if asked), rounded to `format`, and scaled back. For tests and for showing what a

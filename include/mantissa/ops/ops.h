@@ -16,7 +16,7 @@
 
 namespace mantissa {
 
-class Fp8State;  // mantissa/ops/fp8.h
+class QuantState;  // mantissa/ops/fp8.h
 
 // ---- Views and copies (src/ops/views.cpp)
 // A view where the strides allow, else a copy; one dimension may be -1.
@@ -91,7 +91,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = {});
 // A layer's product as its precision plan entry says: in FP8 by `fp8`'s recipe (mantissa/ops/fp8.h)
 // where autocast runs the product in low precision, else as linear() (fp8 null: linear() itself).
 // Autocast is asked once, here, for the weight: the FP8 decision and the cast both follow its answer.
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias, const std::shared_ptr<Fp8State>& fp8);
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias, const std::shared_ptr<QuantState>& fp8);
 // The dtype that linear(x, w, bias, fp8) reads an x of dtype `x` in, under the current autocast region:
 // what its own cast would make of x (FP8 quantizes x as it comes). Likewise matmul's for its operand.
 DType linear_input_dtype(DType x, DType w, bool fp8);

@@ -27,7 +27,7 @@ struct PrecisionPolicy {
   DType compute = DType::f32;  // f32, bf16 or f16
   PrecisionMode mode = PrecisionMode::autocast;
   // FP8 products (on top of a bf16 or f16 compute dtype) in the linear layers fp8_layers picks.
-  std::optional<Fp8Options> fp8 = std::nullopt;
+  std::optional<QuantOptions> fp8 = std::nullopt;
   nn::Fp8Policy fp8_layers = {};
   // Module paths (or prefixes) whose ops all run in f32, whatever the compute dtype (keep_in_f32).
   std::vector<std::string> f32_layers = {};
@@ -63,7 +63,7 @@ std::string fp32_ops_setting(const PrecisionPolicy& policy);
 DType parse_precision(std::string_view name);
 // The same names and "fp8": bf16 compute with FP8 products as `fp8` says (autocast mode); a microscaled
 // recipe's name (mantissa/numeric/recipes.h: "mxfp8", "nvfp4", ...): the same with that recipe.
-PrecisionPolicy parse_precision_policy(std::string_view name, const Fp8Options& fp8 = {});
+PrecisionPolicy parse_precision_policy(std::string_view name, const QuantOptions& fp8 = {});
 // The name parse_precision() takes: "fp32", "bf16", "fp16".
 std::string_view precision_name(DType compute);
 // "autocast" or "low-precision-model".

@@ -20,30 +20,38 @@
 
 namespace mantissa::train {
 
-enum class LayerPrecision : std::uint8_t { fp8, low, f32 };  // in order, lowest first
+// quantized: FP8 or a microscaled recipe (the plan names which).
+enum class LayerPrecision : std::uint8_t { quantized, low, f32 };  // in order, lowest first
 // "fp8", the low dtype's name ("bf16", "fp16"), "fp32".
 std::string layer_precision_name(LayerPrecision p, DType low);
 LayerPrecision parse_layer_precision(std::string_view name, DType low);
+// A quantized layer's level as plans write it: "fp8" for the FP8 recipes (delayed, current, block), else
+// the microscaled recipe's name ("nvfp4"): a layer quantized to FP4 is not an "fp8" layer.
+std::string quantized_level_name(const QuantOptions& recipe);
 
 struct PrecisionPlan {
   DType low = DType::bf16;                        // the 16-bit format of the run (its autocast dtype)
   std::map<std::string, LayerPrecision> layers;  // by module path
   std::map<std::string, std::string> reasons;    // why a layer has its level, where not by default
-  Fp8Options fp8 = {.recipe = QuantRecipe::current};  // the recipe of the fp8 layers
-  std::map<std::string, Fp8Options> recipes;         // fp8 layers with a recipe of their own
+  QuantOptions fp8 = {.recipe = QuantRecipe::current};  // the recipe of the fp8 layers
+  std::map<std::string, QuantOptions> recipes;         // fp8 layers with a recipe of their own
 
   // Whether a layer runs its products quantized (fp8 or a microscaled recipe): what the trainer's per-step
   // quantizer bookkeeping and the refusals of a quantized run that quantizes nothing ask.
   bool quantizes() const;
   // The recipe layer `path` quantizes by (its own, else the run's).
-  const Fp8Options& recipe_of(const std::string& path) const;
+  const QuantOptions& recipe_of(const std::string& path) const;
   // What a plan file holds and a checkpoint saves, without reasons:
-  //   {"low": "bf16", "fp8": {"recipe": "mxfp8", "mx_scale": "rceil", "seed": 0},
-  //    "layers": {"fc0": "bf16", "fc1": "fp8", "fc2": {"level": "fp8", "recipe": {"recipe": "nvfp4", ...}}}}
-  // "fp8" is there when a layer runs in fp8. Reading, a recipe may also be just its name ("nvfp4": the
-  // recipe with its defaults) and the run's recipe may be left out (current scaling).
+  //   {"low": "bf16", "quantized": {"recipe": "mxfp8", "mx_scale": "rceil", "seed": 0},
+  //    "layers": {"fc0": "bf16", "fc1": "mxfp8", "fc2": {"level": "nvfp4", "recipe": {"recipe": "nvfp4", ...}}}}
+  // A quantized layer's level is its recipe's word (quantized_level_name: "fp8" for the FP8 recipes, else
+  // the microscaled recipe's name); "quantized" is there when a layer is. Reading, a recipe may also be
+  // just its name ("nvfp4": the recipe with its defaults), the run's recipe may be left out (current
+  // scaling), a layer's level may name a microscaled recipe other than the run's (that recipe with its
+  // defaults), and plans written before these names read as they did: "fp8" for the run's recipe and for
+  // any quantized layer's level.
   std::string json() const;
-  // The levels alone ({"layers": ..., "low": ...}), as checkpoints before recipes were in the plan saved it.
+  // The levels alone ({"layers": ..., "low": ...}).
   std::string levels_json() const;
   static PrecisionPlan parse(std::string_view json);  // throws std::invalid_argument
   // "fp8 in 6 of 8 layers (mxfp8); bf16 in 2: blocks.0.attn.qkv (first layer), blocks.1.mlp.proj (last

@@ -39,7 +39,7 @@ struct RunOptions {
   // The library's one value for what the run computes in, handed to the trainer as it is: its mode, f32
   // layers and ops, FP8 layer choices are set directly, its dtype and FP8 options by resolve_precision().
   PrecisionPolicy precision;
-  Fp8Options fp8_options;  // the FP8 and microscaled recipes' settings, for a precision with one
+  QuantOptions fp8_options;  // the FP8 and microscaled recipes' settings, for a precision with one
   std::string loss_scale;  // dynamic, deepspeed, static:N, none; default: dynamic for fp16, else none
   double init_scale = 65536, growth_factor = 2, backoff_factor = 0.5, min_scale = 0;  // GradScaler's
   std::int64_t growth_interval = 2000;
