@@ -1,6 +1,8 @@
 // Batch norm on the CPU: f32 loops over (image, channel) planes, split across threads, per-channel
-// statistics in f64.
+// statistics in f64; f32 and bf16 planes read in place, other dtypes through an f32 copy.
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cmath>
 #include <vector>
 
@@ -11,14 +13,20 @@
 namespace mantissa::detail {
 namespace {
 
-// The per-channel loops of batch norm, vectorized (and compiled per ISA).
+// A plane's value as f32: an f32 as it is; a bf16 widened exactly (the top half of an f32's bits) as it is
+// loaded, so that a bf16 plane is read in place rather than converted into an f32 copy first.
+inline float f32_of(float v) { return v; }
+inline float f32_of(std::uint16_t bf16) { return std::bit_cast<float>(static_cast<std::uint32_t>(bf16) << 16); }
+
+// The per-channel loops of batch norm, vectorized (and compiled per ISA), over f32 or bf16 planes.
 // Sums of (v - k) and (v - k)^2 in f64: one pass gives the mean and the variance, var = E[(v-k)^2] -
 // E[v-k]^2, whose cancellation (growing with (mean - k)^2 / var) f64 absorbs for any shift k near the data.
-MANTISSA_VECTOR_CLONES void shifted_sums(const float* v, std::int64_t n, float k, double& s1, double& s2) {
+template <class X>
+MANTISSA_VECTOR_CLONES void shifted_sums(const X* v, std::int64_t n, float k, double& s1, double& s2) {
   double a = 0, b = 0;
 #pragma omp simd reduction(+ : a, b)
   for (std::int64_t i = 0; i < n; ++i) {
-    const double d = static_cast<double>(v[i]) - static_cast<double>(k);
+    const double d = static_cast<double>(f32_of(v[i])) - static_cast<double>(k);
     a += d;
     b += d * d;
   }
@@ -29,28 +37,42 @@ MANTISSA_VECTOR_CLONES void shifted_sums(const float* v, std::int64_t n, float k
 // out = ((v - k) - d) rs g + b: the mean as a shift k (a value of the data, so v - k is exact for v near
 // it) plus a small d, which keeps the mean's digits that one f32 would round away (data at 1000 with a
 // spread of 1 lost 4 of them). out may be v.
-MANTISSA_VECTOR_CLONES void normalize(const float* v, float* out, std::int64_t n, float k, float d, float rs, float g,
-                                      float b) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = ((v[i] - k) - d) * rs * g + b;
+template <class X>
+MANTISSA_VECTOR_CLONES void normalize(const X* v, float* out, std::int64_t n, float k, float d, float rs, float g, float b) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = ((f32_of(v[i]) - k) - d) * rs * g + b;
 }
 
 // sum(dy) and sum(dy x-hat), x-hat = (x - mu) rs.
-MANTISSA_VECTOR_CLONES void backward_sums(const float* x, const float* dy, std::int64_t n, float mu, float rs,
-                                          float& sum_dy, float& sum_dy_xhat) {
+template <class X, class D>
+MANTISSA_VECTOR_CLONES void backward_sums(const X* x, const D* dy, std::int64_t n, float mu, float rs, float& sum_dy,
+                                          float& sum_dy_xhat) {
   float a = 0, b = 0;
 #pragma omp simd reduction(+ : a, b)
   for (std::int64_t k = 0; k < n; ++k) {
-    a += dy[k];
-    b += dy[k] * ((x[k] - mu) * rs);
+    const float g = f32_of(dy[k]);
+    a += g;
+    b += g * ((f32_of(x[k]) - mu) * rs);
   }
   sum_dy = a;
   sum_dy_xhat = b;
 }
 
 // dx = scale (m dy - sum_dy - x-hat sum_dy_xhat); dx may be dy.
-MANTISSA_VECTOR_CLONES void backward_apply(const float* x, const float* dy, float* dx, std::int64_t n, float mu,
-                                           float rs, float scale, float m, float sum_dy, float sum_dy_xhat) {
-  for (std::int64_t k = 0; k < n; ++k) dx[k] = scale * (m * dy[k] - sum_dy - ((x[k] - mu) * rs) * sum_dy_xhat);
+template <class X, class D>
+MANTISSA_VECTOR_CLONES void backward_apply(const X* x, const D* dy, float* dx, std::int64_t n, float mu, float rs, float scale,
+                                           float m, float sum_dy, float sum_dy_xhat) {
+  for (std::int64_t k = 0; k < n; ++k) dx[k] = scale * (m * f32_of(dy[k]) - sum_dy - ((f32_of(x[k]) - mu) * rs) * sum_dy_xhat);
+}
+
+// A plane to read: f32 or bf16 in place, any other dtype converted into `scratch` (f32); `use` gets its
+// values' pointer (const float* or const std::uint16_t*).
+template <class Use>
+void with_plane(const Tensor& t, std::int64_t plane, std::int64_t size, float* scratch, Use&& use) {
+  if (t.dtype() == DType::bf16) {
+    use(static_cast<const std::uint16_t*>(t.data()) + plane * size);
+  } else {
+    use(read_plane(t, plane, size, scratch));
+  }
 }
 
 }  // namespace
@@ -69,6 +91,8 @@ constexpr std::int64_t kImagesPerChunk = 8;
 template <class PerPlane>
 void chunk_sums(const Tensor& x, const Tensor* dy, std::vector<double>& sums, std::vector<double>* sums2,
                 PerPlane&& per_plane) {
+  // (per_plane takes the x plane's and, where there is one, the dy plane's values, each const float* or
+  // const std::uint16_t* (bf16): with_plane.)
   const std::int64_t n = x.size(0), c = x.size(1), s = x.size(2);
   const std::int64_t chunks = (n + kImagesPerChunk - 1) / kImagesPerChunk;
   sums.assign(static_cast<std::size_t>(chunks * c), 0.0);
@@ -80,10 +104,16 @@ void chunk_sums(const Tensor& x, const Tensor* dy, std::vector<double>& sums, st
     for (std::int64_t k = 0; k < chunks; ++k) {
       for (std::int64_t i = k * kImagesPerChunk; i < std::min(n, (k + 1) * kImagesPerChunk); ++i) {
         for (std::int64_t ch = 0; ch < c; ++ch) {
-          const float* xp = read_plane(x, i * c + ch, s, xv.data());
-          const float* gp = dy != nullptr ? read_plane(*dy, i * c + ch, s, gv.data()) : nullptr;
           const auto at = static_cast<std::size_t>(k * c + ch);
-          per_plane(xp, gp, ch, sums[at], sums2 != nullptr ? (*sums2)[at] : sums[at]);
+          double& a = sums[at];
+          double& b = sums2 != nullptr ? (*sums2)[at] : sums[at];
+          with_plane(x, i * c + ch, s, xv.data(), [&](const auto* xp) {
+            if (dy == nullptr) {
+              per_plane(xp, static_cast<const float*>(nullptr), ch, a, b);
+            } else {
+              with_plane(*dy, i * c + ch, s, gv.data(), [&](const auto* gp) { per_plane(xp, gp, ch, a, b); });
+            }
+          });
         }
       }
     }
@@ -113,7 +143,7 @@ void cpu_batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, do
   std::vector<float> shift(static_cast<std::size_t>(c));
   for (std::int64_t ch = 0; ch < c; ++ch) load_f32(x, ch * s, 1, 1, &shift[static_cast<std::size_t>(ch)]);
   std::vector<double> sums, squares;
-  chunk_sums(x, nullptr, sums, &squares, [&](const float* v, const float*, std::int64_t ch, double& a, double& b) {
+  chunk_sums(x, nullptr, sums, &squares, [&](const auto* v, const auto*, std::int64_t ch, double& a, double& b) {
     shifted_sums(v, s, shift[static_cast<std::size_t>(ch)], a, b);
   });
   const std::vector<double> t1 = channel_totals(sums, c), t2 = channel_totals(squares, c);
@@ -133,9 +163,12 @@ void cpu_batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, do
     for (std::int64_t plane = 0; plane < n * c; ++plane) {
       const auto ch = static_cast<std::size_t>(plane % c);
       float* out = write_plane(y, plane, s, v.data());
-      const float* in = x.dtype() == DType::f32 ? x.data_as<float>() + plane * s : out;
-      if (in == out) load_plane(x, plane, s, out);
-      normalize(in, out, s, shift[ch], offset[ch], rs[ch], g[ch], b[ch]);
+      if (x.dtype() == DType::f32 || x.dtype() == DType::bf16) {
+        with_plane(x, plane, s, nullptr, [&](const auto* in) { normalize(in, out, s, shift[ch], offset[ch], rs[ch], g[ch], b[ch]); });
+      } else {
+        load_plane(x, plane, s, out);
+        normalize(static_cast<const float*>(out), out, s, shift[ch], offset[ch], rs[ch], g[ch], b[ch]);
+      }
       finish_plane(y, plane, s, out);
     }
   }
@@ -152,7 +185,7 @@ void cpu_batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor&
   const float* rs = rstd.data_as<float>();
   std::vector<double> dy_sums, dy_xhat_sums;
   chunk_sums(x, &grad_y, dy_sums, &dy_xhat_sums,
-             [&](const float* xv, const float* gv, std::int64_t ch, double& a, double& b) {
+             [&](const auto* xv, const auto* gv, std::int64_t ch, double& a, double& b) {
                float sum_dy = 0, sum_dy_xhat = 0;
                backward_sums(xv, gv, s, mu[ch], rs[ch], sum_dy, sum_dy_xhat);
                a += sum_dy;
@@ -162,16 +195,18 @@ void cpu_batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor&
   const std::vector<float> g = channel_values(gamma, c);
 #pragma omp parallel if (n * c > 1 && x.numel() >= (1 << 15))
   {
-    std::vector<float> xv(static_cast<std::size_t>(s)), gv(static_cast<std::size_t>(s));
+    std::vector<float> xv(static_cast<std::size_t>(s)), gv(static_cast<std::size_t>(s)), ov(static_cast<std::size_t>(s));
 #pragma omp for schedule(static)
     for (std::int64_t plane = 0; plane < n * c; ++plane) {
       const std::int64_t ch = plane % c;
       const auto u = static_cast<std::size_t>(ch);
-      const float* xp = read_plane(x, plane, s, xv.data());
-      const float* gp = read_plane(grad_y, plane, s, gv.data());
-      float* out = write_plane(grad_x, plane, s, gv.data());  // gv may be both: dx may be dy
-      backward_apply(xp, gp, out, s, mu[ch], rs[ch], g[u] * rs[ch] / m, m, static_cast<float>(t_dy[u]),
-                     static_cast<float>(t_dy_xhat[u]));
+      float* out = write_plane(grad_x, plane, s, ov.data());  // grad_x may be grad_y: each value is read before it is written
+      with_plane(x, plane, s, xv.data(), [&](const auto* xp) {
+        with_plane(grad_y, plane, s, gv.data(), [&](const auto* gp) {
+          backward_apply(xp, gp, out, s, mu[ch], rs[ch], g[u] * rs[ch] / m, m, static_cast<float>(t_dy[u]),
+                         static_cast<float>(t_dy_xhat[u]));
+        });
+      });
       finish_plane(grad_x, plane, s, out);
     }
   }
