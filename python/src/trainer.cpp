@@ -29,16 +29,18 @@ train::OptionValue option_value(const train::RunOption& row, const py::handle& v
     return py::type_error(key + ": " + what + ", not " + py::repr(v).cast<std::string>());
   };
   switch (row.kind) {
-    case train::OptionKind::integer:
-      if (is_bool || !py::isinstance<py::int_>(v)) throw refuse("an integer");
+    case train::OptionKind::integer:  // a Python int, or any integer type (NumPy's) that says it is one (__index__)
+      if (is_bool || PyIndex_Check(v.ptr()) == 0) throw refuse("an integer");
       try {
-        return v.cast<std::int64_t>();
+        return py::int_(py::reinterpret_borrow<py::object>(v)).cast<std::int64_t>();
       } catch (const py::cast_error&) {
         throw py::value_error(key + ": " + py::repr(v).cast<std::string>() + " is out of range");
       }
-    case train::OptionKind::real:
-      if (is_bool || !(py::isinstance<py::int_>(v) || py::isinstance<py::float_>(v))) throw refuse("a number");
-      return v.cast<double>();
+    case train::OptionKind::real:  // an int or a float, or a NumPy scalar of either
+      if (is_bool || py::isinstance<py::str>(v) || !(PyIndex_Check(v.ptr()) != 0 || py::hasattr(v, "__float__"))) {
+        throw refuse("a number");
+      }
+      return py::float_(py::reinterpret_borrow<py::object>(v)).cast<double>();
     case train::OptionKind::flag:
     case train::OptionKind::on_off:
       if (!is_bool) throw refuse("True or False");

@@ -116,6 +116,14 @@ def test_keywords_are_the_librarys_settings_each_checked_by_its_kind():
             mantissa.Trainer("mlp", **{key: wrong[kind]})
 
 
+def test_numpy_scalars_are_numbers_and_telemetry_settings_need_telemetry():
+    import numpy as np
+    t = mantissa.Trainer("mlp", steps=np.int64(2), lr=np.float32(0.002), batch_size=16, hidden=16, quiet=True)
+    assert t.steps == 2
+    with pytest.raises(ValueError, match=r"telemetry_every applies only with telemetry=True"):
+        mantissa.Trainer("mlp", steps=2, telemetry_every=5)
+
+
 def test_refusals_name_keywords_not_the_commands_flags():
     cases = [dict(batch_size=0), dict(resume=True), dict(epochs=1, steps=3), dict(model="gpt", n_embd=30, n_head=4),
              dict(master_weights=False), dict(fp32_ops="default,attention"), dict(warmup=10, steps=5),

@@ -103,7 +103,8 @@ std::vector<std::string> check_agreement(const RunOptions& c, const RunFacts& ru
       {{"embd", "bptt"}, c.model == "lstm", model + "lstm", c.model},
       {{"normalize"}, !train::is_text_model(c.model), "an image model (mlp, cnn, segment)", c.model},
       {{"metrics_append"}, given("metrics"), f("metrics") + " PATH", ""},
-      {{"telemetry_every", "telemetry_tensors", "telemetry_layers"}, c.telemetry.has_value(), f("telemetry") + " PATH", ""},
+      {{"telemetry_every", "telemetry_tensors", "telemetry_layers"}, c.telemetry.has_value(),
+       f("telemetry") + (c.spelling == train::Spelling::keywords ? "=True" : " PATH"), ""},
       {{"grad_reduce", "bucket_mb", "overlap", "checksum_every", "dist_timeout", "inject_rank"}, run.ranks > 1,
        "data parallel training (mpirun with 2 or more ranks)", "1 rank"},
   };
