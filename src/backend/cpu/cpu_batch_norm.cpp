@@ -1,8 +1,6 @@
 // Batch norm on the CPU: f32 loops over (image, channel) planes, split across threads, per-channel
 // statistics in f64; f32 and bf16 planes read in place, other dtypes through an f32 copy.
 #include <algorithm>
-#include <bit>
-#include <cstdint>
 #include <cmath>
 #include <vector>
 
@@ -12,11 +10,6 @@
 
 namespace mantissa::detail {
 namespace {
-
-// A plane's value as f32: an f32 as it is; a bf16 widened exactly (the top half of an f32's bits) as it is
-// loaded, so that a bf16 plane is read in place rather than converted into an f32 copy first.
-inline float f32_of(float v) { return v; }
-inline float f32_of(std::uint16_t bf16) { return std::bit_cast<float>(static_cast<std::uint32_t>(bf16) << 16); }
 
 // The per-channel loops of batch norm, vectorized (and compiled per ISA), over f32 or bf16 planes.
 // Sums of (v - k) and (v - k)^2 in f64: one pass gives the mean and the variance, var = E[(v-k)^2] -
@@ -62,17 +55,6 @@ template <class X, class D>
 MANTISSA_VECTOR_CLONES void backward_apply(const X* x, const D* dy, float* dx, std::int64_t n, float mu, float rs, float scale,
                                            float m, float sum_dy, float sum_dy_xhat) {
   for (std::int64_t k = 0; k < n; ++k) dx[k] = scale * (m * f32_of(dy[k]) - sum_dy - ((f32_of(x[k]) - mu) * rs) * sum_dy_xhat);
-}
-
-// A plane to read: f32 or bf16 in place, any other dtype converted into `scratch` (f32); `use` gets its
-// values' pointer (const float* or const std::uint16_t*).
-template <class Use>
-void with_plane(const Tensor& t, std::int64_t plane, std::int64_t size, float* scratch, Use&& use) {
-  if (t.dtype() == DType::bf16) {
-    use(static_cast<const std::uint16_t*>(t.data()) + plane * size);
-  } else {
-    use(read_plane(t, plane, size, scratch));
-  }
 }
 
 }  // namespace

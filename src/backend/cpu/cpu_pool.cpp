@@ -46,14 +46,15 @@ inline float max_nan(float a, float b) { return (b > a || b != b) ? b : a; }
 // then the maximum of every element with its right neighbour (twice the work needed, contiguous), of
 // which the even positions are the windows'. max_nan is commutative up to which NaN, so the window's
 // maximum does not depend on the order. `scratch` holds 4 ow floats.
-MANTISSA_VECTOR_CLONES void max_pool_2x2(const float* in, float* out, std::int64_t w, std::int64_t oh, std::int64_t ow,
+template <class X>  // f32, or bf16 read in place (planes.h)
+MANTISSA_VECTOR_CLONES void max_pool_2x2(const X* in, float* out, std::int64_t w, std::int64_t oh, std::int64_t ow,
                                          float* scratch) {
   float* rows = scratch;
   float* pairs = scratch + 2 * ow;
   for (std::int64_t y = 0; y < oh; ++y) {
-    const float* r0 = in + 2 * y * w;
-    const float* r1 = r0 + w;
-    for (std::int64_t k = 0; k < 2 * ow; ++k) rows[k] = max_nan(r0[k], r1[k]);
+    const X* r0 = in + 2 * y * w;
+    const X* r1 = r0 + w;
+    for (std::int64_t k = 0; k < 2 * ow; ++k) rows[k] = max_nan(f32_of(r0[k]), f32_of(r1[k]));
     for (std::int64_t k = 0; k + 1 < 2 * ow; ++k) pairs[k] = max_nan(rows[k], rows[k + 1]);
     float* o = out + y * ow;
     for (std::int64_t x = 0; x < ow; ++x) o[x] = pairs[2 * x];
@@ -102,11 +103,11 @@ void cpu_pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out) {
     std::vector<float> scratch(static_cast<std::size_t>(4 * ow));
 #pragma omp for schedule(static)
     for (std::int64_t plane = 0; plane < planes; ++plane) {
-      const float* ip = read_plane(x, plane, h * w, in.data());
       float* op = write_plane(out, plane, oh * ow, o.data());
       if (is_max_2x2(p, h, w, oh, ow)) {
-        max_pool_2x2(ip, op, w, oh, ow, scratch.data());
+        with_plane(x, plane, h * w, in.data(), [&](const auto* ip) { max_pool_2x2(ip, op, w, oh, ow, scratch.data()); });
       } else {
+        const float* ip = read_plane(x, plane, h * w, in.data());
         std::fill(op, op + oh * ow, p.max ? -std::numeric_limits<float>::infinity() : 0.0f);
         for_each_tap(p, h, w, oh, ow, [&](std::int64_t oi, std::int64_t ii) {
           op[oi] = p.max ? (ip[ii] > op[oi] || std::isnan(ip[ii]) ? ip[ii] : op[oi]) : op[oi] + ip[ii];
