@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "mantissa/base/errors.h"
+#include "mantissa/base/value_range.h"
 #include "mantissa/numeric/microscale.h"
 #include "mantissa/numeric/parse_number.h"
 #include "mantissa/numeric/recipes.h"
@@ -296,11 +297,14 @@ void set_precision(RunOptions& o, const std::string& name) {
   apply_precision_name(o);
 }
 
-std::string precision_label(const RunOptions& o) {
-  if (o.adaptive) return "adaptive";
-  if (o.precision.fp8) return o.precision.fp8->microscaled() ? std::string(o.precision.fp8->recipe.name()) : "fp8";
-  return std::string(precision_name(o.precision.compute));
-}
+namespace {
+
+// A real-valued setting, the field it sets and its range (mantissa/train/setting_ranges.h).
+struct RealSetting {
+  const char* key;
+  double RunOptions::*value;
+  ValueRange range;
+};
 
 const std::vector<RealSetting>& real_settings() {
   namespace r = ranges;
@@ -321,6 +325,8 @@ const std::vector<RealSetting>& real_settings() {
   };
   return settings;
 }
+
+}  // namespace
 
 std::pair<double, double> normalization(const RunOptions& o) {
   if (o.normalize == "auto") return {kOwnStatistics, kOwnStatistics};

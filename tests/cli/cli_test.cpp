@@ -874,7 +874,7 @@ std::vector<std::pair<std::string, std::string>> value_options(const std::string
 }  // namespace
 
 // Every real-valued flag of the training commands has a declared range (mantissa/train/setting_ranges.h,
-// tools/mantissa/training.cpp's real_settings): a finite value that cannot train, 1e300, is refused in one
+// src/train/run_options.cpp's real_settings): a finite value that cannot train, 1e300, is refused in one
 // line naming the flag. A FLOAT flag added without a range fails here.
 TEST(Flags, EveryRealFlagOfTheTrainingCommandsHasARange) {
   int reals = 0;

@@ -30,10 +30,9 @@ using train::StepRecord;
 using train::TrainCallbacks;
 using train::TrainResult;
 
-// The settings' checks, precision names and ranges are the library's (run_options.h).
+// The settings' checks and precision names are the library's (run_options.h).
 using train::check_run_options;
 using train::normalization;
-using train::precision_label;
 using train::set_precision;
 
 // --device (train, compare, bench --model): cpu, or cuda (cuda:0); cuda where no GPU is usable is refused

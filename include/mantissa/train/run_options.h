@@ -15,7 +15,6 @@
 #include <variant>
 #include <vector>
 
-#include "mantissa/base/value_range.h"
 #include "mantissa/core/dtype.h"
 #include "mantissa/ops/fp8.h"
 #include "mantissa/train/adaptive.h"
@@ -133,21 +132,10 @@ void set_run_option(RunOptions& o, std::string_view key, const OptionValue& valu
 void resolve_precision(RunOptions& o);
 // Sets precision_name and resolves it (compare, paper: each run's precision by name).
 void set_precision(RunOptions& o, const std::string& name);
-// The name the run was asked for, as its label says it: "fp32", "bf16", "fp16", "fp8", a recipe, "adaptive".
-std::string precision_label(const RunOptions& o);
-
 // Every setting in its range and consistent with the rest (a run's first check; compare checks each
 // precision's before the first runs): throws UsageError or std::invalid_argument naming the setting. The
 // thread count is checked where the run takes its threads.
 void check_run_options(const RunOptions& o);
-
-// A real-valued setting, the field it sets and its range (mantissa/train/setting_ranges.h).
-struct RealSetting {
-  const char* key;
-  double RunOptions::*value;
-  ValueRange range;
-};
-const std::vector<RealSetting>& real_settings();
 
 // The images' normalization `normalize` says: (mean, std), both kOwnStatistics for "auto"; throws
 // UsageError for anything but auto or two numbers MEAN,STD with STD > 0.
