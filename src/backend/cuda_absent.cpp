@@ -22,5 +22,6 @@ void set_cuda_fused_attention(bool allow) { fused_attention_allowed = allow; }
 bool cuda_fused_attention() { return fused_attention_allowed; }
 void set_cuda_fp8_tensor_cores(bool allow) { fp8_tensor_cores_allowed = allow; }
 bool cuda_fp8_tensor_cores() { return fp8_tensor_cores_allowed; }
+std::int64_t cuda_fp8_products() { return 0; }
 
 }  // namespace mantissa

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 #include "kernels.h"
 #include "read_later.h"
@@ -52,10 +53,19 @@ Fp8QuantizeStats fit_quantize(const Tensor& x, const QuantSpec& spec, float give
 }
 
 // BlockQuantize's `counts` and `factor` (kernels.h): each undefined, or contiguous bytes on x's device
-// (32 and 8).
-inline void check_block_quantize_places(const Tensor& x, const Tensor& counts, const Tensor& factor) {
+// (32 and 8); and its `out`: bf16, or the element's fp8 storage dtype for a spec whose values stay on
+// that grid (one f32 scale per tensor, fitted).
+inline void check_block_quantize_places(const Tensor& x, const QuantSpec& spec, const Tensor& out, const Tensor& counts,
+                                        const Tensor& factor) {
   check_place<Fp8Counts>("block_quantize", counts, x.device());
   check_place<double>("block_quantize", factor, x.device());
+  if (out.dtype() == DType::bf16) return;
+  const bool on_grid = spec.per_tensor() && spec.scale == ScaleFormat::f32 && spec.rule == ScaleRule::fit;
+  if (!on_grid || !is_storage_only(out.dtype()) || dtype_of(spec.element) != out.dtype()) {
+    throw std::invalid_argument("block_quantize: out is bf16, or " + spec.element.name() +
+                                " storage for a per-tensor f32 scale; got " + std::string(dtype_name(out.dtype())) +
+                                " for " + spec.str());
+  }
 }
 
 // A backend's BlockQuantize: the fit rule by its two FP8 quantizers (above), any other rule by

@@ -130,13 +130,6 @@ inline float fp8_scale_for(double amax, Format format, int margin, bool power_of
   return fp8_scale_for(amax, static_cast<double>(decode(format, format.max_finite_bits())), margin, power_of_2);
 }
 
-// The fp8 grids (e4m3 or e5m2) every value of the FP8 product's operands lies on, as the per-tensor
-// quantizer leaves them; bf16 for an operand on none (block scaling's values, scaled back). A device
-// that multiplies fp8 in hardware converts such operands exactly and uses it; the others ignore this.
-struct Fp8Grids {
-  DType a = DType::bf16, w = DType::bf16;
-};
-
 // What a scaled product multiplies its sums by: alpha times the factors its operands' quantizers left on
 // their device (BlockQuantize's `factor`: an f64 in 8 bytes each; undefined for 1), multiplied in f64 in
 // that order and rounded to f32 once. The factors stay where they were made: a GPU reads them in its own
@@ -502,10 +495,11 @@ struct Fp8QuantizeCurrent {
   using Fn = Fp8QuantizeStats(const Tensor& x, Format format, std::int64_t block_rows, std::int64_t block_cols, int margin,
                               bool power_of_2, bool dequantize, const Tensor& scales, const Tensor& out);
 };
-// out [R, C] bf16 = x * scale (the block's, in f32), rounded to `format` (e4m3 or e5m2) to nearest even;
+// out [R, C] = x * scale (the block's, in f32), rounded to `format` (e4m3 or e5m2) to nearest even;
 // finite values past its range saturate to its largest finite value, inf and NaN stay as they are. The
-// result is stored in bf16, which holds every fp8 value exactly; with `dequantize` it is multiplied by
-// 1 / scale first (exact for the power-of-2 scales of block scaling).
+// result is stored in bf16, which holds every fp8 value exactly, or in out's fp8 dtype (format's own,
+// without `dequantize`: e4m3 has no infinity, so an infinite value is stored as its NaN); with
+// `dequantize` it is multiplied by 1 / scale first (exact for the power-of-2 scales of block scaling).
 struct Fp8Quantize {
   static constexpr const char *name = "fp8_quantize", *family = "fp8_cast";
   using Fn = Fp8QuantizeStats(const Tensor& x, Format format, const Tensor& scales, std::int64_t block_rows,
@@ -516,7 +510,8 @@ struct Fp8Quantize {
 // scales, not by the tensor scale (returned in the stats: a product applies it to its result). bf16
 // holds every such value exactly: an element (fp8, fp6 or fp4: at most 4 significant bits) times a power
 // of 2, or an fp4 or fp6 element times an e4m3 scale (at most 8); per-tensor f32 scales leave the values
-// on the fp8 grid. Stochastic rounding draws from
+// on the fp8 grid, and for such a spec out may be that grid's storage dtype instead (e4m3 or e5m2: one
+// byte a value, what an fp8 product reads; check_block_quantize_out). Stochastic rounding draws from
 // (seed, element index). given_scale: for a per-tensor spec, the scale to use (the delayed recipe's)
 // instead of one fitted to x's amax; 0 for none. The fit rule runs as Fp8QuantizeCurrent / Fp8Quantize
 // say (fit_quantize.h), the others as numeric/microscale.cpp defines them. counts: undefined (the stats
@@ -540,14 +535,16 @@ struct HadamardRows {
 };
 // The FP8 product: out[b] = scale * (a[b] . w[b]) + bias, shapes as Matmul's; products summed in f32,
 // the scale (ProductScale: the inverse of the operands' scales, as f32) and the bias applied in f32
-// before the one rounding. The operands are bf16 (holding fp8 values exactly).
+// before the one rounding. Each operand is bf16 (block-scaled values, scaled back) or in an fp8 storage
+// dtype, e4m3 or e5m2 (per-tensor scaled values, on that grid): the dtype says the grid. A device that
+// multiplies fp8 in hardware takes such an operand as it is (one with its inner dimension contiguous
+// without a copy); the others widen it to bf16 exactly (scaled_operands.h) and run the bf16 product.
 struct ScaledMatmul {
   static constexpr const char *name = "scaled_matmul", *family = "matmul";
-  static double flops(const Tensor& a, const Tensor&, const ProductScale&, const Tensor&, const Tensor& out, Fp8Grids) {
+  static double flops(const Tensor& a, const Tensor&, const ProductScale&, const Tensor&, const Tensor& out) {
     return 2.0 * static_cast<double>(out.numel()) * static_cast<double>(a.size(-1));
   }
-  using Fn = void(const Tensor& a, const Tensor& w, const ProductScale& scale, const Tensor& bias, const Tensor& out,
-                  Fp8Grids grids);
+  using Fn = void(const Tensor& a, const Tensor& w, const ProductScale& scale, const Tensor& bias, const Tensor& out);
 };
 
 }  // namespace kernel

@@ -43,6 +43,13 @@ Format format_of(DType t) {
   throw std::invalid_argument("f64 is not one of the number formats");
 }
 
+std::optional<DType> dtype_of(const Format& f) {
+  for (const DType t : kAllDTypes) {
+    if (t != DType::f64 && format_of(t) == f) return t;
+  }
+  return std::nullopt;
+}
+
 double dtype_epsilon(DType t) {
   return t == DType::f64 ? std::ldexp(1.0, -52) : std::ldexp(1.0, -format_of(t).man_bits());
 }

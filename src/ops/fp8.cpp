@@ -32,18 +32,24 @@ std::optional<float> per_tensor_scale(double amax, Format f, int margin) {
 // A [R, C] view of x [..., C].
 Tensor as_rows(const Tensor& x) { return reshape(x, {-1, x.size(-1)}); }
 
-// One operand, quantized: the values (bf16, [R, C] contiguous) and the factor that scales products of it
-// back (1 / scale for per-tensor scales; NVFP4's tensor scale; 1 for block scales, whose values come
-// scaled back already), an f64 left by the quantizer on the values' device (undefined: 1), never read
-// by the host.
+// One operand, quantized: the values ([R, C] contiguous, or a view of them) and the factor that scales
+// products of it back (1 / scale for per-tensor scales; NVFP4's tensor scale; 1 for block scales, whose
+// values come scaled back already), an f64 left by the quantizer on the values' device (undefined: 1),
+// never read by the host. Per-tensor scaled values are held in their grid's storage dtype (e4m3 or e5m2:
+// one byte each, as an fp8 product reads them and half the memory of the kept activations); the others
+// in bf16, which holds them exactly.
 struct Quantized {
   Tensor values;
   Tensor factor;
-  DType grid = DType::bf16;  // the fp8 grid every value lies on (per-tensor scales), or bf16 for none
 };
 
-// The storage dtype of an fp8 format: e4m3 or e5m2.
-DType grid_of(Format f) { return f == Format::e4m3() ? DType::e4m3 : DType::e5m2; }
+// The dtype a spec's quantized values are held in: the fp8 element's own for one f32 scale per tensor
+// (the values stay on its grid), else bf16.
+DType held_dtype(const QuantSpec& spec) {
+  const bool on_grid = spec.per_tensor() && spec.scale == ScaleFormat::f32 && spec.rule == ScaleRule::fit;
+  const std::optional<DType> own = dtype_of(spec.element);
+  return on_grid && own && is_storage_only(*own) ? *own : DType::bf16;
+}
 
 // The layer whose products are quantizing on this thread (its forward, or its node's backward), which
 // gets its share of the counts.
@@ -71,7 +77,7 @@ void count(const detail::Fp8QuantizeStats& st, QuantState* layer) {
 Quantized quantize_operand(const Tensor& x, QuantSpec spec, bool inner_is_rows, QuantState& state, Fp8Operand role,
                            bool record) {
   if (inner_is_rows) std::swap(spec.block_rows, spec.block_cols);
-  Tensor q = Tensor::empty({x.size(0), x.size(1)}, DType::bf16, x.device());
+  Tensor q = Tensor::empty({x.size(0), x.size(1)}, held_dtype(spec), x.device());
   if (x.numel() == 0) return {q, Tensor()};  // no blocks, no scales
   const bool delayed = state.options().recipe == QuantRecipe::delayed && spec.per_tensor();
   const float given = delayed ? state.delayed_scale(role).value_or(0.0f) : 0.0f;  // none yet: x's own amax
@@ -95,12 +101,11 @@ Quantized quantize_operand(const Tensor& x, QuantSpec spec, bool inner_is_rows, 
   const detail::Fp8QuantizeStats st =
       detail::run_kernel_on<detail::kernel::BlockQuantize>(x, x, spec, seed, given, q, counts, factor);
   if (!counts.defined()) take(st);
-  // Per-tensor f32 scales leave the values on the fp8 grid; block scales come multiplied in.
-  return {q, factor, spec.scale == ScaleFormat::f32 ? grid_of(spec.element) : DType::bf16};
+  return {q, factor};
 }
 
-// The values of q as another view (a transpose), with its factor and grid.
-Quantized viewed(const Quantized& q, const Tensor& view) { return {view, q.factor, q.grid}; }
+// The values of q as another view (a transpose), with its factor.
+Quantized viewed(const Quantized& q, const Tensor& view) { return {view, q.factor}; }
 
 // out = a's factor * b's factor * (a . b) + bias: a's values [M, K], b's given as a [K, N] view, out
 // [M, N] in `dtype`.
@@ -111,8 +116,7 @@ Tensor scaled_product(const Quantized& qa, const Quantized& qb, const Tensor& bi
   const Tensor a3 = make_view(a, {1, m, k}, {m * k, a.strides()[0], a.strides()[1]}, a.offset());
   const Tensor b3 = make_view(b, {1, k, n}, {k * n, b.strides()[0], b.strides()[1]}, b.offset());
   const Tensor o3 = make_view(out, {1, m, n}, {m * n, n, 1}, 0);
-  detail::run_kernel_on<detail::kernel::ScaledMatmul>(a, a3, b3, detail::ProductScale(1.0, qa.factor, qb.factor), bias, o3,
-                                                      detail::Fp8Grids{qa.grid, qb.grid});
+  detail::run_kernel_on<detail::kernel::ScaledMatmul>(a, a3, b3, detail::ProductScale(1.0, qa.factor, qb.factor), bias, o3);
   return out;
 }
 
@@ -414,7 +418,7 @@ Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const st
   if (needs_grad({&x, &w, &bias})) {
     // Kept for backward (counted as activations): an operand's quantization where it serves the backward
     // product too, else the input as it came (the weight: the parameter itself).
-    const auto kept = [](const Quantized& q) { return Kept{{save_for_backward(q.values), q.factor, q.grid}, {}}; };
+    const auto kept = [](const Quantized& q) { return Kept{{save_for_backward(q.values), q.factor}, {}}; };
     Kept xk = xs.turns() && !o.hadamard_wgrad() ? kept(xq) : Kept{{}, save_for_backward(x2)};
     Kept wk = ws.turns() ? kept(wq) : Kept{{}, w};
     record(y, std::make_shared<Fp8LinearNode>(std::move(xk), std::move(wk), x.shape(), x.dtype(), w.dtype(), state), {&x, &w, &bias});

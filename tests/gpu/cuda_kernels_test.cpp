@@ -182,10 +182,10 @@ TEST_F(CudaKernels, TheScaledProductFollowsTheCpus) {
   const Tensor wb = make_view(w3, {2, 64, 48}, {0, 48, 1}, 0);  // the same weights for both batches
   const Tensor bias = Tensor::randn({48}, DType::f32, 5);
   Tensor out_cpu = Tensor::empty({2, 37, 48}, DType::f32), out_gpu = Tensor::empty({2, 37, 48}, DType::f32, kGpu);
-  run_kernel<kernel::ScaledMatmul>(Device::cpu(), a3, wb, 0.37, bias, out_cpu, Fp8Grids{});
+  run_kernel<kernel::ScaledMatmul>(Device::cpu(), a3, wb, 0.37, bias, out_cpu);
   const Tensor w_gpu = w3.to(kGpu);
   run_kernel<kernel::ScaledMatmul>(kGpu, a3.to(kGpu), make_view(w_gpu, {2, 64, 48}, {0, 48, 1}, 0), 0.37, bias.to(kGpu),
-                                   out_gpu, Fp8Grids{});
+                                   out_gpu);
   const std::vector<double> x = out_cpu.to_doubles(), y = out_gpu.to(Device::cpu()).to_doubles();
   for (std::size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(y[i], x[i], 1e-5 * (std::fabs(x[i]) + 1)) << i;
 }
@@ -263,15 +263,14 @@ TEST_F(CudaKernels, FactorsOnTheGpuScaleAProductAsTheHostsAlpha) {
       SCOPED_TRACE(std::to_string(m) + (fp8_cores ? " rows, fp8 tensor cores allowed" : " rows, bf16 path"));
       set_cuda_fp8_tensor_cores(fp8_cores);
       const std::int64_t k = 128, n = 80;
-      const Tensor a = cast(cast(Tensor::randn({1, m, k}, DType::f32, 17, 0, 4), DType::e4m3), DType::bf16).to(kGpu);
-      const Tensor w = cast(cast(Tensor::randn({1, k, n}, DType::f32, 18, 0, 4), DType::e4m3), DType::bf16).to(kGpu);
+      const Tensor a = cast(Tensor::randn({1, m, k}, DType::f32, 17, 0, 4), DType::e4m3).to(kGpu);
+      const Tensor w = cast(Tensor::randn({1, k, n}, DType::f32, 18, 0, 4), DType::e4m3).to(kGpu);
       const Tensor bias = Tensor::randn({n}, DType::bf16, 19).to(kGpu);
       const Tensor by_factors = Tensor::empty({1, m, n}, DType::bf16, kGpu), by_alpha = Tensor::empty({1, m, n}, DType::bf16, kGpu);
       const HostDeviceTraffic before = host_device_traffic();
-      run_kernel<kernel::ScaledMatmul>(kGpu, a, w, ProductScale(0.5, a_factor, w_factor), bias, by_factors,
-                                       Fp8Grids{DType::e4m3, DType::e4m3});
+      run_kernel<kernel::ScaledMatmul>(kGpu, a, w, ProductScale(0.5, a_factor, w_factor), bias, by_factors);
       EXPECT_EQ(host_device_traffic().waits, before.waits);
-      run_kernel<kernel::ScaledMatmul>(kGpu, a, w, 0.5 * fa * fw, bias, by_alpha, Fp8Grids{DType::e4m3, DType::e4m3});
+      run_kernel<kernel::ScaledMatmul>(kGpu, a, w, 0.5 * fa * fw, bias, by_alpha);
       EXPECT_TRUE(same_bytes(by_factors, by_alpha));
     }
   }
@@ -308,27 +307,31 @@ TEST_F(CudaKernels, PackedCrossEntropyBackwardsLossesAreTheForwardsBits) {
   }
 }
 
-// Operands on fp8 grids (e4m3 x e4m3, e5m2 gradients x e4m3) run on fp8 tensor cores where the GPU has
-// them (capability 8.9+): the same numbers as the CPU's bf16 product up to f32 accumulation, with the
-// bias by the epilogue (bf16 output) or after the product (f32 output), and the weight seen transposed
-// as the layer uses it. Then an operand deliberately off its grid shows which path ran: fp8 tensor
-// cores round it to the grid, the bf16 path multiplies it as it is.
+// Operands held in fp8 dtypes (e4m3 x e4m3, e5m2 gradients x e4m3) run on fp8 tensor cores where the
+// GPU has them (capability 8.9+): the same numbers as the CPU's bf16 product up to f32 accumulation,
+// with the bias by the epilogue (bf16 output) or after the product (f32 output), the weight seen
+// transposed as the forward product uses it (no copy) and stored as the backward's does (a byte copy).
+// cuda_fp8_products() says which path ran: fp8 tensor cores where allowed and present, else the bf16
+// product of the widened operands, and bf16 operands always the bf16 path.
 TEST_F(CudaKernels, ScaledProductsOnFp8GridsRunOnFp8TensorCores) {
   const std::int64_t m = 96, k = 128, n = 80;
   for (const auto& [ga, gw] : {std::pair{DType::e4m3, DType::e4m3}, std::pair{DType::e5m2, DType::e4m3}}) {
-    // Values on the grids: rounded into the fp8 dtype, held in bf16.
-    const Tensor a = cast(cast(Tensor::randn({m, k}, DType::f32, 7, 0, 4), ga), DType::bf16);
-    const Tensor wt = cast(cast(Tensor::randn({n, k}, DType::f32, 8, 0, 4), gw), DType::bf16);  // used as [k, n]
+    // Values on the grids, held in the fp8 dtypes.
+    const Tensor a = cast(Tensor::randn({m, k}, DType::f32, 7, 0, 4), ga);
+    const Tensor wt = cast(Tensor::randn({n, k}, DType::f32, 8, 0, 4), gw);  // used as [k, n]
     const Tensor bias = Tensor::randn({n}, DType::f32, 9);
     const Tensor a3 = reshape(a, {1, m, k});
-    for (const DType od : {DType::bf16, DType::f32}) {
-      SCOPED_TRACE(std::string(dtype_name(ga)) + " x " + std::string(dtype_name(gw)) + " -> " + std::string(dtype_name(od)));
+    const Tensor w_stored = cast(contiguous(transpose(cast(wt, DType::f32), 0, 1)), gw);  // [k, n] stored: the backward's layout
+    for (const auto& [od, stored] : {std::pair{DType::bf16, false}, std::pair{DType::f32, false}, std::pair{DType::bf16, true}}) {
+      SCOPED_TRACE(std::string(dtype_name(ga)) + " x " + std::string(dtype_name(gw)) + " -> " + std::string(dtype_name(od)) +
+                   (stored ? ", w stored [k, n]" : ""));
       Tensor out_cpu = Tensor::empty({1, m, n}, od), out_gpu = Tensor::empty({1, m, n}, od, kGpu);
-      run_kernel<kernel::ScaledMatmul>(Device::cpu(), a3, make_view(wt, {1, k, n}, {k * n, 1, k}, 0), 0.01, bias, out_cpu,
-                                       Fp8Grids{ga, gw});
-      const Tensor wt_gpu = wt.to(kGpu);
-      run_kernel<kernel::ScaledMatmul>(kGpu, a3.to(kGpu), make_view(wt_gpu, {1, k, n}, {k * n, 1, k}, 0), 0.01,
-                                       bias.to(kGpu), out_gpu, Fp8Grids{ga, gw});
+      const auto w_view = [&](const Tensor& t) {
+        return stored ? reshape(t, {1, k, n}) : make_view(t, {1, k, n}, {k * n, 1, k}, 0);
+      };
+      run_kernel<kernel::ScaledMatmul>(Device::cpu(), a3, w_view(stored ? w_stored : wt), 0.01, bias, out_cpu);
+      const Tensor w_gpu = (stored ? w_stored : wt).to(kGpu);
+      run_kernel<kernel::ScaledMatmul>(kGpu, a3.to(kGpu), w_view(w_gpu), 0.01, bias.to(kGpu), out_gpu);
       const std::vector<double> x = out_cpu.to_doubles(), y = out_gpu.to(Device::cpu()).to_doubles();
       // Hopper's fp8 tensor cores add products with an accumulator of about 14 bits between cuBLASLt's
       // promotions to f32 (DeepSeek-V3's report, 3.3.2; the first H200 run here: 2^-12.6 of the sums'
@@ -348,14 +351,18 @@ TEST_F(CudaKernels, ScaledProductsOnFp8GridsRunOnFp8TensorCores) {
   }
   const CudaInfo info = cuda_info();
   const bool has_fp8 = info.devices[0].major > 8 || (info.devices[0].major == 8 && info.devices[0].minor >= 9);
-  // a = 1.0625 everywhere (between e4m3's 1 and 1.125: a tie, rounded to the even 1), w = 1: the sum over
-  // k is 128 on fp8 tensor cores and 136 on the bf16 path.
-  const Tensor a = Tensor::full({1, m, k}, 1.0625, DType::bf16, kGpu), w = Tensor::full({1, k, n}, 1.0, DType::bf16, kGpu);
+  const Tensor a8 = Tensor::full({1, m, k}, 1.0, DType::e4m3, kGpu), w8 = Tensor::full({1, k, n}, 1.0, DType::e4m3, kGpu);
+  const Tensor a16 = Tensor::full({1, m, k}, 1.0, DType::bf16, kGpu), w16 = Tensor::full({1, k, n}, 1.0, DType::bf16, kGpu);
   for (const bool allowed : {true, false}) {
     set_cuda_fp8_tensor_cores(allowed);
-    const Tensor out = Tensor::empty({1, m, n}, DType::f32, kGpu);
-    run_kernel<kernel::ScaledMatmul>(kGpu, a, w, 1.0, Tensor(), out, Fp8Grids{DType::e4m3, DType::e4m3});
-    EXPECT_EQ(out.to(Device::cpu()).to_doubles()[0], allowed && has_fp8 ? 128.0 : 136.0) << (allowed ? "allowed" : "off");
+    for (const bool fp8_held : {true, false}) {
+      const Tensor out = Tensor::empty({1, m, n}, DType::f32, kGpu);
+      const std::int64_t before = cuda_fp8_products();
+      run_kernel<kernel::ScaledMatmul>(kGpu, fp8_held ? a8 : a16, fp8_held ? w8 : w16, 1.0, Tensor(), out);
+      EXPECT_EQ(out.to(Device::cpu()).to_doubles()[0], 128.0);
+      EXPECT_EQ(cuda_fp8_products() - before, allowed && has_fp8 && fp8_held ? 1 : 0)
+          << (allowed ? "allowed, " : "off, ") << (fp8_held ? "fp8 operands" : "bf16 operands");
+    }
   }
   set_cuda_fp8_tensor_cores(true);
 }

@@ -210,12 +210,24 @@ TEST(ScaledMatmul, TheCpuKernelMatchesTheReferenceWithinF32Accumulation) {
   const Tensor bias = Tensor::randn({n}, DType::f32, seed + 2);
   const Tensor a3 = reshape(a, {1, m, k});
   const Tensor w3 = make_view(wt, {1, k, n}, {k * n, 1, k}, 0);
+  // Values on the e4m3 grid held as the FP8 layer holds per-tensor scaled ones (in e4m3) and in bf16.
+  const Tensor a8 = reshape(cast(Tensor::randn({m, k}, DType::f32, seed + 3, 0, 30), DType::e4m3), {1, m, k});
+  const Tensor wt8 = cast(Tensor::randn({n, k}, DType::f32, seed + 4, 0, 30), DType::e4m3);
+  const Tensor w8 = make_view(wt8, {1, k, n}, {k * n, 1, k}, 0);
+  const Tensor a16 = cast(a8, DType::bf16), w16 = make_view(cast(wt8, DType::bf16), {1, k, n}, {k * n, 1, k}, 0);
   for (DType out_dtype : {DType::f32, DType::bf16}) {
     for (double alpha : {1.0, 0.0123}) {
       Tensor fast = Tensor::empty({1, m, n}, out_dtype), ref = Tensor::empty({1, m, n}, DType::f64);
-      const detail::Fp8Grids grids{DType::e4m3, DType::e4m3};
-      detail::run_kernel<detail::kernel::ScaledMatmul>(Device::cpu(), a3, w3, alpha, bias, fast, grids);
-      detail::run_kernel<detail::kernel::ScaledMatmul>(Device::cpu(), a3, w3, alpha, bias, ref, grids);  // f64: the reference
+      detail::run_kernel<detail::kernel::ScaledMatmul>(Device::cpu(), a3, w3, alpha, bias, fast);
+      detail::run_kernel<detail::kernel::ScaledMatmul>(Device::cpu(), a3, w3, alpha, bias, ref);  // f64: the reference
+      // fp8 storage is widened to bf16 in the operand's own layout: the same kernel, the same bits.
+      for (const DType d : {out_dtype, DType::f64}) {
+        Tensor from8 = Tensor::empty({1, m, n}, d), from16 = Tensor::empty({1, m, n}, d);
+        detail::run_kernel<detail::kernel::ScaledMatmul>(Device::cpu(), a8, w8, alpha, bias, from8);
+        detail::run_kernel<detail::kernel::ScaledMatmul>(Device::cpu(), a16, w16, alpha, bias, from16);
+        ASSERT_EQ(std::memcmp(from8.data(), from16.data(), static_cast<std::size_t>(m * n) * dtype_size(d)), 0)
+            << dtype_name(d) << " alpha " << alpha;
+      }
       const std::vector<double> got = fast.to_doubles(), want = ref.to_doubles();
       const std::vector<double> av = a.to_doubles(), wv = wt.to_doubles();
       for (std::int64_t i = 0; i < m; ++i) {
@@ -764,34 +776,24 @@ TEST(Fp8Recipes, BlockScalingKeepsWhatOneScalePerTensorLosesToOutliers) {
   EXPECT_LT(blocks, 0.05);  // e4m3's own rounding error (2^-4 at most per value)
 }
 
-// What the GPU's fp8 tensor-core path relies on (it converts operands to fp8 bytes only where the op
-// says they lie on an fp8 grid): a spy in place of the cpu ScaledMatmul records the grids each product
-// is told and checks every operand value against them (cast into the fp8 dtype and back: unchanged).
-// The per-tensor recipes claim e4m3 forward and their gradient format backward, over two steps (the
-// delayed recipe's second uses its history); block scaling, whose values come scaled back, claims none.
+// What the GPU's fp8 tensor-core path relies on (it multiplies operands held in fp8 dtypes as they are):
+// a spy in place of the cpu ScaledMatmul records each product's operand dtypes, which say the grid the
+// values lie on. The per-tensor recipes hand e4m3 operands forward and their gradient format backward
+// (one byte a value), over two steps (the delayed recipe's second uses its history); block scaling,
+// whose values come scaled back, hands bf16.
 struct SeenProduct {
   DType a, w;
-  bool on_grids;
 };
 std::vector<SeenProduct> g_seen;
 detail::kernel::ScaledMatmul::Fn* g_real_scaled_matmul = nullptr;
 
-bool on_grid(const Tensor& t, DType grid) {
-  if (!is_storage_only(grid)) return true;  // claims nothing
-  const std::vector<double> v = t.to_doubles(), r = cast(cast(t, grid), DType::f64).to_doubles();
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    if (std::isfinite(v[i]) && v[i] != r[i]) return false;
-  }
-  return true;
-}
-
 void spy_scaled_matmul(const Tensor& a, const Tensor& w, const detail::ProductScale& scale, const Tensor& bias,
-                       const Tensor& out, detail::Fp8Grids grids) {
-  g_seen.push_back({grids.a, grids.w, on_grid(a, grids.a) && on_grid(w, grids.w)});
-  g_real_scaled_matmul(a, w, scale, bias, out, grids);
+                       const Tensor& out) {
+  g_seen.push_back({a.dtype(), w.dtype()});
+  g_real_scaled_matmul(a, w, scale, bias, out);
 }
 
-TEST(Fp8Linear, ProductsAreToldTheFp8GridsTheirOperandsLieOn) {
+TEST(Fp8Linear, PerTensorScaledOperandsReachTheProductsInTheirFp8Grids) {
   detail::impl_for(Device::cpu());  // registers the kernels
   auto& slot = detail::KernelTable<detail::kernel::ScaledMatmul>::fn[static_cast<std::size_t>(detail::Impl::cpu)];
   g_real_scaled_matmul = slot;
@@ -821,7 +823,6 @@ TEST(Fp8Linear, ProductsAreToldTheFp8GridsTheirOperandsLieOn) {
         for (std::size_t p = 0; p < 3; ++p) {
           EXPECT_EQ(g_seen[p].a, block ? DType::bf16 : want[p][0]) << "product " << p << " step " << step;
           EXPECT_EQ(g_seen[p].w, block ? DType::bf16 : want[p][1]) << "product " << p << " step " << step;
-          EXPECT_TRUE(g_seen[p].on_grids) << "product " << p << " step " << step;
         }
       }
     }
@@ -895,6 +896,56 @@ TEST(BlockQuantize, CountsLeftForLaterAreTheCountsItWouldReturn) {
   EXPECT_EQ(factor_in(factor), now.tensor_scale);
 }
 
+// A per-tensor fit spec may write its values in the grid's own dtype (what the FP8 layer holds and an
+// fp8 tensor core reads): the same values as in bf16, on the CPU and the reference alike, an infinity
+// becoming e4m3's NaN (it has no infinity) and staying infinite in e5m2; the same counts. A spec whose
+// values come scaled back (blocks), or another element's dtype, is refused.
+TEST(BlockQuantize, PerTensorValuesGoInTheirGridsOwnDtypeAsInBf16) {
+  std::vector<double> v = Tensor::randn({48, 80}, DType::f32, 43, 0, 200).to_doubles();
+  v[5] = std::numeric_limits<double>::infinity();
+  v[6] = -std::numeric_limits<double>::infinity();
+  v[77] = std::numeric_limits<double>::quiet_NaN();
+  v[300] = 1e-30;
+  v[1000] = 1e7;
+  const Tensor x = Tensor::from_values(v, {48, 80}, DType::f32);
+  for (const char* name : {"e4m3 tensor f32 fit nearest", "e5m2 tensor f32 fit nearest", "e4m3 tensor f32 fit nearest margin 2"}) {
+    const QuantSpec spec = QuantSpec::parse(name);
+    const DType grid = *dtype_of(spec.element);
+    for (const float given : {0.0f, 0.25f}) {
+      for (const CpuBackend backend : {CpuBackend::onednn, CpuBackend::reference}) {
+        SCOPED_TRACE(std::string(name) + " given " + std::to_string(given) + (backend == CpuBackend::reference ? ", reference" : ", cpu"));
+        const CpuBackendScope scope(backend);
+        const Tensor wide = Tensor::empty({48, 80}, DType::bf16), narrow = Tensor::empty({48, 80}, grid);
+        const Fp8QuantizeStats a = detail::run_kernel<detail::kernel::BlockQuantize>(Device::cpu(), x, spec, 0, given, wide, Tensor(), Tensor());
+        const Fp8QuantizeStats b = detail::run_kernel<detail::kernel::BlockQuantize>(Device::cpu(), x, spec, 0, given, narrow, Tensor(), Tensor());
+        EXPECT_EQ(a.saturated, b.saturated);
+        EXPECT_EQ(a.underflowed, b.underflowed);
+        EXPECT_EQ(a.nonfinite, b.nonfinite);
+        EXPECT_EQ(a.amax, b.amax);
+        EXPECT_EQ(a.tensor_scale, b.tensor_scale);
+        const std::vector<double> w = wide.to_doubles(), n = narrow.to_doubles();
+        for (std::size_t i = 0; i < w.size(); ++i) {
+          if (std::isinf(w[i]) && grid == DType::e4m3) {
+            EXPECT_TRUE(std::isnan(n[i])) << i;
+          } else if (std::isnan(w[i])) {
+            EXPECT_TRUE(std::isnan(n[i])) << i;
+          } else {
+            ASSERT_EQ(n[i], w[i]) << i;
+          }
+        }
+      }
+    }
+  }
+  for (const auto& [name, out] : {std::pair{"e4m3 1x32 e8m0 fit nearest", DType::e4m3}, std::pair{"e4m3 tensor f32 fit nearest", DType::e5m2},
+                                  std::pair{"mxfp8", DType::e4m3}, std::pair{"e4m3 tensor f32 fit nearest", DType::f16}}) {
+    SCOPED_TRACE(std::string(name) + " into " + std::string(dtype_name(out)));
+    const Tensor into = Tensor::empty({48, 80}, out);
+    const QuantSpec spec = std::string(name).find(' ') == std::string::npos ? quant_spec(name) : QuantSpec::parse(name);
+    EXPECT_THROW(detail::run_kernel<detail::kernel::BlockQuantize>(Device::cpu(), x, spec, 0, 0.0f, into, Tensor(), Tensor()),
+                 std::invalid_argument);
+  }
+}
+
 // A scaled product's factors on the operands' device multiply as its alpha does: alpha * a's * w's in
 // f64, rounded to f32 once, so the same bits as the one alpha the host would have made of them.
 TEST(ScaledMatmul, FactorsLeftOnTheDeviceMultiplyAsTheHostsAlpha) {
@@ -913,8 +964,8 @@ TEST(ScaledMatmul, FactorsLeftOnTheDeviceMultiplyAsTheHostsAlpha) {
     const CpuBackendScope scope(backend);
     Tensor by_factors = Tensor::empty({1, m, n}, DType::f32), by_alpha = Tensor::empty({1, m, n}, DType::f32);
     detail::run_kernel<detail::kernel::ScaledMatmul>(Device::cpu(), a3, w3, detail::ProductScale(0.5, factor(fa), factor(fw)),
-                                                      Tensor(), by_factors, detail::Fp8Grids{});
-    detail::run_kernel<detail::kernel::ScaledMatmul>(Device::cpu(), a3, w3, 0.5 * fa * fw, Tensor(), by_alpha, detail::Fp8Grids{});
+                                                      Tensor(), by_factors);
+    detail::run_kernel<detail::kernel::ScaledMatmul>(Device::cpu(), a3, w3, 0.5 * fa * fw, Tensor(), by_alpha);
     EXPECT_EQ(std::memcmp(by_factors.data(), by_alpha.data(), static_cast<std::size_t>(m * n) * 4), 0);
   }
 }

@@ -184,10 +184,9 @@ void spy_accumulate(const Tensor& a, const Tensor& w, const Tensor& out) {
   record("matmul_accumulate", a, w, out);
   g_accumulate(a, w, out);
 }
-void spy_scaled(const Tensor& a, const Tensor& w, const detail::ProductScale& scale, const Tensor& bias, const Tensor& out,
-                detail::Fp8Grids grids) {
+void spy_scaled(const Tensor& a, const Tensor& w, const detail::ProductScale& scale, const Tensor& bias, const Tensor& out) {
   record("scaled_matmul", a, w, out);
-  g_scaled(a, w, scale, bias, out, grids);
+  g_scaled(a, w, scale, bias, out);
 }
 
 class ProductSpies {

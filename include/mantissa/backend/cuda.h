@@ -52,5 +52,8 @@ bool cuda_fused_attention();
 // the same values (the CPU's way), with the same numbers up to the order of the f32 sums.
 void set_cuda_fp8_tensor_cores(bool allow);
 bool cuda_fp8_tensor_cores();
+// How many FP8 products have run on fp8 tensor cores in this process (0 without a GPU): whether a run's
+// FP8 used them, or fell back to the bf16 products.
+std::int64_t cuda_fp8_products();
 
 }  // namespace mantissa

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "mantissa/numeric/format.h"
@@ -32,6 +33,9 @@ DType parse_dtype(std::string_view name);
 
 // The number format of a dtype other than f64.
 Format format_of(DType t);
+// The dtype that stores a format's values as they are (f32, f16, bf16, e4m3, e5m2); nullopt for a
+// format that has none (fp4, fp6, any other eXmY: held in a wider dtype).
+std::optional<DType> dtype_of(const Format& f);
 // Relative precision: the gap between 1 and the next larger value (2^-mantissa bits).
 double dtype_epsilon(DType t);
 // Half precision (f16, bf16) and fp8: formats whose arithmetic mantissa carries out in f32.

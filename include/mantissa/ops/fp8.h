@@ -20,8 +20,9 @@
 // transform on the weight-gradient product's operands; each part can be turned off to measure it.
 // Each recipe is a QuantSpec per operand (QuantOptions::spec; a plan file may set any operand's own), and
 // one path runs them all through the one quantizer kernel (BlockQuantize).
-// On the CPU this is exact emulation: the quantized values are held in bf16, which holds every fp8 value,
-// and multiplied by oneDNN's bf16 product with f32 accumulation.
+// Per-tensor scaled values are held in their grid's fp8 dtype (e4m3, e5m2), as an fp8 tensor core reads
+// them; block-scaled ones in bf16, which holds every such value. On the CPU this is exact emulation: fp8
+// operands are widened to bf16 and multiplied by oneDNN's bf16 product with f32 accumulation.
 //
 // Non-finite values are not clipped: inf and NaN pass through the quantizer, so the loss scaler's check
 // still sees an overflowed gradient.

@@ -18,7 +18,7 @@ namespace mantissa::detail {
 
 Fp8QuantizeStats cpu_block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale,
                                     const Tensor& out, const Tensor& counts, const Tensor& factor) {
-  check_block_quantize_places(x, counts, factor);
+  check_block_quantize_places(x, spec, out, counts, factor);
   return leave_counts(block_quantize_by(x, spec, given_scale, out, factor, cpu_fp8_quantize_current, cpu_fp8_quantize,
                                         set_factor_on_host, [&] {
     const std::int64_t rows = x.size(0), cols = x.size(1);

@@ -95,13 +95,25 @@ MANTISSA_VECTOR_CLONES void column_amax_span(const float* row, std::int64_t n, s
 }
 
 // Quantizes `rows` rows of `cols` f32 values at `in` (row after row) into out's rows from r0 on, with the
-// per-column scales (and factors back) of the strip.
+// per-column scales (and factors back) of the strip. out bf16, or the grid's own fp8 dtype: each row then
+// goes through bf16 (which holds it exactly) into its bytes.
 void quantize_rows(const float* in, std::int64_t rows, std::int64_t cols, const float* scale, const float* back, Grid g,
                    const Tensor& out, std::int64_t r0, Counts& c) {
-  auto* dst = out.data_as<std::uint16_t>();
+  if (out.dtype() == DType::bf16) {
+    auto* dst = out.data_as<std::uint16_t>();
+    for (std::int64_t r = 0; r < rows; ++r) quantize_span(in + r * cols, scale, back, cols, g, dst + (r0 + r) * out.strides()[0], c);
+    return;
+  }
+  thread_local std::vector<std::uint16_t> bits;
+  thread_local std::vector<float> values;
+  bits.resize(static_cast<std::size_t>(cols));
+  values.resize(bits.size());
   for (std::int64_t r = 0; r < rows; ++r) {
-    std::uint16_t* o = dst + (r0 + r) * out.strides()[0];
-    quantize_span(in + r * cols, scale, back, cols, g, o, c);
+    quantize_span(in + r * cols, scale, back, cols, g, bits.data(), c);
+    for (std::int64_t i = 0; i < cols; ++i) values[static_cast<std::size_t>(i)] = std::bit_cast<float>(std::uint32_t{bits[static_cast<std::size_t>(i)]} << 16);
+    for (std::int64_t at = 0; at < cols; at += kRowBlock) {
+      store_f32(out, (r0 + r) * out.strides()[0] + at, 1, std::min(kRowBlock, cols - at), values.data() + at);
+    }
   }
 }
 

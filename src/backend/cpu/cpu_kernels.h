@@ -97,8 +97,8 @@ void cpu_matmul_row_sums(const Tensor& a, const Tensor& w, const Tensor& out, co
 void cpu_matmul_gelu(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& pre, const Tensor& out);
 void cpu_matmul_gelu_backward(const Tensor& a, const Tensor& w, const Tensor& pre, const Tensor& out);
 // out = scale * (a . w) + bias (FP8's descaled product), the scale and the bias applied in f32.
-void cpu_scaled_matmul(const Tensor& a, const Tensor& w, const ProductScale& scale, const Tensor& bias, const Tensor& out,
-                       Fp8Grids grids = {});
+// Operands bf16 or fp8 (widened to bf16: scaled_operands.h).
+void cpu_scaled_matmul(const Tensor& a, const Tensor& w, const ProductScale& scale, const Tensor& bias, const Tensor& out);
 
 // cpu_fp8.cpp: the FP8 quantizer (out contiguous bf16) and block amax.
 void cpu_fp8_amax(const Tensor& x, std::int64_t block_rows, std::int64_t block_cols, const Tensor& amax);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../read_later.h"
+#include "../scaled_operands.h"
 #include "cpu_kernels.h"
 #include "onednn_context.h"
 #include "rows.h"
@@ -228,8 +229,9 @@ void cpu_matmul(const Tensor& a, const Tensor& w, const Tensor& bias, const Tens
   cpu_scaled_matmul(a, w, 1.0, bias, out);
 }
 
-void cpu_scaled_matmul(const Tensor& a, const Tensor& w, const ProductScale& scale, const Tensor& bias, const Tensor& out,
-                       Fp8Grids /*grids: the bf16 product is exact for every grid*/) {
+void cpu_scaled_matmul(const Tensor& a_in, const Tensor& w_in, const ProductScale& scale, const Tensor& bias, const Tensor& out) {
+  // fp8 operands as bf16 (exact; the CPU has no fp8 product): the bf16 product is the fp8 one.
+  const Tensor a = widened_operand(a_in, cpu_copy), w = widened_operand(w_in, cpu_copy);
   const DType t = a.dtype();
   const auto alpha = static_cast<float>(product_scale_on_host(scale));
   if (alpha != 1.0f && !onednn_supports(OnednnPrimitive::matmul, t)) {

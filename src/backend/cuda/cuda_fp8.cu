@@ -369,7 +369,7 @@ void hadamard_rows(const Tensor& x, std::uint16_t signs, const Tensor& out) {
 
 Fp8QuantizeStats block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale,
                                 const Tensor& out, const Tensor& counts, const Tensor& factor) {
-  check_block_quantize_places(x, counts, factor);
+  check_block_quantize_places(x, spec, out, counts, factor);
   return block_quantize_by(
       x, spec, given_scale, out, factor, [&](const auto&... a) { return quantize_current_counted(a..., counts); },
       [&](const auto&... a) { return quantize_counted(a..., counts); }, set_factor,

@@ -51,8 +51,7 @@ void matmul_accumulate(const Tensor& a, const Tensor& w, const Tensor& out);
 void matmul_row_sums(const Tensor& a, const Tensor& w, const Tensor& out, const Tensor& sums);
 void matmul_gelu(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& pre, const Tensor& out);
 void matmul_gelu_backward(const Tensor& a, const Tensor& w, const Tensor& pre, const Tensor& out);
-void scaled_matmul(const Tensor& a, const Tensor& w, const ProductScale& scale, const Tensor& bias, const Tensor& out,
-                   Fp8Grids grids);
+void scaled_matmul(const Tensor& a, const Tensor& w, const ProductScale& scale, const Tensor& bias, const Tensor& out);
 
 // cuda_fp8.cu
 void fp8_amax(const Tensor& x, std::int64_t block_rows, std::int64_t block_cols, const Tensor& amax);

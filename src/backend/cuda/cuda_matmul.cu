@@ -22,6 +22,7 @@
 #include "gemm_layout.h"
 #include "cuda_kernels.h"
 #include "cuda_support.cuh"
+#include "../scaled_operands.h"
 #include "kernel_ways.h"
 #include "mantissa/backend/cuda.h"
 
@@ -339,19 +340,32 @@ bool has_fp8_tensor_cores(int device) {
 }
 
 std::atomic<bool> fp8_allowed{way_on(Way::fp8_tensor_cores)};
+std::atomic<std::int64_t> fp8_products{0};  // cuda_fp8_products()
 
-// FP8's product on fp8 tensor cores, for operands whose values lie on fp8 grids: each converted exactly
-// into fp8 bytes with K contiguous, the layout cuBLASLt's fp8 kernels take ("TN": its A is w^T stored
-// [N, K] and transposed, its B is a stored [M, K]), multiplied with f32 accumulation (fast accumulation
-// off), alpha and the bias applied before the one rounding; an alpha on the device goes in as the scale
-// of cuBLASLt's A (fp8 kernels read their operands' scales from the device), its alpha then 1. (An
-// infinite operand value becomes NaN in e4m3, which has no infinity: the output is not finite either
-// way.) Returns false, having done nothing, where the call does not qualify; the bf16 product runs then.
-bool fp8_product(const Tensor& a, const Tensor& w, Alpha alpha, const Tensor& bias_in, const Tensor& out, Fp8Grids grids) {
+// An fp8 operand with K contiguous, as cuBLASLt's fp8 kernels take it: `view` itself where it already is
+// (stored [rows, K], 256-byte aligned: both operands of the forward product, x as quantized and the
+// quantized w seen transposed), else a byte copy in that layout (the backward products' transposes: one
+// byte a value, no conversion).
+Tensor k_contiguous(const Tensor& view, std::int64_t rows, std::int64_t k, std::int64_t row_stride, std::int64_t k_stride) {
+  if (k_stride == 1 && row_stride == k && reinterpret_cast<std::uintptr_t>(view.data()) % 256 == 0) return view;
+  const Tensor packed = Tensor::empty({1, rows, k}, view.dtype(), view.device());
+  copy(make_view(view, {1, rows, k}, {rows * k, row_stride, k_stride}, view.offset()), packed);
+  return packed;
+}
+
+// FP8's product on fp8 tensor cores, for operands held in fp8 dtypes (their grids): each with K
+// contiguous, the layout cuBLASLt's fp8 kernels take ("TN": its A is w^T stored [N, K] and transposed,
+// its B is a stored [M, K]), used in place where it is so (the forward product's operands) and packed
+// by a byte copy where not (the backward products' transposes), multiplied with f32 accumulation (fast
+// accumulation off), alpha and the bias applied before the one rounding; an alpha on the device goes in
+// as the scale of cuBLASLt's A (fp8 kernels read their operands' scales from the device), its alpha
+// then 1. Returns false, having done nothing, where the call does not qualify; the bf16 product runs then.
+bool fp8_product(const Tensor& a, const Tensor& w, Alpha alpha, const Tensor& bias_in, const Tensor& out) {
   const std::int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
   const DType od = out.dtype();
-  const bool on_grids = is_storage_only(grids.a) && is_storage_only(grids.w) &&
-                        !(grids.a == DType::e5m2 && grids.w == DType::e5m2);  // no e5m2 x e5m2 kernels
+  const DType grid_a = a.dtype(), grid_w = w.dtype();
+  const bool on_grids = is_storage_only(grid_a) && is_storage_only(grid_w) &&
+                        !(grid_a == DType::e5m2 && grid_w == DType::e5m2);  // no e5m2 x e5m2 kernels
   if (!fp8_allowed || !on_grids || batch != 1 || m == 0 || m % 16 != 0 || n % 16 != 0 || k % 16 != 0) return false;
   if ((od != DType::bf16 && od != DType::f16 && od != DType::f32) || out.strides()[2] != 1 || out.strides()[1] < n ||
       out.strides()[1] * static_cast<std::int64_t>(dtype_size(od)) % 16 != 0) {
@@ -370,7 +384,7 @@ bool fp8_product(const Tensor& a, const Tensor& w, Alpha alpha, const Tensor& bi
   const std::uint32_t align_d = alignment(out.data(), 0, od, false);
   // Fresh operand buffers are 256-byte aligned. The key's first field (both grids) is apart from every
   // dtype of the other products'.
-  const PlanKey key{16 + 4 * static_cast<int>(grids.a) + static_cast<int>(grids.w), static_cast<int>(od),
+  const PlanKey key{16 + 4 * static_cast<int>(grid_a) + static_cast<int>(grid_w), static_cast<int>(od),
                     static_cast<int>(epilogue_bias ? Epilogue::bias : Epilogue::none),
                     false, false, m, n, k, 1, {out.strides()[1], align_d, alpha.device != nullptr}};
   std::lock_guard lock(plans_mutex);
@@ -390,8 +404,8 @@ bool fp8_product(const Tensor& a, const Tensor& w, Alpha alpha, const Tensor& bi
       check_lt(cublaslt().MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale, sizeof scale),
                "a scale");
     }
-    desc.a = layout(grids.w, k, n, k, 1, 0);  // stored K x N, used transposed
-    desc.b = layout(grids.a, k, m, k, 1, 0);
+    desc.a = layout(grid_w, k, n, k, 1, 0);  // stored K x N, used transposed
+    desc.b = layout(grid_a, k, m, k, 1, 0);
     desc.d = layout(od, n, m, out.strides()[1], 1, 0);
   });
   if (!plan.algo) return false;
@@ -401,15 +415,14 @@ bool fp8_product(const Tensor& a, const Tensor& w, Alpha alpha, const Tensor& bi
     check_lt(cublaslt().MatmulDescSetAttribute(plan.desc.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale, sizeof scale),
              "a scale");
   }
-  const Tensor a8 = Tensor::empty({1, m, k}, grids.a, out.device());
-  copy(a, a8);  // exact: every value is on the grid
-  const Tensor w8 = Tensor::empty({1, n, k}, grids.w, out.device());
-  copy(make_view(w, {1, n, k}, {w.strides()[0], w.strides()[2], w.strides()[1]}, w.offset()), w8);  // w^T
+  const Tensor a8 = k_contiguous(a, m, k, a.strides()[1], a.strides()[2]);
+  const Tensor w8 = k_contiguous(w, n, k, w.strides()[2], w.strides()[1]);  // w^T
   const float host_alpha = alpha.device != nullptr ? 1.0f : alpha.host, beta = 0.0f;
   check_lt(cublaslt().Matmul(handle(), plan.desc.op, &host_alpha, w8.data(), plan.desc.a, a8.data(), plan.desc.b, &beta,
                              out.data(), plan.desc.d, out.data(), plan.desc.d, &*plan.algo, workspace(), kWorkspaceBytes,
                              stream()),
            "cublasLtMatmul (fp8)");
+  ++fp8_products;
   if (bias_in.defined() && !epilogue_bias) {
     const Tensor across_rows = make_view(bias_in, out.shape(), {0, 0, bias_in.strides()[0]}, bias_in.offset());
     binary(BinaryOp::add, out, across_rows, out);
@@ -469,15 +482,16 @@ void matmul_gelu_backward(const Tensor& a, const Tensor& w, const Tensor& pre, c
   unary_backward(UnaryOp::gelu_tanh, 0, pre, sum, out);
 }
 
-// FP8's product: on fp8 tensor cores where the operands lie on fp8 grids and the GPU has them; otherwise
-// the bf16 product with alpha (the operands hold fp8 values exactly in bf16). Factors on the device are
-// multiplied there and read by cuBLASLt where the product runs (no wait), except for a call cuBLASLt has
-// no such algorithm for, which reads the one f32 back first (counted as a wait).
-void scaled_matmul(const Tensor& a, const Tensor& w, const ProductScale& scale, const Tensor& bias, const Tensor& out,
-                   Fp8Grids grids) {
+// FP8's product: on fp8 tensor cores where the operands are held in fp8 dtypes and the GPU has them;
+// otherwise the bf16 product with alpha, fp8 operands widened to bf16 (exact; scaled_operands.h).
+// Factors on the device are multiplied there and read by cuBLASLt where the product runs (no wait),
+// except for a call cuBLASLt has no such algorithm for, which reads the one f32 back first (counted as a
+// wait).
+void scaled_matmul(const Tensor& a8, const Tensor& w8, const ProductScale& scale, const Tensor& bias, const Tensor& out) {
+  const auto wide = [](const Tensor& t) { return widened_operand(t, [](const Tensor& s, const Tensor& d) { copy(s, d); }); };
   if (!scale.on_device()) {
     const Alpha alpha{static_cast<float>(scale.alpha)};
-    if (!fp8_product(a, w, alpha, bias, out, grids)) product(a, w, alpha, bias, out);
+    if (!fp8_product(a8, w8, alpha, bias, out)) product(wide(a8), wide(w8), alpha, bias, out);
     return;
   }
   const Tensor alpha_beta = Tensor::empty({2}, DType::f32, out.device());
@@ -485,7 +499,9 @@ void scaled_matmul(const Tensor& a, const Tensor& w, const ProductScale& scale, 
                                               static_cast<float*>(alpha_beta.data()));
   check_launch("scaled_matmul");
   const Alpha on_device{1.0f, static_cast<const float*>(alpha_beta.data())};
-  if (fp8_product(a, w, on_device, bias, out, grids) || product(a, w, on_device, bias, out)) return;
+  if (fp8_product(a8, w8, on_device, bias, out)) return;
+  const Tensor a = wide(a8), w = wide(w8);
+  if (product(a, w, on_device, bias, out)) return;
   product(a, w, Alpha{alpha_beta.to(Device::cpu()).data_as<float>()[0]}, bias, out);
 }
 
@@ -493,5 +509,6 @@ void scaled_matmul(const Tensor& a, const Tensor& w, const ProductScale& scale, 
 
 void set_cuda_fp8_tensor_cores(bool allow) { detail::cuda::fp8_allowed = allow; }
 bool cuda_fp8_tensor_cores() { return detail::cuda::fp8_allowed; }
+std::int64_t cuda_fp8_products() { return detail::cuda::fp8_products; }
 
 }  // namespace mantissa

@@ -49,7 +49,7 @@ Fp8QuantizeStats reference_fp8_quantize(const Tensor& x, Format format, const Te
       } else {
         ++st.nonfinite;
       }
-      store_element(DType::bf16, out.data(), r * out.strides()[0] + c * out.strides()[1], q);
+      store_element(out.dtype(), out.data(), r * out.strides()[0] + c * out.strides()[1], q);  // bf16 or the fp8 grid's own
     }
   }
   st.count = rows * cols;
@@ -66,7 +66,7 @@ Fp8QuantizeStats reference_fp8_quantize_current(const Tensor& x, Format format, 
 }
 
 void reference_scaled_matmul(const Tensor& a, const Tensor& w, const ProductScale& scale, const Tensor& bias,
-                             const Tensor& out, Fp8Grids /*grids: the reference multiplies exactly whatever the grid*/) {
+                             const Tensor& out) {  // (any operand dtype: each value loaded as it is)
   const double alpha = product_scale_on_host(scale);
   const std::int64_t batch = out.size(0), m = out.size(1), n = out.size(2);
   const Shape& so = out.strides();
@@ -116,7 +116,7 @@ Fp8QuantizeStats reference_microscaled(const Tensor& x, const QuantSpec& spec, s
 
 Fp8QuantizeStats reference_block_quantize(const Tensor& x, const QuantSpec& spec, std::uint64_t seed, float given_scale,
                                           const Tensor& out, const Tensor& counts, const Tensor& factor) {
-  check_block_quantize_places(x, counts, factor);
+  check_block_quantize_places(x, spec, out, counts, factor);
   return leave_counts(block_quantize_by(x, spec, given_scale, out, factor, reference_fp8_quantize_current,
                                         reference_fp8_quantize, set_factor_on_host,
                                         [&] { return leave_factor(reference_microscaled(x, spec, seed, out), factor); }),

@@ -64,6 +64,6 @@ Fp8QuantizeStats reference_fp8_quantize_current(const Tensor& x, Format format, 
                                                 std::int64_t block_cols, int margin, bool power_of_2, bool dequantize,
                                                 const Tensor& scales, const Tensor& out);
 void reference_scaled_matmul(const Tensor& a, const Tensor& w, const ProductScale& scale, const Tensor& bias,
-                             const Tensor& out, Fp8Grids grids = {});
+                             const Tensor& out);
 
 }  // namespace mantissa::detail
