@@ -33,14 +33,15 @@ Tensor widened_operand(const Tensor& t, Copy copy) {
     dense = dense && t.strides()[d] == span;
     span *= t.shape()[d];
   }
-  Tensor wide;
-  if (dense) {
-    wide = make_view(Tensor::empty({t.numel()}, DType::bf16, t.device()), t.shape(), t.strides(), 0);
-  } else {
-    wide = Tensor::empty(t.shape(), DType::bf16, t.device());
+  if (!dense) {
+    const Tensor wide = Tensor::empty(t.shape(), DType::bf16, t.device());
+    copy(t, wide);
+    return wide;
   }
-  copy(t, wide);
-  return wide;
+  // Dense: the storage span converted as one flat run (no strided walk), then seen as t is.
+  const Tensor flat = Tensor::empty({t.numel()}, DType::bf16, t.device());
+  copy(make_view(t, {t.numel()}, {1}, t.offset()), flat);
+  return make_view(flat, t.shape(), t.strides(), 0);
 }
 
 }  // namespace mantissa::detail

@@ -36,19 +36,23 @@ Tensor as_rows(const Tensor& x) { return reshape(x, {-1, x.size(-1)}); }
 // products of it back (1 / scale for per-tensor scales; NVFP4's tensor scale; 1 for block scales, whose
 // values come scaled back already), an f64 left by the quantizer on the values' device (undefined: 1),
 // never read by the host. Per-tensor scaled values are held in their grid's storage dtype (e4m3 or e5m2:
-// one byte each, as an fp8 product reads them and half the memory of the kept activations); the others
-// in bf16, which holds them exactly.
+// one byte each, as an fp8 product reads them and half the memory of the kept activations) or in bf16
+// (set_fp8_storage); the others in bf16, which holds them exactly.
 struct Quantized {
   Tensor values;
   Tensor factor;
 };
 
-// The dtype a spec's quantized values are held in: the fp8 element's own for one f32 scale per tensor
-// (the values stay on its grid), else bf16.
-DType held_dtype(const QuantSpec& spec) {
+std::atomic<Fp8Storage> g_storage{Fp8Storage::automatic};
+
+// The dtype a spec's quantized values are held in on `device`: the fp8 element's own for one f32 scale
+// per tensor (the values stay on its grid) where set_fp8_storage says so, else bf16.
+DType held_dtype(const QuantSpec& spec, Device device) {
+  const Fp8Storage storage = g_storage;
+  const bool grid = storage == Fp8Storage::grid || (storage == Fp8Storage::automatic && device.type != DeviceType::cpu);
   const bool on_grid = spec.per_tensor() && spec.scale == ScaleFormat::f32 && spec.rule == ScaleRule::fit;
   const std::optional<DType> own = dtype_of(spec.element);
-  return on_grid && own && is_storage_only(*own) ? *own : DType::bf16;
+  return grid && on_grid && own && is_storage_only(*own) ? *own : DType::bf16;
 }
 
 // The layer whose products are quantizing on this thread (its forward, or its node's backward), which
@@ -77,7 +81,7 @@ void count(const detail::Fp8QuantizeStats& st, QuantState* layer) {
 Quantized quantize_operand(const Tensor& x, QuantSpec spec, bool inner_is_rows, QuantState& state, Fp8Operand role,
                            bool record) {
   if (inner_is_rows) std::swap(spec.block_rows, spec.block_cols);
-  Tensor q = Tensor::empty({x.size(0), x.size(1)}, held_dtype(spec), x.device());
+  Tensor q = Tensor::empty({x.size(0), x.size(1)}, held_dtype(spec, x.device()), x.device());
   if (x.numel() == 0) return {q, Tensor()};  // no blocks, no scales
   const bool delayed = state.options().recipe == QuantRecipe::delayed && spec.per_tensor();
   const float given = delayed ? state.delayed_scale(role).value_or(0.0f) : 0.0f;  // none yet: x's own amax
@@ -382,6 +386,9 @@ void QuantState::validate() const {
     }
   }
 }
+
+void set_fp8_storage(Fp8Storage storage) { g_storage = storage; }
+Fp8Storage fp8_storage() { return g_storage; }
 
 Fp8Counters fp8_counters() { return {g_quantized.load(), g_saturated.load(), g_underflowed.load(), g_scale_updates.load()}; }
 void reset_fp8_counters() { g_quantized = g_saturated = g_underflowed = g_scale_updates = 0; }

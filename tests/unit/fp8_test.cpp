@@ -793,11 +793,22 @@ void spy_scaled_matmul(const Tensor& a, const Tensor& w, const detail::ProductSc
   g_real_scaled_matmul(a, w, scale, bias, out);
 }
 
+// set_fp8_storage for one scope.
+struct Fp8StorageScope {
+  Fp8Storage saved = fp8_storage();
+  explicit Fp8StorageScope(Fp8Storage s) { set_fp8_storage(s); }
+  ~Fp8StorageScope() { set_fp8_storage(saved); }
+  Fp8StorageScope(const Fp8StorageScope&) = delete;
+  Fp8StorageScope& operator=(const Fp8StorageScope&) = delete;
+};
+
 TEST(Fp8Linear, PerTensorScaledOperandsReachTheProductsInTheirFp8Grids) {
   detail::impl_for(Device::cpu());  // registers the kernels
   auto& slot = detail::KernelTable<detail::kernel::ScaledMatmul>::fn[static_cast<std::size_t>(detail::Impl::cpu)];
   g_real_scaled_matmul = slot;
   slot = spy_scaled_matmul;
+  // Held in the grids' dtypes as on a GPU (on the CPU, automatic storage holds bf16: checked below).
+  const Fp8StorageScope storage(Fp8Storage::grid);
   for (const QuantRecipe recipe : {QuantRecipe::delayed, QuantRecipe::current, QuantRecipe::block}) {
     for (const Fp8Format format : {Fp8Format::hybrid, Fp8Format::e4m3}) {
       SCOPED_TRACE(std::string(recipe.name()) + " " + std::string(fp8_format_name(format)));
@@ -824,6 +835,54 @@ TEST(Fp8Linear, PerTensorScaledOperandsReachTheProductsInTheirFp8Grids) {
           EXPECT_EQ(g_seen[p].a, block ? DType::bf16 : want[p][0]) << "product " << p << " step " << step;
           EXPECT_EQ(g_seen[p].w, block ? DType::bf16 : want[p][1]) << "product " << p << " step " << step;
         }
+      }
+    }
+  }
+  slot = g_real_scaled_matmul;
+}
+
+// Held in fp8 or in bf16, the layer's values are the same: its output and both gradients, bit for bit,
+// over two steps of each per-tensor recipe (the delayed one's second from its history); and the CPU's
+// automatic storage is bf16 (its products read bf16).
+TEST(Fp8Linear, HeldInFp8OrInBf16TheLayerGivesTheSameBits) {
+  detail::impl_for(Device::cpu());
+  auto& slot = detail::KernelTable<detail::kernel::ScaledMatmul>::fn[static_cast<std::size_t>(detail::Impl::cpu)];
+  g_real_scaled_matmul = slot;
+  slot = spy_scaled_matmul;
+  for (const QuantRecipe recipe : {QuantRecipe::delayed, QuantRecipe::current}) {
+    for (const Fp8Format format : {Fp8Format::hybrid, Fp8Format::e4m3}) {
+      SCOPED_TRACE(std::string(recipe.name()) + " " + std::string(fp8_format_name(format)));
+      std::vector<std::vector<double>> seen[2];
+      for (const Fp8Storage storage : {Fp8Storage::grid, Fp8Storage::automatic}) {
+        const Fp8StorageScope scope(storage);
+        QuantOptions o;
+        o.recipe = recipe;
+        o.format = format;
+        const auto state = std::make_shared<QuantState>(o);
+        const Tensor w = Tensor::randn({40, 96}, DType::f32, 12, 0, 0.05).set_requires_grad();
+        const Tensor bias = Tensor::randn({40}, DType::f32, 13, 0, 0.1).set_requires_grad();
+        for (int step = 0; step < 2; ++step) {
+          g_seen.clear();
+          const Tensor x = Tensor::randn({64, 96}, DType::f32, 14 + step, 0, 3).set_requires_grad();
+          Tensor y;
+          {
+            Autocast bf16(DType::bf16);
+            y = fp8_linear(x, w, bias, state);
+          }
+          y.backward(Tensor::randn({64, 40}, DType::bf16, 16 + step, 0, 1e-3));
+          if (recipe == QuantRecipe::delayed) state->end_step();
+          for (const Tensor& t : {y, x.grad(), w.grad(), bias.grad()}) seen[storage == Fp8Storage::grid].push_back(t.to_doubles());
+          for (const SeenProduct& p : g_seen) {
+            EXPECT_EQ(p.a == DType::bf16 && p.w == DType::bf16, storage == Fp8Storage::automatic);
+          }
+          w.zero_grad();
+          bias.zero_grad();
+        }
+      }
+      ASSERT_EQ(seen[0].size(), seen[1].size());
+      for (std::size_t i = 0; i < seen[0].size(); ++i) {
+        ASSERT_EQ(seen[0][i].size(), seen[1][i].size());
+        EXPECT_EQ(std::memcmp(seen[0][i].data(), seen[1][i].data(), seen[0][i].size() * sizeof(double)), 0) << "tensor " << i;
       }
     }
   }

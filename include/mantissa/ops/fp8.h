@@ -20,9 +20,10 @@
 // transform on the weight-gradient product's operands; each part can be turned off to measure it.
 // Each recipe is a QuantSpec per operand (QuantOptions::spec; a plan file may set any operand's own), and
 // one path runs them all through the one quantizer kernel (BlockQuantize).
-// Per-tensor scaled values are held in their grid's fp8 dtype (e4m3, e5m2), as an fp8 tensor core reads
-// them; block-scaled ones in bf16, which holds every such value. On the CPU this is exact emulation: fp8
-// operands are widened to bf16 and multiplied by oneDNN's bf16 product with f32 accumulation.
+// Block-scaled values are held in bf16, which holds every such value; per-tensor scaled ones in their
+// grid's fp8 dtype (e4m3, e5m2) where the products read fp8 (a GPU's fp8 tensor cores), in bf16 where they
+// read bf16 (the CPU), as set_fp8_storage says. On the CPU this is exact emulation: the values multiplied
+// by oneDNN's bf16 product with f32 accumulation.
 //
 // Non-finite values are not clipped: inf and NaN pass through the quantizer, so the loss scaler's check
 // still sees an overflowed gradient.
@@ -157,6 +158,16 @@ class QuantState {
   std::array<bool, kFp8Operands> seen_{};
   Fp8Counters counters_{};
 };
+
+// Where FP8's per-tensor scaled operands (delayed and current scaling) are held between their quantizer
+// and their products (and kept for backward): in their grid's dtype (one byte a value, what fp8 tensor
+// cores read) or in bf16 (what a bf16 product reads). automatic: the grid's dtype on a GPU, bf16 on the
+// CPU, whose products are bf16: held in fp8 there, gpt-small's fp8 step kept 15% fewer activation bytes
+// and took about 15% more time (every product widening its operands; docs/precision.md). The same
+// values, so the same bits, either way.
+enum class Fp8Storage : std::uint8_t { automatic, grid, bf16 };
+void set_fp8_storage(Fp8Storage storage);
+Fp8Storage fp8_storage();
 
 Fp8Counters fp8_counters();
 void reset_fp8_counters();
