@@ -352,6 +352,8 @@ if [ "$dry" = 1 ]; then
     m "${bench_cpu[@]}" --precision $p > "$results/mantissa-$p.json" 2> "$results/mantissa-$p.err" ||
       { echo "dry run: mantissa bench $p failed: $(tail -1 "$results/mantissa-$p.err")"; exit 1; }
   done
+  m "${bench_cpu[@]}" --precision fp8 --fp8-recipe current > "$results/mantissa-fp8-current.json" \
+    2> "$results/mantissa-fp8-current.err" || { echo "dry run: mantissa bench fp8 failed: $(tail -1 "$results/mantissa-fp8-current.err")"; exit 1; }
   cp tests/fixtures/gpu-check/pytorch-*.json "$results/"
   echo "not run: dry run" > "$results/mantissa-fp8.err"
   # Each line as the real run prints it; the rehearsal fails where one lacks what it should say.
@@ -363,6 +365,8 @@ if [ "$dry" = 1 ]; then
   expect '^pytorch-bf16: 47\.7 ms/step, .*peak 21\.5 GiB$' "$(report line "$results" pytorch-bf16)"
   expect '^pytorch-bf16-compile: 34\.0 ms/step' "$(report line "$results" pytorch-bf16-compile)"
   expect '^mantissa-fp8: no result \(not run: dry run\)$' "$(report line "$results" mantissa-fp8)"
+  # (On the CPU no product runs on fp8 tensor cores: the count says so, where a GPU's says how many did.)
+  expect '^mantissa-fp8-current: [0-9.]+ ms/step, .*, 0 products/step on fp8 tensor cores$' "$(report line "$results" mantissa-fp8-current)"
   expect '^bf16 +[0-9.]+ +47\.7 ' "$(report table "$results" | sed -n 2p)"
   expect '^  bf16: .*(matmul|attention)' "$(report table "$results" | grep '^  bf16:')"
   expect '^quality bf16: no result' "$(report quality "$results" | sed -n 1p)"

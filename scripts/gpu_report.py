@@ -59,6 +59,8 @@ def line(d, name):
     traffic = r.get("host_device_per_step")
     if traffic:
         text += f", {traffic['waits']:.1f} host waits/step"
+    if "fp8" in r.get("precision", "") and "fp8_tensor_core_products_per_step" in r:
+        text += f", {r['fp8_tensor_core_products_per_step']:.0f} products/step on fp8 tensor cores"
     return text
 
 

@@ -287,6 +287,9 @@ struct Result {
   // Per timed step (means, ms): how long those waits took, and the bench's own wait for the step's last
   // kernels (a launch blocked on a full queue is neither: that shows as a step longer than both).
   double wait_ms = 0, tail_ms = 0;
+  // Per timed step (mean): the FP8 products that ran on a GPU's fp8 tensor cores (cuda_fp8_products();
+  // 0 on the CPU, and where they fell back to bf16 products).
+  double fp8_tensor_core_products = 0;
 
   double median_ms() const { return step_ms[step_ms.size() / 2]; }
 };
@@ -376,8 +379,10 @@ Result run_variant(const ModelBenchArgs& a, const Variant& v, const train::Datas
   for (int i = 0; i < a.steps; ++i) {
     const auto t0 = Clock::now();
     const HostDeviceTraffic before = host_device_traffic();
+    const std::int64_t fp8_before = cuda_fp8_products();
     const train::StepRecord rec = bench.step();
     const HostDeviceTraffic after = host_device_traffic();
+    r.fp8_tensor_core_products += static_cast<double>(cuda_fp8_products() - fp8_before) / a.steps;
     const auto tail = Clock::now();
     if (gpu) cuda_synchronize();  // the step's last kernels may still be running
     r.tail_ms += ms_since(tail) / a.steps;
@@ -471,6 +476,7 @@ nlohmann::json to_json(const Result& r, const Result* fp32) {
   }
   j["host_device_per_step"] = {{"to_host", r.to_host}, {"from_host", r.from_host}, {"waits", r.waits},
                                {"wait_ms", r.wait_ms}, {"tail_ms", r.tail_ms}};
+  j["fp8_tensor_core_products_per_step"] = r.fp8_tensor_core_products;
   j["numerics"] = r.variant.numerics;
   if (fp32 != nullptr) {
     j["speedup_vs_fp32"] = fp32->median_ms() / ms;

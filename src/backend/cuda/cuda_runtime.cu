@@ -281,8 +281,9 @@ CudaInfo cuda_info() {
       {"LSTM cell and its backward", "f32 f16 bf16 gates and state, computed in f32"},
       {"numerics telemetry (zeros, non-finite, log2 histogram, counts past limits)", "f32 f16 bf16 e4m3 e5m2, in f64"},
       {"fp8 amax, quantization (delayed and current scaling, saturating) and the scaled product",
-       "e4m3 e5m2 values held in bf16; per-tensor scaled products on fp8 tensor cores (capability 8.9+, sizes multiples "
-       "of 16, unless MANTISSA_FP8_PRODUCTS=emulated), the others on the bf16 path (as on the CPU)"},
+       "per-tensor scaled values held in e4m3 e5m2 and multiplied on fp8 tensor cores (capability 8.9+, sizes "
+       "multiples of 16, unless MANTISSA_FP8_PRODUCTS=emulated), block-scaled ones held in bf16 on the bf16 path "
+       "(as on the CPU)"},
 #ifdef MANTISSA_WITH_CUDNN
       {"convolution and its backward (cuDNN)", "f32 (TF32 only when allowed), f16 and bf16 with f32 accumulation"},
 #endif
