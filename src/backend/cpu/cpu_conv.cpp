@@ -158,13 +158,18 @@ class BlockedConversion {
 };
 
 // An operand in the layout the primitive wants: the tensor's own memory when that is the plain layout,
-// else a temporary buffer, filled from the plain data (`input`) or copied back to it by finish(). The
-// data may be bf16/f16 for an f32 primitive (where oneDNN has none in that dtype): it is then converted
-// on the way in and rounded once on the way out.
+// else a temporary buffer, filled from the plain data (`input`) or copied back to it by finish(): by
+// oneDNN's reorder where the primitive computes in the data's dtype and that reorder moves its bits
+// untouched (f32 always; bf16 where the CPU has AVX-512). The data may be bf16/f16 for an f32 primitive
+// (where oneDNN has none in that dtype): it is then converted on the way in and rounded once on the way
+// out. (Until stop 60 a bf16 primitive's operands took that converting path too: each through an f32
+// copy and a converting reorder, a third of the CNN's bf16 step.)
 class Operand {
  public:
   Operand(const memory::desc& plain, const memory::desc& wanted, void* data, bool input, DType data_type)
-      : plain_(plain, onednn_engine(), data), data_type_(data_type) {
+      : plain_(plain, onednn_engine(), data), data_type_(data_type),
+        moves_bits_(wanted.data_type() == onednn_type(data_type) &&
+                    (data_type == DType::f32 || onednn_supports(OnednnPrimitive::reorder, data_type))) {
     if (wanted == plain) {
       mem_ = plain_;
       return;
@@ -205,7 +210,7 @@ class Operand {
   }
 
  private:
-  bool converting() const { return data_type_ != DType::f32; }
+  bool converting() const { return !moves_bits_; }
   static void reorder(const memory& from, const memory& to) {
     // Keyed by both descriptors' bytes: equal layouts give equal bytes (oneDNN zero-fills them).
     PrimitiveKey key("conv_reorder");
@@ -215,6 +220,7 @@ class Operand {
   }
   memory plain_, mem_, plain_f32_;
   DType data_type_;
+  bool moves_bits_;
   memory::dims dims_;
   bool blocked_ = false;
   Tensor buffer_, f32_plain_;
