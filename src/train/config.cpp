@@ -33,6 +33,16 @@ AutocastPolicy PrecisionPolicy::autocast_policy() const {
   return p;
 }
 
+std::vector<std::string> comma_words(std::string_view text) {
+  std::vector<std::string> out;
+  for (std::size_t start = 0; start <= text.size();) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    out.emplace_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
 void set_fp32_ops(PrecisionPolicy& policy, std::string_view words) {
   bool list = false, none = false;
   std::vector<AutocastOp> more;
@@ -43,11 +53,7 @@ void set_fp32_ops(PrecisionPolicy& policy, std::string_view words) {
     if (!candidates.empty()) candidates += ", ";
     candidates += autocast_op_name(op);
   }
-  std::size_t start = 0;
-  while (start <= words.size()) {
-    const std::size_t end = std::min(words.find(',', start), words.size());
-    const std::string_view word = words.substr(start, end - start);
-    start = end + 1;
+  for (const std::string& word : comma_words(words)) {
     if (word == "default") {
       list = true;
     } else if (word == "none") {

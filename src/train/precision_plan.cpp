@@ -127,6 +127,15 @@ std::string PrecisionPlan::json() const {
   return j.dump();
 }
 
+bool PrecisionPlan::names_recipe(std::string_view json) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(json);
+    return j.is_object() && (j.contains("quantized") || j.contains("fp8"));
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(std::string("precision plan: ") + e.what());
+  }
+}
+
 PrecisionPlan PrecisionPlan::parse(std::string_view json) {
   std::string where = "\"low\"";
   try {

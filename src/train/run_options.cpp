@@ -37,15 +37,7 @@ T value_of(const RunOptions& o, std::string_view key, OptionKind kind, const Opt
     if (const auto* i = std::get_if<std::int64_t>(&v)) return static_cast<double>(*i);
   }
   if constexpr (std::is_same_v<T, std::vector<std::string>>) {
-    if (const auto* s = std::get_if<std::string>(&v)) {  // the command's form: NAME,NAME
-      std::vector<std::string> out;
-      for (std::size_t start = 0; start <= s->size();) {
-        const std::size_t comma = std::min(s->find(',', start), s->size());
-        out.push_back(s->substr(start, comma - start));
-        start = comma + 1;
-      }
-      return out;
-    }
+    if (const auto* s = std::get_if<std::string>(&v)) return comma_words(*s);  // the command's form: NAME,NAME
   }
   if (const T* t = std::get_if<T>(&v)) return *t;
   throw UsageError(o.name(key) + ": takes " + kind_words(kind));
@@ -331,14 +323,14 @@ const std::vector<RealSetting>& real_settings() {
 std::pair<double, double> normalization(const RunOptions& o) {
   if (o.normalize == "auto") return {kOwnStatistics, kOwnStatistics};
   const std::string flag = o.name("normalize");
-  const auto comma = o.normalize.find(',');
+  const std::vector<std::string> words = comma_words(o.normalize);
   const auto bad = [&] {
     return UsageError(flag + ": '" + o.normalize + "' is not auto or MEAN,STD (two numbers, STD above 0: the pixels' "
                       "mean and standard deviation on a 0..1 scale, as 0.2860,0.3530)");
   };
-  if (comma == std::string::npos || !is_number<double>(o.normalize.substr(0, comma)) || !is_number<double>(o.normalize.substr(comma + 1))) throw bad();
-  const double mean = parse_number<double>(o.normalize.substr(0, comma), flag);
-  const double stddev = parse_number<double>(o.normalize.substr(comma + 1), flag);
+  if (words.size() != 2 || !is_number<double>(words[0]) || !is_number<double>(words[1])) throw bad();
+  const double mean = parse_number<double>(words[0], flag);
+  const double stddev = parse_number<double>(words[1], flag);
   if (!(stddev > 0)) throw bad();
   for (const auto& [range, what, v] : {std::tuple{ranges::kPixelMean, flag + "'s mean", mean},
                                        std::tuple{ranges::kPixelStd, flag + "'s standard deviation", stddev}}) {

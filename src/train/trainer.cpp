@@ -646,7 +646,7 @@ void Trainer::resume(const std::filesystem::path& path,
       } catch (const std::invalid_argument&) {
         return false;
       }
-      const bool levels_only = saved.find("\"fp8\":{") == std::string::npos && saved.find("\"quantized\":{") == std::string::npos;
+      const bool levels_only = !PrecisionPlan::names_recipe(saved);
       return saved_plan.json() == precision_.plan.json() ||
              (levels_only && saved_plan.low == precision_.plan.low && saved_plan.layers == precision_.plan.layers && old_fixed_recipe);
     };

@@ -12,8 +12,10 @@
 #include <sstream>
 #include <string>
 
+#include "../unit/source_scan.h"
 #include "cli_support.h"
 #include "mantissa/base/errors.h"
+#include "mantissa/train/config.h"
 #include "mantissa/train/run_options.h"
 
 namespace {
@@ -125,6 +127,21 @@ TEST(RunOptions, TheLibrarysChecksNameSettingsAsTheDoorSpellsThem) {
 // The files that word what the library and the run say about settings spell no flag themselves: each name
 // goes through RunOptions::name. (training.cpp's checkpoint signature keys are a file format, "--lr": they
 // are the one exception, and are said through the door's spelling when a resume is refused.)
+// Every list a setting takes is split by comma_words, which keeps empty words for the setting to refuse
+// ("--precisions bf16," names the empty one instead of dropping it); no other splitter of commas (a
+// getline or a find on ',') in the sources (but MPI's version string, cut at its first comma: no setting).
+TEST(RunOptions, ListsAreSplitByCommaWordsAlone) {
+  EXPECT_EQ(mantissa::train::comma_words("bf16,fp16"), (std::vector<std::string>{"bf16", "fp16"}));
+  EXPECT_EQ(mantissa::train::comma_words("bf16,"), (std::vector<std::string>{"bf16", ""}));
+  EXPECT_EQ(mantissa::train::comma_words(""), (std::vector<std::string>{""}));
+  EXPECT_EQ(mantissa::train::comma_words(",a,,b"), (std::vector<std::string>{"", "a", "", "b"}));
+  const mantissa::testing::SourceScan scan = mantissa::testing::scan_sources({"getline", "find"}, true,
+                                                                   {"src/train/config.cpp", "src/dist/mpi_group.cpp"},
+                                                         [](std::string_view s) { return s.find("',')") != std::string_view::npos || s.find("',',") != std::string_view::npos; });
+  EXPECT_GT(scan.files, 100);
+  for (const std::string& m : scan.matches) ADD_FAILURE() << m << " (split settings' lists with train::comma_words)";
+}
+
 TEST(RunOptions, MessagesAboutSettingsSpellNoFlagLiterally) {
   // A string literal that begins with a flag: "--x.
   const auto literal_flag = [](const std::string& line) {

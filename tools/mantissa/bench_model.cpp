@@ -41,13 +41,6 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string part; std::getline(in, part, ',');) out.push_back(part);
-  return out;
-}
-
 // The named shapes, for the sizes no flag set (0: a given size is positive, checked by its flag).
 void apply_preset(ModelBenchArgs& a) {
   const auto preset = [](std::int64_t& field, std::int64_t value) {
@@ -103,7 +96,7 @@ std::vector<Variant> variants(const ModelBenchArgs& a) {
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string("bench --fp32-ops: ") + e.what());
   }
-  for (const std::string& p : split(a.precision)) {
+  for (const std::string& p : train::comma_words(a.precision)) {
     DType d = DType::f32;
     std::vector<std::optional<QuantRecipe>> recipes{std::nullopt};
     try {
@@ -115,13 +108,13 @@ std::vector<Variant> variants(const ModelBenchArgs& a) {
         recipes = {policy.fp8->recipe};
       } else if (policy.fp8) {
         recipes.clear();
-        for (const std::string& r : split(a.fp8_recipe)) recipes.emplace_back(QuantRecipe::parse(r));
+        for (const std::string& r : train::comma_words(a.fp8_recipe)) recipes.emplace_back(QuantRecipe::parse(r));
         QuantOptions{.format = parse_fp8_format(a.fp8_format), .amax_history = a.amax_history, .margin = a.fp8_margin}.check();
       }
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(std::string("bench --precision/--fp8-*: ") + e.what());
     }
-    for (const std::string& m : split(a.mode)) {
+    for (const std::string& m : train::comma_words(a.mode)) {
       bool lpm = false;
       try {
         lpm = train::parse_precision_mode(m) == train::PrecisionMode::low_precision_model;
@@ -130,7 +123,7 @@ std::vector<Variant> variants(const ModelBenchArgs& a) {
       }
       if (d == DType::f32 && lpm) continue;  // fp32 has one mode
       for (const auto& r : recipes) {
-        for (const std::string& n : split(a.numerics)) {
+        for (const std::string& n : train::comma_words(a.numerics)) {
           if (n != "off" && n != "trace" && n != "telemetry") {
             throw std::invalid_argument("bench --numerics: '" + n + "' is not off, trace or telemetry");
           }

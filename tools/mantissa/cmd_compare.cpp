@@ -44,8 +44,7 @@ std::int64_t training_peak(const TrainResult& r) {
 int run_compare(const CompareArgs& a) {
   const RunOptions base = resolve(a.train);
   std::vector<std::string> names;
-  std::stringstream ss(a.precisions);
-  for (std::string p; std::getline(ss, p, ',');) {
+  for (const std::string& p : train::comma_words(a.precisions)) {
     try {
       RunOptions probe = base;
       set_precision(probe, p);  // a bad name is a usage error before anything runs

@@ -311,8 +311,7 @@ int run_paper(const PaperArgs& a) {
   const Suite s = suite(a.suite);
   if (a.seeds < 1 || a.seeds > 100) throw std::invalid_argument("--seeds: give 1 to 100, not " + std::to_string(a.seeds));
   std::vector<std::string> models;
-  std::stringstream ss(a.models.empty() ? s.models : a.models);
-  for (std::string m; std::getline(ss, m, ',');) {
+  for (const std::string& m : train::comma_words(a.models.empty() ? s.models : a.models)) {
     model_flags(m, a.quick);  // a bad name is a usage error before anything runs
     models.push_back(m);
   }

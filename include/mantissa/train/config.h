@@ -52,6 +52,11 @@ struct PrecisionPolicy {
   void check() const;
 };
 
+// The words of a comma-separated setting, in order: "a,b" gives a and b; empty words are kept ("a,"
+// gives a and ""), for the setting's own check to refuse by name. The one splitter of the settings that
+// take lists (--precisions, --fp32-ops, --models, ...).
+std::vector<std::string> comma_words(std::string_view text);
+
 // --fp32-ops: "default" (autocast's f32 list), "none" (every op in the compute dtype), or the list and
 // more ops by their autocast names, comma-separated ("default,attention", or "attention" alone: the list
 // is implied). Sets policy.fp32_ops and policy.more_f32_ops; throws std::invalid_argument naming the word.

@@ -54,6 +54,9 @@ struct PrecisionPlan {
   // The levels alone ({"layers": ..., "low": ...}).
   std::string levels_json() const;
   static PrecisionPlan parse(std::string_view json);  // throws std::invalid_argument
+  // Whether a plan's text gives the run's recipe ("quantized", or "fp8" as plans before it said): a plan
+  // saved before plans named their recipes has the levels alone. Throws as parse() does.
+  static bool names_recipe(std::string_view json);
   // "fp8 in 6 of 8 layers (mxfp8); bf16 in 2: blocks.0.attn.qkv (first layer), blocks.1.mlp.proj (last
   // layer)": each level's count, and its layers by name where there are at most 4 (else those with a
   // reason or a recipe of their own); with `every_layer`, a line per layer after it, the fp8 layers with
