@@ -69,6 +69,25 @@ void run_matmul(const Shape& as, const Shape& ast, const void* a, const Shape& w
 // way, so there the copy only cost.
 bool worth_reordering(std::int64_t m, std::int64_t n) { return n >= 2304 && m >= 512; }
 
+// oneDNN 2.6's f32 product on CPUs without AVX-512 (its AVX2 "gemm:jit") runs at half speed where it
+// reads an operand along a stride of a multiple of 4 KiB while the other side is narrow (cache-set
+// aliasing, by the pattern): a transposed a (stored [K, M], M * 4 bytes a multiple of 4096) with N <= 256,
+// 88-99 GFLOP/s against 179-216 with a row-major; a row-major w (stored [K, N], N * 4 bytes a multiple of
+// 4096) with M <= 256, 100-107 against 176-198 with w stored [N, K]. Such an operand is copied into the
+// other layout first (a copy costs about a tenth of such a product). Zen 5 capped to AVX2
+// (ONEDNN_MAX_CPU_ISA=AVX2), 2 threads, M 128-4096, K 512-4096, N 128-3072; with AVX-512 every layout ran
+// within 10% of the others. These are the weight-gradient products of GPT layers 1024 wide (gpt-small's
+// MLP: a 1024 x 2048 x 256 product from 11.8 to about 5.5 ms).
+bool avx2_gemm() {
+  static const bool without_avx512 = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto avx512_bit = static_cast<unsigned>(dnnl::cpu_isa::avx512_core) & ~static_cast<unsigned>(dnnl::cpu_isa::avx2);
+    return (isa & avx512_bit) == 0;
+  }();
+  return without_avx512;
+}
+bool aliased(std::int64_t stride_elements) { return stride_elements > 0 && stride_elements * 4 % 4096 == 0; }
+
 void weight_view(const Tensor& w, Shape& shape, Shape& strides) {
   shape = w.shape();
   strides = w.strides();
@@ -266,7 +285,9 @@ void cpu_scaled_matmul(const Tensor& a_in, const Tensor& w_in, const ProductScal
   // costs a fraction of the product's time. (bf16 on AMX gains nothing from it in a training step.)
   Tensor reordered;
   const void* w_data = w.data();
-  if (t == DType::f32 && ws[0] == 1 && wst[2] == 1 && wst[1] == ws[2] && worth_reordering(a.size(1), ws[2])) {
+  const std::int64_t m = a.size(1);
+  const bool aliased_w = t == DType::f32 && avx2_gemm() && m <= 256 && ws[2] >= 1024 && aliased(wst[1]);
+  if (t == DType::f32 && ws[0] == 1 && wst[2] == 1 && wst[1] == ws[2] && (worth_reordering(m, ws[2]) || aliased_w)) {
     reordered = Tensor::empty({ws[2], ws[1]}, t, w.device());
     const Shape column_major{ws[1] * ws[2], 1, ws[1]};
     onednn_reorder(ws, wst, w.data(), column_major, reordered.data(), t);
@@ -275,13 +296,23 @@ void cpu_scaled_matmul(const Tensor& a_in, const Tensor& w_in, const ProductScal
   }
   Shape ast = a.strides();
   if (ast[0] == 0) ast[0] = a.size(1) * a.size(2);  // a batch of 1 seen through a stride-0 view
+  Tensor a_rows;  // a transposed a copied row-major, where avx2_gemm() reads it at half speed
+  const void* a_data = a.data();
+  if (t == DType::f32 && avx2_gemm() && a.size(0) == 1 && ast[2] != 1 && ast[1] == 1 && m >= 1024 && ws[2] <= 256 &&
+      aliased(ast[2])) {
+    a_rows = Tensor::empty(a.shape(), t, a.device());
+    const Shape row_major{m * a.size(2), a.size(2), 1};
+    onednn_reorder(a.shape(), ast, a.data(), row_major, a_rows.data(), t);
+    ast = row_major;
+    a_data = a_rows.data();
+  }
   // oneDNN takes an f32 bias, or one in the inputs' dtype.
   Tensor b = bias;
   if (b.defined() && ((b.dtype() != DType::f32 && b.dtype() != t) || !b.is_contiguous())) {
     b = Tensor::empty(bias.shape(), DType::f32, bias.device());
     cpu_copy(bias, b);
   }
-  run_matmul(a.shape(), ast, a.data(), ws, wst, w_data, out.shape(), out.strides(), out.data(), t, out.dtype(),
+  run_matmul(a.shape(), ast, a_data, ws, wst, w_data, out.shape(), out.strides(), out.data(), t, out.dtype(),
              false, b.defined() ? &b : nullptr, alpha);
 }
 
