@@ -60,8 +60,7 @@ inline void check_block_quantize_places(const Tensor& x, const QuantSpec& spec, 
   check_place<Fp8Counts>("block_quantize", counts, x.device());
   check_place<double>("block_quantize", factor, x.device());
   if (out.dtype() == DType::bf16) return;
-  const bool on_grid = spec.per_tensor() && spec.scale == ScaleFormat::f32 && spec.rule == ScaleRule::fit;
-  if (!on_grid || !is_storage_only(out.dtype()) || dtype_of(spec.element) != out.dtype()) {
+  if (!spec.stays_on_grid() || !is_storage_only(out.dtype()) || dtype_of(spec.element) != out.dtype()) {
     throw std::invalid_argument("block_quantize: out is bf16, or " + spec.element.name() +
                                 " storage for a per-tensor f32 scale; got " + std::string(dtype_name(out.dtype())) +
                                 " for " + spec.str());

@@ -50,9 +50,8 @@ std::atomic<Fp8Storage> g_storage{Fp8Storage::automatic};
 DType held_dtype(const QuantSpec& spec, Device device) {
   const Fp8Storage storage = g_storage;
   const bool grid = storage == Fp8Storage::grid || (storage == Fp8Storage::automatic && device.type != DeviceType::cpu);
-  const bool on_grid = spec.per_tensor() && spec.scale == ScaleFormat::f32 && spec.rule == ScaleRule::fit;
   const std::optional<DType> own = dtype_of(spec.element);
-  return grid && on_grid && own && is_storage_only(*own) ? *own : DType::bf16;
+  return grid && spec.stays_on_grid() && own && is_storage_only(*own) ? *own : DType::bf16;
 }
 
 // The layer whose products are quantizing on this thread (its forward, or its node's backward), which

@@ -70,6 +70,9 @@ struct QuantSpec {
   void check() const;
   // The whole tensor as one block (0 x 0).
   bool per_tensor() const { return block_rows == 0 && block_cols == 0; }
+  // The quantized values stay on the element's grid (one f32 scale per tensor, fitted: the product
+  // applies the scale), so they can be held in the element's own dtype where it has one (e4m3, e5m2).
+  bool stays_on_grid() const { return per_tensor() && scale == ScaleFormat::f32 && rule == ScaleRule::fit; }
   // Quantizing a tensor's transpose with the spec gives the transposed result (square blocks, or the
   // whole tensor, and nearest rounding): one quantization serves a product along either dimension.
   bool turns() const { return block_rows == block_cols && rounding == Rounding::nearest_even; }

@@ -71,13 +71,14 @@ bool worth_reordering(std::int64_t m, std::int64_t n) { return n >= 2304 && m >=
 
 // oneDNN 2.6's f32 product on CPUs without AVX-512 (its AVX2 "gemm:jit") runs at half speed where it
 // reads an operand along a stride of a multiple of 4 KiB while the other side is narrow (cache-set
-// aliasing, by the pattern): a transposed a (stored [K, M], M * 4 bytes a multiple of 4096) with N <= 256,
-// 88-99 GFLOP/s against 179-216 with a row-major; a row-major w (stored [K, N], N * 4 bytes a multiple of
-// 4096) with M <= 256, 100-107 against 176-198 with w stored [N, K]. Such an operand is copied into the
-// other layout first (a copy costs about a tenth of such a product). Zen 5 capped to AVX2
+// aliasing, by the pattern): a row-major w (stored [K, N], N * 4 bytes a multiple of 4096) with M <= 256,
+// 100-107 GFLOP/s against 176-198 with w stored [N, K]; such a w is reordered first, as a wide one is
+// (a copy costs about a tenth of such a product). (A transposed a, stored [K, M] with M * 4 bytes a
+// multiple of 4096, with N <= 256 is as slow, 88-99 against 179-216 row-major, but copying it whole
+// costs a temporary the size of an activation's gradient, where the classifier promises none of
+// [N, V]: not done; a fixed workspace of row blocks would.) Zen 5 capped to AVX2
 // (ONEDNN_MAX_CPU_ISA=AVX2), 2 threads, M 128-4096, K 512-4096, N 128-3072; with AVX-512 every layout ran
-// within 10% of the others. These are the weight-gradient products of GPT layers 1024 wide (gpt-small's
-// MLP: a 1024 x 2048 x 256 product from 11.8 to about 5.5 ms).
+// within 10% of the others. These are weight-gradient products of GPT layers 1024 wide.
 bool avx2_gemm() {
   static const bool without_avx512 = [] {
     const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
@@ -296,23 +297,13 @@ void cpu_scaled_matmul(const Tensor& a_in, const Tensor& w_in, const ProductScal
   }
   Shape ast = a.strides();
   if (ast[0] == 0) ast[0] = a.size(1) * a.size(2);  // a batch of 1 seen through a stride-0 view
-  Tensor a_rows;  // a transposed a copied row-major, where avx2_gemm() reads it at half speed
-  const void* a_data = a.data();
-  if (t == DType::f32 && avx2_gemm() && a.size(0) == 1 && ast[2] != 1 && ast[1] == 1 && m >= 1024 && ws[2] <= 256 &&
-      aliased(ast[2])) {
-    a_rows = Tensor::empty(a.shape(), t, a.device());
-    const Shape row_major{m * a.size(2), a.size(2), 1};
-    onednn_reorder(a.shape(), ast, a.data(), row_major, a_rows.data(), t);
-    ast = row_major;
-    a_data = a_rows.data();
-  }
   // oneDNN takes an f32 bias, or one in the inputs' dtype.
   Tensor b = bias;
   if (b.defined() && ((b.dtype() != DType::f32 && b.dtype() != t) || !b.is_contiguous())) {
     b = Tensor::empty(bias.shape(), DType::f32, bias.device());
     cpu_copy(bias, b);
   }
-  run_matmul(a.shape(), ast, a_data, ws, wst, w_data, out.shape(), out.strides(), out.data(), t, out.dtype(),
+  run_matmul(a.shape(), ast, a.data(), ws, wst, w_data, out.shape(), out.strides(), out.data(), t, out.dtype(),
              false, b.defined() ? &b : nullptr, alpha);
 }
 
