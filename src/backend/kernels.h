@@ -511,7 +511,7 @@ struct Fp8Quantize {
 // holds every such value exactly: an element (fp8, fp6 or fp4: at most 4 significant bits) times a power
 // of 2, or an fp4 or fp6 element times an e4m3 scale (at most 8); per-tensor f32 scales leave the values
 // on the fp8 grid, and for such a spec out may be that grid's storage dtype instead (e4m3 or e5m2: one
-// byte a value, what an fp8 product reads; check_block_quantize_out). Stochastic rounding draws from
+// byte a value, what an fp8 product reads; check_block_quantize_places in fit_quantize.h). Stochastic rounding draws from
 // (seed, element index). given_scale: for a per-tensor spec, the scale to use (the delayed recipe's)
 // instead of one fitted to x's amax; 0 for none. The fit rule runs as Fp8QuantizeCurrent / Fp8Quantize
 // say (fit_quantize.h), the others as numeric/microscale.cpp defines them. counts: undefined (the stats

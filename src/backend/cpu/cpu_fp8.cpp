@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cpu_kernels.h"
+#include "mantissa/numeric/bulk.h"
 #include "mantissa/numeric/convert.h"
 #include "rows.h"
 
@@ -110,7 +111,7 @@ void quantize_rows(const float* in, std::int64_t rows, std::int64_t cols, const 
   values.resize(bits.size());
   for (std::int64_t r = 0; r < rows; ++r) {
     quantize_span(in + r * cols, scale, back, cols, g, bits.data(), c);
-    for (std::int64_t i = 0; i < cols; ++i) values[static_cast<std::size_t>(i)] = std::bit_cast<float>(std::uint32_t{bits[static_cast<std::size_t>(i)]} << 16);
+    decode_array(Format::bf16(), bits.data(), values.data(), bits.size());
     for (std::int64_t at = 0; at < cols; at += kRowBlock) {
       store_f32(out, (r0 + r) * out.strides()[0] + at, 1, std::min(kRowBlock, cols - at), values.data() + at);
     }
