@@ -21,6 +21,7 @@ TIMING = {"wall_time", "throughput", "peak_bytes", "start_time", "machine", "ver
 MLP = ["--model", "mlp", "--hidden", "64", "--layers", "2", "--batch-size", "32", "--eval-every", "15"]
 GPT = ["--model", "gpt", "--n-layer", "1", "--n-head", "2", "--n-embd", "64", "--block-size", "32", "--batch-size", "4",
        "--eval-every", "15", "--eval-batches", "2"]
+CNN = ["--model", "cnn", "--width", "8", "--batch-size", "32", "--eval-every", "15"]  # convolutions, batch norm, pooling
 ALL_FP8 = ["--fp8-first-last", "fp8"]
 
 PLAN_DELAYED = {"low": "bf16", "fp8": {"recipe": "delayed"}, "layers": {"fc0": "bf16", "fc1": "fp8", "fc2": "bf16"}}
@@ -53,6 +54,10 @@ CASES = [
     ("mlp plan delayed", MLP + ["--precision", "bf16", "--precision-plan", "@PLAN_DELAYED"]),
     ("mlp plan nvfp4", MLP + ["--precision", "bf16", "--precision-plan", "@PLAN_NVFP4"]),
     ("mlp plan nvfp4-torchao", MLP + ["--precision", "bf16", "--precision-plan", "@PLAN_NVFP4_TORCHAO"]),
+    ("cnn fp32", CNN + ["--precision", "fp32"]),
+    ("cnn bf16", CNN + ["--precision", "bf16"]),
+    ("cnn fp16", CNN + ["--precision", "fp16"]),
+    ("cnn bf16 lpm", CNN + ["--precision", "bf16", "--mode", "low-precision-model"]),
     ("gpt bf16", GPT + ["--precision", "bf16"]),
     ("gpt fp16", GPT + ["--precision", "fp16"]),
     ("gpt fp8", GPT + ["--precision", "fp8"]),

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../../src/backend/registry.h"
 #include "../common/op_cases.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/backend/backend_select.h"
@@ -131,31 +132,48 @@ TEST(SpecialValues, ReluAndMaxPoolingKeepNaN) {
   }
 }
 
-// Wide 2x2 max pooling (the cpu backend's vector path takes 8 windows at a time, a scalar loop the rest)
-// on values from {0, 1, NaN}: ties and NaN in every arrangement; forward and gradients as the reference.
+// 2x2 max pooling (the cpu backend walks row pairs across planes, 16 columns at a time with AVX-512, the
+// row's last ones masked) on values from {0, 1, NaN}: ties and NaN in every arrangement; forward and
+// gradients as the reference. Wide rows; odd heights and widths (a row and a column in no window); many
+// planes of few row pairs, so that the threads' spans cross planes.
 TEST(SpecialValues, MaxPoolingTiesAndNaNOnWideRows) {
-  std::vector<double> v(2 * 3 * 6 * 38);
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    const std::size_t r = (i * 2654435761U) % 97;
-    v[i] = r < 8 ? nan : (r < 52 ? 1.0 : 0.0);
-  }
-  for (const DType d : {DType::f32, DType::bf16, DType::f16}) {
-    std::vector<std::vector<double>> outs, grads;
-    for (const CpuBackend backend : {CpuBackend::reference, CpuBackend::onednn}) {
-      CpuBackendScope scope(backend);
-      Tensor x = Tensor::from_values(v, {2, 3, 6, 38}, d).set_requires_grad();
-      const Tensor y = max_pool2d(x, 2, 2);
-      std::vector<double> g(static_cast<std::size_t>(y.numel()));
-      for (std::size_t i = 0; i < g.size(); ++i) g[i] = 1 + static_cast<double>(i % 7);
-      y.backward(Tensor::from_values(g, y.shape(), d));
-      outs.push_back(y.to_doubles());
-      grads.push_back(x.grad().to_doubles());
+  for (const Shape& shape : {Shape{2, 3, 6, 38}, Shape{3, 5, 7, 41}, Shape{2, 3, 9, 3}, Shape{16, 40, 4, 14}}) {
+    std::vector<double> v(static_cast<std::size_t>(shape[0] * shape[1] * shape[2] * shape[3]));
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const std::size_t r = (i * 2654435761U) % 97;
+      v[i] = r < 8 ? nan : (r < 52 ? 1.0 : 0.0);
     }
-    for (std::size_t i = 0; i < outs[0].size(); ++i) {
-      EXPECT_TRUE(std::isnan(outs[0][i]) ? std::isnan(outs[1][i]) : outs[0][i] == outs[1][i]) << dtype_name(d) << " output " << i;
+    for (const DType d : {DType::f32, DType::bf16, DType::f16}) {
+      std::vector<std::vector<double>> outs, grads;
+      for (const CpuBackend backend : {CpuBackend::reference, CpuBackend::onednn}) {
+        CpuBackendScope scope(backend);
+        Tensor x = Tensor::from_values(v, shape, d).set_requires_grad();
+        const Tensor y = max_pool2d(x, 2, 2);
+        std::vector<double> g(static_cast<std::size_t>(y.numel()));
+        for (std::size_t i = 0; i < g.size(); ++i) g[i] = 1 + static_cast<double>(i % 7);
+        y.backward(Tensor::from_values(g, y.shape(), d));
+        outs.push_back(y.to_doubles());
+        grads.push_back(x.grad().to_doubles());
+      }
+      const std::string what = shape_str(shape) + " " + std::string(dtype_name(d));
+      {  // The kernel writes every element of grad_x, those in no window too: given one full of 7s.
+        CpuBackendScope scope(CpuBackend::onednn);
+        const Tensor x = Tensor::from_values(v, shape, d);
+        const Shape out_shape{shape[0], shape[1], shape[2] / 2, shape[3] / 2};
+        std::vector<double> g(static_cast<std::size_t>(out_shape[0] * out_shape[1] * out_shape[2] * out_shape[3]));
+        for (std::size_t i = 0; i < g.size(); ++i) g[i] = 1 + static_cast<double>(i % 7);
+        const Tensor gx = Tensor::full(shape, 7, d);
+        detail::run_kernel<detail::kernel::Pool2dBackward>(Device::cpu(), x, Tensor::from_values(g, out_shape, d),
+                                                           Pool2dParams{2, 2, 2, 2, 0, 0, true}, gx);
+        EXPECT_EQ(gx.to_doubles(), grads[0]) << what << ", the kernel alone";
+      }
+      ASSERT_EQ(outs[0].size(), outs[1].size()) << what;
+      for (std::size_t i = 0; i < outs[0].size(); ++i) {
+        EXPECT_TRUE(std::isnan(outs[0][i]) ? std::isnan(outs[1][i]) : outs[0][i] == outs[1][i]) << what << " output " << i;
+      }
+      EXPECT_EQ(grads[0], grads[1]) << what;
     }
-    EXPECT_EQ(grads[0], grads[1]) << dtype_name(d);
   }
 }
 

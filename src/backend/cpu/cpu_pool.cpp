@@ -1,5 +1,6 @@
-// Pooling on the CPU: f32 loops over (image, channel) planes, split across threads. Memory-bound work
-// with little arithmetic, so plain loops that stream through memory run at its speed.
+// Pooling on the CPU: f32 loops over (image, channel) planes, split across threads; the 2x2 max pooling
+// (the CNN's) over spans of row pairs that cross planes, f32 or bf16 read in place, with AVX-512 where
+// the CPU has it. Memory-bound work with little arithmetic: the kernels should stream at memory's speed.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -62,18 +63,19 @@ MANTISSA_VECTOR_CLONES void max_pool_2x2(const X* in, float* out, std::int64_t w
 }
 
 // Each input of the 2x2 windows gets its window's gradient if it is the window's first NaN, else its
-// first maximum, and 0 otherwise: four plain stores a window instead of a scatter (gin[best] += g). The
-// windows tile rows [0, 2 oh) x columns [0, 2 ow); the caller zeroes the rest.
-MANTISSA_VECTOR_CLONES void max_pool_2x2_backward(const float* in, const float* g, float* gin, std::int64_t w,
-                                                  std::int64_t oh, std::int64_t ow, std::int64_t first_window) {
+// first maximum, and 0 otherwise: four plain stores a window instead of a scatter (gin[best] += g), and 0
+// to an odd width's last column, which is in no window. oh row pairs, laid out as in max_pool_2x2.
+template <class X>  // f32, or bf16 read in place
+MANTISSA_VECTOR_CLONES void max_pool_2x2_backward(const X* in, const X* g, float* gin, std::int64_t w, std::int64_t oh,
+                                                  std::int64_t ow) {
   for (std::int64_t y = 0; y < oh; ++y) {
-    const float* i0 = in + 2 * y * w;
-    const float* i1 = i0 + w;
+    const X* i0 = in + 2 * y * w;
+    const X* i1 = i0 + w;
     float* g0 = gin + 2 * y * w;
     float* g1 = g0 + w;
-    const float* gy = g + y * ow;
-    for (std::int64_t x = first_window; x < ow; ++x) {
-      const float a = i0[2 * x], b = i0[2 * x + 1], c = i1[2 * x], d = i1[2 * x + 1];
+    const X* gy = g + y * ow;
+    for (std::int64_t x = 0; x < ow; ++x) {
+      const float a = f32_of(i0[2 * x]), b = f32_of(i0[2 * x + 1]), c = f32_of(i1[2 * x]), d = f32_of(i1[2 * x + 1]);
       // The first NaN, else the first maximum, in reading order (as the reference picks).
       const bool pick_b = a == a && (b > a || b != b);
       const float ab = pick_b ? b : a;
@@ -81,12 +83,99 @@ MANTISSA_VECTOR_CLONES void max_pool_2x2_backward(const float* in, const float* 
       const float abc = pick_c ? c : ab;
       const bool pick_d = abc == abc && (d > abc || d != d);
       const int k = pick_d ? 3 : (pick_c ? 2 : (pick_b ? 1 : 0));
-      const float v = gy[x];
+      const float v = f32_of(gy[x]);
       g0[2 * x] = k == 0 ? v : 0.0f;
       g0[2 * x + 1] = k == 1 ? v : 0.0f;
       g1[2 * x] = k == 2 ? v : 0.0f;
       g1[2 * x + 1] = k == 3 ? v : 0.0f;
     }
+    if (w > 2 * ow) g0[w - 1] = g1[w - 1] = 0.0f;
+  }
+}
+
+// The 2x2 pooling's row pairs in spans a thread takes whole. A span's input rows are contiguous (2 w
+// values a pair) and so are its outputs (ow a pair): with h even the whole tensor is one run of row
+// pairs (a plane's last pair is followed by the next plane's first); with h odd each plane is a run of
+// its own, its last row in no window. A span holds about 4096 input values, so that its f32 buffers
+// stay in L1/L2.
+class PairSpans {
+ public:
+  struct Span {
+    std::int64_t in, out, pairs;  // element offsets of its first input and output, its row pairs
+  };
+  PairSpans(std::int64_t planes, std::int64_t h, std::int64_t w, std::int64_t oh, std::int64_t ow)
+      : h_(h), w_(w), oh_(oh), ow_(ow), run_pairs_(h % 2 == 0 ? planes * oh : oh),
+        span_pairs_(std::max<std::int64_t>(1, 2048 / w)), spans_per_run_((run_pairs_ + span_pairs_ - 1) / span_pairs_),
+        count_((h % 2 == 0 ? 1 : planes) * spans_per_run_) {}
+  std::int64_t count() const { return count_; }
+  std::int64_t most_pairs() const { return span_pairs_; }
+  Span at(std::int64_t s) const {
+    const std::int64_t run = s / spans_per_run_, first = s % spans_per_run_ * span_pairs_;
+    return {run * h_ * w_ + first * 2 * w_, run * oh_ * ow_ + first * ow_, std::min(span_pairs_, run_pairs_ - first)};
+  }
+
+ private:
+  std::int64_t h_, w_, oh_, ow_, run_pairs_, span_pairs_, spans_per_run_, count_;
+};
+
+void max_pool_2x2_spans(const Tensor& x, const Tensor& out) {
+  const std::int64_t h = x.size(2), w = x.size(3), oh = out.size(2), ow = out.size(3);
+  const PairSpans spans(x.size(0) * x.size(1), h, w, oh, ow);
+  const bool avx512 = active_isa() >= Isa::avx512;
+#pragma omp parallel if (spans.count() > 1 && x.numel() >= (1 << 15))
+  {
+    std::vector<float> in(static_cast<std::size_t>(2 * w * spans.most_pairs()));
+    std::vector<float> o(static_cast<std::size_t>(ow * spans.most_pairs()));
+    std::vector<float> scratch(static_cast<std::size_t>(4 * ow));
+#pragma omp for schedule(static)
+    for (std::int64_t s = 0; s < spans.count(); ++s) {
+      const PairSpans::Span sp = spans.at(s);
+      float* op = out.dtype() == DType::f32 ? out.data_as<float>() + sp.out : o.data();
+      with_span(x, sp.in, 2 * w * sp.pairs, in.data(), [&](const auto* ip) {
+        if (avx512) {
+          max_pool_2x2_avx512(ip, op, w, ow, sp.pairs);
+        } else {
+          max_pool_2x2(ip, op, w, sp.pairs, ow, scratch.data());
+        }
+      });
+      if (out.dtype() != DType::f32) store_span(out, sp.out, ow * sp.pairs, op);
+    }
+  }
+}
+
+void max_pool_2x2_backward_spans(const Tensor& x, const Tensor& grad_out, const Tensor& grad_x) {
+  const std::int64_t planes = x.size(0) * x.size(1);
+  const std::int64_t h = x.size(2), w = x.size(3), oh = grad_out.size(2), ow = grad_out.size(3);
+  const PairSpans spans(planes, h, w, oh, ow);
+  const bool avx512 = active_isa() >= Isa::avx512;
+  const bool bf16 = x.dtype() == DType::bf16 && grad_out.dtype() == DType::bf16;
+#pragma omp parallel if (spans.count() > 1 && x.numel() >= (1 << 15))
+  {
+    std::vector<float> in(static_cast<std::size_t>(2 * w * spans.most_pairs()));
+    std::vector<float> gin(in.size());
+    std::vector<float> g(static_cast<std::size_t>(ow * spans.most_pairs()));
+#pragma omp for schedule(static)
+    for (std::int64_t s = 0; s < spans.count(); ++s) {
+      const PairSpans::Span sp = spans.at(s);
+      float* gi = grad_x.dtype() == DType::f32 ? grad_x.data_as<float>() + sp.in : gin.data();
+      const auto run = [&](const auto* ip, const auto* gp) {
+        if (avx512) {
+          max_pool_2x2_backward_avx512(ip, gp, gi, w, ow, sp.pairs);
+        } else {
+          max_pool_2x2_backward(ip, gp, gi, w, sp.pairs, ow);
+        }
+      };
+      if (bf16) {
+        run(static_cast<const std::uint16_t*>(x.data()) + sp.in, static_cast<const std::uint16_t*>(grad_out.data()) + sp.out);
+      } else {
+        run(read_span(x, sp.in, 2 * w * sp.pairs, in.data()), read_span(grad_out, sp.out, ow * sp.pairs, g.data()));
+      }
+      if (grad_x.dtype() != DType::f32) store_span(grad_x, sp.in, 2 * w * sp.pairs, gi);
+    }
+  }
+  if (h % 2 != 0) {  // each plane's last row is in no window
+    const std::vector<float> zeros(static_cast<std::size_t>(w), 0.0f);
+    for (std::int64_t plane = 0; plane < planes; ++plane) store_span(grad_x, (plane * h + h - 1) * w, w, zeros.data());
   }
 }
 
@@ -95,26 +184,25 @@ MANTISSA_VECTOR_CLONES void max_pool_2x2_backward(const float* in, const float* 
 void cpu_pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out) {
   const std::int64_t planes = x.size(0) * x.size(1);
   const std::int64_t h = x.size(2), w = x.size(3), oh = out.size(2), ow = out.size(3);
+  if (is_max_2x2(p, h, w, oh, ow)) {
+    max_pool_2x2_spans(x, out);
+    return;
+  }
   const float window = static_cast<float>(p.kernel_h * p.kernel_w);
 #pragma omp parallel if (planes > 1 && x.numel() >= (1 << 15))
   {
     std::vector<float> in(static_cast<std::size_t>(h * w));
     std::vector<float> o(static_cast<std::size_t>(oh * ow));
-    std::vector<float> scratch(static_cast<std::size_t>(4 * ow));
 #pragma omp for schedule(static)
     for (std::int64_t plane = 0; plane < planes; ++plane) {
       float* op = write_plane(out, plane, oh * ow, o.data());
-      if (is_max_2x2(p, h, w, oh, ow)) {
-        with_plane(x, plane, h * w, in.data(), [&](const auto* ip) { max_pool_2x2(ip, op, w, oh, ow, scratch.data()); });
-      } else {
-        const float* ip = read_plane(x, plane, h * w, in.data());
-        std::fill(op, op + oh * ow, p.max ? -std::numeric_limits<float>::infinity() : 0.0f);
-        for_each_tap(p, h, w, oh, ow, [&](std::int64_t oi, std::int64_t ii) {
-          op[oi] = p.max ? (ip[ii] > op[oi] || std::isnan(ip[ii]) ? ip[ii] : op[oi]) : op[oi] + ip[ii];
-        });
-        if (!p.max) {
-          for (std::int64_t oi = 0; oi < oh * ow; ++oi) op[oi] /= window;
-        }
+      const float* ip = read_plane(x, plane, h * w, in.data());
+      std::fill(op, op + oh * ow, p.max ? -std::numeric_limits<float>::infinity() : 0.0f);
+      for_each_tap(p, h, w, oh, ow, [&](std::int64_t oi, std::int64_t ii) {
+        op[oi] = p.max ? (ip[ii] > op[oi] || std::isnan(ip[ii]) ? ip[ii] : op[oi]) : op[oi] + ip[ii];
+      });
+      if (!p.max) {
+        for (std::int64_t oi = 0; oi < oh * ow; ++oi) op[oi] /= window;
       }
       finish_plane(out, plane, oh * ow, op);
     }
@@ -124,8 +212,11 @@ void cpu_pool2d(const Tensor& x, const Pool2dParams& p, const Tensor& out) {
 void cpu_pool2d_backward(const Tensor& x, const Tensor& grad_out, const Pool2dParams& p, const Tensor& grad_x) {
   const std::int64_t planes = x.size(0) * x.size(1);
   const std::int64_t h = x.size(2), w = x.size(3), oh = grad_out.size(2), ow = grad_out.size(3);
+  if (is_max_2x2(p, h, w, oh, ow)) {
+    max_pool_2x2_backward_spans(x, grad_out, grad_x);
+    return;
+  }
   const float window = static_cast<float>(p.kernel_h * p.kernel_w);
-  const bool avx512 = active_isa() >= Isa::avx512;
 #pragma omp parallel if (planes > 1 && x.numel() >= (1 << 15))
   {
     std::vector<float> in(static_cast<std::size_t>(h * w));
@@ -138,11 +229,7 @@ void cpu_pool2d_backward(const Tensor& x, const Tensor& grad_out, const Pool2dPa
       const float* ip = p.max ? read_plane(x, plane, h * w, in.data()) : nullptr;
       float* gi = write_plane(grad_x, plane, h * w, gin.data());
       std::fill(gi, gi + h * w, 0.0f);
-      if (is_max_2x2(p, h, w, oh, ow)) {
-        const std::int64_t vector_windows = avx512 ? ow / 8 * 8 : 0;
-        if (vector_windows > 0) max_pool_2x2_backward_avx512(ip, gp, gi, w, oh, ow, vector_windows);
-        max_pool_2x2_backward(ip, gp, gi, w, oh, ow, vector_windows);
-      } else if (p.max) {
+      if (p.max) {
         // The first NaN, else the first maximum, of each window gets the gradient, as in the reference.
         std::fill(best.begin(), best.end(), -1);
         for_each_tap(p, h, w, oh, ow, [&](std::int64_t oi, std::int64_t ii) {

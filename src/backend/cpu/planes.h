@@ -1,6 +1,7 @@
 // (image, channel) planes of contiguous NCHW tensors as f32, for the pooling and batch-norm loops: read in
 // place when f32 (or, for loops templated on their input, bf16), else converted through a scratch buffer,
-// and rounded back once.
+// and rounded back once. A plane is one case of a span (n elements from an element offset), which the
+// pooling also walks across planes.
 #pragma once
 
 #include <algorithm>
@@ -11,24 +12,33 @@
 
 namespace mantissa::detail {
 
+// n elements of a contiguous tensor from element offset `off`, as f32 into out; and the reverse, rounding.
+inline void load_span(const Tensor& t, std::int64_t off, std::int64_t n, float* out) {
+  for (std::int64_t at = 0; at < n; at += kRowBlock) load_f32(t, off + at, 1, std::min(kRowBlock, n - at), out + at);
+}
+
+inline void store_span(const Tensor& t, std::int64_t off, std::int64_t n, const float* in) {
+  for (std::int64_t at = 0; at < n; at += kRowBlock) store_f32(t, off + at, 1, std::min(kRowBlock, n - at), in + at);
+}
+
 inline void load_plane(const Tensor& t, std::int64_t plane, std::int64_t size, float* out) {
-  for (std::int64_t at = 0; at < size; at += kRowBlock) {
-    load_f32(t, plane * size + at, 1, std::min(kRowBlock, size - at), out + at);
-  }
+  load_span(t, plane * size, size, out);
 }
 
 inline void store_plane(const Tensor& t, std::int64_t plane, std::int64_t size, const float* in) {
-  for (std::int64_t at = 0; at < size; at += kRowBlock) {
-    store_f32(t, plane * size + at, 1, std::min(kRowBlock, size - at), in + at);
-  }
+  store_span(t, plane * size, size, in);
 }
 
-// Plane `plane` of a contiguous tensor as f32 to read: the tensor's own memory when it is f32, else
-// converted into scratch.
-inline const float* read_plane(const Tensor& t, std::int64_t plane, std::int64_t size, float* scratch) {
-  if (t.dtype() == DType::f32) return t.data_as<float>() + plane * size;
-  load_plane(t, plane, size, scratch);
+// n elements from offset `off` of a contiguous tensor as f32 to read: the tensor's own memory when it is
+// f32, else converted into scratch.
+inline const float* read_span(const Tensor& t, std::int64_t off, std::int64_t n, float* scratch) {
+  if (t.dtype() == DType::f32) return t.data_as<float>() + off;
+  load_span(t, off, n, scratch);
   return scratch;
+}
+
+inline const float* read_plane(const Tensor& t, std::int64_t plane, std::int64_t size, float* scratch) {
+  return read_span(t, plane * size, size, scratch);
 }
 
 // Where to compute plane `plane` of a contiguous output: its own memory when f32 (then finish_plane
@@ -46,15 +56,20 @@ inline void finish_plane(const Tensor& t, std::int64_t plane, std::int64_t size,
 inline float f32_of(float v) { return v; }
 inline float f32_of(std::uint16_t bf16) { return std::bit_cast<float>(static_cast<std::uint32_t>(bf16) << 16); }
 
-// A plane to read: f32 or bf16 in place, any other dtype converted into `scratch` (f32); `use` gets its
+// A span to read: f32 or bf16 in place, any other dtype converted into `scratch` (f32); `use` gets its
 // values' pointer (const float* or const std::uint16_t*), for loops that read through f32_of.
 template <class Use>
-void with_plane(const Tensor& t, std::int64_t plane, std::int64_t size, float* scratch, Use&& use) {
+void with_span(const Tensor& t, std::int64_t off, std::int64_t n, float* scratch, Use&& use) {
   if (t.dtype() == DType::bf16) {
-    use(static_cast<const std::uint16_t*>(t.data()) + plane * size);
+    use(static_cast<const std::uint16_t*>(t.data()) + off);
   } else {
-    use(read_plane(t, plane, size, scratch));
+    use(read_span(t, off, n, scratch));
   }
+}
+
+template <class Use>
+void with_plane(const Tensor& t, std::int64_t plane, std::int64_t size, float* scratch, Use&& use) {
+  with_span(t, plane * size, size, scratch, use);
 }
 
 }  // namespace mantissa::detail
