@@ -2,6 +2,7 @@
 // (the CNN's) over spans of row pairs that cross planes, f32 or bf16 read in place, with AVX-512 where
 // the CPU has it. Memory-bound work with little arithmetic: the kernels should stream at memory's speed.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -40,34 +41,37 @@ bool is_max_2x2(const Pool2dParams& p, std::int64_t h, std::int64_t w, std::int6
          p.pad_w == 0 && oh == h / 2 && ow == w / 2;
 }
 
-// The larger of two values, NaN winning.
-inline float max_nan(float a, float b) { return (b > a || b != b) ? b : a; }
+// yes ? x : y without a branch: GCC branches on a float select, and a mispredicted branch on the data
+// made a window 4x slower.
+inline float pick(bool yes, float x, float y) {
+  const std::uint32_t mask = 0U - static_cast<std::uint32_t>(yes);
+  return std::bit_cast<float>((std::bit_cast<std::uint32_t>(x) & mask) | (std::bit_cast<std::uint32_t>(y) & ~mask));
+}
 
-// Plain loops GCC vectorizes (a stride-2 compare loop it does not): each row pair's elementwise maximum,
-// then the maximum of every element with its right neighbour (twice the work needed, contiguous), of
-// which the even positions are the windows'. max_nan is commutative up to which NaN, so the window's
-// maximum does not depend on the order. `scratch` holds 4 ow floats.
+// The larger of two values, NaN winning (b's first).
+inline float max_nan(float a, float b) { return pick((b > a) | (b != b), b, a); }
+
+// Each window's maximum, row pair by row pair (oh of them, laid out as in pool_avx512.h): the larger of
+// each column's two rows, then of the window's two columns, a NaN winning (the later of two: the order
+// the AVX-512 kernel keeps too).
 template <class X>  // f32, or bf16 read in place (planes.h)
-MANTISSA_VECTOR_CLONES void max_pool_2x2(const X* in, float* out, std::int64_t w, std::int64_t oh, std::int64_t ow,
-                                         float* scratch) {
-  float* rows = scratch;
-  float* pairs = scratch + 2 * ow;
+void max_pool_2x2(const X* in, float* out, std::int64_t w, std::int64_t oh, std::int64_t ow) {
   for (std::int64_t y = 0; y < oh; ++y) {
     const X* r0 = in + 2 * y * w;
     const X* r1 = r0 + w;
-    for (std::int64_t k = 0; k < 2 * ow; ++k) rows[k] = max_nan(f32_of(r0[k]), f32_of(r1[k]));
-    for (std::int64_t k = 0; k + 1 < 2 * ow; ++k) pairs[k] = max_nan(rows[k], rows[k + 1]);
     float* o = out + y * ow;
-    for (std::int64_t x = 0; x < ow; ++x) o[x] = pairs[2 * x];
+    for (std::int64_t x = 0; x < ow; ++x) {
+      o[x] = max_nan(max_nan(f32_of(r0[2 * x]), f32_of(r1[2 * x])), max_nan(f32_of(r0[2 * x + 1]), f32_of(r1[2 * x + 1])));
+    }
   }
 }
 
 // Each input of the 2x2 windows gets its window's gradient if it is the window's first NaN, else its
 // first maximum, and 0 otherwise: four plain stores a window instead of a scatter (gin[best] += g), and 0
 // to an odd width's last column, which is in no window. oh row pairs, laid out as in max_pool_2x2.
+// Scalar and branch-free (GCC's vectorized clones of this loop ran 5x slower on the CNN's short rows).
 template <class X>  // f32, or bf16 read in place
-MANTISSA_VECTOR_CLONES void max_pool_2x2_backward(const X* in, const X* g, float* gin, std::int64_t w, std::int64_t oh,
-                                                  std::int64_t ow) {
+void max_pool_2x2_backward(const X* in, const X* g, float* gin, std::int64_t w, std::int64_t oh, std::int64_t ow) {
   for (std::int64_t y = 0; y < oh; ++y) {
     const X* i0 = in + 2 * y * w;
     const X* i1 = i0 + w;
@@ -77,17 +81,19 @@ MANTISSA_VECTOR_CLONES void max_pool_2x2_backward(const X* in, const X* g, float
     for (std::int64_t x = 0; x < ow; ++x) {
       const float a = f32_of(i0[2 * x]), b = f32_of(i0[2 * x + 1]), c = f32_of(i1[2 * x]), d = f32_of(i1[2 * x + 1]);
       // The first NaN, else the first maximum, in reading order (as the reference picks).
-      const bool pick_b = a == a && (b > a || b != b);
-      const float ab = pick_b ? b : a;
-      const bool pick_c = ab == ab && (c > ab || c != c);
-      const float abc = pick_c ? c : ab;
-      const bool pick_d = abc == abc && (d > abc || d != d);
-      const int k = pick_d ? 3 : (pick_c ? 2 : (pick_b ? 1 : 0));
+      const bool pick_b = (a == a) & ((b > a) | (b != b));
+      const float ab = pick(pick_b, b, a);
+      const bool pick_c = (ab == ab) & ((c > ab) | (c != c));
+      const float abc = pick(pick_c, c, ab);
+      const bool pick_d = (abc == abc) & ((d > abc) | (d != d));
+      int k = static_cast<int>(pick_b);  // the last picked of b, c, d (branch-free), else a
+      k += (2 - k) * static_cast<int>(pick_c);
+      k += (3 - k) * static_cast<int>(pick_d);
       const float v = f32_of(gy[x]);
-      g0[2 * x] = k == 0 ? v : 0.0f;
-      g0[2 * x + 1] = k == 1 ? v : 0.0f;
-      g1[2 * x] = k == 2 ? v : 0.0f;
-      g1[2 * x + 1] = k == 3 ? v : 0.0f;
+      g0[2 * x] = pick(k == 0, v, 0.0f);
+      g0[2 * x + 1] = pick(k == 1, v, 0.0f);
+      g1[2 * x] = pick(k == 2, v, 0.0f);
+      g1[2 * x + 1] = pick(k == 3, v, 0.0f);
     }
     if (w > 2 * ow) g0[w - 1] = g1[w - 1] = 0.0f;
   }
@@ -126,7 +132,6 @@ void max_pool_2x2_spans(const Tensor& x, const Tensor& out) {
   {
     std::vector<float> in(static_cast<std::size_t>(2 * w * spans.most_pairs()));
     std::vector<float> o(static_cast<std::size_t>(ow * spans.most_pairs()));
-    std::vector<float> scratch(static_cast<std::size_t>(4 * ow));
 #pragma omp for schedule(static)
     for (std::int64_t s = 0; s < spans.count(); ++s) {
       const PairSpans::Span sp = spans.at(s);
@@ -135,7 +140,7 @@ void max_pool_2x2_spans(const Tensor& x, const Tensor& out) {
         if (avx512) {
           max_pool_2x2_avx512(ip, op, w, ow, sp.pairs);
         } else {
-          max_pool_2x2(ip, op, w, sp.pairs, ow, scratch.data());
+          max_pool_2x2(ip, op, w, sp.pairs, ow);
         }
       });
       if (out.dtype() != DType::f32) store_span(out, sp.out, ow * sp.pairs, op);
