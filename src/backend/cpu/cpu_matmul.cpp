@@ -73,10 +73,10 @@ bool worth_reordering(std::int64_t m, std::int64_t n) { return n >= 2304 && m >=
 // reads an operand along a stride of a multiple of 4 KiB while the other side is narrow (cache-set
 // aliasing, by the pattern): a row-major w (stored [K, N], N * 4 bytes a multiple of 4096) with M <= 256,
 // 100-107 GFLOP/s against 176-198 with w stored [N, K]; such a w is reordered first, as a wide one is
-// (a copy costs about a tenth of such a product). (A transposed a, stored [K, M] with M * 4 bytes a
-// multiple of 4096, with N <= 256 is as slow, 88-99 against 179-216 row-major, but copying it whole
-// costs a temporary the size of an activation's gradient, where the classifier promises none of
-// [N, V]: not done; a fixed workspace of row blocks would.) Zen 5 capped to AVX2
+// (a copy costs about a tenth of such a product). A transposed a, stored [K, M] with M * 4 bytes a
+// multiple of 4096, with N <= 256 is as slow, 88-99 against 179-216 row-major: it is copied row-major a
+// block of rows at a time into a fixed workspace (a whole copy would be a temporary the size of an
+// activation's gradient, where the classifier promises none of [N, V]). Zen 5 capped to AVX2
 // (ONEDNN_MAX_CPU_ISA=AVX2), 2 threads, M 128-4096, K 512-4096, N 128-3072; with AVX-512 every layout ran
 // within 10% of the others. These are weight-gradient products of GPT layers 1024 wide.
 bool avx2_gemm() {
@@ -88,6 +88,8 @@ bool avx2_gemm() {
   return without_avx512;
 }
 bool aliased(std::int64_t stride_elements) { return stride_elements > 0 && stride_elements * 4 % 4096 == 0; }
+// Rows of such an a copied at a time: a 1 MiB workspace with K 2048.
+constexpr std::int64_t kAliasedRows = 128;
 
 void weight_view(const Tensor& w, Shape& shape, Shape& strides) {
   shape = w.shape();
@@ -303,8 +305,25 @@ void cpu_scaled_matmul(const Tensor& a_in, const Tensor& w_in, const ProductScal
     b = Tensor::empty(bias.shape(), DType::f32, bias.device());
     cpu_copy(bias, b);
   }
-  run_matmul(a.shape(), ast, a.data(), ws, wst, w_data, out.shape(), out.strides(), out.data(), t, out.dtype(),
-             false, b.defined() ? &b : nullptr, alpha);
+  const std::int64_t k = a.size(2), n = out.size(2);
+  const bool aliased_a = t == DType::f32 && avx2_gemm() && a.size(0) == 1 && ast[1] == 1 && ast[2] == m &&
+                         aliased(m) && n <= 256 && m > kAliasedRows;
+  if (!aliased_a) {
+    run_matmul(a.shape(), ast, a.data(), ws, wst, w_data, out.shape(), out.strides(), out.data(), t, out.dtype(),
+               false, b.defined() ? &b : nullptr, alpha);
+    return;
+  }
+  // A transposed a read along a 4 KiB-aliased stride (avx2_gemm): kAliasedRows of its rows at a time
+  // copied row-major into the workspace, each block's product run from there.
+  const Tensor work = Tensor::empty({kAliasedRows, k}, DType::f32, a.device());
+  const std::size_t out_size = dtype_size(out.dtype());
+  for (std::int64_t first = 0; first < m; first += kAliasedRows) {
+    const std::int64_t rows = std::min(kAliasedRows, m - first);
+    onednn_reorder({1, rows, k}, {ast[0], 1, m}, a.data_as<float>() + first, {rows * k, k, 1}, work.data(), t);
+    run_matmul({1, rows, k}, {rows * k, k, 1}, work.data(), ws, wst, w_data, {1, rows, n}, out.strides(),
+               static_cast<char*>(out.data()) + first * out.strides()[1] * static_cast<std::int64_t>(out_size), t,
+               out.dtype(), false, b.defined() ? &b : nullptr, alpha);
+  }
 }
 
 // The product, then the row sums as a product with a column of ones (oneDNN, f32 accumulation; in a
