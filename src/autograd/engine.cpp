@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "../backend/registry.h"
+#include "../core/channels_last.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/autograd/watch.h"
 #include "mantissa/backend/kernel_timer.h"
@@ -17,7 +18,8 @@ thread_local int tls_backward_depth = 0;
 thread_local GradReadyHook* tls_grad_ready_hook = nullptr;
 
 // The engine's own arithmetic, straight on the kernels (the op front-ends sit above autograd): a
-// contiguous copy of x in `dtype`, and the sum of two gradients of one shape and dtype.
+// contiguous copy of x in `dtype`, and the sum of two gradients of one shape and dtype (in their layout
+// where they share the convolution chain's channels-last one).
 Tensor converted(const Tensor& x, DType dtype) {
   Tensor out = Tensor::empty(x.shape(), dtype, x.device());
   detail::run_kernel<detail::kernel::Copy>(x.device(), x, out);
@@ -25,7 +27,8 @@ Tensor converted(const Tensor& x, DType dtype) {
 }
 
 Tensor sum_of(const Tensor& a, const Tensor& b) {
-  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
+  Tensor out = a.strides() == b.strides() ? detail::empty_like_layout(a, a.shape(), a.dtype())
+                                          : Tensor::empty(a.shape(), a.dtype(), a.device());
   detail::run_kernel<detail::kernel::Binary>(a.device(), BinaryOp::add, a, b, out);
   return out;
 }

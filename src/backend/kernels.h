@@ -398,8 +398,10 @@ struct LayerNormBackward {
   using Fn = void(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd, const Tensor& grad_y,
                   const Tensor& grad_x, const Tensor& grad_gamma, const Tensor& grad_beta, double eps);
 };
-// Batch norm in training mode over x [N, C, S] (contiguous; S spatial positions): per-channel batch
-// mean and rstd = 1 / sqrt(biased var + eps) into mean, rstd [C] f32; y = (x - mean) rstd gamma + beta.
+// Batch norm in training mode over x [N, C, S] (S spatial positions; contiguous, or channels-last, strides
+// [S C, 1, C], where the ops give it so: src/core/channels_last.h; y and the gradients in x's layout):
+// per-channel batch mean and rstd = 1 / sqrt(biased var + eps) into mean, rstd [C] f32;
+// y = (x - mean) rstd gamma + beta.
 struct BatchNorm {
   static constexpr const char *name = "batch_norm", *family = "norm";
   using Fn = void(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
@@ -446,8 +448,9 @@ struct EmbeddingBackward {
   using Fn = void(std::span<const std::int64_t> ids, const Tensor& grad_out, const Tensor& grad_weight);
 };
 
-// Convolution, contiguous NCHW: x [N, C, H, W], w [O, C / groups, KH, KW], out [N, O, OH, OW]; f32
-// accumulation. A pass's multiply-adds, twice: each output element sums (C / groups) x KH x KW products.
+// Convolution, contiguous NCHW (or, where the ops give them so, channels-last activations: the CPU's
+// oneDNN backend in a dtype it convolves, src/core/channels_last.h): x [N, C, H, W], w [O, C / groups,
+// KH, KW], out [N, O, OH, OW]; f32 accumulation. A pass's multiply-adds, twice: each output element sums (C / groups) x KH x KW products.
 inline double conv_flops(const Tensor& out, const Tensor& w) {
   return 2.0 * static_cast<double>(out.numel()) * static_cast<double>(w.numel() / w.size(0));
 }
@@ -471,7 +474,8 @@ struct Conv2dBackwardWeights {
   using Fn = void(const Tensor& x, const Tensor& grad_out, const Conv2dParams& p, const Tensor& grad_w);
 };
 
-// Pooling, contiguous NCHW; the backward of max pooling sends each gradient to the first maximum.
+// Pooling, contiguous NCHW (2x2 max pooling: or channels-last, x, out and the gradients alike, where the
+// ops give it so); the backward of max pooling sends each gradient to the first maximum.
 struct Pool2d {
   static constexpr const char *name = "pool2d", *family = "pool";
   using Fn = void(const Tensor& x, const Pool2dParams& p, const Tensor& out);

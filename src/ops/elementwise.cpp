@@ -79,7 +79,7 @@ class UnaryNode final : public Node {
   std::string_view name() const override { return "unary"; }
   void release() override { x_ = {}; }
   std::vector<Tensor> backward(const Tensor& g) override {
-    Tensor gx = Tensor::empty(g.shape(), inputs[0].dtype, g.device());
+    Tensor gx = detail::empty_like_layout(x_, g.shape(), inputs[0].dtype);
     run_kernel_on<kernel::UnaryBackward>(g, op_, alpha_, x_, cast(g, x_.dtype()), gx);
     return {gx};
   }
@@ -94,7 +94,8 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
   detail::check_computable(a, name);
   detail::check_computable(b, name);
   const Shape shape = detail::broadcast_shapes(a.shape(), b.shape(), name);
-  Tensor out = Tensor::empty(shape, detail::promote(a.dtype(), b.dtype()), a.device());
+  // In a's layout where it has the output's shape (the convolution chain's channels-last), else contiguous.
+  Tensor out = detail::empty_like_layout(a, shape, detail::promote(a.dtype(), b.dtype()));
   {
     NoGradGuard no_grad;  // the expanded views are the kernel's business, not the graph's
     run_kernel_on<kernel::Binary>(a, op, expand(a, shape), expand(b, shape), out);
@@ -123,7 +124,7 @@ Tensor equal(const Tensor& a, const Tensor& b) { return binary(BinaryOp::eq, a, 
 
 Tensor unary(UnaryOp op, const Tensor& x, double alpha) {
   detail::check_computable(x, "unary op");
-  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor out = detail::empty_like_layout(x, x.shape(), x.dtype());
   run_kernel_on<kernel::Unary>(x, op, alpha, x, out);
   if (needs_grad({&x})) record(out, std::make_shared<UnaryNode>(op, alpha, x), {&x});
   return out;

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "../core/channels_last.h"
 #include "mantissa/ops/autocast.h"
 #include "mantissa/ops/ops.h"
 #include "op_support.h"
@@ -35,6 +36,14 @@ class LayerNormNode final : public Node {
   DType y_dtype_;  // the output's, which its gradient comes in
 };
 
+// x [N, C, ...] as [N, C, S] for the batch-norm kernels: a view of its own memory, NCHW or channels-last.
+Tensor as_channel_rows(const Tensor& x, const Shape& nc_s) {
+  if (detail::is_channels_last(x) && !x.is_contiguous()) {
+    return make_view(x, nc_s, {nc_s[1] * nc_s[2], 1, nc_s[1]}, x.offset());
+  }
+  return make_view(x, nc_s, contiguous_strides(nc_s), x.offset());
+}
+
 class BatchNormNode final : public Node {
  public:
   BatchNormNode(const Tensor& x3, const Tensor& gamma, const Tensor& mean, const Tensor& rstd, DType y_dtype)
@@ -43,12 +52,16 @@ class BatchNormNode final : public Node {
   std::string_view name() const override { return "batch_norm"; }
   void release() override { x_ = gamma_ = mean_ = rstd_ = Tensor(); }
   std::vector<Tensor> backward(const Tensor& g) override {
-    const Tensor g3 = reshape(contiguous(cast(g, y_dtype_)), x_.shape());
-    Tensor gx = Tensor::empty(x_.shape(), x_.dtype(), x_.device());
+    // The gradients in x's layout: NCHW, or channels-last (x_ then [N, C, S] strided [S C, 1, C]).
+    const bool channels_last = x_.size(1) > 1 && x_.size(2) > 1 && x_.strides()[1] == 1;
+    const Tensor gl = channels_last ? detail::to_channels_last(cast(g, y_dtype_)) : contiguous(cast(g, y_dtype_));
+    const Tensor gx = channels_last ? detail::empty_channels_last(inputs[0].shape, x_.dtype(), x_.device())
+                                    : Tensor::empty(inputs[0].shape, x_.dtype(), x_.device());
+    const Tensor g3 = as_channel_rows(gl, x_.shape()), gx3 = as_channel_rows(gx, x_.shape());
     Tensor gg = Tensor::empty({x_.size(1)}, mean_.dtype(), x_.device());
     Tensor gb = Tensor::empty({x_.size(1)}, mean_.dtype(), x_.device());
-    run_kernel_on<kernel::BatchNormBackward>(g3, x_, gamma_, mean_, rstd_, g3, gx, gg, gb);
-    return {reshape(gx, inputs[0].shape), gg, gb};
+    run_kernel_on<kernel::BatchNormBackward>(g3, x_, gamma_, mean_, rstd_, g3, gx3, gg, gb);
+    return {gx, gg, gb};
   }
 
  private:
@@ -162,16 +175,19 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& gamma, const Tensor& beta, c
     return cast(add(mul(cast(x, f), reshape(scale, bshape)), reshape(shift, bshape)), x.dtype());
   }
   const std::int64_t s = x.numel() / (x.size(0) * c);
-  const Tensor x3 = reshape(contiguous(x), {x.size(0), c, s});
+  // Channels-last data (the convolution chain's on the CPU) stays so; the rest is made contiguous.
+  const bool channels_last = detail::is_channels_last(x) && !x.is_contiguous() && detail::channels_last_activations(x);
+  const Tensor xl = channels_last ? x : contiguous(x);
+  const Tensor x3 = as_channel_rows(xl, {x.size(0), c, s});
   if (x.size(0) * s < 2) throw std::invalid_argument("batch_norm: training needs more than one value per channel");
-  Tensor y = Tensor::empty(x.shape(), y_dtype, x.device());
+  Tensor y = channels_last ? detail::empty_channels_last(x.shape(), y_dtype, x.device()) : Tensor::empty(x.shape(), y_dtype, x.device());
   // Statistics in f32, or f64 for f64 data (f32 statistics would limit the backward's precision there).
   const DType stats = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
   Tensor mean = Tensor::empty({c}, stats, x.device());
   Tensor rstd = Tensor::empty({c}, stats, x.device());
   {
     NoGradGuard no_grad;
-    run_kernel_on<kernel::BatchNorm>(x, x3.detach(), gamma, beta, eps, reshape(y, x3.shape()), mean, rstd);
+    run_kernel_on<kernel::BatchNorm>(x, x3.detach(), gamma, beta, eps, as_channel_rows(y, x3.shape()), mean, rstd);
     // Running statistics: the unbiased variance, recovered from rstd.
     const double m = static_cast<double>(x.size(0) * s);
     const Tensor var = mul(add(pow(rstd, -2.0), -eps), m / (m - 1));

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "mantissa/backend/backend_select.h"
+#include "mantissa/ops/ops.h"
+
 namespace mantissa::detail {
 
 void check_computable(const Tensor& x, const char* op) {
@@ -63,6 +66,16 @@ std::int64_t window_out_size(std::int64_t in, std::int64_t kernel, std::int64_t 
                                 std::to_string(in) + " with padding " + std::to_string(pad));
   }
   return (in + 2 * pad - span) / stride + 1;
+}
+
+bool channels_last_activations(const Tensor& x) {
+  return x.dim() == 4 && x.device().type == DeviceType::cpu && cpu_backend_kind() == CpuBackend::onednn &&
+         onednn_supports(OnednnPrimitive::convolution, x.dtype());
+}
+
+Tensor to_channels_last(const Tensor& x) {
+  if (is_channels_last(x)) return x;
+  return permute(contiguous(permute(x, {0, 2, 3, 1})), {0, 3, 1, 2});
 }
 
 }  // namespace mantissa::detail

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "../backend/registry.h"
+#include "../core/channels_last.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/tensor.h"
 
@@ -40,6 +41,13 @@ void record_add(const Tensor& out, const Tensor& a, const Tensor& b);
 // g2^T x2 [out, in] where `weight`, db = g2's column sums [out] where `bias` (both in one pass over g2
 // where the device can), each undefined where not asked for (src/ops/matmul.cpp).
 std::pair<Tensor, Tensor> linear_parameter_gradients(const Tensor& g2, const Tensor& x2, bool weight, bool bias);
+
+// Channels-last activations (src/core/channels_last.h): whether a convolution over x makes its output
+// channels-last (the CPU's oneDNN backend, in a dtype oneDNN convolves: its convolutions then read and
+// write activations with no reorder, and batch norm, the elementwise ops and max pooling keep the
+// layout); and x itself where it is laid out so, else a copy (with its history).
+bool channels_last_activations(const Tensor& x);
+Tensor to_channels_last(const Tensor& x);
 
 }  // namespace mantissa::detail
 

@@ -1,13 +1,18 @@
 // Convolution on oneDNN: forward, backward data and backward weights, f32 and bf16 (accumulating in
-// f32), over contiguous NCHW tensors. Each primitive runs in the layouts oneDNN picks (blocked, where its
-// direct and AMX kernels are), with the operands reordered from and to NCHW around it. A dtype that
+// f32), over contiguous NCHW or channels-last activations. On channels-last ones (nhwc: what the ops
+// give the convolution chain where oneDNN convolves the dtype) each primitive reads and writes them in
+// place; on NCHW ones it runs in the layouts oneDNN picks (blocked, where its direct and AMX kernels
+// are), with the operands reordered from and to NCHW around it (a quarter of the CNN's bf16
+// convolution time). A dtype that
 // oneDNN 2.6 cannot convolve here (f16 on CPUs without f16 arithmetic, bf16 on AVX2-only CPUs) runs on
 // the f32 primitive, converted on the way in and rounded once on the way out.
 #include <algorithm>
 #include <mutex>
 #include <unordered_map>
 #include <stdexcept>
+#include <string>
 
+#include "../../core/channels_last.h"
 #include "cpu_kernels.h"
 #include "mantissa/numeric/bulk.h"
 #include "onednn_context.h"
@@ -55,15 +60,22 @@ struct ConvPrimitive {
   memory::desc src, weights, dst;
 };
 
-const ConvPrimitive& conv_primitive(Pass pass, const ConvShapes& s, DType t, bool grouped) {
+// Which of source and destination are channels-last (nhwc), to be read and written in place.
+struct Layouts {
+  bool src = false, dst = false;
+};
+
+const ConvPrimitive& conv_primitive(Pass pass, const ConvShapes& s, DType t, bool grouped, Layouts nhwc) {
   static std::mutex mutex;
   static std::unordered_map<std::string, ConvPrimitive> cache;
   const char* names[] = {"conv_fwd", "conv_bwd_data", "conv_bwd_weights"};
-  const std::string key = conv_key(names[static_cast<int>(pass)], s, t) + (grouped ? "g" : "");
+  const std::string key = conv_key(names[static_cast<int>(pass)], s, t) + (grouped ? "g" : "") + (nhwc.src ? "s" : "") +
+                          (nhwc.dst ? "d" : "");
   std::lock_guard lock(mutex);
   if (const auto it = cache.find(key); it != cache.end()) return it->second;
   const memory::data_type dt = onednn_type(t);
-  const memory::desc src(s.src, dt, tag::any), weights(s.weights, dt, tag::any), dst(s.dst, dt, tag::any);
+  const memory::desc src(s.src, dt, nhwc.src ? tag::nhwc : tag::any), weights(s.weights, dt, tag::any),
+      dst(s.dst, dt, nhwc.dst ? tag::nhwc : tag::any);
   const auto fwd = dnnl::convolution_forward::primitive_desc(
       dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, src,
                                       weights, dst, s.strides, s.dilates, s.pad_l, s.pad_r),
@@ -228,11 +240,12 @@ class Operand {
 
 // One pass with the primitive computing in `t` and the operands' memory in `data`: the same, or
 // bf16/f16 data for an f32 primitive, converted by the operands on the way in and out.
-void run(Pass pass, const ConvShapes& s, DType t, DType data, bool grouped, void* src, void* weights, void* dst) {
-  const ConvPrimitive& c = conv_primitive(pass, s, t, grouped);
+void run(Pass pass, const ConvShapes& s, DType t, DType data, bool grouped, Layouts nhwc, void* src, void* weights,
+         void* dst) {
+  const ConvPrimitive& c = conv_primitive(pass, s, t, grouped, nhwc);
   const memory::data_type dt = onednn_type(data);
-  const memory::desc plain_src(s.src, dt, tag::nchw), plain_w(s.weights, dt, grouped ? tag::goihw : tag::oihw),
-      plain_dst(s.dst, dt, tag::nchw);
+  const memory::desc plain_src(s.src, dt, nhwc.src ? tag::nhwc : tag::nchw),
+      plain_w(s.weights, dt, grouped ? tag::goihw : tag::oihw), plain_dst(s.dst, dt, nhwc.dst ? tag::nhwc : tag::nchw);
   Operand x(plain_src, c.src, src, pass != Pass::backward_data, data);
   Operand w(plain_w, c.weights, weights, pass != Pass::backward_weights, data);
   Operand y(plain_dst, c.dst, dst, pass != Pass::forward, data);
@@ -259,7 +272,15 @@ void conv_pass(Pass pass, const Tensor& x, const Tensor& w, const Tensor& y, con
   const ConvShapes s = conv_shapes(x.shape(), w.shape(), y.shape(), p);
   const DType t = x.dtype();
   const DType compute = onednn_supports(OnednnPrimitive::convolution, t) ? t : DType::f32;
-  run(pass, s, compute, t, p.groups > 1, x.data(), w.data(), y.data());
+  // Channels-last activations are read and written in place (a [N, 1, H, W] one is both layouts: nhwc
+  // beside a channels-last other side). They come only where oneDNN convolves their dtype: the
+  // converting path's layouts are NCHW's.
+  const bool x_cl = is_channels_last(x) && !x.is_contiguous(), y_cl = is_channels_last(y) && !y.is_contiguous();
+  const Layouts nhwc{x_cl || (y_cl && is_channels_last(x)), y_cl || (x_cl && is_channels_last(y))};
+  if ((nhwc.src || nhwc.dst) && compute != t) {
+    throw std::logic_error("conv2d: channels-last " + std::string(dtype_name(t)) + " activations on a CPU that converts them");
+  }
+  run(pass, s, compute, t, p.groups > 1, nhwc, x.data(), w.data(), y.data());
 }
 
 }  // namespace

@@ -3,12 +3,14 @@
 // element), and the result is rounded once into the output dtype. Rows are split across threads.
 #include <omp.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <optional>
 
+#include "../../core/channels_last.h"
 #include "../read_later.h"
 #include "../reference/reference_kernels.h"
 #include "cpu_kernels.h"
@@ -37,10 +39,21 @@ constexpr std::int64_t kParallelElements = 1 << 15;
 // Runs body(offsets, inner_strides, n, bufs) over every row segment of at most kRowBlock elements;
 // bufs[k] is a float buffer per operand. Segments (not rows) are split across threads, so one long
 // contiguous row parallelizes as well as many short ones.
+// The dimensions are walked in the memory order of the last operand (the output): a permuted dense
+// output (channels-last) then gives rows as long as a contiguous one's, not rows strided by C. The order
+// of an elementwise op's elements changes no result.
 template <std::size_t N, class Body>
-void for_segments(const Shape& shape, const std::array<const Tensor*, N>& ops, Body&& body) {
-  std::vector<Shape> strides;
-  for (const Tensor* t : ops) strides.push_back(t->strides());
+void for_segments(const Shape& shape_in, const std::array<const Tensor*, N>& ops, Body&& body) {
+  const Shape& order_by = ops.back()->strides();
+  std::vector<std::size_t> dims(shape_in.size());
+  for (std::size_t d = 0; d < dims.size(); ++d) dims[d] = d;
+  std::stable_sort(dims.begin(), dims.end(), [&](std::size_t a, std::size_t b) { return order_by[a] > order_by[b]; });
+  Shape shape;
+  std::vector<Shape> strides(N);
+  for (const std::size_t d : dims) {
+    shape.push_back(shape_in[d]);
+    for (std::size_t k = 0; k < N; ++k) strides[k].push_back(ops[k]->strides()[d]);
+  }
   const RowSpace space(shape, strides);
   const std::int64_t len = space.row_length();
   const std::int64_t per_row = (len + kRowBlock - 1) / kRowBlock;
@@ -241,6 +254,13 @@ std::optional<DType> reorder_type(const Tensor& src, const Tensor& dst) {
   return bits;
 }
 
+// Whether a and b lie densely in the same order (both contiguous, or both channels-last with the same
+// strides): element i of one's memory is element i of the other's.
+bool same_dense_layout(const Tensor& a, const Tensor& b) {
+  if (a.is_contiguous() && b.is_contiguous()) return true;
+  return is_channels_last(a) && a.strides() == b.strides() && a.shape() == b.shape();
+}
+
 }  // namespace
 
 void cpu_copy(const Tensor& src, const Tensor& dst) {
@@ -292,7 +312,7 @@ void cpu_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out
 }
 
 void cpu_unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out) {
-  if (op == UnaryOp::relu && x.dtype() == out.dtype() && x.is_contiguous() && out.is_contiguous()) {
+  if (op == UnaryOp::relu && x.dtype() == out.dtype() && same_dense_layout(x, out)) {
     const auto n = x.numel();
     switch (x.dtype()) {
       case DType::f32: return relu_bits(x.data_as<std::uint32_t>(), out.data_as<std::uint32_t>(), n, 0x7f800000U);
@@ -322,8 +342,8 @@ void cpu_unary_keeping_input(UnaryOp op, double alpha, const Tensor& x, const Te
 }
 
 void cpu_unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor& grad_y, const Tensor& grad_x) {
-  if (op == UnaryOp::relu && x.dtype() == grad_y.dtype() && x.dtype() == grad_x.dtype() && x.is_contiguous() &&
-      grad_y.is_contiguous() && grad_x.is_contiguous()) {
+  if (op == UnaryOp::relu && x.dtype() == grad_y.dtype() && x.dtype() == grad_x.dtype() && same_dense_layout(x, grad_y) &&
+      same_dense_layout(x, grad_x)) {
     const auto n = x.numel();
     switch (x.dtype()) {
       case DType::f32:
