@@ -1,6 +1,7 @@
 // Pooling on the CPU: f32 loops over (image, channel) planes, split across threads; the 2x2 max pooling
 // (the CNN's) over spans of row pairs that cross planes, f32 or bf16 read in place, with AVX-512 where
-// the CPU has it. Memory-bound work with little arithmetic: the kernels should stream at memory's speed.
+// the CPU has it, or along the channels of channels-last data. Memory-bound work with little
+// arithmetic: the kernels should stream at memory's speed.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -53,9 +54,25 @@ inline float pick(bool yes, float x, float y) {
 // The larger of two values, NaN winning (b's first).
 inline float max_nan(float a, float b) { return pick((b > a) | (b != b), b, a); }
 
-// Each window's maximum, row pair by row pair (oh of them, laid out as in pool_avx512.h): the larger of
-// each column's two rows, then of the window's two columns, a NaN winning (the later of two: the order
-// the AVX-512 kernel keeps too).
+// A 2x2 window's taps in reading order: a, b the top row's, c, d the bottom row's. Its maximum: each
+// column's larger, then the larger of those (the later of two NaN: the AVX-512 kernel's order too).
+inline float window_max_of(float a, float b, float c, float d) { return max_nan(max_nan(a, c), max_nan(b, d)); }
+
+// Which tap gets the window's gradient (0-3 for a-d): the first NaN, else the first maximum, as the
+// reference picks. Branch-free.
+inline int gradient_tap(float a, float b, float c, float d) {
+  const bool pick_b = (a == a) & ((b > a) | (b != b));
+  const float ab = pick(pick_b, b, a);
+  const bool pick_c = (ab == ab) & ((c > ab) | (c != c));
+  const float abc = pick(pick_c, c, ab);
+  const bool pick_d = (abc == abc) & ((d > abc) | (d != d));
+  int k = static_cast<int>(pick_b);  // the last picked of b, c, d, else a
+  k += (2 - k) * static_cast<int>(pick_c);
+  k += (3 - k) * static_cast<int>(pick_d);
+  return k;
+}
+
+// Each window's maximum, row pair by row pair (oh of them, laid out as in pool_avx512.h).
 template <class X>  // f32, or bf16 read in place (planes.h)
 void max_pool_2x2(const X* in, float* out, std::int64_t w, std::int64_t oh, std::int64_t ow) {
   for (std::int64_t y = 0; y < oh; ++y) {
@@ -63,7 +80,7 @@ void max_pool_2x2(const X* in, float* out, std::int64_t w, std::int64_t oh, std:
     const X* r1 = r0 + w;
     float* o = out + y * ow;
     for (std::int64_t x = 0; x < ow; ++x) {
-      o[x] = max_nan(max_nan(f32_of(r0[2 * x]), f32_of(r1[2 * x])), max_nan(f32_of(r0[2 * x + 1]), f32_of(r1[2 * x + 1])));
+      o[x] = window_max_of(f32_of(r0[2 * x]), f32_of(r0[2 * x + 1]), f32_of(r1[2 * x]), f32_of(r1[2 * x + 1]));
     }
   }
 }
@@ -81,16 +98,7 @@ void max_pool_2x2_backward(const X* in, const X* g, float* gin, std::int64_t w, 
     float* g1 = g0 + w;
     const X* gy = g + y * ow;
     for (std::int64_t x = 0; x < ow; ++x) {
-      const float a = f32_of(i0[2 * x]), b = f32_of(i0[2 * x + 1]), c = f32_of(i1[2 * x]), d = f32_of(i1[2 * x + 1]);
-      // The first NaN, else the first maximum, in reading order (as the reference picks).
-      const bool pick_b = (a == a) & ((b > a) | (b != b));
-      const float ab = pick(pick_b, b, a);
-      const bool pick_c = (ab == ab) & ((c > ab) | (c != c));
-      const float abc = pick(pick_c, c, ab);
-      const bool pick_d = (abc == abc) & ((d > abc) | (d != d));
-      int k = static_cast<int>(pick_b);  // the last picked of b, c, d (branch-free), else a
-      k += (2 - k) * static_cast<int>(pick_c);
-      k += (3 - k) * static_cast<int>(pick_d);
+      const int k = gradient_tap(f32_of(i0[2 * x]), f32_of(i0[2 * x + 1]), f32_of(i1[2 * x]), f32_of(i1[2 * x + 1]));
       const float v = f32_of(gy[x]);
       g0[2 * x] = pick(k == 0, v, 0.0f);
       g0[2 * x + 1] = pick(k == 1, v, 0.0f);
@@ -186,23 +194,15 @@ void max_pool_2x2_backward_spans(const Tensor& x, const Tensor& grad_out, const 
   }
 }
 
-}  // namespace
-
-namespace {
-
 // The 2x2 max pooling on channels-last data ([N, H, W, C] in memory, the convolution chain's): each
-// window's four taps are rows of C values, so the loops run along the channels. The same rules as the
-// planes' loops: a NaN wins (the same one), the gradient goes to the first NaN, else the first maximum.
-// An output row (image n, window row y) at a time, split across threads.
-// One window's four taps (rows of c channels) into its maximum; into their gradients (the first NaN,
-// else the first maximum, in reading order a, b, c, d). Restrict-qualified: with f32 in and out GCC
-// would not vectorize them otherwise (6x slower).
+// window's four taps are rows of C values, so the loops run along the channels, with the planes' rules
+// (window_max_of, gradient_tap); an output row (image n, window row y) at a time, split across threads.
+// The loops over a window's channels are restrict-qualified: with f32 in and out GCC would not vectorize
+// them otherwise (6x slower).
 template <class X>
 void window_max(const X* __restrict a, const X* __restrict b, const X* __restrict c, const X* __restrict d,
                 float* __restrict out, std::int64_t channels) {
-  for (std::int64_t ch = 0; ch < channels; ++ch) {
-    out[ch] = max_nan(max_nan(f32_of(a[ch]), f32_of(c[ch])), max_nan(f32_of(b[ch]), f32_of(d[ch])));
-  }
+  for (std::int64_t ch = 0; ch < channels; ++ch) out[ch] = window_max_of(f32_of(a[ch]), f32_of(b[ch]), f32_of(c[ch]), f32_of(d[ch]));
 }
 
 template <class X>
@@ -210,15 +210,7 @@ void window_gradient(const X* __restrict pa, const X* __restrict pb, const X* __
                      const X* __restrict g, float* __restrict ga, float* __restrict gb, float* __restrict gc,
                      float* __restrict gd, std::int64_t channels) {
   for (std::int64_t ch = 0; ch < channels; ++ch) {
-    const float a = f32_of(pa[ch]), b = f32_of(pb[ch]), c = f32_of(pc[ch]), d = f32_of(pd[ch]);
-    const bool pick_b = (a == a) & ((b > a) | (b != b));
-    const float ab = pick(pick_b, b, a);
-    const bool pick_c = (ab == ab) & ((c > ab) | (c != c));
-    const float abc = pick(pick_c, c, ab);
-    const bool pick_d = (abc == abc) & ((d > abc) | (d != d));
-    int k = static_cast<int>(pick_b);
-    k += (2 - k) * static_cast<int>(pick_c);
-    k += (3 - k) * static_cast<int>(pick_d);
+    const int k = gradient_tap(f32_of(pa[ch]), f32_of(pb[ch]), f32_of(pc[ch]), f32_of(pd[ch]));
     const float v = f32_of(g[ch]);
     ga[ch] = pick(k == 0, v, 0.0f);
     gb[ch] = pick(k == 1, v, 0.0f);
