@@ -3,9 +3,9 @@
 // give the convolution chain where oneDNN convolves the dtype) each primitive reads and writes them in
 // place; on NCHW ones it runs in the layouts oneDNN picks (blocked, where its direct and AMX kernels
 // are), with the operands reordered from and to NCHW around it (a quarter of the CNN's bf16
-// convolution time). A dtype that
-// oneDNN 2.6 cannot convolve here (f16 on CPUs without f16 arithmetic, bf16 on AVX2-only CPUs) runs on
-// the f32 primitive, converted on the way in and rounded once on the way out.
+// convolution time). A dtype that oneDNN 2.6 cannot convolve here (f16 on CPUs without f16 arithmetic,
+// bf16 on AVX2-only CPUs) runs on the f32 primitive, converted on the way in and rounded once on the way
+// out.
 #include <algorithm>
 #include <mutex>
 #include <unordered_map>

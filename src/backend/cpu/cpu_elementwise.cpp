@@ -38,10 +38,9 @@ constexpr std::int64_t kParallelElements = 1 << 15;
 
 // Runs body(offsets, inner_strides, n, bufs) over every row segment of at most kRowBlock elements;
 // bufs[k] is a float buffer per operand. Segments (not rows) are split across threads, so one long
-// contiguous row parallelizes as well as many short ones.
-// The dimensions are walked in the memory order of the last operand (the output): a permuted dense
-// output (channels-last) then gives rows as long as a contiguous one's, not rows strided by C. The order
-// of an elementwise op's elements changes no result.
+// contiguous row parallelizes as well as many short ones. The dimensions are walked in the memory order
+// of the last operand (the output): a permuted dense output (channels-last) then gives rows as long as
+// a contiguous one's, not rows strided by C (the order of an elementwise op's elements changes no result).
 template <std::size_t N, class Body>
 void for_segments(const Shape& shape_in, const std::array<const Tensor*, N>& ops, Body&& body) {
   const Shape& order_by = ops.back()->strides();
