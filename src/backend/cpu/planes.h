@@ -12,7 +12,8 @@
 
 namespace mantissa::detail {
 
-// n elements of a contiguous tensor from element offset `off`, as f32 into out; and the reverse, rounding.
+// n elements of a dense tensor's memory (contiguous or channels-last) from element offset `off`, as f32
+// into out; and the reverse, rounding.
 inline void load_span(const Tensor& t, std::int64_t off, std::int64_t n, float* out) {
   for (std::int64_t at = 0; at < n; at += kRowBlock) load_f32(t, off + at, 1, std::min(kRowBlock, n - at), out + at);
 }
@@ -29,8 +30,8 @@ inline void store_plane(const Tensor& t, std::int64_t plane, std::int64_t size, 
   store_span(t, plane * size, size, in);
 }
 
-// n elements from offset `off` of a contiguous tensor as f32 to read: the tensor's own memory when it is
-// f32, else converted into scratch.
+// n elements from offset `off` of a dense tensor's memory as f32 to read: the tensor's own memory when it
+// is f32, else converted into scratch.
 inline const float* read_span(const Tensor& t, std::int64_t off, std::int64_t n, float* scratch) {
   if (t.dtype() == DType::f32) return t.data_as<float>() + off;
   load_span(t, off, n, scratch);
