@@ -116,9 +116,34 @@ std::vector<float> channel_values(const Tensor& t, std::int64_t c) {
   return v;
 }
 
-}  // namespace
+// Each channel's mean (as its shift plus the small offset d, see normalize) and rstd from its chunks'
+// shifted sums and sums of squares (shifted_sums): the same for planes and rows of channels.
+struct ChannelStats {
+  std::vector<float> mu, rs, offset;
+};
+ChannelStats channel_statistics(const std::vector<double>& sums, const std::vector<double>& squares,
+                                const std::vector<float>& shift, double count, double eps) {
+  const auto c = static_cast<std::int64_t>(shift.size());
+  const std::vector<double> t1 = channel_totals(sums, c), t2 = channel_totals(squares, c);
+  ChannelStats st{std::vector<float>(shift.size()), std::vector<float>(shift.size()), std::vector<float>(shift.size())};
+  for (std::size_t ch = 0; ch < shift.size(); ++ch) {
+    const double d = t1[ch] / count;
+    st.offset[ch] = static_cast<float>(d);
+    st.mu[ch] = static_cast<float>(static_cast<double>(shift[ch]) + d);
+    const double var = std::max(t2[ch] / count - d * d, 0.0);
+    st.rs[ch] = static_cast<float>(1.0 / std::sqrt(var + eps));
+  }
+  return st;
+}
 
-namespace {
+// grad_gamma = sum(dy x-hat) and grad_beta = sum(dy) of each channel, from their f64 totals.
+void write_parameter_gradients(const std::vector<double>& dy_xhat, const std::vector<double>& dy, const Tensor& grad_gamma,
+                               const Tensor& grad_beta) {
+  for (std::size_t ch = 0; ch < dy.size(); ++ch) {
+    grad_gamma.data_as<float>()[ch] = static_cast<float>(dy_xhat[ch]);
+    grad_beta.data_as<float>()[ch] = static_cast<float>(dy[ch]);
+  }
+}
 
 // Channels-last: x [N, C, S] stored [N, S, C], every channel's values C apart. The same statistics and
 // formulas as the planes' loops, per channel across a row of C: sums in f64 per chunk of images (f32
@@ -211,15 +236,8 @@ void batch_norm_rows(const Tensor& x, const Tensor& gamma, const Tensor& beta, d
       }
     }
   }
-  const std::vector<double> t1 = channel_totals(sums, c), t2 = channel_totals(squares, c);
-  std::vector<float> mu(uc), rs(uc), offset(uc);
-  for (std::size_t ch = 0; ch < uc; ++ch) {
-    const double d = t1[ch] / count;
-    offset[ch] = static_cast<float>(d);
-    mu[ch] = static_cast<float>(static_cast<double>(shift[ch]) + d);
-    const double var = std::max(t2[ch] / count - d * d, 0.0);
-    rs[ch] = static_cast<float>(1.0 / std::sqrt(var + eps));
-  }
+  const ChannelStats st = channel_statistics(sums, squares, shift, count, eps);
+  const std::vector<float>&mu = st.mu, &rs = st.rs, &offset = st.offset;
   const std::vector<float> g = channel_values(gamma, c), b = channel_values(beta, c);
 #pragma omp parallel if (n > 1 && x.numel() >= (1 << 15))
   {
@@ -288,10 +306,7 @@ void batch_norm_backward_rows(const Tensor& x, const Tensor& gamma, const Tensor
       if (grad_x.dtype() != DType::f32) store_span(grad_x, i * c * s, c * s, o);
     }
   }
-  for (std::int64_t ch = 0; ch < c; ++ch) {
-    grad_gamma.data_as<float>()[ch] = static_cast<float>(t_dy_xhat[static_cast<std::size_t>(ch)]);
-    grad_beta.data_as<float>()[ch] = static_cast<float>(t_dy[static_cast<std::size_t>(ch)]);
-  }
+  write_parameter_gradients(t_dy_xhat, t_dy, grad_gamma, grad_beta);
 }
 
 }  // namespace
@@ -308,15 +323,8 @@ void cpu_batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, do
   chunk_sums(x, nullptr, sums, &squares, [&](const auto* v, const auto*, std::int64_t ch, double& a, double& b) {
     shifted_sums(v, s, shift[static_cast<std::size_t>(ch)], a, b);
   });
-  const std::vector<double> t1 = channel_totals(sums, c), t2 = channel_totals(squares, c);
-  std::vector<float> mu(static_cast<std::size_t>(c)), rs(static_cast<std::size_t>(c)), offset(mu.size());
-  for (std::size_t ch = 0; ch < mu.size(); ++ch) {
-    const double d = t1[ch] / count;
-    offset[ch] = static_cast<float>(d);
-    mu[ch] = static_cast<float>(static_cast<double>(shift[ch]) + d);
-    const double var = std::max(t2[ch] / count - d * d, 0.0);
-    rs[ch] = static_cast<float>(1.0 / std::sqrt(var + eps));
-  }
+  const ChannelStats st = channel_statistics(sums, squares, shift, count, eps);
+  const std::vector<float>&mu = st.mu, &rs = st.rs, &offset = st.offset;
   const std::vector<float> g = channel_values(gamma, c), b = channel_values(beta, c);
 #pragma omp parallel if (n * c > 1 && x.numel() >= (1 << 15))
   {
@@ -373,10 +381,7 @@ void cpu_batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor&
       finish_plane(grad_x, plane, s, out);
     }
   }
-  for (std::int64_t ch = 0; ch < c; ++ch) {
-    grad_gamma.data_as<float>()[ch] = static_cast<float>(t_dy_xhat[static_cast<std::size_t>(ch)]);
-    grad_beta.data_as<float>()[ch] = static_cast<float>(t_dy[static_cast<std::size_t>(ch)]);
-  }
+  write_parameter_gradients(t_dy_xhat, t_dy, grad_gamma, grad_beta);
 }
 
 }  // namespace mantissa::detail
