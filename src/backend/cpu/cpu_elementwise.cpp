@@ -1,6 +1,7 @@
-// Elementwise kernels of the CPU backend: rows of every operand are converted to f32 in blocks, the op
-// runs in f32 in loops the compiler vectorizes (the op is a template argument, so no switch per
-// element), and the result is rounded once into the output dtype. Rows are split across threads.
+// Elementwise kernels of the CPU backend: rows of every operand are converted to f32 in blocks (contiguous
+// f32 rows are read and written in place), the op runs in f32 in loops the compiler vectorizes (the op is
+// a template argument, so no switch per element), and the result is rounded once into the output dtype.
+// Rows are split across threads.
 #include <omp.h>
 
 #include <algorithm>
@@ -20,10 +21,8 @@
 #include "unary_math.h"
 
 // glibc's vector math library (libmvec, part of libm) has SIMD versions of these; declaring them so
-// lets GCC vectorize the loops that call them (GELU's erfc, and exp and tanh) in each ISA's clone.
+// lets GCC vectorize the loops that call them (exp, in GELU's too, and tanh) in each ISA's clone.
 extern "C" {
-#pragma omp declare simd notinbranch
-float erfcf(float);
 #pragma omp declare simd notinbranch
 float expf(float);
 #pragma omp declare simd notinbranch
@@ -102,7 +101,7 @@ MANTISSA_VECTOR_CLONES void run_binary(BinaryOp op, const float* a, const float*
 
 // Calls fn.template operator()<Op>() for the op given at run time. Inlined, with fn, into each ISA's clone
 // of its callers: a call left out of line is compiled for the baseline ISA (SSE2, and libmvec's SSE
-// erfcf for GELU, a quarter of AVX-512's width).
+// expf, a quarter of AVX-512's width).
 template <class Fn>
 [[gnu::always_inline]] inline void dispatch_unary(UnaryOp op, Fn&& fn) {
   switch (op) {
@@ -303,10 +302,9 @@ void cpu_copy(const Tensor& src, const Tensor& dst) {
 void cpu_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   const std::array<const Tensor*, 3> ops{&a, &b, &out};
   for_segments(out.shape(), ops, [&](const std::int64_t* off, const std::int64_t* inner, std::int64_t n, auto& buf) {
-    load_f32(a, off[0], inner[0], n, buf[0]);
-    load_f32(b, off[1], inner[1], n, buf[1]);
-    run_binary(op, buf[0], buf[1], buf[2], n);
-    store_f32(out, off[2], inner[2], n, buf[2]);
+    float* to = f32_destination(out, off[2], inner[2], buf[2]);
+    run_binary(op, f32_source(a, off[0], inner[0], n, buf[0]), f32_source(b, off[1], inner[1], n, buf[1]), to, n);
+    f32_finish(out, off[2], inner[2], n, to);
   });
 }
 
@@ -323,9 +321,9 @@ void cpu_unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out) {
   const std::array<const Tensor*, 2> ops{&x, &out};
   const auto a = static_cast<float>(alpha);
   for_segments(x.shape(), ops, [&](const std::int64_t* off, const std::int64_t* inner, std::int64_t n, auto& buf) {
-    load_f32(x, off[0], inner[0], n, buf[0]);
-    run_unary(op, buf[0], buf[1], n, a);
-    store_f32(out, off[1], inner[1], n, buf[1]);
+    float* to = f32_destination(out, off[1], inner[1], buf[1]);
+    run_unary(op, f32_source(x, off[0], inner[0], n, buf[0]), to, n, a);
+    f32_finish(out, off[1], inner[1], n, to);
   });
 }
 
@@ -360,10 +358,10 @@ void cpu_unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor&
   const std::array<const Tensor*, 3> ops{&x, &grad_y, &grad_x};
   const auto a = static_cast<float>(alpha);
   for_segments(x.shape(), ops, [&](const std::int64_t* off, const std::int64_t* inner, std::int64_t n, auto& buf) {
-    load_f32(x, off[0], inner[0], n, buf[0]);
-    load_f32(grad_y, off[1], inner[1], n, buf[1]);
-    run_unary_backward(op, buf[0], buf[1], buf[2], n, a);
-    store_f32(grad_x, off[2], inner[2], n, buf[2]);
+    float* to = f32_destination(grad_x, off[2], inner[2], buf[2]);
+    run_unary_backward(op, f32_source(x, off[0], inner[0], n, buf[0]), f32_source(grad_y, off[1], inner[1], n, buf[1]), to,
+                       n, a);
+    f32_finish(grad_x, off[2], inner[2], n, to);
   });
 }
 

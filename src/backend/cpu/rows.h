@@ -1,6 +1,7 @@
 // The CPU backend's elementwise machinery: operands are walked as rows (the last dimension, after
 // merging dimensions that are contiguous in every operand), and each row segment is converted to f32
-// in a buffer, computed on, and rounded once into the output dtype with the bulk conversion kernels.
+// in a buffer (or read and written in place where it is contiguous f32), computed on, and rounded once
+// into the output dtype with the bulk conversion kernels.
 #pragma once
 
 #include "../../numeric/vector_clones.h"
@@ -34,6 +35,22 @@ inline float sum_f32(const float* v, std::int64_t n) {
 void load_f32(const Tensor& t, std::int64_t off, std::int64_t stride, std::int64_t n, float* out);
 // The reverse, rounding to nearest even into t's dtype.
 void store_f32(const Tensor& t, std::int64_t off, std::int64_t stride, std::int64_t n, const float* in);
+
+// The f32 elements a loop reads: t's own where it is f32 and the segment contiguous (read in place, no
+// copy), else loaded into buf. The same arithmetic either way, so the same bits.
+inline const float* f32_source(const Tensor& t, std::int64_t off, std::int64_t stride, std::int64_t n, float* buf) {
+  if (t.dtype() == DType::f32 && stride == 1) return t.data_as<float>() + off;
+  load_f32(t, off, stride, n, buf);
+  return buf;
+}
+// Where a loop writes its f32 results: t's own elements where t is f32 and the segment contiguous, else
+// buf, which f32_finish then rounds into t.
+inline float* f32_destination(const Tensor& t, std::int64_t off, std::int64_t stride, float* buf) {
+  return t.dtype() == DType::f32 && stride == 1 ? t.data_as<float>() + off : buf;
+}
+inline void f32_finish(const Tensor& t, std::int64_t off, std::int64_t stride, std::int64_t n, const float* written) {
+  if (t.dtype() != DType::f32 || stride != 1) store_f32(t, off, stride, n, written);
+}
 
 // Row r of a 2-D tensor [R, C] as f32 into v (C values), in kRowBlock pieces; and the reverse, rounding.
 inline void load_row(const Tensor& t, std::int64_t r, float* v) {
