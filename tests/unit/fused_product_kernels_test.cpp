@@ -102,16 +102,22 @@ TEST(MatmulRowSums, TheReferenceGivesTheProductAndTheRowSums) {
   EXPECT_EQ(sums.to_doubles(), (std::vector<double>{6, 1.5}));
 }
 
-// The cpu kernel against the reference, a given as the transpose of a contiguous matrix (g^T, as the
-// linear layer's backward passes it), in f32, bf16 and f16.
+// The cpu kernel against the reference, a given as the transpose of a row-major matrix (g^T, as the
+// linear layer's backward passes it: the CPU sums g's columns itself), in f32, bf16 and f16: a small g,
+// and one whose columns are split across threads, with rows that are not a whole number of the sums'
+// row blocks and a row stride wider than its columns (g a slice of a wider matrix).
 TEST(MatmulRowSums, TheCpuKernelMatchesTheReference) {
   MANTISSA_TRACE_SEED();
   const std::uint64_t seed = testing::test_seed();
-  const std::int64_t m = 41, k = 300, n = 23;
+  struct Size {
+    std::int64_t m, k, n, ld;
+  };
+  for (const Size size : {Size{41, 300, 23, 41}, Size{203, 517, 7, 211}})
   for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
-    SCOPED_TRACE(dtype_name(dtype));
-    const Tensor g = Tensor::uniform({k, m}, dtype, seed, -2, 2);
-    const Tensor a = make_view(g, {1, m, k}, {m * k, 1, m}, 0);
+    const std::int64_t m = size.m, k = size.k, n = size.n;
+    SCOPED_TRACE(std::string(dtype_name(dtype)) + ", m " + std::to_string(m));
+    const Tensor g = Tensor::uniform({k, size.ld}, dtype, seed, -2, 2);
+    const Tensor a = make_view(g, {1, m, k}, {size.ld * k, 1, size.ld}, 0);
     const Tensor w = Tensor::uniform({1, k, n}, dtype, seed + 1, -2, 2);
     std::vector<double> out[2], sums[2];
     for (const CpuBackend backend : {CpuBackend::onednn, CpuBackend::reference}) {
