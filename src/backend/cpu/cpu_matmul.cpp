@@ -15,6 +15,7 @@
 #include "../scaled_operands.h"
 #include "cpu_kernels.h"
 #include "onednn_context.h"
+#include "planes.h"
 #include "rows.h"
 
 namespace mantissa::detail {
@@ -336,9 +337,9 @@ constexpr std::int64_t kSumRows = 64;
 MANTISSA_VECTOR_CLONES void add_into(float* __restrict total, const float* __restrict v, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) total[i] += v[i];
 }
-// bf16 widened in the loop (its bits are the top half of an f32's), no conversion pass.
+// bf16 widened in the loop (planes.h's f32_of), no conversion pass.
 MANTISSA_VECTOR_CLONES void add_bf16_into(float* __restrict total, const std::uint16_t* __restrict v, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) total[i] += std::bit_cast<float>(static_cast<std::uint32_t>(v[i]) << 16);
+  for (std::int64_t i = 0; i < n; ++i) total[i] += f32_of(v[i]);
 }
 
 // The row sums of a [1, M, K] whose M is contiguous: a = g^T for g [K, M] row-major, the bias gradient's

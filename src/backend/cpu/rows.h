@@ -36,20 +36,22 @@ void load_f32(const Tensor& t, std::int64_t off, std::int64_t stride, std::int64
 // The reverse, rounding to nearest even into t's dtype.
 void store_f32(const Tensor& t, std::int64_t off, std::int64_t stride, std::int64_t n, const float* in);
 
-// The f32 elements a loop reads: t's own where it is f32 and the segment contiguous (read in place, no
-// copy), else loaded into buf. The same arithmetic either way, so the same bits.
+// Whether a segment of t is read and written where it is: f32 and contiguous.
+inline bool f32_in_place(const Tensor& t, std::int64_t stride) { return t.dtype() == DType::f32 && stride == 1; }
+// The f32 elements a loop reads: t's own where f32_in_place (no copy), else loaded into buf. The same
+// arithmetic either way, so the same bits.
 inline const float* f32_source(const Tensor& t, std::int64_t off, std::int64_t stride, std::int64_t n, float* buf) {
-  if (t.dtype() == DType::f32 && stride == 1) return t.data_as<float>() + off;
+  if (f32_in_place(t, stride)) return t.data_as<float>() + off;
   load_f32(t, off, stride, n, buf);
   return buf;
 }
-// Where a loop writes its f32 results: t's own elements where t is f32 and the segment contiguous, else
-// buf, which f32_finish then rounds into t.
+// Where a loop writes its f32 results: t's own elements where f32_in_place, else buf, which f32_finish
+// then rounds into t.
 inline float* f32_destination(const Tensor& t, std::int64_t off, std::int64_t stride, float* buf) {
-  return t.dtype() == DType::f32 && stride == 1 ? t.data_as<float>() + off : buf;
+  return f32_in_place(t, stride) ? t.data_as<float>() + off : buf;
 }
 inline void f32_finish(const Tensor& t, std::int64_t off, std::int64_t stride, std::int64_t n, const float* written) {
-  if (t.dtype() != DType::f32 || stride != 1) store_f32(t, off, stride, n, written);
+  if (!f32_in_place(t, stride)) store_f32(t, off, stride, n, written);
 }
 
 // Row r of a 2-D tensor [R, C] as f32 into v (C values), in kRowBlock pieces; and the reverse, rounding.
