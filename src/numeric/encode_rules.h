@@ -205,6 +205,15 @@ MANTISSA_HOST_DEVICE inline std::uint16_t bf16_nan_of(std::uint32_t f32_nan) { r
 MANTISSA_HOST_DEVICE inline std::uint16_t f16_nan_of(std::uint32_t f32_nan) {
   return static_cast<std::uint16_t>(((f32_nan >> 16) & 0x8000U) | 0x7e00U | ((f32_nan & 0x7fffffU) >> 13));
 }
+// f32 to bf16 by nearest even, the rule's bits for Format::bf16() written out for loops that round as
+// they store (tests/unit/half_nan_rules_test.cpp checks every high half with each low half that decides
+// a rounding): add 0x7fff plus the kept part's lowest bit and keep the top half, which carries into the
+// exponent where it should (to inf past bf16's largest finite) and never into the sign; NaN by bf16_nan_of.
+MANTISSA_HOST_DEVICE inline std::uint16_t bf16_bits_of(float v) {
+  const std::uint32_t x = std::bit_cast<std::uint32_t>(v);
+  const std::uint32_t rounded = (x + 0x7fffU + ((x >> 16) & 1U)) >> 16;
+  return (x & 0x7fffffffU) > 0x7f800000U ? bf16_nan_of(x) : static_cast<std::uint16_t>(rounded);
+}
 MANTISSA_HOST_DEVICE inline std::uint32_t f32_nan_of_bf16(std::uint16_t nan) { return (std::uint32_t{nan} << 16) | 0x400000U; }
 MANTISSA_HOST_DEVICE inline std::uint32_t f32_nan_of_f16(std::uint16_t nan) {
   return ((std::uint32_t{nan} & 0x8000U) << 16) | 0x7fc00000U | ((std::uint32_t{nan} & 0x3ffU) << 13);

@@ -1,8 +1,11 @@
-// The NaN rules of bf16 and f16 written out (encode_rules.h: bf16_nan_of, f16_nan_of, f32_nan_of_bf16,
-// f32_nan_of_f16), which the GPU's loads and stores use beside the hardware's conversions: the same bits
-// as the general rule (encode_bits, decode_bits) on every NaN of either format and on every f32 NaN.
+// The rules of bf16 and f16 written out (encode_rules.h): the NaN rules (bf16_nan_of, f16_nan_of,
+// f32_nan_of_bf16, f32_nan_of_f16), which the GPU's loads and stores use beside the hardware's
+// conversions, and the whole f32 -> bf16 rounding (bf16_bits_of), which the CPU's loops use where they
+// round as they store: the same bits as the general rule (encode_bits, decode_bits) on every NaN of
+// either format and on every f32 NaN, and on every f32 whose rounding to bf16 differs in any way.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cstdint>
 
 #include "../../src/numeric/encode_rules.h"
@@ -38,6 +41,18 @@ TEST(HalfNanRules, EveryHalfNanDecodesAsTheGeneralRuleSays) {
     }
   }
   EXPECT_EQ(nans, 2 * 127 + 2 * 1023);
+}
+
+// Rounding to bf16 keeps the high half and reads only bit 16 (the kept part's lowest), bit 15 (the half)
+// and whether bits 0-14 are zero: every high half with each low half that makes one case is every case.
+TEST(HalfNanRules, Bf16RoundingWrittenOutIsTheGeneralRule) {
+  const EncodeParams bf16 = make_encode_params(Format::bf16(), CastOptions{});
+  for (std::uint32_t high = 0; high < 65536; ++high) {
+    for (std::uint32_t low : {0x0000U, 0x0001U, 0x4000U, 0x7fffU, 0x8000U, 0x8001U, 0xc000U, 0xffffU}) {
+      const std::uint32_t x = high << 16 | low;
+      ASSERT_EQ(bf16_bits_of(std::bit_cast<float>(x)), encode_bits(bf16, x, 0)) << std::hex << x;
+    }
+  }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "../../numeric/encode_rules.h"
 #include "cpu_kernels.h"
 #include "mantissa/numeric/bulk.h"
 #include "mantissa/numeric/convert.h"
@@ -68,10 +69,9 @@ MANTISSA_VECTOR_CLONES void quantize_span(const float* x, const float* s, const 
     nonfinite += finite ? 0 : 1;
     q = q * back[i];  // exact for 1 and for power-of-2 scales; a rounding in bf16 for others
     const std::uint32_t qb = (std::bit_cast<std::uint32_t>(q) & 0x7fffffffU) | (vb & 0x80000000U);
-    // Finite results to bf16 by nearest even (exact unless a scale that is no power of 2 dequantized
-    // them); inf keeps its bits, NaN its payload's top bits, made quiet (bf16's rule, encode_rules.h).
-    const std::uint32_t rounded = (qb + 0x7fffU + ((qb >> 16) & 1U)) >> 16;
-    out[i] = static_cast<std::uint16_t>(finite ? rounded : v != v ? (vb >> 16) | 0x0040U : vb >> 16);
+    // To bf16 by nearest even (exact unless a scale that is no power of 2 dequantized them); inf and NaN
+    // as they are, by bf16's rule too (encode_rules.h).
+    out[i] = bf16_bits_of(std::bit_cast<float>(finite ? qb : vb));
   }
   c.amax_bits = amax;
   c.saturated += saturated;
