@@ -4,8 +4,7 @@
 
 #include <limits>
 
-#include "../../numeric/encode_rules.h"
-#include "planes.h"
+#include "rows.h"
 #include "unary_math.h"
 
 namespace mantissa::detail {
@@ -37,13 +36,10 @@ template <class Step>
   for (std::int64_t j = whole; j < n; ++j) step(j, static_cast<int>(j - whole));
 }
 
-[[gnu::always_inline]] inline void put(float* out, std::int64_t j, float v) { out[j] = v; }
-[[gnu::always_inline]] inline void put(std::uint16_t* out, std::int64_t j, float v) { out[j] = bf16_bits_of(v); }
-
 template <class Out>
 [[gnu::always_inline]] inline void softmax_row(const float* s, float* work, Out* p, std::int64_t n, std::int64_t len, float scale) {
   if (n == 0) {
-    for (std::int64_t j = 0; j < len; ++j) put(p, j, std::numeric_limits<float>::quiet_NaN());
+    for (std::int64_t j = 0; j < len; ++j) store_as(p[j], std::numeric_limits<float>::quiet_NaN());
     return;
   }
   float lanes[kLanes];
@@ -56,8 +52,8 @@ template <class Out>
     lanes[l] += work[j];
   });
   const float inv = 1.0f / tree(lanes, add_lane);
-  for (std::int64_t j = 0; j < n; ++j) put(p, j, work[j] * inv);
-  for (std::int64_t j = n; j < len; ++j) put(p, j, 0.0f);
+  for (std::int64_t j = 0; j < n; ++j) store_as(p[j], work[j] * inv);
+  for (std::int64_t j = n; j < len; ++j) store_as(p[j], 0.0f);
 }
 
 template <class In, class Out>
@@ -65,8 +61,8 @@ template <class In, class Out>
   float lanes[kLanes] = {};
   by_lanes(n, [&](std::int64_t j, int l) __attribute__((always_inline)) { lanes[l] = std::fma(f32_of(p[j]), dp[j], lanes[l]); });
   const float dot = tree(lanes, add_lane);
-  for (std::int64_t j = 0; j < n; ++j) put(g, j, (scale * f32_of(p[j])) * (dp[j] - dot));
-  for (std::int64_t j = n; j < len; ++j) put(g, j, 0.0f);
+  for (std::int64_t j = 0; j < n; ++j) store_as(g[j], (scale * f32_of(p[j])) * (dp[j] - dot));
+  for (std::int64_t j = n; j < len; ++j) store_as(g[j], 0.0f);
 }
 
 }  // namespace

@@ -74,22 +74,24 @@ void for_segments(const Shape& shape_in, const std::array<const Tensor*, N>& ops
   }
 }
 
-template <BinaryOp Op>
-[[gnu::always_inline]] inline void binary_loop(const float* a, const float* b, float* out, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = binary_value(Op, a[i], b[i]);
+// The loops, over f32 or bf16 storage (T: float or bf16 bits, rows.h's f32_of and store_as).
+template <BinaryOp Op, class T>
+[[gnu::always_inline]] inline void binary_loop(const T* a, const T* b, T* out, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) store_as(out[i], binary_value(Op, f32_of(a[i]), f32_of(b[i])));
 }
 
-template <UnaryOp Op>
-[[gnu::always_inline]] inline void unary_loop(const float* x, float* out, std::int64_t n, float alpha) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = unary_value(Op, x[i], alpha);
+template <UnaryOp Op, class T>
+[[gnu::always_inline]] inline void unary_loop(const T* x, T* out, std::int64_t n, float alpha) {
+  for (std::int64_t i = 0; i < n; ++i) store_as(out[i], unary_value(Op, f32_of(x[i]), alpha));
 }
 
-template <UnaryOp Op>
-[[gnu::always_inline]] inline void unary_backward_loop(const float* x, const float* g, float* out, std::int64_t n, float alpha) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = unary_gradient(Op, x[i], g[i], alpha);
+template <UnaryOp Op, class T>
+[[gnu::always_inline]] inline void unary_backward_loop(const T* x, const T* g, T* out, std::int64_t n, float alpha) {
+  for (std::int64_t i = 0; i < n; ++i) store_as(out[i], unary_gradient(Op, f32_of(x[i]), f32_of(g[i]), alpha));
 }
 
-MANTISSA_VECTOR_CLONES void run_binary(BinaryOp op, const float* a, const float* b, float* out, std::int64_t n) {
+template <class T>
+[[gnu::always_inline]] inline void dispatch_binary(BinaryOp op, const T* a, const T* b, T* out, std::int64_t n) {
   switch (op) {
     case BinaryOp::add: return binary_loop<BinaryOp::add>(a, b, out, n);
     case BinaryOp::sub: return binary_loop<BinaryOp::sub>(a, b, out, n);
@@ -97,6 +99,13 @@ MANTISSA_VECTOR_CLONES void run_binary(BinaryOp op, const float* a, const float*
     case BinaryOp::div: return binary_loop<BinaryOp::div>(a, b, out, n);
     case BinaryOp::eq: return binary_loop<BinaryOp::eq>(a, b, out, n);
   }
+}
+MANTISSA_VECTOR_CLONES void run_binary(BinaryOp op, const float* a, const float* b, float* out, std::int64_t n) {
+  dispatch_binary(op, a, b, out, n);
+}
+MANTISSA_VECTOR_CLONES void run_binary(BinaryOp op, const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* out,
+                                       std::int64_t n) {
+  dispatch_binary(op, a, b, out, n);
 }
 
 // Calls fn.template operator()<Op>() for the op given at run time. Inlined, with fn, into each ISA's clone
@@ -126,11 +135,21 @@ template <class Fn>
 MANTISSA_VECTOR_CLONES void run_unary(UnaryOp op, const float* x, float* out, std::int64_t n, float alpha) {
   dispatch_unary(op, [&]<UnaryOp Op>() __attribute__((always_inline)) { unary_loop<Op>(x, out, n, alpha); });
 }
+MANTISSA_VECTOR_CLONES void run_unary(UnaryOp op, const std::uint16_t* x, std::uint16_t* out, std::int64_t n, float alpha) {
+  dispatch_unary(op, [&]<UnaryOp Op>() __attribute__((always_inline)) { unary_loop<Op>(x, out, n, alpha); });
+}
 
 MANTISSA_VECTOR_CLONES void run_unary_backward(UnaryOp op, const float* x, const float* g, float* out, std::int64_t n,
                                                float alpha) {
   dispatch_unary(op, [&]<UnaryOp Op>() __attribute__((always_inline)) { unary_backward_loop<Op>(x, g, out, n, alpha); });
 }
+MANTISSA_VECTOR_CLONES void run_unary_backward(UnaryOp op, const std::uint16_t* x, const std::uint16_t* g, std::uint16_t* out,
+                                               std::int64_t n, float alpha) {
+  dispatch_unary(op, [&]<UnaryOp Op>() __attribute__((always_inline)) { unary_backward_loop<Op>(x, g, out, n, alpha); });
+}
+
+// A segment's bf16 elements where they are (bf16_in_place).
+std::uint16_t* bf16_at(const Tensor& t, std::int64_t off) { return t.data_as<std::uint16_t>() + off; }
 
 // Copies one row of n elements of `size` bytes, `from_stride` and `to_stride` elements apart, bit for bit.
 void copy_row(const std::byte* from, std::int64_t from_stride, std::byte* to, std::int64_t to_stride, std::int64_t n,
@@ -197,42 +216,48 @@ void copy_rows(const Tensor& src, const Tensor& dst) {
 }
 
 // ReLU on the bits of one dtype, at memory speed: negative numbers (and -0) become +0; positive ones
-// and NaN pass (a NaN's magnitude bits exceed inf's). The same as unary_value's relu, and four times
-// faster than converting bf16 through f32 (bf16 21 G/s, oneDNN's relu 15).
+// and NaN pass (a NaN's magnitude bits exceed inf's), a NaN with `quiet` (its format's quiet bit, or 0
+// for f32) set: the bits of the f32 loop, through the conversions for bf16 and f16 (which quiet every
+// NaN). The same as unary_value's relu, and four times faster than converting bf16 through f32 (bf16
+// 21 G/s, oneDNN's relu 15).
 template <class Bits>
-MANTISSA_VECTOR_CLONES void relu_bits_loop(const Bits* x, Bits* y, std::int64_t n, Bits inf) {
+MANTISSA_VECTOR_CLONES void relu_bits_loop(const Bits* x, Bits* y, std::int64_t n, Bits inf, Bits quiet) {
   constexpr Bits kSign = Bits(Bits(1) << (8 * sizeof(Bits) - 1));
   for (std::int64_t i = 0; i < n; ++i) {
-    const Bits v = x[i];
-    const bool zero_it = (v & kSign) != 0 && Bits(v & Bits(~kSign)) <= inf;
-    y[i] = zero_it ? Bits(0) : v;
+    const Bits v = x[i], magnitude = Bits(v & Bits(~kSign));
+    const bool zero_it = (v & kSign) != 0 && magnitude <= inf;
+    const Bits kept = magnitude > inf ? Bits(v | quiet) : v;
+    y[i] = zero_it ? Bits(0) : kept;
   }
 }
 
 template <class Bits>
-void relu_bits(const Bits* x, Bits* y, std::int64_t n, Bits inf) {
+void relu_bits(const Bits* x, Bits* y, std::int64_t n, Bits inf, Bits quiet) {
   constexpr std::int64_t kChunk = 1 << 14;
 #pragma omp parallel for schedule(static) if (n >= kParallelElements)
-  for (std::int64_t at = 0; at < n; at += kChunk) relu_bits_loop(x + at, y + at, std::min(kChunk, n - at), inf);
+  for (std::int64_t at = 0; at < n; at += kChunk) relu_bits_loop(x + at, y + at, std::min(kChunk, n - at), inf, quiet);
 }
 
-// Its backward on bits: g where x > 0 (sign clear, not zero, not NaN), else +0 (unary_gradient's rule).
+// Its backward on bits: g where x > 0 (sign clear, not zero, not NaN), else +0 (unary_gradient's rule);
+// a NaN g made quiet as above.
 template <class Bits>
-MANTISSA_VECTOR_CLONES void relu_backward_bits_loop(const Bits* x, const Bits* g, Bits* out, std::int64_t n, Bits inf) {
+MANTISSA_VECTOR_CLONES void relu_backward_bits_loop(const Bits* x, const Bits* g, Bits* out, std::int64_t n, Bits inf,
+                                                    Bits quiet) {
   constexpr Bits kSign = Bits(Bits(1) << (8 * sizeof(Bits) - 1));
   for (std::int64_t i = 0; i < n; ++i) {
-    const Bits v = x[i];
+    const Bits v = x[i], gv = g[i];
     const bool positive = (v & kSign) == 0 && v != 0 && v <= inf;
-    out[i] = positive ? g[i] : Bits(0);
+    const Bits kept = Bits(gv & Bits(~kSign)) > inf ? Bits(gv | quiet) : gv;
+    out[i] = positive ? kept : Bits(0);
   }
 }
 
 template <class Bits>
-void relu_backward_bits(const Bits* x, const Bits* g, Bits* out, std::int64_t n, Bits inf) {
+void relu_backward_bits(const Bits* x, const Bits* g, Bits* out, std::int64_t n, Bits inf, Bits quiet) {
   constexpr std::int64_t kChunk = 1 << 14;
 #pragma omp parallel for schedule(static) if (n >= kParallelElements)
   for (std::int64_t at = 0; at < n; at += kChunk) {
-    relu_backward_bits_loop(x + at, g + at, out + at, std::min(kChunk, n - at), inf);
+    relu_backward_bits_loop(x + at, g + at, out + at, std::min(kChunk, n - at), inf, quiet);
   }
 }
 
@@ -302,6 +327,9 @@ void cpu_copy(const Tensor& src, const Tensor& dst) {
 void cpu_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   const std::array<const Tensor*, 3> ops{&a, &b, &out};
   for_segments(out.shape(), ops, [&](const std::int64_t* off, const std::int64_t* inner, std::int64_t n, auto& buf) {
+    if (bf16_in_place(a, inner[0]) && bf16_in_place(b, inner[1]) && bf16_in_place(out, inner[2])) {
+      return run_binary(op, bf16_at(a, off[0]), bf16_at(b, off[1]), bf16_at(out, off[2]), n);
+    }
     float* to = f32_destination(out, off[2], inner[2], buf[2]);
     run_binary(op, f32_source(a, off[0], inner[0], n, buf[0]), f32_source(b, off[1], inner[1], n, buf[1]), to, n);
     f32_finish(out, off[2], inner[2], n, to);
@@ -312,15 +340,20 @@ void cpu_unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out) {
   if (op == UnaryOp::relu && x.dtype() == out.dtype() && same_dense_layout(x, out)) {
     const auto n = x.numel();
     switch (x.dtype()) {
-      case DType::f32: return relu_bits(x.data_as<std::uint32_t>(), out.data_as<std::uint32_t>(), n, 0x7f800000U);
-      case DType::bf16: return relu_bits(x.data_as<std::uint16_t>(), out.data_as<std::uint16_t>(), n, std::uint16_t{0x7f80});
-      case DType::f16: return relu_bits(x.data_as<std::uint16_t>(), out.data_as<std::uint16_t>(), n, std::uint16_t{0x7c00});
+      case DType::f32: return relu_bits(x.data_as<std::uint32_t>(), out.data_as<std::uint32_t>(), n, 0x7f800000U, 0U);
+      case DType::bf16:
+        return relu_bits(x.data_as<std::uint16_t>(), out.data_as<std::uint16_t>(), n, std::uint16_t{0x7f80}, std::uint16_t{0x40});
+      case DType::f16:
+        return relu_bits(x.data_as<std::uint16_t>(), out.data_as<std::uint16_t>(), n, std::uint16_t{0x7c00}, std::uint16_t{0x200});
       default: break;
     }
   }
   const std::array<const Tensor*, 2> ops{&x, &out};
   const auto a = static_cast<float>(alpha);
   for_segments(x.shape(), ops, [&](const std::int64_t* off, const std::int64_t* inner, std::int64_t n, auto& buf) {
+    if (bf16_in_place(x, inner[0]) && bf16_in_place(out, inner[1])) {
+      return run_unary(op, bf16_at(x, off[0]), bf16_at(out, off[1]), n, a);
+    }
     float* to = f32_destination(out, off[1], inner[1], buf[1]);
     run_unary(op, f32_source(x, off[0], inner[0], n, buf[0]), to, n, a);
     f32_finish(out, off[1], inner[1], n, to);
@@ -345,19 +378,22 @@ void cpu_unary_backward(UnaryOp op, double alpha, const Tensor& x, const Tensor&
     switch (x.dtype()) {
       case DType::f32:
         return relu_backward_bits(x.data_as<std::uint32_t>(), grad_y.data_as<std::uint32_t>(),
-                                  grad_x.data_as<std::uint32_t>(), n, 0x7f800000U);
+                                  grad_x.data_as<std::uint32_t>(), n, 0x7f800000U, 0U);
       case DType::bf16:
         return relu_backward_bits(x.data_as<std::uint16_t>(), grad_y.data_as<std::uint16_t>(),
-                                  grad_x.data_as<std::uint16_t>(), n, std::uint16_t{0x7f80});
+                                  grad_x.data_as<std::uint16_t>(), n, std::uint16_t{0x7f80}, std::uint16_t{0x40});
       case DType::f16:
         return relu_backward_bits(x.data_as<std::uint16_t>(), grad_y.data_as<std::uint16_t>(),
-                                  grad_x.data_as<std::uint16_t>(), n, std::uint16_t{0x7c00});
+                                  grad_x.data_as<std::uint16_t>(), n, std::uint16_t{0x7c00}, std::uint16_t{0x200});
       default: break;
     }
   }
   const std::array<const Tensor*, 3> ops{&x, &grad_y, &grad_x};
   const auto a = static_cast<float>(alpha);
   for_segments(x.shape(), ops, [&](const std::int64_t* off, const std::int64_t* inner, std::int64_t n, auto& buf) {
+    if (bf16_in_place(x, inner[0]) && bf16_in_place(grad_y, inner[1]) && bf16_in_place(grad_x, inner[2])) {
+      return run_unary_backward(op, bf16_at(x, off[0]), bf16_at(grad_y, off[1]), bf16_at(grad_x, off[2]), n, a);
+    }
     float* to = f32_destination(grad_x, off[2], inner[2], buf[2]);
     run_unary_backward(op, f32_source(x, off[0], inner[0], n, buf[0]), f32_source(grad_y, off[1], inner[1], n, buf[1]), to,
                        n, a);

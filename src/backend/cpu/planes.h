@@ -52,10 +52,6 @@ inline void finish_plane(const Tensor& t, std::int64_t plane, std::int64_t size,
   if (t.dtype() != DType::f32) store_plane(t, plane, size, computed);
 }
 
-// A plane's value as f32: an f32 as it is; a bf16 widened exactly (the top half of an f32's bits) as it is
-// loaded, so that a loop templated on its input reads a bf16 plane in place rather than an f32 copy.
-inline float f32_of(float v) { return v; }
-inline float f32_of(std::uint16_t bf16) { return std::bit_cast<float>(static_cast<std::uint32_t>(bf16) << 16); }
 
 // A span to read: f32 or bf16 in place, any other dtype converted into `scratch` (f32); `use` gets its
 // values' pointer (const float* or const std::uint16_t*), for loops that read through f32_of.

@@ -1,12 +1,14 @@
 // The CPU backend's elementwise machinery: operands are walked as rows (the last dimension, after
 // merging dimensions that are contiguous in every operand), and each row segment is converted to f32
-// in a buffer (or read and written in place where it is contiguous f32), computed on, and rounded once
-// into the output dtype with the bulk conversion kernels.
+// in a buffer (or read and written in place where it is contiguous f32, or contiguous bf16 for the loops
+// that take it), computed on, and rounded once into the output dtype by the bulk conversion's rule.
 #pragma once
 
+#include "../../numeric/encode_rules.h"
 #include "../../numeric/vector_clones.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <vector>
 
@@ -38,6 +40,18 @@ void store_f32(const Tensor& t, std::int64_t off, std::int64_t stride, std::int6
 
 // Whether a segment of t is read and written where it is: f32 and contiguous.
 inline bool f32_in_place(const Tensor& t, std::int64_t stride) { return t.dtype() == DType::f32 && stride == 1; }
+// The same for loops that also take bf16 bits (templated on their storage, reading through f32_of and
+// writing through store_as): bf16 and contiguous.
+inline bool bf16_in_place(const Tensor& t, std::int64_t stride) { return t.dtype() == DType::bf16 && stride == 1; }
+
+// An element as f32 and back, for loops templated on their storage: an f32 as it is; a bf16 widened
+// exactly (the top half of an f32's bits) as it is loaded, and rounded by bf16_bits_of (the bulk
+// conversion's rule) as it is stored. The same bits as a trip through load_f32 and store_f32 (a NaN comes
+// out quiet either way).
+inline float f32_of(float v) { return v; }
+inline float f32_of(std::uint16_t bf16) { return std::bit_cast<float>(static_cast<std::uint32_t>(bf16) << 16); }
+inline void store_as(float& to, float v) { to = v; }
+inline void store_as(std::uint16_t& to, float v) { to = bf16_bits_of(v); }
 // The f32 elements a loop reads: t's own where f32_in_place (no copy), else loaded into buf. The same
 // arithmetic either way, so the same bits.
 inline const float* f32_source(const Tensor& t, std::int64_t off, std::int64_t stride, std::int64_t n, float* buf) {
