@@ -42,7 +42,9 @@ void expect_same_bits(const Operand& out, const std::string& what) {
   const auto* b = static_cast<const std::uint16_t*>(out.strided.data());
   int differing = 0;
   for (std::int64_t i = 0; i < kPatterns; ++i) {
-    if (a[i] != b[2 * i] && differing++ < 3) ADD_FAILURE() << what << " element " << i << ": " << a[i] << " in place, " << b[2 * i];
+    if (a[i] != b[2 * i] && differing++ < 3) {
+      ADD_FAILURE() << what << " element " << i << ": " << a[i] << " in place, " << b[2 * i];
+    }
   }
   EXPECT_EQ(differing, 0) << what;
 }

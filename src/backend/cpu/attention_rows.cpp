@@ -23,7 +23,8 @@ template <class Op>
   }
   return lanes[0];
 }
-[[gnu::always_inline]] inline float max_lane(float a, float b) { return a > b ? a : b; }  // the max instruction's rule: b where either is NaN
+// The max instruction's rule: b where either is NaN.
+[[gnu::always_inline]] inline float max_lane(float a, float b) { return a > b ? a : b; }
 [[gnu::always_inline]] inline float add_lane(float a, float b) { return a + b; }
 
 // Each of n values to its lane (j % 16): whole blocks of 16, then the last one's first n % 16.
@@ -37,14 +38,17 @@ template <class Step>
 }
 
 template <class Out>
-[[gnu::always_inline]] inline void softmax_row(const float* s, float* work, Out* p, std::int64_t n, std::int64_t len, float scale) {
+[[gnu::always_inline]] inline void softmax_row(const float* s, float* work, Out* p, std::int64_t n, std::int64_t len,
+                                               float scale) {
   if (n == 0) {
     for (std::int64_t j = 0; j < len; ++j) store_as(p[j], std::numeric_limits<float>::quiet_NaN());
     return;
   }
   float lanes[kLanes];
   for (float& v : lanes) v = -std::numeric_limits<float>::infinity();
-  by_lanes(n, [&](std::int64_t j, int l) __attribute__((always_inline)) { lanes[l] = max_lane(lanes[l], scale * s[j]); });
+  by_lanes(n, [&](std::int64_t j, int l) __attribute__((always_inline)) {
+    lanes[l] = max_lane(lanes[l], scale * s[j]);
+  });
   const float mx = tree(lanes, max_lane);
   for (float& v : lanes) v = 0.0f;
   by_lanes(n, [&](std::int64_t j, int l) __attribute__((always_inline)) {
@@ -57,9 +61,12 @@ template <class Out>
 }
 
 template <class In, class Out>
-[[gnu::always_inline]] inline void softmax_backward_row(const In* p, const float* dp, Out* g, std::int64_t n, std::int64_t len, float scale) {
+[[gnu::always_inline]] inline void softmax_backward_row(const In* p, const float* dp, Out* g, std::int64_t n,
+                                                        std::int64_t len, float scale) {
   float lanes[kLanes] = {};
-  by_lanes(n, [&](std::int64_t j, int l) __attribute__((always_inline)) { lanes[l] = std::fma(f32_of(p[j]), dp[j], lanes[l]); });
+  by_lanes(n, [&](std::int64_t j, int l) __attribute__((always_inline)) {
+    lanes[l] = std::fma(f32_of(p[j]), dp[j], lanes[l]);
+  });
   const float dot = tree(lanes, add_lane);
   for (std::int64_t j = 0; j < n; ++j) store_as(g[j], (scale * f32_of(p[j])) * (dp[j] - dot));
   for (std::int64_t j = n; j < len; ++j) store_as(g[j], 0.0f);

@@ -17,19 +17,24 @@ namespace mantissa::detail {
 // p[0, n) = softmax(scale * s[0, n)), p[n, len) = 0; n == 0 gives NaN throughout. work holds n floats
 // (the exponentials before they are scaled); p is f32, or bf16 bits.
 void attention_softmax_row(const float* s, float* work, float* p, std::int64_t n, std::int64_t len, float scale);
-void attention_softmax_row(const float* s, float* work, std::uint16_t* p, std::int64_t n, std::int64_t len, float scale);
+void attention_softmax_row(const float* s, float* work, std::uint16_t* p, std::int64_t n, std::int64_t len,
+                           float scale);
 
 // g[j] = (scale * p[j]) * (dp[j] - sum_k p[k] dp[k]) for j < n (only those are read), g[n, len) = 0;
 // p and g each f32 or bf16 bits.
-void attention_softmax_backward_row(const float* p, const float* dp, float* g, std::int64_t n, std::int64_t len, float scale);
-void attention_softmax_backward_row(const float* p, const float* dp, std::uint16_t* g, std::int64_t n, std::int64_t len, float scale);
-void attention_softmax_backward_row(const std::uint16_t* p, const float* dp, float* g, std::int64_t n, std::int64_t len, float scale);
+void attention_softmax_backward_row(const float* p, const float* dp, float* g, std::int64_t n, std::int64_t len,
+                                    float scale);
+void attention_softmax_backward_row(const float* p, const float* dp, std::uint16_t* g, std::int64_t n, std::int64_t len,
+                                    float scale);
+void attention_softmax_backward_row(const std::uint16_t* p, const float* dp, float* g, std::int64_t n, std::int64_t len,
+                                    float scale);
 void attention_softmax_backward_row(const std::uint16_t* p, const float* dp, std::uint16_t* g, std::int64_t n, std::int64_t len,
                                     float scale);
 
 // The same with AVX-512.
 void attention_softmax_row_avx512(const float* s, float* work, float* p, std::int64_t n, std::int64_t len, float scale);
-void attention_softmax_row_avx512(const float* s, float* work, std::uint16_t* p, std::int64_t n, std::int64_t len, float scale);
+void attention_softmax_row_avx512(const float* s, float* work, std::uint16_t* p, std::int64_t n, std::int64_t len,
+                                  float scale);
 void attention_softmax_backward_row_avx512(const float* p, const float* dp, float* g, std::int64_t n, std::int64_t len,
                                            float scale);
 void attention_softmax_backward_row_avx512(const float* p, const float* dp, std::uint16_t* g, std::int64_t n, std::int64_t len,

@@ -26,7 +26,8 @@ __m256i bf16_of(__m512 v) {
   const __m512i x = _mm512_castps_si512(v);
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
   const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb), 16);
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  const __m512i magnitude = _mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff));
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(magnitude, _mm512_set1_epi32(0x7f800000));
   const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
   return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, nan, quiet));
 }
@@ -68,7 +69,8 @@ __m512 exp_of_nonpositive(__m512 y_in) {
 template <class Out>
 void softmax_row(const float* s, float* work, Out* p, std::int64_t n, std::int64_t len, float scale) {
   if (n == 0) {
-    for (std::int64_t j = 0; j < len; j += 16) store(p + j, lanes_below(len - j), _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN()));
+    const __m512 nan = _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN());
+    for (std::int64_t j = 0; j < len; j += 16) store(p + j, lanes_below(len - j), nan);
     return;
   }
   const __m512 sc = _mm512_set1_ps(scale);

@@ -45,13 +45,16 @@ void cpu_attention_softmax(const Tensor& scores, double scale, bool causal, cons
     for (std::int64_t r = 0; r < rows; ++r) {
       const std::int64_t n = visible(causal, r % t, t, s);
       const float* row = row_of<const float>(scores, r);
+      const auto softmax = [&](auto* p) {
+        avx512 ? attention_softmax_row_avx512(row, work.data(), p, n, s, f) : attention_softmax_row(row, work.data(), p, n, s, f);
+      };
       if (probs.dtype() == DType::bf16) {
-        auto* p = row_of<std::uint16_t>(probs, r);
-        avx512 ? attention_softmax_row_avx512(row, work.data(), p, n, s, f) : attention_softmax_row(row, work.data(), p, n, s, f);
-      } else {
-        float* p = probs.dtype() == DType::f32 ? row_of<float>(probs, r) : out.data();
-        avx512 ? attention_softmax_row_avx512(row, work.data(), p, n, s, f) : attention_softmax_row(row, work.data(), p, n, s, f);
-        if (p == out.data()) store_f32(probs, r * probs.strides()[1], 1, s, p);
+        softmax(row_of<std::uint16_t>(probs, r));
+      } else if (probs.dtype() == DType::f32) {
+        softmax(row_of<float>(probs, r));
+      } else {  // rounded from an f32 row
+        softmax(out.data());
+        store_f32(probs, r * probs.strides()[1], 1, s, out.data());
       }
     }
   }

@@ -342,9 +342,11 @@ void cpu_unary(UnaryOp op, double alpha, const Tensor& x, const Tensor& out) {
     switch (x.dtype()) {
       case DType::f32: return relu_bits(x.data_as<std::uint32_t>(), out.data_as<std::uint32_t>(), n, 0x7f800000U, 0U);
       case DType::bf16:
-        return relu_bits(x.data_as<std::uint16_t>(), out.data_as<std::uint16_t>(), n, std::uint16_t{0x7f80}, std::uint16_t{0x40});
+        return relu_bits(x.data_as<std::uint16_t>(), out.data_as<std::uint16_t>(), n, std::uint16_t{0x7f80},
+                         std::uint16_t{0x40});
       case DType::f16:
-        return relu_bits(x.data_as<std::uint16_t>(), out.data_as<std::uint16_t>(), n, std::uint16_t{0x7c00}, std::uint16_t{0x200});
+        return relu_bits(x.data_as<std::uint16_t>(), out.data_as<std::uint16_t>(), n, std::uint16_t{0x7c00},
+                         std::uint16_t{0x200});
       default: break;
     }
   }

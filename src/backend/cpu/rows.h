@@ -52,6 +52,7 @@ inline float f32_of(float v) { return v; }
 inline float f32_of(std::uint16_t bf16) { return std::bit_cast<float>(static_cast<std::uint32_t>(bf16) << 16); }
 inline void store_as(float& to, float v) { to = v; }
 inline void store_as(std::uint16_t& to, float v) { to = bf16_bits_of(v); }
+
 // The f32 elements a loop reads: t's own where f32_in_place (no copy), else loaded into buf. The same
 // arithmetic either way, so the same bits.
 inline const float* f32_source(const Tensor& t, std::int64_t off, std::int64_t stride, std::int64_t n, float* buf) {

@@ -1,5 +1,6 @@
 // One row of softmax (and its backward) over f32 values in L1, vectorized with libmvec's exp: shared by
-// the softmax op, the fused cross-entropy and attention, which all spend most of their time here.
+// the softmax op and the fused cross-entropy, which spend most of their time here. (Attention has rows
+// of its own, attention_rows.h.)
 #pragma once
 
 #include <cstdint>
