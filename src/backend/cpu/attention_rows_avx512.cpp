@@ -13,7 +13,9 @@ namespace {
 
 // The lanes of keys j.. below n (all sixteen when 16 or more are left; none when none are).
 __mmask16 lanes_below(std::int64_t left) {
-  return left >= 16 ? static_cast<__mmask16>(0xffff) : left <= 0 ? 0 : static_cast<__mmask16>((1U << left) - 1U);
+  if (left >= 16) return static_cast<__mmask16>(0xffff);
+  if (left <= 0) return static_cast<__mmask16>(0);
+  return static_cast<__mmask16>((1U << left) - 1U);
 }
 
 __m512 load(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
