@@ -15,7 +15,6 @@
 #include "../scaled_operands.h"
 #include "cpu_kernels.h"
 #include "onednn_context.h"
-#include "planes.h"
 #include "rows.h"
 
 namespace mantissa::detail {
@@ -337,7 +336,7 @@ constexpr std::int64_t kSumRows = 64;
 MANTISSA_VECTOR_CLONES void add_into(float* __restrict total, const float* __restrict v, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) total[i] += v[i];
 }
-// bf16 widened in the loop (planes.h's f32_of), no conversion pass.
+// bf16 widened in the loop (rows.h's f32_of), no conversion pass.
 MANTISSA_VECTOR_CLONES void add_bf16_into(float* __restrict total, const std::uint16_t* __restrict v, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) total[i] += f32_of(v[i]);
 }

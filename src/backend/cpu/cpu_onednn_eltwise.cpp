@@ -6,10 +6,11 @@
 // Exceptions, found by the parity tests: oneDNN 2.6's f32 gelu_erf loses accuracy for negative inputs
 // (relative error up to ~3e-6, the 1 + erf cancellation): far below bf16's resolution, so bf16 uses
 // oneDNN for its forward and f32 the accurate loop (its backward is the loop in every dtype: faster).
-// gelu_tanh too is the loop in f32: oneDNN's 1 + tanh cancels the same way and gives 0 below x = -9 where the value is still 1e-37 (CpuMath's per-element test). Its relu, exp (forward and backward), softmax forward and
-// log-softmax backward turn NaN (and a softmax row's inf) into numbers, where the reference keeps NaN
-// (and its f32 log-softmax backward is ~50 ulps off), and its pow and relu backward disagree with the
-// reference on infinities: those run on mantissa's loops in every dtype.
+// gelu_tanh too is the loop in f32: oneDNN's 1 + tanh cancels the same way and gives 0 below x = -9
+// where the value is still 1e-37 (CpuMath's per-element test). Its relu, exp (forward and backward),
+// softmax forward and log-softmax backward turn NaN (and a softmax row's inf) into numbers, where the
+// reference keeps NaN (and its f32 log-softmax backward is ~50 ulps off), and its pow and relu backward
+// disagree with the reference on infinities: those run on mantissa's loops in every dtype.
 
 #include "cpu_kernels.h"
 #include "onednn_context.h"
